@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import BinaryIO
 
-
 DELETE_BATCH_SIZE = 1000
 """Keys per delete request: S3's DeleteObjects limit, used by both backends for counting."""
 

@@ -1,0 +1,122 @@
+"""The local S3 server process and the fault proxy, exercised over real sockets."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from tidemark.s3local import FaultProxy, LocalS3Server
+from tidemark.storage import open_storage
+
+
+@pytest.fixture
+def proxy(s3_server: str) -> Iterator[FaultProxy]:
+    with FaultProxy(s3_server) as fault_proxy:
+        yield fault_proxy
+
+
+def _connect(endpoint: str) -> http.client.HTTPConnection:
+    parts = urlsplit(endpoint)
+    assert parts.hostname is not None
+    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+
+
+def test_server_answers_until_closed() -> None:
+    server = LocalS3Server()
+    with urllib.request.urlopen(server.endpoint, timeout=5) as response:
+        assert response.status == 200
+    server.close()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(server.endpoint, timeout=5)
+
+
+def test_proxy_forwards_chunked_uploads_verbatim(s3_bucket: str, proxy: FaultProxy) -> None:
+    bucket = urlsplit(s3_bucket).netloc
+    connection = _connect(proxy.endpoint)
+    pieces = [b"alpha-", b"beta-" * 1000, b"gamma"]
+    connection.request("PUT", f"/{bucket}/table/chunked", body=iter(pieces), encode_chunked=True)
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 200
+    assert open_storage(s3_bucket).read("chunked") == b"".join(pieces)
+
+
+def test_faults_apply_only_to_matching_requests_then_expire(
+    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_storage(s3_bucket).write("target", b"t")
+    open_storage(s3_bucket).write("other", b"o")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    storage = open_storage(s3_bucket)
+    proxy.fail_next(2, method="GET", path_pattern=r"/table/target$")
+    assert storage.read("other") == b"o"
+    assert (proxy.injected, storage.requests.snapshot()) == (0, {"get": 1})
+    assert storage.read("target") == b"t"
+    assert (proxy.injected, storage.requests.snapshot()) == (2, {"get": 4})
+    assert storage.read("target") == b"t"
+    assert (proxy.injected, storage.requests.snapshot()) == (2, {"get": 5})
+
+
+def test_persistent_faults_last_until_cleared(s3_bucket: str, proxy: FaultProxy) -> None:
+    bucket = urlsplit(s3_bucket).netloc
+    proxy.fail_always(method="PUT", status=500, code="InternalError")
+    connection = _connect(proxy.endpoint)
+    statuses = []
+    for attempt in range(4):
+        if attempt == 3:
+            proxy.clear()
+        connection.request("PUT", f"/{bucket}/table/obj", body=b"x")
+        response = connection.getresponse()
+        body = response.read()
+        statuses.append(response.status)
+        if response.status == 500:
+            assert b"<Code>InternalError</Code>" in body
+    assert statuses == [500, 500, 500, 200]
+    assert proxy.injected == 3
+
+
+def test_proxy_holds_240_concurrent_keep_alive_connections(
+    s3_bucket: str, proxy: FaultProxy
+) -> None:
+    bucket = urlsplit(s3_bucket).netloc
+    proxy.latency_ms = 5
+    clients = 240
+    all_connected = threading.Barrier(clients, timeout=60)
+    outcomes: dict[int, list[tuple[int, bool]]] = {}
+
+    def client(number: int) -> None:
+        connection = _connect(proxy.endpoint)
+        seen = []
+        for round_number in range(2):
+            body = f"{number}-{round_number}".encode()
+            connection.request("PUT", f"/{bucket}/table/c{number}-{round_number}", body=body)
+            response = connection.getresponse()
+            response.read()
+            seen.append((response.status, response.will_close))
+            if round_number == 0:
+                all_connected.wait()
+        connection.close()
+        outcomes[number] = seen
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes == {n: [(200, False), (200, False)] for n in range(clients)}
+    storage = open_storage(s3_bucket)
+    assert sorted(info.path for info in storage.list("")) == sorted(
+        f"c{n}-{r}" for n in range(clients) for r in range(2)
+    )
+    assert storage.read("c7-1") == b"7-1"
+
+
+def test_proxy_rejects_non_http_upstream() -> None:
+    with pytest.raises(ValueError, match="upstream"):
+        FaultProxy("https://s3.amazonaws.com")

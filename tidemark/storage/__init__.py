@@ -1,0 +1,20 @@
+"""Storage backends behind one interface; ``open_storage`` picks one from a URI."""
+
+from __future__ import annotations
+
+from tidemark.storage.base import FileInfo, RequestCounter, Storage
+from tidemark.storage.local import LocalStorage
+from tidemark.storage.s3 import S3Storage
+from tidemark.storage.uri import LocalUri, parse_uri
+
+__all__ = ["FileInfo", "LocalStorage", "RequestCounter", "S3Storage", "Storage", "open_storage"]
+
+
+def open_storage(uri: str) -> Storage:
+    """A local path or ``file://`` URI gives LocalStorage, ``s3://bucket/prefix`` S3Storage.
+
+    Raises InvalidArgumentError(field="uri") for anything else.
+    """
+    if isinstance(parse_uri(uri), LocalUri):
+        return LocalStorage(uri)
+    return S3Storage(uri)

@@ -1,0 +1,157 @@
+"""Local filesystem backend: a directory is the root, files are the objects.
+
+Writes go to a temporary file in the target directory and are published with a rename
+(or a hard link for create-if-absent, which fails when the target exists), so readers
+never see partial content. Requests are counted under the same operation names as S3 so
+benchmarks compare like with like.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tidemark.errors import NotFoundError
+from tidemark.storage.base import (
+    DELETE_BATCH_SIZE,
+    FileInfo,
+    PublishOnClose,
+    RequestCounter,
+    Storage,
+)
+from tidemark.storage.uri import LocalUri, parse_uri, validate_path, validate_prefix
+
+TEMP_MARKER = ".tidemark-tmp-"
+"""Infix of in-flight temporary files; listings skip them."""
+
+_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+
+class LocalStorage(Storage):
+    """Objects under a local directory; ``uri`` is a path or ``file://`` URI."""
+
+    def __init__(self, uri: str) -> None:
+        parsed = parse_uri(uri)
+        if not isinstance(parsed, LocalUri):
+            raise TypeError(f"not a local URI: {uri}")
+        self.uri = uri
+        self.root = Path(parsed.root)
+        self.requests = RequestCounter()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LocalStorage, (self.uri,))
+
+    def _full(self, path: str) -> Path:
+        return self.root / validate_path(path)
+
+    def _not_found(self, path: str) -> NotFoundError:
+        return NotFoundError(f"no object {path!r} in {self.uri}", field="path")
+
+    @staticmethod
+    def _temp_for(full: Path) -> Path:
+        full.parent.mkdir(parents=True, exist_ok=True)
+        return full.with_name(f".{full.name}{TEMP_MARKER}{uuid.uuid4().hex}")
+
+    def _write_temp(self, full: Path, data: bytes) -> Path:
+        temp = self._temp_for(full)
+        with temp.open("xb") as out:
+            out.write(data)
+        return temp
+
+    def read(self, path: str) -> bytes:
+        full = self._full(path)
+        self.requests.add("get")
+        try:
+            return full.read_bytes()
+        except _MISSING as missing:
+            raise self._not_found(path) from missing
+
+    def write(self, path: str, data: bytes) -> None:
+        full = self._full(path)
+        self.requests.add("put")
+        temp = self._write_temp(full, data)
+        try:
+            temp.replace(full)
+        except BaseException:
+            temp.unlink()
+            raise
+
+    def create_if_absent(self, path: str, data: bytes) -> bool:
+        full = self._full(path)
+        self.requests.add("conditional_put")
+        temp = self._write_temp(full, data)
+        try:
+            full.hardlink_to(temp)
+        except FileExistsError:
+            return False
+        finally:
+            temp.unlink()
+        return True
+
+    def list(self, prefix: str) -> Iterator[FileInfo]:
+        validate_prefix(prefix)
+        self.requests.add("list")
+        found = []
+        for directory, _, names in os.walk(self.root / prefix.rpartition("/")[0]):
+            for name in names:
+                full = Path(directory) / name
+                relative = full.relative_to(self.root).as_posix()
+                size = _file_size(full)
+                if TEMP_MARKER not in name and relative.startswith(prefix) and size is not None:
+                    found.append(FileInfo(relative, size))
+        return iter(sorted(found, key=lambda info: info.path))
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        fulls = [self._full(path) for path in paths]
+        for start in range(0, len(fulls), DELETE_BATCH_SIZE):
+            self.requests.add("delete")
+            for full in fulls[start : start + DELETE_BATCH_SIZE]:
+                with contextlib.suppress(FileNotFoundError):
+                    full.unlink()
+        return len(fulls)
+
+    def exists(self, path: str) -> bool:
+        full = self._full(path)
+        self.requests.add("head")
+        return full.is_file()
+
+    def size(self, path: str) -> int:
+        full = self._full(path)
+        self.requests.add("head")
+        size = _file_size(full)
+        if size is None:
+            raise self._not_found(path)
+        return size
+
+    def open_input(self, path: str) -> BinaryIO:
+        full = self._full(path)
+        self.requests.add("get")
+        try:
+            return full.open("rb")
+        except _MISSING as missing:
+            raise self._not_found(path) from missing
+
+    def open_output(self, path: str) -> BinaryIO:
+        full = self._full(path)
+        temp = self._temp_for(full)
+
+        def publish(_: io.FileIO) -> None:
+            self.requests.add("put")
+            temp.replace(full)
+
+        return PublishOnClose(io.FileIO(temp, "xb"), publish, temp.unlink)
+
+
+def _file_size(full: Path) -> int | None:
+    """Size of a regular file, None when missing (e.g. raced with a delete) or not a file."""
+    try:
+        info = full.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None

@@ -1,0 +1,287 @@
+"""S3 backend on boto3: one object per path under ``s3://bucket/prefix``.
+
+Endpoint and credentials come from the standard AWS chain (``AWS_ENDPOINT_URL`` is
+honoured by boto3 itself); path-style addressing is used when an endpoint is set so
+local servers work. One boto3 client per process and endpoint is created lazily and
+recreated after a fork; boto3 clients are thread-safe, so threads share it. botocore's
+retries are off: ``tidemark.storage.retry`` retries, counting every attempt.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from tidemark.errors import NotFoundError
+from tidemark.storage.base import (
+    DELETE_BATCH_SIZE,
+    FileInfo,
+    PublishOnClose,
+    RequestCounter,
+    Storage,
+)
+from tidemark.storage.retry import call_with_retry, error_code, error_status
+from tidemark.storage.uri import S3Uri, parse_uri, validate_path, validate_prefix
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ListObjectsV2OutputTypeDef
+
+T = TypeVar("T")
+
+LIST_PAGE_SIZE = 1000
+READ_BUFFER_SIZE = 1 << 20
+MAX_POOL_CONNECTIONS = 64
+
+_clients_lock = threading.Lock()
+_clients: dict[tuple[int, str | None], S3Client] = {}
+
+
+def _endpoint_from_env() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def s3_client() -> S3Client:
+    """The process's client for the current endpoint; a forked child builds its own."""
+    key = (os.getpid(), _endpoint_from_env())
+    client = _clients.get(key)
+    if client is not None:
+        return client
+    with _clients_lock:
+        if key not in _clients:
+            config = Config(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                max_pool_connections=MAX_POOL_CONNECTIONS,
+                s3={"addressing_style": "path"} if key[1] else {},
+            )
+            _clients[key] = boto3.session.Session().client("s3", config=config)
+        return _clients[key]
+
+
+class S3Storage(Storage):
+    """Objects under ``s3://bucket/prefix``; ``list_page_size`` caps keys per list request."""
+
+    def __init__(self, uri: str, list_page_size: int = LIST_PAGE_SIZE) -> None:
+        parsed = parse_uri(uri)
+        if not isinstance(parsed, S3Uri):
+            raise TypeError(f"not an s3 URI: {uri}")
+        self.uri = uri
+        self.bucket = parsed.bucket
+        self.key_prefix = f"{parsed.prefix}/" if parsed.prefix else ""
+        self.list_page_size = list_page_size
+        self.requests = RequestCounter()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (S3Storage, (self.uri, self.list_page_size))
+
+    def _key(self, path: str) -> str:
+        return self.key_prefix + validate_path(path)
+
+    def _call(self, operation: str, key: str, fn: Callable[[], T]) -> T:
+        return call_with_retry(
+            fn, operation=operation, path=f"s3://{self.bucket}/{key}", requests=self.requests
+        )
+
+    def _missing(self, error: ClientError, path: str) -> NotFoundError | None:
+        """The NotFoundError for a 404, None for any other error."""
+        if error_code(error) == "NoSuchBucket":
+            return NotFoundError(f"bucket {self.bucket!r} does not exist", field="uri")
+        if error_status(error) == 404 or error_code(error) in ("NoSuchKey", "NotFound"):
+            return NotFoundError(f"no object {path!r} in {self.uri}", field="path")
+        return None
+
+    def _head_size(self, path: str) -> int | None:
+        key = self._key(path)
+        try:
+            head = self._call(
+                "head", key, partial(s3_client().head_object, Bucket=self.bucket, Key=key)
+            )
+        except ClientError as error:
+            if self._missing(error, path) is not None:
+                return None
+            raise
+        return head["ContentLength"]
+
+    def read(self, path: str) -> bytes:
+        key = self._key(path)
+
+        def get() -> bytes:
+            return s3_client().get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+        return self._translating_missing(path, lambda: self._call("get", key, get))
+
+    def _translating_missing(self, path: str, fn: Callable[[], T]) -> T:
+        """Run ``fn``, turning a 404 into NotFoundError; other errors pass unchanged."""
+        try:
+            return fn()
+        except ClientError as error:
+            missing = self._missing(error, path)
+            if missing is None:
+                raise
+            raise missing from error
+
+    def write(self, path: str, data: bytes) -> None:
+        key = self._key(path)
+        put = partial(s3_client().put_object, Bucket=self.bucket, Key=key, Body=data)
+        self._call("put", key, put)
+
+    def create_if_absent(self, path: str, data: bytes) -> bool:
+        """Conditional put (If-None-Match: *). A 412 after a failed attempt may be our own
+        earlier put whose response was lost, so then the content decides: callers that
+        race put a unique token in ``data``."""
+        key = self._key(path)
+        attempted = False
+
+        def put() -> bool:
+            nonlocal attempted
+            retrying, attempted = attempted, True
+            try:
+                s3_client().put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+            except ClientError as error:
+                if error_status(error) == 412 or error_code(error) == "PreconditionFailed":
+                    return retrying and self.read(path) == data
+                raise
+            return True
+
+        return self._call("conditional_put", key, put)
+
+    def list(self, prefix: str) -> Iterator[FileInfo]:
+        return self._list_pages(self.key_prefix + validate_prefix(prefix))
+
+    def _list_pages(self, full_prefix: str) -> Iterator[FileInfo]:
+        token: str | None = None
+        while True:
+            request: dict[str, Any] = {
+                "Bucket": self.bucket,
+                "Prefix": full_prefix,
+                "MaxKeys": self.list_page_size,
+            }
+            if token:
+                request["ContinuationToken"] = token
+            page: ListObjectsV2OutputTypeDef = self._call(
+                "list", full_prefix, partial(s3_client().list_objects_v2, **request)
+            )
+            for entry in page.get("Contents", []):
+                yield FileInfo(entry["Key"][len(self.key_prefix) :], entry["Size"])
+            if not page.get("IsTruncated"):
+                return
+            token = page["NextContinuationToken"]
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        keys = [self._key(path) for path in paths]
+        for start in range(0, len(keys), DELETE_BATCH_SIZE):
+            batch = keys[start : start + DELETE_BATCH_SIZE]
+            self._call("delete", batch[0], partial(self._delete_batch, batch))
+        return len(keys)
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        """One DeleteObjects request; per-key errors raise so the policy can retry them."""
+        response = s3_client().delete_objects(
+            Bucket=self.bucket,
+            Delete={"Objects": [{"Key": key} for key in keys], "Quiet": True},
+        )
+        errors = response.get("Errors", [])
+        if errors:
+            first = errors[0]
+            message = (
+                f"{len(errors)} keys not deleted, first {first.get('Key')!r}: "
+                f"{first.get('Message')}"
+            )
+            raise ClientError(
+                {"Error": {"Code": first.get("Code", ""), "Message": message}},
+                "DeleteObjects",
+            )
+
+    def exists(self, path: str) -> bool:
+        return self._head_size(path) is not None
+
+    def size(self, path: str) -> int:
+        size = self._head_size(path)
+        if size is None:
+            raise NotFoundError(f"no object {path!r} in {self.uri}", field="path")
+        return size
+
+    def open_input(self, path: str) -> BinaryIO:
+        size = self.size(path)
+        return io.BufferedReader(_RangeReader(self, path, size), READ_BUFFER_SIZE)
+
+    def open_output(self, path: str) -> BinaryIO:
+        key = self._key(path)
+
+        def upload(temp: io.FileIO) -> None:
+            def put() -> None:
+                temp.seek(0)
+                s3_client().put_object(Bucket=self.bucket, Key=key, Body=temp)
+
+            self._call("put", key, put)
+
+        temp = tempfile.TemporaryFile(prefix="tidemark-upload-", buffering=0)  # noqa: SIM115 (the writer owns and closes it)
+        return PublishOnClose(temp, upload, lambda: None)
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """Bytes [start, start+length) of an object in one ranged GET."""
+        key = self._key(path)
+
+        def get() -> bytes:
+            byte_range = f"bytes={start}-{start + length - 1}"
+            response = s3_client().get_object(Bucket=self.bucket, Key=key, Range=byte_range)
+            return response["Body"].read()
+
+        return self._translating_missing(path, lambda: self._call("get", key, get))
+
+
+class _RangeReader(io.RawIOBase):
+    """Seekable raw stream over one object; every read is one ranged GET.
+
+    Wrapped in a BufferedReader, a Parquet reader costs a GET for the footer and one
+    per column chunk instead of downloading the whole file.
+    """
+
+    def __init__(self, storage: S3Storage, path: str, size: int) -> None:
+        super().__init__()
+        self._storage = storage
+        self._path = path
+        self._size = size
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._position = base + offset
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        length = min(len(buffer), self._size - self._position)
+        if length <= 0:
+            return 0
+        data = self._storage.read_range(self._path, self._position, length)
+        memoryview(buffer).cast("B")[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+    def readall(self) -> bytes:
+        length = self._size - self._position
+        if length <= 0:
+            return b""
+        data = self._storage.read_range(self._path, self._position, length)
+        self._position += len(data)
+        return data
