@@ -11,6 +11,9 @@ from tidemark.errors import TidemarkError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "tidemark.commands.serve",
+    "tidemark.commands.table",
+    "tidemark.commands.write",
+    "tidemark.commands.bench",
 )
 
 EXIT_USAGE = 2

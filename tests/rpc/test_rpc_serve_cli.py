@@ -1,0 +1,89 @@
+"""``tidemark serve`` as a real subprocess: start, health check, SIGTERM, bad configs."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tidemark.rpc.registry import AVAILABLE_SERVICES, KNOWN_SERVICES
+
+REPO = Path(__file__).resolve().parents[2]
+SERVE = [sys.executable, "-m", "tidemark.cli", "serve"]
+
+
+def run_serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SERVE, *args], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_serve_all_answers_health_and_exits_zero_on_sigterm() -> None:
+    process = subprocess.Popen(
+        [*SERVE, "all", "--port", "0", "--metrics-port", "0", "--grace-period", "5"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        match = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", process.stdout.readline())
+        assert match, "serve did not print its address"
+        with grpc.insecure_channel(f"127.0.0.1:{match.group(1)}") as channel:
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=10
+            )
+        assert response.status == health_pb2.HealthCheckResponse.SERVING
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0
+    assert '"event": "stopped"' in stderr
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_unknown_service_exits_non_zero_with_one_line() -> None:
+    assert_one_line_error(run_serve("bogus"), "unknown service 'bogus'")
+
+
+@pytest.mark.parametrize(
+    "name", [name for name in KNOWN_SERVICES if name not in AVAILABLE_SERVICES]
+)
+def test_unavailable_service_exits_non_zero_with_one_line(name: str) -> None:
+    assert_one_line_error(run_serve(name), f"service {name} is not available in this build")
+
+
+def test_port_in_use_exits_non_zero_with_one_line() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run_serve(
+            "all", "--port", str(port), "--metrics-port", "0", "--log-level", "error"
+        )
+    assert_one_line_error(result, f"port {port} is already in use")
+
+
+def test_unreadable_tls_path_exits_non_zero_with_one_line(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.pem")
+    result = run_serve("all", "--port", "0", "--tls-cert", missing, "--tls-key", missing)
+    assert_one_line_error(result, "tls_cert_path", missing)

@@ -1,0 +1,77 @@
+"""``tidemark serve SERVICE``: run one service (or ``all``) until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from tidemark.config import LOG_LEVELS, ServerConfig
+from tidemark.logs import configure_logging
+from tidemark.rpc.registry import ALL, KNOWN_SERVICES, resolve_services
+from tidemark.rpc.server import build_server
+
+log = structlog.get_logger(__name__)
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run a gRPC service",
+        description="Run a Tidemark gRPC service. Unset flags fall back to TIDEMARK_* env vars.",
+    )
+    parser.add_argument("service", help=f"one of {', '.join((*KNOWN_SERVICES, ALL))}")
+    parser.add_argument("--host", help="address to bind (TIDEMARK_HOST, default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="gRPC port, 0 = pick a free one (TIDEMARK_PORT)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="Prometheus port, 0 = free (TIDEMARK_METRICS_PORT)"
+    )
+    parser.add_argument(
+        "--grace-period",
+        dest="grace_period_s",
+        type=float,
+        help="seconds for in-flight calls on shutdown",
+    )
+    parser.add_argument("--tls-cert", dest="tls_cert_path", help="PEM certificate (with --tls-key)")
+    parser.add_argument("--tls-key", dest="tls_key_path", help="PEM private key (with --tls-cert)")
+    parser.add_argument(
+        "--log-format", choices=("json", "console"), help="default json (TIDEMARK_LOG_JSON)"
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, help="default info (TIDEMARK_LOG_LEVEL)")
+    parser.add_argument(
+        "--allowed-root",
+        dest="allowed_roots",
+        action="append",
+        metavar="PATH",
+        help="table path prefix the service accepts; repeatable (default any)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    services = resolve_services(args.service)
+    config = ServerConfig.from_args_and_env(args)
+    configure_logging(json=config.log_json, level=config.log_level)
+    if not services:
+        log.warning("no services available in this build; serving health and reflection only")
+    stop_requested = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop_requested.set()
+
+    previous = {signum: signal.signal(signum, request_stop) for signum in STOP_SIGNALS}
+    try:
+        running = build_server(config, services)
+        print(f"listening on {config.host}:{running.port}", flush=True)
+        stop_requested.wait()
+        running.stop(config.grace_period_s)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 0

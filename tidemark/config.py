@@ -1,0 +1,253 @@
+"""Configuration from CLI flags and ``TIDEMARK_*`` env vars, validated at load.
+
+Precedence: a flag given on the command line beats the env var, which beats the
+dataclass default. Each service declares its own frozen dataclass (e.g. the marker
+service's ``MarkerConfig``) and loads it with ``load_config(MarkerConfig, section="marker")``,
+which reads ``TIDEMARK_MARKER_<FIELD>``; nothing here needs to know about it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tidemark.errors import ConfigError, InvalidArgumentError
+
+T = TypeVar("T")
+
+ENV_PREFIX = "TIDEMARK_"
+MIB = 1024 * 1024
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def parse_bool(text: str) -> bool:
+    """Accept the usual spellings of a boolean env var; anything else is an error."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("not a boolean (use true/false, 1/0, yes/no, on/off)")
+
+
+def parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("not an integer") from None
+
+
+def parse_float(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError("not a number") from None
+
+
+def parse_optional_str(text: str) -> str | None:
+    """An empty env var means "unset" for optional settings such as TLS paths."""
+    return text or None
+
+
+def parse_str_tuple(text: str) -> tuple[str, ...]:
+    """Comma-separated list, blanks dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+PARSERS: dict[Any, Callable[[str], Any]] = {
+    int: parse_int,
+    float: parse_float,
+    bool: parse_bool,
+    str: str,
+    str | None: parse_optional_str,
+    tuple[str, ...]: parse_str_tuple,
+}
+
+
+def env_var_name(field: str, section: str = "") -> str:
+    """``port`` -> ``TIDEMARK_PORT``; section ``marker`` -> ``TIDEMARK_MARKER_PORT``."""
+    parts = [section, field] if section else [field]
+    return ENV_PREFIX + "_".join(parts).upper()
+
+
+def env_default(
+    field: str,
+    default: T,
+    parse: Callable[[str], T],
+    *,
+    section: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> T:
+    """The parsed env var for ``field`` if set, else ``default``; bad values name the field."""
+    env = os.environ if environ is None else environ
+    name = env_var_name(field, section)
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        return parse(raw)
+    except ValueError as error:
+        raise ConfigError(f"{name}={raw!r} is {error}", field=field) from None
+
+
+D = TypeVar("D")
+
+
+def load_config(
+    cls: type[D],
+    *,
+    section: str = "",
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> D:
+    """Build the frozen dataclass ``cls``: overrides (non-None) > env vars > defaults.
+
+    Field types must be one of ``PARSERS``' keys; the dataclass validates itself in
+    ``__post_init__`` by raising ``ConfigError``.
+    """
+    given = overrides or {}
+    hints = typing.get_type_hints(cls)
+    values: dict[str, object] = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        override = given.get(field.name)
+        if override is not None:
+            values[field.name] = override
+            continue
+        if field.default is dataclasses.MISSING:
+            raise TypeError(f"config field {cls.__name__}.{field.name} needs a default")
+        values[field.name] = env_default(
+            field.name, field.default, PARSERS[hints[field.name]], section=section, environ=environ
+        )
+    return cls(**values)
+
+
+def _is_under(path: str, root: str) -> bool:
+    prefix = root.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def require_port(field: str, value: int) -> None:
+    if not 0 <= value <= 65535:
+        raise ConfigError(f"port {value} is outside 0..65535", field=field)
+
+
+def require_positive(field: str, value: float) -> None:
+    if value <= 0:
+        raise ConfigError(f"must be positive, got {value}", field=field)
+
+
+def require_readable(field: str, path: str) -> None:
+    if not os.access(path, os.R_OK) or not Path(path).is_file():
+        raise ConfigError(f"cannot read file {path}", field=field)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """Settings shared by every gRPC service process (``tidemark serve``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 50051
+    metrics_port: int = 9464
+    max_message_bytes: int = 64 * MIB
+    keepalive_time_ms: int = 30_000
+    keepalive_timeout_ms: int = 10_000
+    grace_period_s: float = 10.0
+    max_workers: int = 16
+    tls_cert_path: str | None = None
+    tls_key_path: str | None = None
+    log_json: bool = True
+    log_level: str = "info"
+    allowed_roots: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        require_port("port", self.port)
+        require_port("metrics_port", self.metrics_port)
+        for field in (
+            "max_message_bytes",
+            "keepalive_time_ms",
+            "keepalive_timeout_ms",
+            "max_workers",
+        ):
+            require_positive(field, getattr(self, field))
+        if self.grace_period_s < 0:
+            raise ConfigError(
+                f"must not be negative, got {self.grace_period_s}", field="grace_period_s"
+            )
+        if (self.tls_cert_path is None) != (self.tls_key_path is None):
+            raise ConfigError("TLS needs both a certificate and a key", field="tls_cert_path")
+        if self.tls_cert_path is not None and self.tls_key_path is not None:
+            require_readable("tls_cert_path", self.tls_cert_path)
+            require_readable("tls_key_path", self.tls_key_path)
+        log_level_number(self.log_level)
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert_path is not None
+
+    def check_table_path(self, table_path: str, *, field: str = "table_path") -> None:
+        """Refuse a table outside ``allowed_roots`` (empty = any) so a service cannot be
+        pointed at arbitrary storage."""
+        if not self.allowed_roots or any(
+            _is_under(table_path, root) for root in self.allowed_roots
+        ):
+            return
+        raise InvalidArgumentError(f"{table_path} is not under an allowed root", field=field)
+
+    @classmethod
+    def from_args_and_env(
+        cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None
+    ) -> ServerConfig:
+        """Flags use the field names as argparse ``dest``; ``log_format`` maps to ``log_json``."""
+        overrides = dict(vars(args))
+        log_format = overrides.pop("log_format", None)
+        if log_format is not None:
+            overrides["log_json"] = log_format == "json"
+        if overrides.get("allowed_roots") is not None:
+            overrides["allowed_roots"] = tuple(overrides["allowed_roots"])
+        return load_config(cls, overrides=overrides, environ=environ)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientConfig:
+    """Client-side RPC settings; plain values so Spark can ship them to executors."""
+
+    timeout_s: float = 30.0
+    max_attempts: int = 5
+    max_total_s: float = 120.0
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 5.0
+    max_message_bytes: int = 64 * MIB
+    keepalive_time_ms: int = 30_000
+    keepalive_timeout_ms: int = 10_000
+    tls_ca_path: str | None = None
+    """PEM roots to trust for TLS channels; None = the system's."""
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, int | float):
+                require_positive(field.name, value)
+        if self.tls_ca_path is not None:
+            require_readable("tls_ca_path", self.tls_ca_path)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ClientConfig:
+        """Reads ``TIDEMARK_CLIENT_<FIELD>``."""
+        return load_config(cls, section="client", environ=environ)
+
+
+def log_level_number(level: str) -> int:
+    """``"info"`` -> ``logging.INFO``; unknown names are a ``ConfigError``."""
+    if level.lower() not in LOG_LEVELS:
+        raise ConfigError(
+            f"unknown level {level!r} (use {', '.join(LOG_LEVELS)})", field="log_level"
+        )
+    return int(logging.getLevelName(level.upper()))

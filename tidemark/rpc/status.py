@@ -1,0 +1,73 @@
+"""The one mapping between ``tidemark.errors`` classes and gRPC status codes.
+
+The server sends the error class and field in trailing metadata so the client can
+rebuild the exact domain error (``ConflictError`` and ``FailedPreconditionError`` share
+a status code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from tidemark import errors
+
+ERROR_CLASS_KEY = "tidemark-error-class"
+ERROR_FIELD_KEY = "tidemark-error-field"
+REQUEST_ID_KEY = "x-request-id"
+
+STATUS_CODES: dict[type[errors.TidemarkError], grpc.StatusCode] = {
+    errors.InvalidArgumentError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.FailedPreconditionError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.ConflictError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.NotFoundError: grpc.StatusCode.NOT_FOUND,
+    errors.AlreadyExistsError: grpc.StatusCode.ALREADY_EXISTS,
+    errors.ResourceExhaustedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.UnavailableError: grpc.StatusCode.UNAVAILABLE,
+}
+
+_CLASSES_BY_NAME: dict[str, type[errors.TidemarkError]] = {
+    cls.__name__: cls for cls in STATUS_CODES
+}
+
+_CLASSES_BY_CODE: dict[grpc.StatusCode, type[errors.TidemarkError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgumentError,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPreconditionError,
+    grpc.StatusCode.NOT_FOUND: errors.NotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExistsError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhaustedError,
+    grpc.StatusCode.UNAVAILABLE: errors.UnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.UnavailableError,
+}
+
+
+def status_code_for(error: errors.TidemarkError) -> grpc.StatusCode | None:
+    """The code for a mapped domain error (subclasses included); None = unexpected."""
+    for cls in type(error).__mro__:
+        code = STATUS_CODES.get(cls)
+        if code is not None:
+            return code
+    return None
+
+
+def error_metadata(error: errors.TidemarkError) -> tuple[tuple[str, str], ...]:
+    """Trailing metadata naming the class and field (ASCII only, as gRPC requires)."""
+    metadata = [(ERROR_CLASS_KEY, type(error).__name__)]
+    if error.field is not None and error.field.isascii():
+        metadata.append((ERROR_FIELD_KEY, error.field))
+    return tuple(metadata)
+
+
+def error_from_status(
+    code: grpc.StatusCode, details: str, metadata: Sequence[tuple[str, str | bytes]]
+) -> errors.TidemarkError:
+    """Rebuild the server's domain error; unmapped codes become a plain ``TidemarkError``."""
+    values = {key: value for key, value in metadata if isinstance(value, str)}
+    field = values.get(ERROR_FIELD_KEY)
+    cls = _CLASSES_BY_NAME.get(values.get(ERROR_CLASS_KEY, "")) or _CLASSES_BY_CODE.get(code)
+    if cls is None:
+        return errors.TidemarkError(f"{code.name}: {details}")
+    if field is not None and details.startswith(f"{field}: "):
+        details = details[len(field) + 2 :]
+    return cls(details, field=field)
