@@ -1,0 +1,27 @@
+"""Fixtures for the table library tests (helpers live in table_testkit)."""
+
+from __future__ import annotations
+
+import pytest
+
+from table.table_testkit import Writer, people_config
+from tidemark.table.table import HoodieTable
+
+
+@pytest.fixture
+def table_uri(local_root: str) -> str:
+    return f"{local_root}/people"
+
+
+@pytest.fixture(params=["local", "s3"])
+def any_table_uri(request: pytest.FixtureRequest, local_root: str) -> str:
+    """A fresh table location on the local filesystem and on the moto S3 server."""
+    if request.param == "s3":
+        bucket: str = request.getfixturevalue("s3_bucket")
+        return bucket
+    return f"{local_root}/people"
+
+
+@pytest.fixture
+def people(table_uri: str) -> Writer:
+    return Writer(HoodieTable.create(table_uri, people_config()))

@@ -1,0 +1,163 @@
+"""Helpers for the table library tests: a small test table, a Spark-like writer that
+writes base files with pyarrow, fixture copies, and hudi-rs as the oracle."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from hudi import HudiTableBuilder
+
+from tidemark.storage import open_storage
+from tidemark.table.commit import complete_commit
+from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
+from tidemark.table.instant import COMMIT, new_instant_time
+from tidemark.table.keys import (
+    FILE_NAME,
+    RECORD_KEY,
+    partition_paths,
+    record_keys,
+    with_meta_columns,
+)
+from tidemark.table.markers import IOType, MarkerSpec, StorageMarkerReader, marker_writer_for
+from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
+from tidemark.table.properties import TableConfig
+from tidemark.table.schema import arrow_to_avro_schema
+from tidemark.table.table import HoodieTable
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-v6"
+FIXTURE_NAMES = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("name", pa.string()), ("region", pa.string()), ("score", pa.float64())]
+)
+
+
+def rows(*records: tuple[int, str, str, float]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [dict(zip(SCHEMA.names, record, strict=True)) for record in records], schema=SCHEMA
+    )
+
+
+def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted(table.to_pylist(), key=lambda row: (row["_hoodie_record_key"], str(row)))
+
+
+def hudi_rs_rows(uri: str) -> list[dict[str, Any]]:
+    batches = HudiTableBuilder.from_base_uri(uri).build().read()
+    return sorted_rows(pa.Table.from_batches(batches)) if batches else []
+
+
+def copy_fixture(name: str, destination: Path) -> str:
+    target = destination / name
+    shutil.copytree(FIXTURES / name, target)
+    return str(target)
+
+
+def upload_fixture(name: str, uri: str) -> str:
+    storage = open_storage(uri)
+    for path in (FIXTURES / name).rglob("*"):
+        if path.is_file():
+            storage.write(path.relative_to(FIXTURES / name).as_posix(), path.read_bytes())
+    return uri
+
+
+class Writer:
+    """Writes commits the way the Spark job does (one file group per partition), with
+    pyarrow instead of Spark, through the public table API."""
+
+    def __init__(self, table: HoodieTable) -> None:
+        self.table = table
+
+    def begin(self) -> str:
+        instant = new_instant_time(after=self.table.timeline.latest_timestamp())
+        self.table.timeline.create_requested(instant, COMMIT)
+        self.table.timeline.transition_inflight(instant, COMMIT)
+        return instant
+
+    def write_files(self, instant: str, data: pa.Table, *, attempt: int = 0) -> list[WriteStat]:
+        config = self.table.config
+        storage = self.table.storage
+        keys = record_keys(data, config)
+        partitions = partition_paths(data, config)
+        markers = marker_writer_for(MarkerSpec("direct", self.table.uri, instant))
+        current = {f.partition_path: f for f in self.table.view().latest_base_files()}
+        stats = []
+        for task, partition in enumerate(sorted(set(partitions.to_pylist()))):
+            selected = pc.equal(partitions, partition)
+            new_keys = keys.filter(selected)
+            previous = current.get(partition)
+            file_id = previous.file_id if previous else new_file_id()
+            name = base_file_name(file_id, write_token(task, 1, attempt), instant)
+            io_type = IOType.MERGE if previous else IOType.CREATE
+            markers.create(partition, name, io_type)
+            fresh = with_meta_columns(
+                data.filter(selected),
+                instant=instant,
+                task_partition_id=task,
+                keys=new_keys,
+                partition_path=partition,
+                file_name=name,
+            )
+            merged = fresh
+            updates = 0
+            if previous is not None:
+                old = pq.read_table(storage.open_input(previous.path))
+                replaced = pc.is_in(old.column(RECORD_KEY), value_set=new_keys)
+                updates = pc.sum(replaced).as_py() or 0
+                kept = old.filter(pc.invert(replaced))
+                kept = kept.set_column(
+                    kept.schema.get_field_index(FILE_NAME),
+                    FILE_NAME,
+                    pa.array([name] * kept.num_rows, pa.string()),
+                )
+                merged = pa.concat_tables([kept, fresh.cast(kept.schema)])
+            path = join_path(partition, name)
+            with storage.open_output(path) as out:
+                pq.write_table(merged, out)
+            size = storage.size(path)
+            stats.append(
+                WriteStat(
+                    file_id=file_id,
+                    path=path,
+                    prev_commit=previous.instant if previous else NULL_COMMIT,
+                    num_writes=merged.num_rows,
+                    num_deletes=0,
+                    num_update_writes=updates,
+                    num_inserts=fresh.num_rows - updates,
+                    total_write_bytes=size,
+                    file_size_in_bytes=size,
+                    partition_path=partition,
+                )
+            )
+        return stats
+
+    def finish(self, instant: str, stats: list[WriteStat], schema: pa.Schema = SCHEMA) -> list[str]:
+        avro = arrow_to_avro_schema(schema, self.table.config.name)
+        metadata = CommitMetadata.from_write_stats(stats, "UPSERT", avro)
+        return complete_commit(
+            self.table, instant, COMMIT, metadata, StorageMarkerReader(self.table.storage)
+        )
+
+    def commit(self, data: pa.Table) -> str:
+        instant = self.begin()
+        self.finish(instant, self.write_files(instant, data), data.schema)
+        return instant
+
+
+def people_config(
+    *, hive_style: bool = False, partition: tuple[str, ...] = ("region",)
+) -> TableConfig:
+    key = ("id",)
+    return TableConfig(
+        name="people",
+        record_key_fields=key,
+        partition_fields=partition,
+        precombine_field="score",
+        hive_style=hive_style,
+        avro_schema=arrow_to_avro_schema(SCHEMA, "people"),
+        key_generator_class=TableConfig.default_key_generator(key, partition),
+    )

@@ -1,0 +1,60 @@
+"""File-system view: latest committed file per group; pending, failed, replaced invisible."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from table.table_testkit import Writer, copy_fixture, rows
+from tidemark.table.instant import State
+from tidemark.table.table import HoodieTable
+
+FIRST = rows((1, "ann", "eu", 1.0), (2, "bob", "us", 2.0))
+
+
+def test_latest_file_per_group_and_pending_instants_invisible(people: Writer) -> None:
+    first = people.commit(FIRST)
+    second = people.commit(rows((1, "ann", "eu", 5.0)))
+    pending = people.begin()
+    people.write_files(pending, rows((2, "bob", "us", 9.0), (3, "cid", "asia", 3.0)))
+    view = people.table.view()
+    latest = {f.partition_path: f.instant for f in view.latest_base_files()}
+    assert latest == {"eu": second, "us": first}
+    assert view.partitions() == ["eu", "us"]
+    assert [f.partition_path for f in view.latest_base_files(["us"])] == ["us"]
+    assert {
+        f.partition_path: f.instant for f in people.table.view(as_of=first).latest_base_files()
+    } == {
+        "eu": first,
+        "us": first,
+    }
+    assert [i.state for i in people.table.timeline.instants()][-1] is State.INFLIGHT
+
+
+def test_requested_only_instant_files_are_invisible(people: Writer) -> None:
+    people.commit(FIRST)
+    instant = people.begin()
+    people.write_files(instant, rows((3, "cid", "asia", 3.0)))
+    people.table.storage.delete(f".hoodie/{instant}.inflight")
+    people.table.timeline.reload()
+    assert "asia" not in people.table.view().partitions()
+
+
+def test_replaced_groups_excluded_in_fixture(tmp_path: Path) -> None:
+    table = HoodieTable.open(copy_fixture("v6_simplekeygen_nonhivestyle_overwritetable", tmp_path))
+    groups = table.view().file_groups_by_partition()
+    assert {p: [f.file_id for f in files] for p, files in groups.items()} == {
+        "30": ["ebcb261d-62d3-4895-90ec-5b3c9622dff4-0"]
+    }
+
+
+def test_files_older_than_the_active_timeline_count_as_archived_commits(tmp_path: Path) -> None:
+    uri = copy_fixture("v6_simplekeygen_nonhivestyle", tmp_path)
+    for suffix in ("commit", "commit.requested", "inflight"):
+        (Path(uri) / ".hoodie" / f"20240418172802262.{suffix}").unlink()
+    table = HoodieTable.open(uri)
+    files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
+    assert files == {
+        "10": "20240418172804498",
+        "20": "20240418172802262",
+        "30": "20240418172804498",
+    }

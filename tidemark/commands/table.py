@@ -1,0 +1,239 @@
+"""``tidemark create|read|show|rollback``: create, inspect and repair Hudi tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table
+
+from tidemark.errors import InvalidArgumentError
+from tidemark.table.commit import rollback, rollback_target
+from tidemark.table.keys import META_COLUMNS
+from tidemark.table.lock import TableLock
+from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.properties import COMPLEX_KEY_GENERATOR, TableConfig
+from tidemark.table.reader import read_snapshot
+from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from tidemark.table.table import HoodieTable
+
+PIPE_WIDTH = 240
+
+
+def register(subparsers: Any) -> None:
+    create = subparsers.add_parser("create", help="create an empty Hudi COW table")
+    create.add_argument("--table", required=True, help="table base URI (path or s3://)")
+    source = create.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--schema-from", metavar="PARQUET", help="take the schema of a Parquet file"
+    )
+    source.add_argument(
+        "--schema", metavar="JSON", help='Avro record JSON or {"column": "arrow type"}'
+    )
+    create.add_argument("--key", required=True, help="record key field(s), comma-separated")
+    create.add_argument("--partition", default="", help="partition field(s), comma-separated")
+    create.add_argument("--precombine", help="field deciding between duplicate keys")
+    create.add_argument("--hive-style", action="store_true", help="field=value partition folders")
+    create.add_argument("--name", help="table name (default: the last folder of --table)")
+    create.set_defaults(handler=run_create)
+
+    read = subparsers.add_parser("read", help="print or export the latest snapshot")
+    read.add_argument("--table", required=True, help="table base URI")
+    read.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COLUMN=VALUE",
+        help="keep rows where COLUMN equals VALUE; repeatable",
+    )
+    read.add_argument("--limit", type=_positive_int, help="at most N rows")
+    read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
+    read.add_argument("--output", metavar="PATH", help="write to PATH.parquet or PATH.json")
+    read.set_defaults(handler=run_read)
+
+    show = subparsers.add_parser("show", help="print the timeline and live file groups")
+    show.add_argument("--table", required=True, help="table base URI")
+    show.set_defaults(handler=run_show)
+
+    undo = subparsers.add_parser("rollback", help="roll back a pending (failed) write")
+    undo.add_argument("--table", required=True, help="table base URI")
+    undo.add_argument("--instant", required=True, help="instant time of the failed write")
+    undo.set_defaults(handler=run_rollback)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    schema = _load_schema(args.schema_from, args.schema)
+    name = args.name or args.table.rstrip("/").rpartition("/")[2].replace("-", "_")
+    keys = _fields(args.key)
+    partitions = _fields(args.partition)
+    for option, names in (("key", keys), ("partition", partitions)):
+        for field_name in names:
+            if field_name not in schema.names:
+                raise InvalidArgumentError(f"{field_name!r} is not a column", field=option)
+    if args.precombine and args.precombine not in schema.names:
+        raise InvalidArgumentError(f"{args.precombine!r} is not a column", field="precombine")
+    config = TableConfig(
+        name=name,
+        record_key_fields=keys,
+        partition_fields=partitions,
+        precombine_field=args.precombine,
+        hive_style=args.hive_style,
+        avro_schema=arrow_to_avro_schema(schema, name),
+        key_generator_class=TableConfig.default_key_generator(keys, partitions),
+    )
+    table = HoodieTable.create(args.table, config)
+    print(f"created table {config.name} at {table.uri}")
+    return 0
+
+
+def run_read(args: argparse.Namespace) -> int:
+    table = HoodieTable.open(args.table)
+    conditions = [_parse_where(item) for item in args.where]
+    result = read_snapshot(
+        table.storage,
+        columns=args.columns,
+        filters=[(column, "=", value) for column, value in conditions],
+        record_keys=_record_keys_from(table.config, dict(conditions)),
+    )
+    if args.limit is not None:
+        result = result.slice(0, args.limit)
+    if args.output:
+        _write_output(result, args.output)
+        print(f"wrote {result.num_rows} rows to {args.output}")
+        return 0
+    _print_rows(result)
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    table = HoodieTable.open(args.table)
+    config = table.config
+    console = _console()
+    console.print(f"table {config.name} at {table.uri}")
+    console.print(
+        f"record key: {','.join(config.record_key_fields)}  "
+        f"partitions: {','.join(config.partition_fields) or '(none)'}  "
+        f"hive-style: {str(config.hive_style).lower()}"
+    )
+    timeline = Table(title="timeline")
+    for header in ("instant", "action", "state"):
+        timeline.add_column(header)
+    for instant in table.timeline.instants():
+        timeline.add_row(instant.timestamp, instant.action, instant.state.name)
+    console.print(timeline)
+    groups = Table(title="file groups")
+    for header in ("partition", "file id", "instant", "bytes"):
+        groups.add_column(header)
+    for base_file in table.view().latest_base_files():
+        groups.add_row(
+            base_file.partition_path or "(root)",
+            base_file.file_id,
+            base_file.instant,
+            str(base_file.size),
+        )
+    console.print(groups)
+    return 0
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    table = HoodieTable.open(args.table)
+    rollback_target(table, args.instant)
+    owner = f"tidemark-cli@{socket.gethostname()}:{os.getpid()}"
+    with TableLock(table.storage, owner):
+        result = rollback(table, args.instant, StorageMarkerReader(table.storage))
+    print(
+        f"rolled back {result.rolled_back.action} {args.instant} as rollback "
+        f"{result.rollback_instant}: deleted {len(result.deleted_files)} files"
+    )
+    return 0
+
+
+def _console() -> Console:
+    """Full-width lines when piped or captured, so ids and paths are never cut."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPE_WIDTH, soft_wrap=True)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _fields(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _load_schema(parquet_path: str | None, schema_json: str | None) -> pa.Schema:
+    if parquet_path is not None:
+        if not Path(parquet_path).is_file():
+            raise InvalidArgumentError(f"no such file {parquet_path}", field="schema-from")
+        try:
+            return pq.read_schema(parquet_path)
+        except pa.ArrowInvalid as error:
+            raise InvalidArgumentError(
+                f"not a Parquet file: {error}", field="schema-from"
+            ) from error
+    try:
+        parsed = json.loads(schema_json or "")
+    except ValueError as error:
+        raise InvalidArgumentError(f"not JSON: {error}", field="schema") from error
+    if isinstance(parsed, dict) and parsed.get("type") == "record":
+        return avro_to_arrow_schema(json.dumps(parsed))
+    if not isinstance(parsed, dict) or not parsed:
+        raise InvalidArgumentError(
+            'expected an Avro record or {"column": "type", ...}', field="schema"
+        )
+    fields = []
+    for column, type_name in parsed.items():
+        try:
+            fields.append(pa.field(column, pa.type_for_alias(str(type_name))))
+        except ValueError as error:
+            raise InvalidArgumentError(f"unknown type {type_name!r}", field=column) from error
+    return pa.schema(fields)
+
+
+def _parse_where(item: str) -> tuple[str, str]:
+    column, sep, value = item.partition("=")
+    if not sep or not column:
+        raise InvalidArgumentError(f"{item!r} is not COLUMN=VALUE", field="where")
+    return column, value
+
+
+def _record_keys_from(config: TableConfig, conditions: dict[str, str]) -> set[str] | None:
+    """Turn equality on every record key field into a record key lookup (file pruning)."""
+    if not all(name in conditions for name in config.record_key_fields):
+        return None
+    fields = config.record_key_fields
+    if len(fields) == 1 and config.key_generator_class != COMPLEX_KEY_GENERATOR:
+        return {conditions[fields[0]]}
+    return {",".join(f"{name}:{conditions[name]}" for name in fields)}
+
+
+def _write_output(result: pa.Table, path: str) -> None:
+    if path.endswith(".parquet"):
+        pq.write_table(result, path)
+    elif path.endswith(".json"):
+        Path(path).write_text(json.dumps(result.to_pylist(), default=str, indent=1))
+    else:
+        raise InvalidArgumentError("must end in .parquet or .json", field="output")
+
+
+def _print_rows(result: pa.Table) -> None:
+    view = Table(show_lines=False)
+    shown = [n for n in result.column_names if n not in META_COLUMNS[:2]]
+    for name in shown:
+        view.add_column(name, overflow="fold")
+    for row in result.select(shown).to_pylist():
+        view.add_row(*("" if value is None else str(value) for value in row.values()))
+    console = _console()
+    console.print(view)
+    console.print(f"{result.num_rows} rows")

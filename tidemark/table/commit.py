@@ -1,0 +1,219 @@
+"""Finishing and undoing writes: reconcile, complete, roll back failed instants.
+
+Order matters for crash safety. A commit deletes stray files before it publishes the
+completed instant, and the marker directory only afterwards, so a crash at any point
+leaves either a pending instant (rolled back by the next writer) or a clean commit. A
+rollback records its own instant before deleting the failed instant's timeline files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.storage.base import Storage
+from tidemark.table.commit_metadata import CommitMetadata, WriteStat
+from tidemark.table.instant import (
+    COMMIT,
+    REPLACE_COMMIT,
+    ROLLBACK,
+    Instant,
+    State,
+    new_instant_time,
+)
+from tidemark.table.markers import MarkerReader, data_file_path
+from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
+from tidemark.table.table import HoodieTable
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    rollback_instant: str
+    rolled_back: Instant
+    deleted_files: list[str]
+
+
+def reconcile(
+    storage: Storage, instant: str, write_stats: Iterable[WriteStat], markers: MarkerReader
+) -> list[str]:
+    """Delete data files of ``instant`` that have a CREATE/MERGE marker but are not in the
+    commit (failed or speculative task attempts); returns the deleted paths."""
+    committed = {stat.path for stat in write_stats}
+    strays = sorted(
+        path
+        for path in map(data_file_path, markers.create_and_merge_markers(instant))
+        if path not in committed and _written_by(path, instant)
+    )
+    if strays:
+        storage.delete_many(strays)
+        log.info("commit.reconciled", instant=instant, deleted=len(strays))
+    return strays
+
+
+def complete_commit(
+    table: HoodieTable,
+    instant: str,
+    action: str,
+    metadata: CommitMetadata,
+    markers: MarkerReader,
+) -> list[str]:
+    """Reconcile, write partition metadata, publish the instant, drop the markers.
+    Returns the stray files reconcile deleted."""
+    if action not in (COMMIT, REPLACE_COMMIT):
+        raise InvalidArgumentError(f"cannot complete a {action!r} as a write", field="action")
+    for stat in metadata.write_stats:
+        if not _written_by(stat.path, instant) or partition_of(stat.path) != stat.partition_path:
+            raise InvalidArgumentError(
+                f"write stat path {stat.path!r} is not a base file of instant {instant} "
+                f"in partition {stat.partition_path!r}",
+                field="write_stats",
+            )
+    deleted = reconcile(table.storage, instant, metadata.write_stats, markers)
+    for partition_path in metadata.partition_to_write_stats:
+        table.write_partition_metadata(partition_path, instant)
+    table.timeline.complete(instant, action, metadata.to_json())
+    markers.delete_dir(instant)
+    log.info("commit.completed", table=table.uri, instant=instant, action=action)
+    return deleted
+
+
+def rollback(table: HoodieTable, instant: str, markers: MarkerReader) -> RollbackResult:
+    """Undo a pending (failed) write: delete its data files, record a rollback instant,
+    then remove the failed instant's timeline files and markers."""
+    started = time.monotonic()
+    timeline = table.timeline
+    target = rollback_target(table, instant)
+    files = _files_of_failed_write(table, instant, markers)
+    rollback_time = new_instant_time(after=timeline.latest_timestamp())
+    instant_info = {"commitTime": instant, "action": target.action}
+    plan = {
+        "instantToRollback": instant_info,
+        "RollbackRequests": [
+            {"partitionPath": partition, "filesToBeDeleted": paths}
+            for partition, paths in _by_partition(files).items()
+        ],
+        "version": 1,
+    }
+    timeline.create_requested(rollback_time, ROLLBACK, _json(plan))
+    timeline.transition_inflight(rollback_time, ROLLBACK)
+    table.storage.delete_many(files)
+    base = table.uri.rstrip("/")
+    metadata = {
+        "startRollbackTime": rollback_time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": len(files),
+        "commitsRollback": [instant],
+        "partitionMetadata": {
+            partition: {
+                "partitionPath": partition,
+                "successDeleteFiles": [f"{base}/{path}" for path in paths],
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": {},
+            }
+            for partition, paths in _by_partition(files).items()
+        },
+        "version": 1,
+        "instantsRollback": [instant_info],
+    }
+    timeline.complete(rollback_time, ROLLBACK, _json(metadata))
+    timeline.delete_pending(target)
+    markers.delete_dir(instant)
+    log.info("rollback.completed", table=table.uri, instant=instant, deleted=len(files))
+    return RollbackResult(rollback_time, target, files)
+
+
+def rollback_target(table: HoodieTable, instant: str) -> Instant:
+    """The pending write at ``instant``; errors name why it cannot be rolled back."""
+    table.timeline.reload()
+    target = table.timeline.find(instant)
+    if target.is_completed:
+        raise FailedPreconditionError(
+            f"instant {instant} is completed; only pending (failed) writes can be rolled back",
+            field="instant",
+        )
+    if target.action not in (COMMIT, REPLACE_COMMIT):
+        raise FailedPreconditionError(
+            f"instant {instant} is a {target.action}, not a write", field="instant"
+        )
+    return target
+
+
+def rollback_failed_writes(
+    table: HoodieTable,
+    markers: MarkerReader,
+    lock_held: bool,
+    *,
+    exclude: Collection[str] = (),
+) -> list[RollbackResult]:
+    """Roll back every pending write except ``exclude``; run under the table lock before a
+    write. Pending replacecommits carrying a plan (scheduled clustering) are left alone,
+    and interrupted rollbacks are discarded (their target is rolled back afresh)."""
+    if not lock_held:
+        raise FailedPreconditionError(
+            "rolling back failed writes requires holding the table lock", field="lock"
+        )
+    timeline = table.timeline
+    timeline.reload()
+    for instant in timeline.pending():
+        if instant.action == ROLLBACK:
+            timeline.delete_pending(instant)
+    results = []
+    for instant in timeline.pending():
+        if instant.timestamp in exclude or not _is_failed_write(table, instant):
+            continue
+        results.append(rollback(table, instant.timestamp, markers))
+    return results
+
+
+def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
+    if instant.action == COMMIT:
+        return True
+    if instant.action != REPLACE_COMMIT:
+        return False
+    requested = Instant(instant.timestamp, instant.action, State.REQUESTED)
+    return not table.storage.read(requested.path).strip()
+
+
+def _files_of_failed_write(table: HoodieTable, instant: str, markers: MarkerReader) -> list[str]:
+    """Base files of the instant in the partitions its markers name (all of them, also
+    files whose marker was lost), or in the whole table when no marker survived."""
+    from_markers = {data_file_path(marker) for marker in markers.all_markers(instant)}
+    partitions: set[str] | None = {partition_of(path) for path in from_markers} or None
+    return sorted(
+        path for path in _list_base_files(table.storage, partitions) if _written_by(path, instant)
+    )
+
+
+def _list_base_files(storage: Storage, partitions: set[str] | None) -> list[str]:
+    prefixes = [""] if partitions is None else [f"{p}/" if p else "" for p in sorted(partitions)]
+    found = []
+    for prefix in prefixes:
+        for info in storage.list(prefix):
+            inside = partitions is None or partition_of(info.path) in partitions
+            name = info.path.rpartition("/")[2]
+            if inside and not info.path.startswith(".hoodie/") and is_base_file_name(name):
+                found.append(info.path)
+    return found
+
+
+def _written_by(path: str, instant: str) -> bool:
+    name = path.rpartition("/")[2]
+    return is_base_file_name(name) and parse_base_file_name(name).instant == instant
+
+
+def _by_partition(paths: Iterable[str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for path in paths:
+        grouped.setdefault(partition_of(path), []).append(path)
+    return grouped
+
+
+def _json(data: object) -> bytes:
+    return json.dumps(data, indent=2, separators=(",", " : ")).encode()

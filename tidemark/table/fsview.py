@@ -1,0 +1,106 @@
+"""File-system view: the latest committed base file of each live file group.
+
+Mirrors Hudi's view without the metadata table: list the partitions, keep base files whose
+instant is completed (or older than the active timeline, i.e. archived) and not after
+``as_of``, take the newest per file group, and drop groups replaced by a completed
+replacecommit. Files of pending or failed instants are thereby invisible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tidemark.storage.base import FileInfo, Storage
+from tidemark.table.instant import REPLACE_COMMIT, validate_instant_time
+from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
+from tidemark.table.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class BaseFile:
+    partition_path: str
+    file_id: str
+    instant: str
+    path: str
+    size: int
+
+
+class FileSystemView:
+    def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None) -> None:
+        self.storage = storage
+        self.timeline = timeline
+        self.as_of = validate_instant_time(as_of, field="as_of") if as_of else None
+        instants = timeline.instants()
+        self._completed = {
+            i.timestamp for i in instants if i.is_completed and self._in_range(i.timestamp)
+        }
+        self._pending = {i.timestamp for i in instants if not i.is_completed}
+        self._timeline_start = instants[0].timestamp if instants else None
+        self._replaced = self._replaced_file_groups()
+
+    def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
+        """One BaseFile per live file group, sorted by partition then file id."""
+        latest: dict[tuple[str, str], BaseFile] = {}
+        for info in self._list(partitions):
+            base_file = self._visible_base_file(info)
+            if base_file is None:
+                continue
+            key = (base_file.partition_path, base_file.file_id)
+            if key in self._replaced:
+                continue
+            if key not in latest or latest[key].instant < base_file.instant:
+                latest[key] = base_file
+        return sorted(latest.values(), key=lambda f: (f.partition_path, f.file_id))
+
+    def file_groups_by_partition(
+        self, partitions: Iterable[str] | None = None
+    ) -> dict[str, list[BaseFile]]:
+        grouped: dict[str, list[BaseFile]] = {}
+        for base_file in self.latest_base_files(partitions):
+            grouped.setdefault(base_file.partition_path, []).append(base_file)
+        return grouped
+
+    def partitions(self) -> list[str]:
+        """Partitions holding at least one live file group."""
+        return sorted(self.file_groups_by_partition())
+
+    def _in_range(self, timestamp: str) -> bool:
+        return self.as_of is None or timestamp <= self.as_of
+
+    def _is_committed(self, timestamp: str) -> bool:
+        if timestamp in self._completed:
+            return True
+        archived = self._timeline_start is not None and timestamp < self._timeline_start
+        return archived and timestamp not in self._pending and self._in_range(timestamp)
+
+    def _visible_base_file(self, info: FileInfo) -> BaseFile | None:
+        name = info.path.rpartition("/")[2]
+        if info.path.startswith(".hoodie/") or not is_base_file_name(name):
+            return None
+        parsed = parse_base_file_name(name)
+        if not self._is_committed(parsed.instant):
+            return None
+        return BaseFile(
+            partition_of(info.path), parsed.file_id, parsed.instant, info.path, info.size
+        )
+
+    def _list(self, partitions: Iterable[str] | None) -> Iterable[FileInfo]:
+        if partitions is None:
+            yield from self.storage.list("")
+            return
+        for partition in sorted(set(partitions)):
+            prefix = f"{partition}/" if partition else ""
+            for info in self.storage.list(prefix):
+                if partition_of(info.path) == partition:
+                    yield info
+
+    def _replaced_file_groups(self) -> set[tuple[str, str]]:
+        replaced: set[tuple[str, str]] = set()
+        for instant in self.timeline.completed(frozenset({REPLACE_COMMIT})):
+            if instant.timestamp not in self._completed:
+                continue
+            metadata = self.timeline.read_metadata(instant)
+            for partition, file_ids in metadata.partition_to_replace_file_ids.items():
+                replaced.update((partition, file_id) for file_id in file_ids)
+        return replaced

@@ -1,0 +1,137 @@
+"""Instants: ``<timestamp>.<action>[.<state>]`` files on the Hudi timeline, and their times.
+
+Instant times are 17 digits ``yyyyMMddHHmmssSSS`` (UTC here). The commit action's inflight
+file is ``<ts>.inflight`` (no action), a quirk of Hudi's layout 1 that readers rely on.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tidemark.errors import InvalidArgumentError
+
+COMMIT = "commit"
+REPLACE_COMMIT = "replacecommit"
+ROLLBACK = "rollback"
+CLEAN = "clean"
+ACTIONS = frozenset(
+    {
+        COMMIT,
+        REPLACE_COMMIT,
+        ROLLBACK,
+        CLEAN,
+        "deltacommit",
+        "compaction",
+        "logcompaction",
+        "savepoint",
+        "restore",
+        "indexing",
+        "schemacommit",
+    }
+)
+_SECONDS_FORMAT = "%Y%m%d%H%M%S"
+_INSTANT_TIME = re.compile(r"\d{17}")
+_FILE_NAME = re.compile(r"(?P<ts>\d{17})\.(?P<rest>[a-z]+(?:\.[a-z]+)?)")
+
+
+class State(enum.IntEnum):
+    """Ordered so that sorting puts an instant's files in lifecycle order."""
+
+    REQUESTED = 0
+    INFLIGHT = 1
+    COMPLETED = 2
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    timestamp: str
+    action: str
+    state: State
+
+    @property
+    def file_name(self) -> str:
+        return instant_file_name(self.timestamp, self.action, self.state)
+
+    @property
+    def path(self) -> str:
+        return f".hoodie/{self.file_name}"
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state is State.COMPLETED
+
+
+def instant_file_name(timestamp: str, action: str, state: State) -> str:
+    if state is State.COMPLETED:
+        return f"{timestamp}.{action}"
+    if state is State.INFLIGHT:
+        return f"{timestamp}.inflight" if action == COMMIT else f"{timestamp}.{action}.inflight"
+    return f"{timestamp}.{action}.requested"
+
+
+def parse_instant_file_name(name: str) -> Instant | None:
+    """The instant a ``.hoodie/`` file name denotes, or None for other files."""
+    match = _FILE_NAME.fullmatch(name)
+    if match is None:
+        return None
+    timestamp, rest = match.group("ts"), match.group("rest")
+    if rest == "inflight":
+        return Instant(timestamp, COMMIT, State.INFLIGHT)
+    action, _, suffix = rest.partition(".")
+    if action not in ACTIONS:
+        return None
+    if not suffix:
+        return Instant(timestamp, action, State.COMPLETED)
+    if suffix == "requested":
+        return Instant(timestamp, action, State.REQUESTED)
+    if suffix == "inflight":
+        return Instant(timestamp, action, State.INFLIGHT)
+    return None
+
+
+def validate_instant_time(value: str, field: str = "instant") -> str:
+    """Return ``value`` if it is a valid 17-digit instant time, else InvalidArgumentError."""
+    if not isinstance(value, str) or _INSTANT_TIME.fullmatch(value) is None:
+        raise InvalidArgumentError(
+            f"{value!r} is not an instant time (17 digits yyyyMMddHHmmssSSS)", field=field
+        )
+    try:
+        datetime.strptime(value[:14], _SECONDS_FORMAT)
+    except ValueError as error:
+        raise InvalidArgumentError(f"{value!r} is not a valid date-time", field=field) from error
+    return value
+
+
+def validate_action(value: str, field: str = "action") -> str:
+    if value not in ACTIONS:
+        raise InvalidArgumentError(f"unknown timeline action {value!r}", field=field)
+    return value
+
+
+_issue_lock = threading.Lock()
+_last_issued_ms = 0
+
+
+def new_instant_time(after: str | None = None) -> str:
+    """A fresh instant time, strictly greater than ``after`` and every earlier call here."""
+    global _last_issued_ms
+    floor_ms = _to_epoch_ms(validate_instant_time(after, field="after")) if after else 0
+    with _issue_lock:
+        chosen = max(time.time_ns() // 1_000_000, _last_issued_ms + 1, floor_ms + 1)
+        _last_issued_ms = chosen
+    return _from_epoch_ms(chosen)
+
+
+def _to_epoch_ms(instant_time: str) -> int:
+    seconds = datetime.strptime(instant_time[:14], _SECONDS_FORMAT).replace(tzinfo=UTC)
+    return int(seconds.timestamp()) * 1000 + int(instant_time[14:])
+
+
+def _from_epoch_ms(epoch_ms: int) -> str:
+    seconds = datetime.fromtimestamp(epoch_ms // 1000, tz=UTC).strftime(_SECONDS_FORMAT)
+    return f"{seconds}{epoch_ms % 1000:03d}"

@@ -1,0 +1,169 @@
+"""Markers: one entry per data file a write attempt creates, under ``.hoodie/.temp/<ts>``.
+
+Two storage layouts are read, as Hudi's rollback reads both: direct markers (one empty
+object named ``<partition>/<file>.marker.<IO>``) and timeline-server style batches
+(``MARKERS0..N`` holding ``\\n``-separated names, plus ``MARKERS.type``).
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from tidemark.errors import InvalidArgumentError
+from tidemark.storage import open_storage
+from tidemark.storage.base import Storage
+from tidemark.table.instant import validate_instant_time
+from tidemark.table.naming import join_path
+
+TEMP_DIR = ".hoodie/.temp"
+MARKER_INFIX = ".marker."
+MARKERS_TYPE_FILE = "MARKERS.type"
+TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
+_MARKERS_FILE = re.compile(r"MARKERS\d+")
+
+
+class IOType(enum.Enum):
+    CREATE = "CREATE"
+    MERGE = "MERGE"
+    APPEND = "APPEND"
+
+
+def marker_dir(instant: str) -> str:
+    return f"{TEMP_DIR}/{validate_instant_time(instant)}"
+
+
+def marker_name(partition_path: str, data_file_name: str, io_type: IOType) -> str:
+    name = f"{join_path(partition_path, data_file_name)}{MARKER_INFIX}{io_type.value}"
+    parse_marker_name(name)
+    return name
+
+
+def parse_marker_name(name: str) -> tuple[str, str, IOType]:
+    """Split a marker name into (partition path, data file name, IO type), validating it."""
+    if not name:
+        raise InvalidArgumentError("marker name is empty", field="marker")
+    if any(char in name for char in "\n\r\0"):
+        raise InvalidArgumentError(f"marker name {name!r} has control characters", field="marker")
+    if name.startswith("/") or "\\" in name:
+        raise InvalidArgumentError(f"marker name {name!r} must be relative", field="marker")
+    segments = name.split("/")
+    if any(segment in ("", ".", "..") for segment in segments):
+        raise InvalidArgumentError(
+            f"marker name {name!r} has an empty, '.' or '..' segment", field="marker"
+        )
+    data_path, infix, io_name = name.rpartition(MARKER_INFIX)
+    if not infix or not data_path.rpartition("/")[2]:
+        raise InvalidArgumentError(
+            f"marker name {name!r} is not <partition>/<file>.marker.<IO>", field="marker"
+        )
+    if io_name not in IOType.__members__:
+        raise InvalidArgumentError(
+            f"marker name {name!r} has unknown IO type {io_name!r}", field="marker"
+        )
+    partition_path, _, data_file_name = data_path.rpartition("/")
+    return partition_path, data_file_name, IOType[io_name]
+
+
+def data_file_path(marker: str) -> str:
+    """The table-relative path of the data file a marker names."""
+    partition_path, data_file_name, _ = parse_marker_name(marker)
+    return join_path(partition_path, data_file_name)
+
+
+class MarkerWriter(Protocol):
+    def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
+        """Record the marker; True if created now, False if it already existed."""
+        ...
+
+
+class MarkerReader(Protocol):
+    def all_markers(self, instant: str) -> set[str]: ...
+
+    def create_and_merge_markers(self, instant: str) -> set[str]: ...
+
+    def delete_dir(self, instant: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class MarkerSpec:
+    """Everything an executor needs to build its MarkerWriter; plain data, so picklable."""
+
+    kind: Literal["direct", "service"]
+    table_uri: str
+    instant: str
+    service_address: str | None = None
+    fallback_to_direct: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("direct", "service"):
+            raise InvalidArgumentError(f"unknown marker kind {self.kind!r}", field="kind")
+        if self.kind == "service" and not self.service_address:
+            raise InvalidArgumentError("service markers need an address", field="service_address")
+        validate_instant_time(self.instant)
+
+
+class DirectMarkerWriter:
+    """One empty object per marker, created only if absent (idempotent on task retries)."""
+
+    def __init__(self, storage: Storage, instant: str) -> None:
+        self.storage = storage
+        self.directory = marker_dir(instant)
+
+    def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
+        name = marker_name(partition_path, data_file_name, io_type)
+        return self.storage.create_if_absent(f"{self.directory}/{name}", b"")
+
+
+def marker_writer_for(spec: MarkerSpec) -> MarkerWriter:
+    """Build the writer inside the executor process (the service client opens its channel
+    lazily there)."""
+    if spec.kind == "direct":
+        return DirectMarkerWriter(open_storage(spec.table_uri), spec.instant)
+    client = importlib.import_module("tidemark.marker_client")
+    writer: MarkerWriter = client.ServiceMarkerWriter(spec)
+    return writer
+
+
+def read_markers_from_storage(storage: Storage, instant: str) -> set[str]:
+    """Every marker of ``instant``: direct objects and names inside ``MARKERS<n>`` files."""
+    directory = marker_dir(instant) + "/"
+    markers: set[str] = set()
+    for info in storage.list(directory):
+        relative = info.path[len(directory) :]
+        if _MARKERS_FILE.fullmatch(relative):
+            content = storage.read(info.path).decode()
+            markers.update(line for line in content.split("\n") if line)
+        elif relative != MARKERS_TYPE_FILE:
+            markers.add(relative)
+    for marker in markers:
+        parse_marker_name(marker)
+    return markers
+
+
+def delete_marker_dir(storage: Storage, instant: str) -> bool:
+    """Delete the marker directory; True if anything was there."""
+    return storage.delete_prefix(marker_dir(instant) + "/") > 0
+
+
+class StorageMarkerReader:
+    """MarkerReader straight from storage (both layouts), as Hudi's rollback does."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def all_markers(self, instant: str) -> set[str]:
+        return read_markers_from_storage(self.storage, instant)
+
+    def create_and_merge_markers(self, instant: str) -> set[str]:
+        return {
+            marker
+            for marker in self.all_markers(instant)
+            if parse_marker_name(marker)[2] is not IOType.APPEND
+        }
+
+    def delete_dir(self, instant: str) -> bool:
+        return delete_marker_dir(self.storage, instant)

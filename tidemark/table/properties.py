@@ -1,0 +1,225 @@
+"""``.hoodie/hoodie.properties``: the table configuration every Hudi reader starts from.
+
+Written in Java properties syntax with the keys and escaping Hudi 0.14 uses, including
+``hoodie.table.checksum`` (CRC32 of ``<database>.<table>``, as HoodieTableConfig does) so
+Hudi's own validation accepts the file.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.storage.base import Storage
+
+PROPERTIES_PATH = ".hoodie/hoodie.properties"
+TABLE_TYPE = "COPY_ON_WRITE"
+TABLE_VERSION = "6"
+TIMELINE_LAYOUT_VERSION = "1"
+DATABASE_NAME = "default"
+
+SIMPLE_KEY_GENERATOR = "org.apache.hudi.keygen.SimpleKeyGenerator"
+COMPLEX_KEY_GENERATOR = "org.apache.hudi.keygen.ComplexKeyGenerator"
+NON_PARTITIONED_KEY_GENERATOR = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """The subset of Hudi's table config that Tidemark writes and reads."""
+
+    name: str
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    precombine_field: str | None
+    hive_style: bool
+    avro_schema: str
+    key_generator_class: str
+    url_encode_partitions: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("_", "").isalnum():
+            raise InvalidArgumentError(
+                f"table name {self.name!r} must be non-empty letters, digits or '_'",
+                field="name",
+            )
+        if not self.record_key_fields or not all(self.record_key_fields):
+            raise InvalidArgumentError("at least one record key field is required", field="key")
+        if not all(self.partition_fields):
+            raise InvalidArgumentError("partition field names must be non-empty", field="partition")
+
+    @staticmethod
+    def default_key_generator(
+        record_key_fields: tuple[str, ...], partition_fields: tuple[str, ...]
+    ) -> str:
+        """The key generator Hudi picks for these fields (simple, complex, non-partitioned)."""
+        if not partition_fields:
+            return NON_PARTITIONED_KEY_GENERATOR
+        if len(record_key_fields) == 1 and len(partition_fields) == 1:
+            return SIMPLE_KEY_GENERATOR
+        return COMPLEX_KEY_GENERATOR
+
+    def to_properties(self) -> dict[str, str]:
+        props = {
+            "hoodie.table.name": self.name,
+            "hoodie.database.name": DATABASE_NAME,
+            "hoodie.table.type": TABLE_TYPE,
+            "hoodie.table.version": TABLE_VERSION,
+            "hoodie.timeline.layout.version": TIMELINE_LAYOUT_VERSION,
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
+            "hoodie.table.keygenerator.class": self.key_generator_class,
+            "hoodie.datasource.write.hive_style_partitioning": _bool(self.hive_style),
+            "hoodie.datasource.write.partitionpath.urlencode": _bool(self.url_encode_partitions),
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.table.create.schema": self.avro_schema,
+        }
+        if self.partition_fields:
+            props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
+        if self.precombine_field:
+            props["hoodie.table.precombine.field"] = self.precombine_field
+        props["hoodie.table.checksum"] = str(table_checksum(DATABASE_NAME, self.name))
+        return props
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> TableConfig:
+        """Parse and check that the table is one Tidemark supports (COW, version 6)."""
+        for key in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version"):
+            if key not in props:
+                raise FailedPreconditionError(f"hoodie.properties lacks {key}", field="table")
+        if props["hoodie.table.type"] != TABLE_TYPE:
+            raise FailedPreconditionError(
+                f"table type {props['hoodie.table.type']} is not supported, only {TABLE_TYPE}",
+                field="table",
+            )
+        if props["hoodie.table.version"] != TABLE_VERSION:
+            raise FailedPreconditionError(
+                f"table version {props['hoodie.table.version']} is not supported, "
+                f"only {TABLE_VERSION}",
+                field="table",
+            )
+        record_keys = _split(props.get("hoodie.table.recordkey.fields", ""))
+        partitions = _split(props.get("hoodie.table.partition.fields", ""))
+        return cls(
+            name=props["hoodie.table.name"],
+            record_key_fields=record_keys,
+            partition_fields=partitions,
+            precombine_field=props.get("hoodie.table.precombine.field") or None,
+            hive_style=props.get("hoodie.datasource.write.hive_style_partitioning") == "true",
+            avro_schema=props.get("hoodie.table.create.schema", ""),
+            key_generator_class=props.get(
+                "hoodie.table.keygenerator.class",
+                cls.default_key_generator(record_keys, partitions),
+            ),
+            url_encode_partitions=props.get("hoodie.datasource.write.partitionpath.urlencode")
+            == "true",
+        )
+
+
+def table_checksum(database: str, table_name: str) -> int:
+    """HoodieTableConfig.generateChecksum: CRC32 of ``<database>.<table>`` in UTF-8."""
+    return zlib.crc32(f"{database}.{table_name}".encode())
+
+
+def load_table_config(storage: Storage) -> TableConfig:
+    return TableConfig.from_properties(parse_properties(storage.read(PROPERTIES_PATH).decode()))
+
+
+def write_table_config(storage: Storage, config: TableConfig) -> bool:
+    """Create hoodie.properties; False (nothing written) if the table already exists."""
+    return storage.create_if_absent(PROPERTIES_PATH, format_properties(config.to_properties()))
+
+
+def format_properties(props: Mapping[str, str], comment: str = "Properties saved") -> bytes:
+    """Java ``Properties.store`` output: header comments, escaped ``key=value`` lines."""
+    now = datetime.now(UTC)
+    lines = [f"#{comment} on {now.strftime('%Y-%m-%dT%H:%M:%S.%f')[:-3]}Z"]
+    lines += [f"{_escape(key, is_key=True)}={_escape(value)}" for key, value in props.items()]
+    return ("\n".join(lines) + "\n").encode("latin-1")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties syntax: comments, ``=``/``:`` separators, backslash escapes."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        key_chars: list[str] = []
+        index = 0
+        while index < len(line) and line[index] not in "=: \t\f":
+            if line[index] == "\\" and index + 1 < len(line):
+                index += 1
+            key_chars.append(line[index])
+            index += 1
+        while index < len(line) and line[index] in " \t\f":
+            index += 1
+        if index < len(line) and line[index] in "=:":
+            index += 1
+        value = line[index:].lstrip(" \t\f")
+        props[_unescape("".join(key_chars))] = _unescape(value)
+    return props
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        stripped = raw.lstrip(" \t\f")
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += stripped[:-1]
+            continue
+        lines.append(pending + stripped)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(value: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(value):
+        char = value[index]
+        if char == "\\" and index + 1 < len(value):
+            nxt = value[index + 1]
+            if nxt == "u" and index + 6 <= len(value):
+                out.append(chr(int(value[index + 2 : index + 6], 16)))
+                index += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            index += 2
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
+
+
+def _escape(value: str, *, is_key: bool = False) -> str:
+    out: list[str] = []
+    for position, char in enumerate(value):
+        if char == " " and (is_key or position == 0):
+            out.append("\\ ")
+        elif char in "\\=:#!":
+            out.append("\\" + char)
+        elif char in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[char])
+        elif ord(char) < 0x20 or ord(char) > 0x7E:
+            units = char.encode("utf-16-be")
+            out.extend(f"\\u{units[i]:02X}{units[i + 1]:02X}" for i in range(0, len(units), 2))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())

@@ -1,0 +1,244 @@
+"""Snapshot reads of a table: the latest committed base files, pruned, filtered.
+
+Pruning uses what is cheap: partition paths (for partition-field filters) and Parquet
+footer min/max statistics (for record keys and column filters). Every byte is read
+through ``Storage.open_input`` so local and S3 tables behave the same.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tidemark.errors import InvalidArgumentError
+from tidemark.storage.base import Storage
+from tidemark.table.keys import META_COLUMNS, RECORD_KEY
+from tidemark.table.properties import TableConfig
+from tidemark.table.schema import avro_to_arrow_schema
+from tidemark.table.table import HoodieTable
+
+Filter = tuple[str, str, Any]
+PartitionFilter = Callable[[str], bool] | Mapping[str, Any]
+OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
+
+
+def read_snapshot(
+    storage_or_uri: Storage | str,
+    *,
+    columns: Collection[str] | None = None,
+    partition_filter: PartitionFilter | None = None,
+    record_keys: Collection[str] | None = None,
+    filters: list[Filter] | None = None,
+    as_of: str | None = None,
+) -> pa.Table:
+    """Rows visible at ``as_of`` (default: latest), meta columns first, Hudi's snapshot."""
+    if isinstance(storage_or_uri, str):
+        table = HoodieTable.open(storage_or_uri)
+    else:
+        table = HoodieTable.from_storage(storage_or_uri)
+    filters = [_check_filter(f) for f in filters or []]
+    keys = set(record_keys) if record_keys is not None else None
+    accept_partition = _partition_predicate(table.config, partition_filter, filters)
+    base_files = [
+        f for f in table.view(as_of).latest_base_files() if accept_partition(f.partition_path)
+    ]
+    pieces: list[pa.Table] = []
+    schemas: list[pa.Schema] = []
+    for base_file in base_files:
+        with table.storage.open_input(base_file.path) as stream, pq.ParquetFile(stream) as parquet:
+            schemas.append(parquet.schema_arrow)
+            if _may_match(parquet, keys, filters):
+                pieces.append(_read_file(parquet, columns, keys, filters))
+    schema = (
+        pa.unify_schemas(schemas, promote_options="permissive") if schemas else _table_schema(table)
+    )
+    for name in [f[0] for f in filters] + list(columns or []):
+        if name not in schema.names:
+            raise InvalidArgumentError("no such column in the table", field=name)
+    if pieces:
+        return pa.concat_tables(pieces, promote_options="permissive")
+    return (pa.schema([schema.field(n) for n in columns]) if columns else schema).empty_table()
+
+
+def parse_partition_path(partition_path: str, config: TableConfig) -> dict[str, str] | None:
+    """Partition field values encoded in a path, or None when the path cannot be decoded
+    (e.g. a time-based key generator writes several folders for one field)."""
+    segments = partition_path.split("/") if partition_path else []
+    if len(segments) != len(config.partition_fields):
+        return None
+    values: dict[str, str] = {}
+    for name, segment in zip(config.partition_fields, segments, strict=True):
+        if config.hive_style:
+            key, sep, value = segment.partition("=")
+            if not sep or key != name:
+                return None
+            values[name] = value
+        else:
+            values[name] = segment
+    if config.url_encode_partitions:
+        return {name: urllib.parse.unquote(value) for name, value in values.items()}
+    return values
+
+
+def _check_filter(item: Filter) -> Filter:
+    if not isinstance(item, tuple) or len(item) != 3:
+        raise InvalidArgumentError(f"{item!r} is not (column, op, value)", field="filters")
+    column, op, value = item
+    if op not in OPERATORS:
+        raise InvalidArgumentError(
+            f"unknown operator {op!r} (use one of {', '.join(OPERATORS)})", field="filters"
+        )
+    if op in ("in", "not in") and not isinstance(value, list | tuple | set | frozenset):
+        raise InvalidArgumentError(f"{op!r} needs a collection of values", field=column)
+    return (column, "=" if op == "==" else op, value)
+
+
+def _partition_predicate(
+    config: TableConfig, partition_filter: PartitionFilter | None, filters: list[Filter]
+) -> Callable[[str], bool]:
+    wanted: dict[str, set[str]] = {}
+    if isinstance(partition_filter, Mapping):
+        for name, value in partition_filter.items():
+            if name not in config.partition_fields:
+                raise InvalidArgumentError("not a partition field", field=name)
+            wanted[name] = {_as_partition_value(value)}
+    for column, op, value in filters:
+        if column in config.partition_fields and op in ("=", "in"):
+            values = value if op == "in" else [value]
+            wanted[column] = wanted.get(column, set()) | {_as_partition_value(v) for v in values}
+
+    def accept(partition_path: str) -> bool:
+        if callable(partition_filter) and not partition_filter(partition_path):
+            return False
+        if not wanted:
+            return True
+        decoded = parse_partition_path(partition_path, config)
+        return decoded is None or all(decoded[name] in values for name, values in wanted.items())
+
+    return accept
+
+
+def _as_partition_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _may_match(parquet: pq.ParquetFile, keys: set[str] | None, filters: list[Filter]) -> bool:
+    """False only when footer statistics prove no row group can match."""
+    conditions: list[Filter] = list(filters)
+    if keys is not None:
+        if not keys:
+            return False
+        conditions.append((RECORD_KEY, "in", keys))
+    if not conditions:
+        return True
+    metadata = parquet.metadata
+    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    return any(
+        all(_row_group_may_match(metadata.row_group(rg), names, c) for c in conditions)
+        for rg in range(metadata.num_row_groups)
+    )
+
+
+def _row_group_may_match(
+    row_group: pq.RowGroupMetaData, names: list[str], condition: Filter
+) -> bool:
+    column, op, value = condition
+    if column not in names or op in ("!=", "not in"):
+        return True
+    stats = row_group.column(names.index(column)).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    low, high = stats.min, stats.max
+    try:
+        if op == "in":
+            return any(low <= _like(low, v) <= high for v in value)
+        probe = _like(low, value)
+        return {
+            "=": low <= probe <= high,
+            "<": low < probe,
+            "<=": low <= probe,
+            ">": high > probe,
+            ">=": high >= probe,
+        }[op]
+    except (TypeError, ValueError, pa.ArrowInvalid):
+        return True
+
+
+def _like(sample: Any, value: Any) -> Any:
+    """Coerce a filter value (e.g. a CLI string) to the statistics' Python type."""
+    if isinstance(value, str) and not isinstance(sample, str):
+        return pa.scalar(value).cast(pa.scalar(sample).type).as_py()
+    return value
+
+
+def _read_file(
+    parquet: pq.ParquetFile,
+    columns: Collection[str] | None,
+    keys: set[str] | None,
+    filters: list[Filter],
+) -> pa.Table:
+    needed = None
+    if columns is not None:
+        extra = [f[0] for f in filters] + ([RECORD_KEY] if keys is not None else [])
+        needed = list(dict.fromkeys([*columns, *extra]))
+        needed = [n for n in needed if n in parquet.schema_arrow.names]
+    data = parquet.read(columns=needed)
+    mask = None
+    if keys is not None:
+        mask = pc.is_in(data.column(RECORD_KEY), value_set=pa.array(sorted(keys), pa.string()))
+    for condition in filters:
+        row_mask = _mask(data, condition)
+        mask = row_mask if mask is None else pc.and_kleene(mask, row_mask)
+    if mask is not None:
+        data = data.filter(mask)
+    if columns is not None:
+        data = data.select([n for n in columns if n in data.column_names])
+    return data
+
+
+def _mask(data: pa.Table, condition: Filter) -> pa.ChunkedArray:
+    column, op, value = condition
+    if column not in data.column_names:
+        return pa.chunked_array([pa.array([False] * data.num_rows)])
+    values = data.column(column)
+    if op in ("in", "not in"):
+        members = pa.array([_coerce(v, values.type, column) for v in value], type=values.type)
+        hit = pc.is_in(values, value_set=members)
+        return pc.invert(hit) if op == "not in" else hit
+    scalar = pa.scalar(_coerce(value, values.type, column), type=values.type)
+    compare = {
+        "=": pc.equal,
+        "!=": pc.not_equal,
+        "<": pc.less,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        ">=": pc.greater_equal,
+    }[op]
+    return pc.fill_null(compare(values, scalar), False)
+
+
+def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:
+    if not isinstance(value, str) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return value
+    try:
+        return pa.scalar(value).cast(kind).as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise InvalidArgumentError(f"{value!r} is not a valid {kind}", field=column) from error
+
+
+def _table_schema(table: HoodieTable) -> pa.Schema:
+    """Schema for an empty result: meta columns plus the latest commit's writer schema."""
+    avro = table.config.avro_schema
+    last = table.timeline.last_completed()
+    if last is not None:
+        avro = table.timeline.read_metadata(last).extra_metadata.get("schema", avro)
+    meta = [pa.field(name, pa.string()) for name in META_COLUMNS]
+    data = list(avro_to_arrow_schema(avro)) if avro else []
+    return pa.schema(meta + data)

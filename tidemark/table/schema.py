@@ -1,0 +1,208 @@
+"""Arrow <-> Avro schemas in Hudi's style, and the schema evolution Hudi would accept.
+
+Hudi stores the writer schema as Avro JSON in every commit (``extraMetadata.schema``) and
+in ``hoodie.table.create.schema``: a record ``<table>_record`` in namespace
+``hoodie.<table>``, every field a ``["null", type]`` union defaulting to null.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from typing import Any
+
+import pyarrow as pa
+
+from tidemark.errors import InvalidArgumentError
+from tidemark.table.keys import META_COLUMNS
+
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
+_WIDENINGS = {
+    "int": {"long", "float", "double"},
+    "long": {"float", "double"},
+    "float": {"double"},
+    "string": {"bytes"},
+    "bytes": {"string"},
+}
+
+
+def arrow_to_avro_schema(schema: pa.Schema, table_name: str) -> str:
+    """Hudi's Avro record JSON for the data columns (meta columns are left out)."""
+    namespace = f"hoodie.{table_name}"
+    record = _record(
+        f"{table_name}_record",
+        namespace,
+        [f for f in schema if f.name not in META_COLUMNS],
+    )
+    return json.dumps(record, separators=(",", ":"))
+
+
+def avro_to_arrow_schema(avro_json: str) -> pa.Schema:
+    record = _parse(avro_json)
+    return pa.schema([_arrow_field(field) for field in record["fields"]])
+
+
+def check_schema_evolution(
+    old_avro: str, new_arrow: pa.Schema, *, protected_fields: Collection[str] = ()
+) -> None:
+    """Reject what Hudi would reject: dropped columns, narrowing or incompatible type
+    changes, and any type change of ``protected_fields`` (record key and partition fields).
+    Adding columns (always nullable here) is accepted."""
+    old_fields = {field["name"]: _non_null(field["type"]) for field in _parse(old_avro)["fields"]}
+    new_record = json.loads(arrow_to_avro_schema(new_arrow, "evolution"))
+    new_fields = {field["name"]: _non_null(field["type"]) for field in new_record["fields"]}
+    for name, old_type in old_fields.items():
+        if name not in new_fields:
+            raise InvalidArgumentError("column was dropped from the schema", field=name)
+        new_type = new_fields[name]
+        if _shape(old_type) == _shape(new_type):
+            continue
+        if name in protected_fields:
+            raise InvalidArgumentError(
+                "the type of a record key or partition field cannot change", field=name
+            )
+        if not (isinstance(old_type, str) and new_type in _WIDENINGS.get(old_type, set())):
+            raise InvalidArgumentError(
+                f"type change {_describe(old_type)} -> {_describe(new_type)} is not allowed",
+                field=name,
+            )
+
+
+def _record(name: str, namespace: str, fields: list[pa.Field]) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": name,
+        "namespace": namespace,
+        "fields": [
+            {
+                "name": field.name,
+                "type": ["null", _avro_type(field.type, field.name, f"{namespace}.{name}")],
+                "default": None,
+            }
+            for field in fields
+        ],
+    }
+
+
+def _avro_type(kind: pa.DataType, name: str, namespace: str) -> Any:
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_integer(kind):
+        return "long" if kind.bit_width == 64 else "int"
+    if pa.types.is_float32(kind) or pa.types.is_float16(kind):
+        return "float"
+    if pa.types.is_float64(kind):
+        return "double"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return "bytes"
+    if pa.types.is_date32(kind):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_timestamp(kind):
+        unit = "millis" if kind.unit in ("s", "ms") else "micros"
+        return {"type": "long", "logicalType": f"timestamp-{unit}"}
+    if pa.types.is_decimal(kind):
+        return {
+            "type": "fixed",
+            "name": "fixed",
+            "namespace": f"{namespace}.{name}",
+            "size": _decimal_size(kind.precision),
+            "logicalType": "decimal",
+            "precision": kind.precision,
+            "scale": kind.scale,
+        }
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return {"type": "array", "items": ["null", _avro_type(kind.value_type, name, namespace)]}
+    if pa.types.is_map(kind):
+        if not pa.types.is_string(kind.key_type):
+            raise InvalidArgumentError("map keys must be strings in Avro", field=name)
+        return {"type": "map", "values": ["null", _avro_type(kind.item_type, name, namespace)]}
+    if pa.types.is_struct(kind):
+        return _record(name, namespace, [kind.field(i) for i in range(kind.num_fields)])
+    raise InvalidArgumentError(f"type {kind} has no Hudi/Avro equivalent", field=name)
+
+
+def _decimal_size(precision: int) -> int:
+    """Smallest byte count holding ``precision`` digits, as Spark/Hudi size fixed decimals."""
+    size = 1
+    while 2 ** (8 * size - 1) < 10**precision:
+        size += 1
+    return size
+
+
+def _arrow_field(field: dict[str, Any]) -> pa.Field:
+    return pa.field(field["name"], _arrow_type(_non_null(field["type"]), field["name"]))
+
+
+def _arrow_type(avro: Any, name: str) -> pa.DataType:
+    if isinstance(avro, str):
+        if avro not in _PRIMITIVES:
+            raise InvalidArgumentError(f"unsupported Avro type {avro!r}", field=name)
+        return _PRIMITIVES[avro]
+    if isinstance(avro, list):
+        return _arrow_type(_non_null(avro), name)
+    logical = avro.get("logicalType")
+    if logical == "date":
+        return pa.date32()
+    if logical in ("timestamp-micros", "local-timestamp-micros"):
+        return pa.timestamp("us", tz="UTC" if logical == "timestamp-micros" else None)
+    if logical in ("timestamp-millis", "local-timestamp-millis"):
+        return pa.timestamp("ms", tz="UTC" if logical == "timestamp-millis" else None)
+    if logical == "decimal":
+        return pa.decimal128(avro["precision"], avro.get("scale", 0))
+    kind = avro["type"]
+    if kind == "array":
+        return pa.list_(_arrow_type(avro["items"], name))
+    if kind == "map":
+        return pa.map_(pa.string(), _arrow_type(avro["values"], name))
+    if kind == "record":
+        return pa.struct([_arrow_field(child) for child in avro["fields"]])
+    return _arrow_type(kind, name)
+
+
+def _parse(avro_json: str) -> dict[str, Any]:
+    try:
+        record = json.loads(avro_json)
+    except ValueError as error:
+        raise InvalidArgumentError(f"not an Avro schema: {error}", field="schema") from error
+    if not isinstance(record, dict) or record.get("type") != "record":
+        raise InvalidArgumentError("not an Avro record schema", field="schema")
+    return record
+
+
+def _non_null(avro: Any) -> Any:
+    if isinstance(avro, list):
+        branches = [branch for branch in avro if branch != "null"]
+        return branches[0] if len(branches) == 1 else branches
+    return avro
+
+
+def _shape(avro: Any) -> Any:
+    """The type with record names, namespaces and defaults removed, for comparison."""
+    if isinstance(avro, list):
+        return [_shape(branch) for branch in avro]
+    if not isinstance(avro, dict):
+        return avro
+    shaped = {
+        key: _shape(value)
+        for key, value in avro.items()
+        if key not in ("name", "namespace", "default", "doc", "fields")
+    }
+    if "fields" in avro:
+        shaped["fields"] = [[field["name"], _shape(field["type"])] for field in avro["fields"]]
+    return shaped
+
+
+def _describe(avro: Any) -> str:
+    if isinstance(avro, dict):
+        return str(avro.get("logicalType") or avro.get("type"))
+    return str(avro)

@@ -1,0 +1,82 @@
+"""HoodieTable: the entry point tying a table's storage, config, timeline and views."""
+
+from __future__ import annotations
+
+import structlog
+
+from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from tidemark.storage import open_storage
+from tidemark.storage.base import Storage
+from tidemark.storage.uri import LocalUri, parse_uri
+from tidemark.table.fsview import FileSystemView
+from tidemark.table.instant import validate_instant_time
+from tidemark.table.naming import PARTITION_METADATA_FILE, join_path
+from tidemark.table.properties import (
+    PROPERTIES_PATH,
+    TableConfig,
+    format_properties,
+    load_table_config,
+    write_table_config,
+)
+from tidemark.table.timeline import Timeline
+
+log = structlog.get_logger(__name__)
+
+
+class HoodieTable:
+    """An opened copy-on-write v6 table. Build with ``create`` or ``open``."""
+
+    def __init__(self, storage: Storage, config: TableConfig) -> None:
+        self.storage = storage
+        self.config = config
+        self.timeline = Timeline(storage)
+
+    @property
+    def uri(self) -> str:
+        return self.storage.uri
+
+    @classmethod
+    def create(cls, uri: str, config: TableConfig) -> HoodieTable:
+        """Write ``hoodie.properties``; AlreadyExistsError if the table exists."""
+        storage = _open_table_storage(uri)
+        if not write_table_config(storage, config):
+            raise AlreadyExistsError(f"a Hudi table already exists at {uri}", field="table")
+        log.info("table.created", table=uri, name=config.name)
+        return cls(storage, config)
+
+    @classmethod
+    def open(cls, uri: str) -> HoodieTable:
+        """NotFoundError(field="table") when there is no table at ``uri``."""
+        return cls.from_storage(_open_table_storage(uri))
+
+    @classmethod
+    def from_storage(cls, storage: Storage) -> HoodieTable:
+        try:
+            config = load_table_config(storage)
+        except NotFoundError as missing:
+            raise NotFoundError(
+                f"not a Hudi table (no {PROPERTIES_PATH}): {storage.uri}", field="table"
+            ) from missing
+        return cls(storage, config)
+
+    def view(self, as_of: str | None = None) -> FileSystemView:
+        return FileSystemView(self.storage, self.timeline, as_of)
+
+    def write_partition_metadata(self, partition_path: str, instant: str) -> bool:
+        """``.hoodie_partition_metadata`` (Hudi's partition discovery needs it); kept if present."""
+        validate_instant_time(instant)
+        depth = len(partition_path.split("/")) if partition_path else 0
+        content = format_properties(
+            {"commitTime": instant, "partitionDepth": str(depth)}, comment="partition metadata"
+        )
+        path = join_path(partition_path, PARTITION_METADATA_FILE)
+        return self.storage.create_if_absent(path, content)
+
+
+def _open_table_storage(uri: str) -> Storage:
+    """Refuse table paths inside ``.hoodie`` before any request is made."""
+    parsed = parse_uri(uri)
+    path = parsed.root if isinstance(parsed, LocalUri) else parsed.prefix
+    if ".hoodie" in path.split("/"):
+        raise InvalidArgumentError(f"table path {uri} is inside a .hoodie folder", field="table")
+    return open_storage(uri)

@@ -1,0 +1,158 @@
+"""The active timeline: instant files directly under ``.hoodie/``.
+
+State changes are object creations with create-if-absent, so a completed instant is never
+overwritten and two writers cannot both start the same instant.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from tidemark.errors import AlreadyExistsError, FailedPreconditionError, NotFoundError
+from tidemark.storage.base import Storage
+from tidemark.table.commit_metadata import CommitMetadata
+from tidemark.table.instant import (
+    COMMIT,
+    REPLACE_COMMIT,
+    Instant,
+    State,
+    parse_instant_file_name,
+    validate_action,
+    validate_instant_time,
+)
+
+log = structlog.get_logger(__name__)
+
+TIMELINE_DIR = ".hoodie/"
+WRITE_ACTIONS = frozenset({COMMIT, REPLACE_COMMIT})
+
+
+class Timeline:
+    """A snapshot of the timeline, refreshed by ``reload()`` and by this object's writes."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self._instants: list[Instant] = []
+        self.reload()
+
+    def reload(self) -> None:
+        latest: dict[tuple[str, str], Instant] = {}
+        for info in self.storage.list(TIMELINE_DIR):
+            name = info.path[len(TIMELINE_DIR) :]
+            if "/" in name:
+                continue
+            instant = parse_instant_file_name(name)
+            if instant is None:
+                continue
+            key = (instant.timestamp, instant.action)
+            if key not in latest or latest[key].state < instant.state:
+                latest[key] = instant
+        self._instants = sorted(latest.values())
+
+    def instants(self) -> list[Instant]:
+        """Every instant in its latest state, sorted by time."""
+        return list(self._instants)
+
+    def completed(self, actions: frozenset[str] | None = None) -> list[Instant]:
+        return [
+            instant
+            for instant in self._instants
+            if instant.is_completed and (actions is None or instant.action in actions)
+        ]
+
+    def pending(self) -> list[Instant]:
+        return [instant for instant in self._instants if not instant.is_completed]
+
+    def last_completed(self, actions: frozenset[str] | None = WRITE_ACTIONS) -> Instant | None:
+        done = self.completed(actions)
+        return done[-1] if done else None
+
+    def is_completed(self, timestamp: str) -> bool:
+        return any(i.timestamp == timestamp and i.is_completed for i in self._instants)
+
+    def latest_timestamp(self) -> str | None:
+        return self._instants[-1].timestamp if self._instants else None
+
+    def find(self, timestamp: str) -> Instant:
+        """The instant at ``timestamp`` (latest state); NotFoundError if absent."""
+        validate_instant_time(timestamp)
+        for instant in reversed(self._instants):
+            if instant.timestamp == timestamp:
+                return instant
+        raise NotFoundError(f"no instant {timestamp} on the timeline", field="instant")
+
+    def create_requested(self, timestamp: str, action: str, payload: bytes = b"") -> Instant:
+        validate_instant_time(timestamp)
+        validate_action(action)
+        self.reload()
+        if any(instant.timestamp == timestamp for instant in self._instants):
+            raise AlreadyExistsError(f"instant {timestamp} already exists", field="instant")
+        latest = self.latest_timestamp()
+        if latest is not None and timestamp <= latest:
+            raise FailedPreconditionError(
+                f"instant {timestamp} is not after the latest instant {latest}", field="instant"
+            )
+        return self._create(Instant(timestamp, action, State.REQUESTED), payload)
+
+    def transition_inflight(self, timestamp: str, action: str, payload: bytes = b"") -> Instant:
+        self._expect_state(timestamp, action, State.REQUESTED)
+        return self._create(Instant(timestamp, action, State.INFLIGHT), payload)
+
+    def complete(self, timestamp: str, action: str, metadata: bytes) -> Instant:
+        """Publish the completed instant; readers see the commit from this object on."""
+        self._expect_state(timestamp, action, State.INFLIGHT)
+        return self._create(Instant(timestamp, action, State.COMPLETED), metadata)
+
+    def read_metadata(self, instant: Instant) -> CommitMetadata:
+        if not instant.is_completed or instant.action not in WRITE_ACTIONS:
+            raise FailedPreconditionError(
+                f"{instant.file_name} is not a completed commit or replacecommit",
+                field="instant",
+            )
+        return CommitMetadata.from_json(self.storage.read(instant.path))
+
+    def delete_pending(self, instant: Instant) -> None:
+        """Remove a pending instant's files, inflight first: a crash in between leaves a
+        requested instant, which the next writer rolls back again."""
+        if instant.is_completed:
+            raise FailedPreconditionError(
+                f"instant {instant.timestamp} is completed", field="instant"
+            )
+        for state in (State.INFLIGHT, State.REQUESTED):
+            self.storage.delete(Instant(instant.timestamp, instant.action, state).path)
+        key = (instant.timestamp, instant.action)
+        self._instants = [i for i in self._instants if (i.timestamp, i.action) != key]
+
+    def _expect_state(self, timestamp: str, action: str, state: State) -> None:
+        """Check with two HEAD requests (not a listing, which would include every marker)
+        that the instant is in ``state`` and has not moved past it."""
+        validate_instant_time(timestamp)
+        validate_action(action)
+        later = Instant(timestamp, action, State(state + 1))
+        if self.storage.exists(later.path):
+            raise FailedPreconditionError(
+                f"{action} instant {timestamp} is already past {state.name}", field="instant"
+            )
+        if self.storage.exists(Instant(timestamp, action, state).path):
+            return
+        if state is not State.REQUESTED and self.storage.exists(
+            Instant(timestamp, action, State(state - 1)).path
+        ):
+            raise FailedPreconditionError(
+                f"{action} instant {timestamp} is not {state.name} yet", field="instant"
+            )
+        raise NotFoundError(f"no {state.name} {action} instant {timestamp}", field="instant")
+
+    def _create(self, instant: Instant, payload: bytes) -> Instant:
+        if not self.storage.create_if_absent(instant.path, payload):
+            raise AlreadyExistsError(f"{instant.file_name} already exists", field="instant")
+        log.info(
+            "timeline.transition",
+            instant=instant.timestamp,
+            action=instant.action,
+            state=instant.state.name,
+        )
+        key = (instant.timestamp, instant.action)
+        others = [i for i in self._instants if (i.timestamp, i.action) != key]
+        self._instants = sorted([*others, instant])
+        return instant
