@@ -8,6 +8,7 @@ import pytest
 
 from table.table_testkit import FIXTURES, Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.table.avro_metadata import RollbackMetadata
 from tidemark.table.commit import rollback, rollback_failed_writes
 from tidemark.table.commit_metadata import CommitMetadata
 from tidemark.table.instant import COMMIT, ROLLBACK, State
@@ -85,13 +86,9 @@ def test_failed_write_is_invisible_then_rolled_back(people: Writer) -> None:
     assert [i.timestamp for i in timeline.instants() if i.timestamp == instant] == []
     rollback_instant = timeline.find(result.rollback_instant)
     assert rollback_instant.action == ROLLBACK and rollback_instant.state is State.COMPLETED
-    metadata = json.loads(people.table.storage.read(rollback_instant.path))
-    assert metadata["commitsRollback"] == [instant]
-    assert metadata["totalFilesDeleted"] == len(failed)
-    deleted_in_metadata = [
-        p for part in metadata["partitionMetadata"].values() for p in part["successDeleteFiles"]
-    ]
-    assert len(deleted_in_metadata) == len(failed)
+    metadata = RollbackMetadata.from_avro(people.table.storage.read(rollback_instant.path))
+    assert [info.commit_time for info in metadata.instants_rollback] == [instant]
+    assert metadata.total_files_deleted == len(failed)
     assert not list(people.table.storage.list(marker_dir(instant) + "/"))
     assert hudi_rs_rows(people.table.uri) == before
     people.commit(rows((5, "eve", "us", 5.0)))

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from tidemark.storage.base import FileInfo, RequestCounter, Storage
+from tidemark.storage.base import FileInfo, ListDirResult, RequestCounter, Storage
 from tidemark.storage.local import LocalStorage
 from tidemark.storage.s3 import S3Storage
 from tidemark.storage.uri import LocalUri, parse_uri
 
-__all__ = ["FileInfo", "LocalStorage", "RequestCounter", "S3Storage", "Storage", "open_storage"]
+__all__ = [
+    "FileInfo",
+    "ListDirResult",
+    "LocalStorage",
+    "RequestCounter",
+    "S3Storage",
+    "Storage",
+    "open_storage",
+]
 
 
 def open_storage(uri: str) -> Storage:

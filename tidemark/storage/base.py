@@ -28,6 +28,22 @@ class FileInfo:
     size: int
 
 
+@dataclass(frozen=True)
+class ListDirResult:
+    """The immediate children of one folder: objects (with sizes) and sub-folder paths.
+
+    Both are relative to the root and sorted; ``dirs`` have no trailing '/'. Nothing below
+    a sub-folder is listed, so a folder holding a huge marker directory stays cheap.
+    """
+
+    files: tuple[FileInfo, ...]
+    dirs: tuple[str, ...]
+
+    @classmethod
+    def from_unsorted(cls, files: Iterable[FileInfo], dirs: Iterable[str]) -> ListDirResult:
+        return cls(tuple(sorted(files, key=lambda info: info.path)), tuple(sorted(dirs)))
+
+
 class RequestCounter:
     """Thread-safe count of storage requests by operation name (e.g. 'put', 'list')."""
 
@@ -73,6 +89,14 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str) -> Iterator[FileInfo]:
         """Every object under ``prefix`` (recursively), paginated lazily."""
+
+    @abc.abstractmethod
+    def list_dir(self, directory: str) -> ListDirResult:
+        """Immediate children of ``directory`` ('' is the root; a trailing '/' is optional).
+
+        Counted as 'list' (one per page on S3). A missing folder lists as empty. Local
+        storage may report empty sub-folders left by deletes; S3 has no empty folders.
+        """
 
     @abc.abstractmethod
     def delete_many(self, paths: Iterable[str]) -> int:

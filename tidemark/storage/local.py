@@ -21,11 +21,18 @@ from tidemark.errors import NotFoundError
 from tidemark.storage.base import (
     DELETE_BATCH_SIZE,
     FileInfo,
+    ListDirResult,
     PublishOnClose,
     RequestCounter,
     Storage,
 )
-from tidemark.storage.uri import LocalUri, parse_uri, validate_path, validate_prefix
+from tidemark.storage.uri import (
+    LocalUri,
+    parse_uri,
+    validate_directory,
+    validate_path,
+    validate_prefix,
+)
 
 TEMP_MARKER = ".tidemark-tmp-"
 """Infix of in-flight temporary files; listings skip them."""
@@ -106,6 +113,25 @@ class LocalStorage(Storage):
                 if TEMP_MARKER not in name and relative.startswith(prefix) and size is not None:
                     found.append(FileInfo(relative, size))
         return iter(sorted(found, key=lambda info: info.path))
+
+    def list_dir(self, directory: str) -> ListDirResult:
+        directory = validate_directory(directory)
+        self.requests.add("list")
+        files: list[FileInfo] = []
+        dirs: list[str] = []
+        try:
+            with os.scandir(self.root / directory) as entries:
+                for entry in entries:
+                    path = f"{directory}/{entry.name}" if directory else entry.name
+                    if entry.is_dir():
+                        dirs.append(path)
+                        continue
+                    size = _file_size(Path(entry.path))
+                    if size is not None and TEMP_MARKER not in entry.name:
+                        files.append(FileInfo(path, size))
+        except (FileNotFoundError, NotADirectoryError):
+            return ListDirResult((), ())
+        return ListDirResult.from_unsorted(files, dirs)
 
     def delete_many(self, paths: Iterable[str]) -> int:
         fulls = [self._full(path) for path in paths]

@@ -25,12 +25,19 @@ from tidemark.errors import NotFoundError
 from tidemark.storage.base import (
     DELETE_BATCH_SIZE,
     FileInfo,
+    ListDirResult,
     PublishOnClose,
     RequestCounter,
     Storage,
 )
 from tidemark.storage.retry import call_with_retry, error_code, error_status
-from tidemark.storage.uri import S3Uri, parse_uri, validate_path, validate_prefix
+from tidemark.storage.uri import (
+    S3Uri,
+    parse_uri,
+    validate_directory,
+    validate_path,
+    validate_prefix,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -155,9 +162,32 @@ class S3Storage(Storage):
         return self._call("conditional_put", key, put)
 
     def list(self, prefix: str) -> Iterator[FileInfo]:
-        return self._list_pages(self.key_prefix + validate_prefix(prefix))
+        pages = self._pages(self.key_prefix + validate_prefix(prefix))
+        return (info for page in pages for info in self._files(page))
 
-    def _list_pages(self, full_prefix: str) -> Iterator[FileInfo]:
+    def list_dir(self, directory: str) -> ListDirResult:
+        """ListObjectsV2 with Delimiter='/': keys below sub-folders come back folded into
+        one CommonPrefix each, so the cost is the number of direct children."""
+        directory = validate_directory(directory)
+        full_prefix = self.key_prefix + (f"{directory}/" if directory else "")
+        files: list[FileInfo] = []
+        dirs: list[str] = []
+        for page in self._pages(full_prefix, delimiter="/"):
+            files.extend(info for info in self._files(page) if not info.path.endswith("/"))
+            dirs.extend(
+                common["Prefix"][len(self.key_prefix) :].removesuffix("/")
+                for common in page.get("CommonPrefixes", [])
+            )
+        return ListDirResult.from_unsorted(files, dirs)
+
+    def _files(self, page: ListObjectsV2OutputTypeDef) -> Iterator[FileInfo]:
+        for entry in page.get("Contents", []):
+            yield FileInfo(entry["Key"][len(self.key_prefix) :], entry["Size"])
+
+    def _pages(
+        self, full_prefix: str, delimiter: str | None = None
+    ) -> Iterator[ListObjectsV2OutputTypeDef]:
+        """ListObjectsV2 pages under ``full_prefix``, one counted 'list' request each."""
         token: str | None = None
         while True:
             request: dict[str, Any] = {
@@ -165,13 +195,14 @@ class S3Storage(Storage):
                 "Prefix": full_prefix,
                 "MaxKeys": self.list_page_size,
             }
+            if delimiter:
+                request["Delimiter"] = delimiter
             if token:
                 request["ContinuationToken"] = token
             page: ListObjectsV2OutputTypeDef = self._call(
                 "list", full_prefix, partial(s3_client().list_objects_v2, **request)
             )
-            for entry in page.get("Contents", []):
-                yield FileInfo(entry["Key"][len(self.key_prefix) :], entry["Size"])
+            yield page
             if not page.get("IsTruncated"):
                 return
             token = page["NextContinuationToken"]

@@ -83,3 +83,9 @@ def validate_prefix(prefix: str) -> str:
     if prefix:
         validate_path(prefix.removesuffix("/"), field="prefix")
     return prefix
+
+
+def validate_directory(directory: str) -> str:
+    """A folder to list is '' (the root) or a path, optionally ending in '/'; returns it
+    without the trailing '/'."""
+    return validate_prefix(directory).removesuffix("/")

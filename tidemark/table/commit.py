@@ -8,7 +8,6 @@ rollback records its own instant before deleting the failed instant's timeline f
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import structlog
 
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
+from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata, RollbackPlan
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import (
     COMMIT,
@@ -92,37 +92,22 @@ def rollback(table: HoodieTable, instant: str, markers: MarkerReader) -> Rollbac
     target = rollback_target(table, instant)
     files = _files_of_failed_write(table, instant, markers)
     rollback_time = new_instant_time(after=timeline.latest_timestamp())
-    instant_info = {"commitTime": instant, "action": target.action}
-    plan = {
-        "instantToRollback": instant_info,
-        "RollbackRequests": [
-            {"partitionPath": partition, "filesToBeDeleted": paths}
-            for partition, paths in _by_partition(files).items()
-        ],
-        "version": 1,
+    undone = InstantInfo(instant, target.action)
+    base = table.uri.rstrip("/")
+    full_paths = {
+        partition: [f"{base}/{path}" for path in paths]
+        for partition, paths in _by_partition(files).items()
     }
-    timeline.create_requested(rollback_time, ROLLBACK, _json(plan))
+    timeline.create_requested(rollback_time, ROLLBACK, RollbackPlan(undone, full_paths).to_avro())
     timeline.transition_inflight(rollback_time, ROLLBACK)
     table.storage.delete_many(files)
-    base = table.uri.rstrip("/")
-    metadata = {
-        "startRollbackTime": rollback_time,
-        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-        "totalFilesDeleted": len(files),
-        "commitsRollback": [instant],
-        "partitionMetadata": {
-            partition: {
-                "partitionPath": partition,
-                "successDeleteFiles": [f"{base}/{path}" for path in paths],
-                "failedDeleteFiles": [],
-                "rollbackLogFiles": {},
-            }
-            for partition, paths in _by_partition(files).items()
-        },
-        "version": 1,
-        "instantsRollback": [instant_info],
-    }
-    timeline.complete(rollback_time, ROLLBACK, _json(metadata))
+    metadata = RollbackMetadata(
+        start_rollback_time=rollback_time,
+        time_taken_ms=int((time.monotonic() - started) * 1000),
+        instants_rollback=[undone],
+        deleted_by_partition=full_paths,
+    )
+    timeline.complete(rollback_time, ROLLBACK, metadata.to_avro())
     timeline.delete_pending(target)
     markers.delete_dir(instant)
     log.info("rollback.completed", table=table.uri, instant=instant, deleted=len(files))
@@ -192,15 +177,13 @@ def _files_of_failed_write(table: HoodieTable, instant: str, markers: MarkerRead
 
 
 def _list_base_files(storage: Storage, partitions: set[str] | None) -> list[str]:
-    prefixes = [""] if partitions is None else [f"{p}/" if p else "" for p in sorted(partitions)]
-    found = []
-    for prefix in prefixes:
-        for info in storage.list(prefix):
-            inside = partitions is None or partition_of(info.path) in partitions
-            name = info.path.rpartition("/")[2]
-            if inside and not info.path.startswith(".hoodie/") and is_base_file_name(name):
-                found.append(info.path)
-    return found
+    """One listing per named partition; the whole table (recursively, also folders a
+    failed write created without partition metadata) only when no partition is known."""
+    if partitions is None:
+        paths = [info.path for info in storage.list("") if not info.path.startswith(".hoodie/")]
+    else:
+        paths = [info.path for p in sorted(partitions) for info in storage.list_dir(p).files]
+    return [path for path in paths if is_base_file_name(path.rpartition("/")[2])]
 
 
 def _written_by(path: str, instant: str) -> bool:
@@ -213,7 +196,3 @@ def _by_partition(paths: Iterable[str]) -> dict[str, list[str]]:
     for path in paths:
         grouped.setdefault(partition_of(path), []).append(path)
     return grouped
-
-
-def _json(data: object) -> bytes:
-    return json.dumps(data, indent=2, separators=(",", " : ")).encode()

@@ -8,13 +8,21 @@ replacecommit. Files of pending or failed instants are thereby invisible.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tidemark.storage.base import FileInfo, Storage
+from tidemark.storage.base import FileInfo, ListDirResult, Storage
 from tidemark.table.instant import REPLACE_COMMIT, validate_instant_time
-from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
+from tidemark.table.naming import (
+    PARTITION_METADATA_FILE,
+    is_base_file_name,
+    parse_base_file_name,
+    partition_of,
+)
 from tidemark.table.timeline import Timeline
+
+META_FOLDER = ".hoodie"
 
 
 @dataclass(frozen=True)
@@ -87,13 +95,11 @@ class FileSystemView:
 
     def _list(self, partitions: Iterable[str] | None) -> Iterable[FileInfo]:
         if partitions is None:
-            yield from self.storage.list("")
+            for listing in partition_listings(self.storage).values():
+                yield from listing.files
             return
         for partition in sorted(set(partitions)):
-            prefix = f"{partition}/" if partition else ""
-            for info in self.storage.list(prefix):
-                if partition_of(info.path) == partition:
-                    yield info
+            yield from self.storage.list_dir(partition).files
 
     def _replaced_file_groups(self) -> set[tuple[str, str]]:
         replaced: set[tuple[str, str]] = set()
@@ -104,3 +110,30 @@ class FileSystemView:
             for partition, file_ids in metadata.partition_to_replace_file_ids.items():
                 replaced.update((partition, file_id) for file_id in file_ids)
         return replaced
+
+
+def partition_listings(storage: Storage) -> dict[str, ListDirResult]:
+    """Every partition (folder holding ``.hoodie_partition_metadata``) with its listing.
+
+    Hudi's discovery without the metadata table: list folder by folder from the root,
+    never entering ``.hoodie`` (markers, temp files) nor the folders below a partition,
+    so a table with P partitions costs about P list requests.
+    """
+    found: dict[str, ListDirResult] = {}
+    folders = deque([""])
+    while folders:
+        folder = folders.popleft()
+        listing = storage.list_dir(folder)
+        if _is_partition(listing):
+            found[folder] = listing
+        else:
+            folders.extend(d for d in listing.dirs if d.rpartition("/")[2] != META_FOLDER)
+    return found
+
+
+def _is_partition(listing: ListDirResult) -> bool:
+    """Hudi names the metafile ``.hoodie_partition_metadata``, with a base-format suffix
+    (``.parquet``) when written in the base file format."""
+    return any(
+        info.path.rpartition("/")[2].startswith(PARTITION_METADATA_FILE) for info in listing.files
+    )

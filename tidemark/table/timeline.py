@@ -36,12 +36,11 @@ class Timeline:
         self.reload()
 
     def reload(self) -> None:
+        """List only the top level of ``.hoodie/``: marker dirs below ``.temp`` can hold
+        hundreds of thousands of objects and must not be listed on every reload."""
         latest: dict[tuple[str, str], Instant] = {}
-        for info in self.storage.list(TIMELINE_DIR):
-            name = info.path[len(TIMELINE_DIR) :]
-            if "/" in name:
-                continue
-            instant = parse_instant_file_name(name)
+        for info in self.storage.list_dir(TIMELINE_DIR).files:
+            instant = parse_instant_file_name(info.path[len(TIMELINE_DIR) :])
             if instant is None:
                 continue
             key = (instant.timestamp, instant.action)

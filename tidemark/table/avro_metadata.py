@@ -1,0 +1,227 @@
+"""Rollback timeline metadata in Hudi's Avro form.
+
+Hudi 0.14 stores a rollback's plan (``<ts>.rollback.requested``, HoodieRollbackPlan) and
+its result (``<ts>.rollback``, HoodieRollbackMetadata) as Avro object container files
+holding one record (TimelineMetadataUtils.serializeAvroMetadata), unlike commits, which
+are JSON. Hudi tools (timeline server, cleaner, CLI) decode them with these schemas,
+transcribed from hudi-common's ``HoodieRollbackPlan.avsc``, ``HoodieRollbackMetadata.avsc``
+and ``HoodieInstantInfo.avsc`` (the nested record declared inline, as hudi-rs does).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+from fastavro.types import Schema
+
+from tidemark.errors import InvalidArgumentError
+
+NAMESPACE = "org.apache.hudi.avro.model"
+METADATA_VERSION = 1
+"""Hudi's current version of both the plan and the metadata (``version`` field)."""
+
+_STRINGS = {"type": "array", "items": "string"}
+_OPTIONAL_SIZES = ["null", {"type": "map", "values": "long"}]
+_INSTANT_INFO = {
+    "type": "record",
+    "name": "HoodieInstantInfo",
+    "namespace": NAMESPACE,
+    "fields": [
+        {"name": "commitTime", "type": "string"},
+        {"name": "action", "type": "string"},
+    ],
+}
+_VERSION = {"name": "version", "type": ["int", "null"], "default": METADATA_VERSION}
+
+ROLLBACK_PLAN_SCHEMA: Schema = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "HoodieRollbackPlan",
+        "namespace": NAMESPACE,
+        "fields": [
+            {"name": "instantToRollback", "type": ["null", _INSTANT_INFO], "default": None},
+            {
+                "name": "RollbackRequests",
+                "type": [
+                    "null",
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "record",
+                            "name": "HoodieRollbackRequest",
+                            "fields": [
+                                {"name": "partitionPath", "type": "string"},
+                                {"name": "fileId", "type": ["null", "string"], "default": None},
+                                {
+                                    "name": "latestBaseInstant",
+                                    "type": ["null", "string"],
+                                    "default": None,
+                                },
+                                {"name": "filesToBeDeleted", "type": _STRINGS, "default": []},
+                                {
+                                    "name": "logBlocksToBeDeleted",
+                                    "type": _OPTIONAL_SIZES,
+                                    "default": None,
+                                },
+                            ],
+                        },
+                    },
+                ],
+                "default": None,
+            },
+            _VERSION,
+        ],
+    }
+)
+
+ROLLBACK_METADATA_SCHEMA: Schema = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "HoodieRollbackMetadata",
+        "namespace": NAMESPACE,
+        "fields": [
+            {"name": "startRollbackTime", "type": "string"},
+            {"name": "timeTakenInMillis", "type": "long"},
+            {"name": "totalFilesDeleted", "type": "int"},
+            {"name": "commitsRollback", "type": _STRINGS},
+            {
+                "name": "partitionMetadata",
+                "type": {
+                    "type": "map",
+                    "values": {
+                        "type": "record",
+                        "name": "HoodieRollbackPartitionMetadata",
+                        "fields": [
+                            {"name": "partitionPath", "type": "string"},
+                            {"name": "successDeleteFiles", "type": _STRINGS},
+                            {"name": "failedDeleteFiles", "type": _STRINGS},
+                            {"name": "rollbackLogFiles", "type": _OPTIONAL_SIZES, "default": None},
+                            {
+                                "name": "logFilesFromFailedCommit",
+                                "type": _OPTIONAL_SIZES,
+                                "default": None,
+                            },
+                        ],
+                    },
+                },
+            },
+            _VERSION,
+            {
+                "name": "instantsRollback",
+                "type": {"type": "array", "items": _INSTANT_INFO},
+                "default": [],
+            },
+        ],
+    }
+)
+
+
+@dataclass(frozen=True)
+class InstantInfo:
+    commit_time: str
+    action: str
+
+    def to_avro(self) -> dict[str, str]:
+        return {"commitTime": self.commit_time, "action": self.action}
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    """What a requested rollback will delete: base files (full paths) by partition."""
+
+    instant_to_rollback: InstantInfo
+    files_by_partition: Mapping[str, Sequence[str]]
+
+    def to_avro(self) -> bytes:
+        requests = [
+            {"partitionPath": partition, "filesToBeDeleted": list(files)}
+            for partition, files in self.files_by_partition.items()
+        ]
+        record = {
+            "instantToRollback": self.instant_to_rollback.to_avro(),
+            "RollbackRequests": requests,
+            "version": METADATA_VERSION,
+        }
+        return _write_single_record(ROLLBACK_PLAN_SCHEMA, record)
+
+
+@dataclass(frozen=True)
+class RollbackMetadata:
+    """A completed rollback: the instants undone and the files deleted (full paths) by
+    partition. Copy-on-write rollbacks append no log blocks and fail no deletes (a failed
+    delete raises), so those fields stay empty."""
+
+    start_rollback_time: str
+    time_taken_ms: int
+    instants_rollback: Sequence[InstantInfo]
+    deleted_by_partition: Mapping[str, Sequence[str]]
+
+    @property
+    def total_files_deleted(self) -> int:
+        return sum(len(files) for files in self.deleted_by_partition.values())
+
+    def to_avro(self) -> bytes:
+        record = {
+            "startRollbackTime": self.start_rollback_time,
+            "timeTakenInMillis": self.time_taken_ms,
+            "totalFilesDeleted": self.total_files_deleted,
+            "commitsRollback": [info.commit_time for info in self.instants_rollback],
+            "partitionMetadata": {
+                partition: {
+                    "partitionPath": partition,
+                    "successDeleteFiles": list(files),
+                    "failedDeleteFiles": [],
+                    "rollbackLogFiles": {},
+                    "logFilesFromFailedCommit": {},
+                }
+                for partition, files in self.deleted_by_partition.items()
+            },
+            "version": METADATA_VERSION,
+            "instantsRollback": [info.to_avro() for info in self.instants_rollback],
+        }
+        return _write_single_record(ROLLBACK_METADATA_SCHEMA, record)
+
+    @classmethod
+    def from_avro(cls, data: bytes) -> RollbackMetadata:
+        """Decode a ``.rollback`` file (ours or Hudi's); InvalidArgumentError(field=
+        "metadata") when it is not one HoodieRollbackMetadata record."""
+        record = _read_single_record(ROLLBACK_METADATA_SCHEMA, data)
+        return cls(
+            start_rollback_time=record["startRollbackTime"],
+            time_taken_ms=record["timeTakenInMillis"],
+            instants_rollback=[
+                InstantInfo(info["commitTime"], info["action"])
+                for info in record["instantsRollback"]
+            ],
+            deleted_by_partition={
+                partition: metadata["successDeleteFiles"]
+                for partition, metadata in record["partitionMetadata"].items()
+            },
+        )
+
+
+def _write_single_record(schema: Schema, record: Mapping[str, Any]) -> bytes:
+    """An Avro container file (null codec) holding ``record``, as Hudi writes one."""
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, schema, [record], validator=True)
+    return buffer.getvalue()
+
+
+def _read_single_record(schema: Schema, data: bytes) -> dict[str, Any]:
+    """The one record of an Avro container file, resolved against ``schema``."""
+    try:
+        records = list(fastavro.reader(io.BytesIO(data), reader_schema=schema))
+    except (ValueError, EOFError, SchemaResolutionError) as error:
+        raise InvalidArgumentError(
+            f"not Avro rollback metadata: {error}", field="metadata"
+        ) from error
+    if len(records) != 1 or not isinstance(records[0], dict):
+        raise InvalidArgumentError(
+            f"expected one Avro record, found {len(records)}", field="metadata"
+        )
+    return records[0]
