@@ -1,0 +1,147 @@
+"""insert / upsert / delete / insert_overwrite: route records to planned file groups and
+write each group once (a new file group, or a new version merging the previous one).
+
+Routing is column-wise (numpy/Arrow on each batch): an update goes to the bucket of the file
+group that holds its key, an insert to a bucket of its partition chosen by the hash of its
+key, weighted by the plan's shares; a record whose partition changed is inserted in the new
+partition and deleted from its old file group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as sf
+from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
+
+from spark_jobs import faults
+from spark_jobs.base_file import BaseFileWriter
+from spark_jobs.context import WriteContext
+from spark_jobs.sizing import WritePlan
+from spark_jobs.stats import STAT_DDL, stats_batch
+from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION
+from spark_jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
+from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
+
+BUCKET = "_tm_bucket"
+IS_DELETE = "_tm_delete"
+_HASH = "_tm_hash"
+_HASH_RANGE = 1 << 31
+
+
+def route(tagged: DataFrame, plan: WritePlan, *, deleting: bool) -> DataFrame:
+    """Rows of the file columns plus their bucket and whether they delete their key.
+
+    ``tagged`` has the old location columns (null for new keys). With ``deleting`` every
+    known key becomes a delete and unknown keys are dropped.
+    """
+    hashed = tagged.withColumn(_HASH, sf.pmod(sf.xxhash64(RECORD_KEY), sf.lit(_HASH_RANGE)))
+    fields = [f for f in tagged.schema.fields if f.name not in (OLD_PARTITION, OLD_FILE_ID)]
+    schema = StructType(
+        [*fields, StructField(BUCKET, IntegerType(), False), StructField(IS_DELETE, BooleanType())]
+    )
+    names = [f.name for f in fields]
+    file_ids = pa.array(list(plan.bucket_of_file), type=pa.string())
+    file_buckets = np.array(list(plan.bucket_of_file.values()), dtype=np.int32)
+
+    def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = pa.Table.from_batches([batch])
+            old_file = rows.column(OLD_FILE_ID).combine_chunks()
+            known = pc.is_valid(old_file).to_numpy(zero_copy_only=False)
+            old_bucket = np.full(rows.num_rows, -1, dtype=np.int32)
+            if known.any():
+                positions = pc.index_in(old_file, value_set=file_ids).to_numpy(zero_copy_only=False)
+                old_bucket[known] = file_buckets[positions[known].astype(np.int64)]
+            if deleting:
+                yield _with_bucket(rows.filter(pa.array(known)), names, old_bucket[known], True)
+                continue
+            moved = known & _partition_changed(rows)
+            inserts = ~known | moved
+            yield _with_bucket(
+                rows.filter(pa.array(known & ~moved)), names, old_bucket[known & ~moved], False
+            )
+            if moved.any():
+                yield _with_bucket(rows.filter(pa.array(moved)), names, old_bucket[moved], True)
+            if inserts.any():
+                new_rows = rows.filter(pa.array(inserts))
+                yield _with_bucket(new_rows, names, _insert_buckets(new_rows, plan), False)
+
+    return hashed.mapInArrow(assign, schema)
+
+
+def _partition_changed(rows: pa.Table) -> np.ndarray:
+    changed = pc.not_equal(rows.column(PARTITION_PATH), rows.column(OLD_PARTITION))
+    return pc.fill_null(changed, False).to_numpy(zero_copy_only=False)
+
+
+def _insert_buckets(rows: pa.Table, plan: WritePlan) -> np.ndarray:
+    partitions = rows.column(PARTITION_PATH).combine_chunks()
+    fractions = rows.column(_HASH).to_numpy() / _HASH_RANGE
+    buckets = np.empty(rows.num_rows, dtype=np.int32)
+    for partition in pc.unique(partitions).to_pylist():
+        mask = pc.equal(partitions, partition).to_numpy(zero_copy_only=False)
+        shares = plan.inserts[partition]
+        index = np.searchsorted(np.array(shares.cumulative), fractions[mask], side="right")
+        index = np.minimum(index, len(shares.bucket_ids) - 1)
+        buckets[mask] = np.array(shares.bucket_ids, dtype=np.int32)[index]
+    return buckets
+
+
+def _with_bucket(
+    rows: pa.Table, names: list[str], buckets: np.ndarray, is_delete: bool
+) -> pa.RecordBatch:
+    selected = rows.select(names).combine_chunks()
+    columns = [*selected.columns, pa.array(buckets, type=pa.int32())]
+    columns.append(pa.repeat(pa.scalar(is_delete), rows.num_rows))
+    table = pa.Table.from_arrays(columns, names=[*names, BUCKET, IS_DELETE])
+    return table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], table.schema)
+
+
+def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> DataFrame:
+    """Write stats, one per bucket that received rows."""
+    file_columns = context.file_schema.names
+
+    def write_group(group: pa.Table) -> pa.Table:
+        bucket = plan.buckets[group.column(BUCKET)[0].as_py()]
+        deleting = group.column(IS_DELETE).combine_chunks()
+        incoming = group.filter(pc.invert(deleting)).select(file_columns)
+        deleted_keys = group.filter(deleting).column(RECORD_KEY)
+        task = current_task()
+        storage = storage_for(context.table_uri)
+        carried = incoming.slice(0, 0)
+        updates = deletes = 0
+        if bucket.base is not None:
+            with storage.open_input(bucket.base.path) as stream:
+                old = pq.read_table(stream)
+            old_keys = old.column(RECORD_KEY)
+            updated = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
+            removed = pc.is_in(old_keys, value_set=deleted_keys.combine_chunks())
+            updates = pc.sum(updated).as_py() or 0
+            deletes = pc.sum(removed).as_py() or 0
+            carried = old.filter(pc.invert(pc.or_(updated, removed)))
+        with BaseFileWriter(
+            storage=storage,
+            markers=marker_writer(context.markers),
+            task=task,
+            instant=context.instant,
+            partition_path=bucket.partition_path,
+            file_id=bucket.file_id,
+            schema=context.file_schema,
+            prev_commit=bucket.prev_commit,
+        ) as writer:
+            writer.write_carried(carried)
+            writer.write_new(incoming, reserve_seqnos(task, incoming.num_rows))
+            stat = writer.close(num_updates=updates, num_deletes=deletes)
+        task_context = TaskContext.get()
+        if task_context is not None:
+            faults.fail_task_after_file_written(task_context)
+        return pa.Table.from_batches([stats_batch([stat])])
+
+    return routed.groupBy(BUCKET).applyInArrow(write_group, STAT_DDL)

@@ -1,0 +1,38 @@
+"""Failure injection points, used only by tests to prove retries, reconcile and rollback.
+
+Task faults are requested through a Spark local property (set on the driver thread, seen by
+that job's tasks); driver faults through ``TIDEMARK_TEST_EXIT_AT`` so a test can kill a
+writer process at a named point. Both are inert unless a test sets them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyspark import TaskContext
+
+FAIL_TASK_ATTEMPT_PROPERTY = "tidemark.test.fail_task_attempt"
+EXIT_AT_ENV = "TIDEMARK_TEST_EXIT_AT"
+EXIT_CODE = 17
+
+
+class InjectedTaskFailureError(RuntimeError):
+    """Raised by a task attempt a test asked to fail after it wrote its file."""
+
+
+def fail_task_after_file_written(context: TaskContext) -> None:
+    """Fail attempt 0 of each task once its data file exists (a lost or speculative attempt).
+
+    The property value is the attempt number to fail, usually ``0``.
+    """
+    requested = context.getLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY)
+    if requested is not None and int(requested) == context.attemptNumber():
+        raise InjectedTaskFailureError(
+            f"injected failure of task attempt {context.attemptNumber()}"
+        )
+
+
+def exit_if_requested(point: str) -> None:
+    """Kill the driver process abruptly (no cleanup) when a test named this point."""
+    if os.environ.get(EXIT_AT_ENV) == point:
+        os._exit(EXIT_CODE)

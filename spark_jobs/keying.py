@@ -1,0 +1,110 @@
+"""Preparing input rows: validate fields, compute record keys and partition paths, dedupe.
+
+Keys come from ``tidemark.table.keys`` (the one definition shared with the index and the
+readers), computed column-wise on Arrow batches in the executors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as sf
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType
+
+from spark_jobs.errors import run_spark_action
+from tidemark.errors import InvalidArgumentError
+from tidemark.table.keys import (
+    META_COLUMNS,
+    PARTITION_PATH,
+    RECORD_KEY,
+    partition_paths,
+    record_keys,
+)
+from tidemark.table.properties import TableConfig
+
+_ARRIVAL = "_tm_arrival"
+
+
+def data_columns(df: DataFrame) -> DataFrame:
+    """The user's columns: Hudi meta columns in the input (e.g. read from a table) are dropped."""
+    return df.drop(*[name for name in META_COLUMNS if name in df.columns])
+
+
+def check_fields(df: DataFrame, config: TableConfig) -> None:
+    """Every configured key, partition and precombine field must be an input column."""
+    named = [("record_key_fields", name) for name in config.record_key_fields]
+    named += [("partition_fields", name) for name in config.partition_fields]
+    if config.precombine_field:
+        named.append(("precombine_field", config.precombine_field))
+    for option, name in named:
+        if name not in df.columns:
+            raise InvalidArgumentError(
+                f"{option} names {name!r}, which is not an input column "
+                f"(columns: {', '.join(df.columns)})",
+                field=option,
+            )
+
+
+def keyed_schema(df: DataFrame) -> StructType:
+    """Meta columns first (as in every base file), then the data columns, all nullable."""
+    meta = [StructField(name, StringType(), True) for name in META_COLUMNS]
+    data = [StructField(f.name, f.dataType, True, f.metadata) for f in df.schema.fields]
+    return StructType(meta + data)
+
+
+def arrow_schema(schema: StructType, spark: SparkSession) -> pa.Schema:
+    """The Arrow schema Spark hands to Python for ``schema`` (timestamps in session time)."""
+    timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    return to_arrow_schema(schema, timezone=timezone)
+
+
+def add_key_columns(batch: pa.RecordBatch, config: TableConfig) -> pa.RecordBatch:
+    """Meta columns first: record key and partition path computed, the others null."""
+    table = pa.Table.from_batches([batch])
+    meta = {name: pa.nulls(batch.num_rows, pa.string()) for name in META_COLUMNS}
+    meta[RECORD_KEY] = record_keys(table, config)
+    meta[PARTITION_PATH] = partition_paths(table, config)
+    arrays = list(meta.values()) + list(batch.columns)
+    return pa.RecordBatch.from_arrays(arrays, names=list(meta) + batch.schema.names)
+
+
+def with_keys(df: DataFrame, config: TableConfig) -> DataFrame:
+    """Rows with ``_hoodie_record_key`` and ``_hoodie_partition_path`` set (others null)."""
+
+    def add_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield add_key_columns(batch, config)
+
+    return df.mapInArrow(add_keys, keyed_schema(df))
+
+
+def validate_keys(df: DataFrame, config: TableConfig) -> int:
+    """Compute every key and partition path once, reading only their columns, so bad keys
+    are reported before anything is written; returns the number of rows."""
+    fields = list(dict.fromkeys((*config.record_key_fields, *config.partition_fields)))
+
+    def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = 0
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            record_keys(table, config)
+            partition_paths(table, config)
+            rows += batch.num_rows
+        yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=pa.schema([("rows", pa.int64())]))
+
+    counts = run_spark_action(df.select(*fields).mapInArrow(check, "rows long").collect)
+    return sum(row["rows"] for row in counts)
+
+
+def dedupe(keyed: DataFrame, precombine_field: str | None) -> DataFrame:
+    """One row per record key: the largest precombine value wins, ties and no precombine
+    field go to the row that came last in the input."""
+    arrival = keyed.withColumn(_ARRIVAL, sf.monotonically_increasing_id())
+    order = [sf.col(_ARRIVAL).desc()]
+    if precombine_field:
+        order.insert(0, sf.col(precombine_field).desc_nulls_last())
+    rank = sf.row_number().over(Window.partitionBy(RECORD_KEY).orderBy(*order))
+    return arrival.withColumn("_tm_rank", rank).where("_tm_rank = 1").drop("_tm_rank", _ARRIVAL)

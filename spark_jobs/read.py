@@ -1,0 +1,77 @@
+"""Snapshot read of a table as a Spark DataFrame, without Hadoop's S3 connector.
+
+The driver lists the latest base files (pruned by partition values in ``where``); executors
+read them through ``tidemark.storage`` with pyarrow and apply ``where`` as equality filters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from spark_jobs.base_file import conform
+from spark_jobs.task import storage_for
+from tidemark.errors import InvalidArgumentError
+from tidemark.table.fsview import BaseFile
+from tidemark.table.reader import parse_partition_path, read_snapshot
+from tidemark.table.table import HoodieTable
+
+
+def read_dataframe(
+    spark: SparkSession,
+    table_uri: str,
+    *,
+    where: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
+    as_of: str | None = None,
+) -> DataFrame:
+    """Rows visible at ``as_of`` (default latest) with ``column == value`` for each item of
+    ``where``; meta columns included unless ``columns`` says otherwise."""
+    table = HoodieTable.open(table_uri)
+    conditions = dict(where or {})
+    files = [f for f in table.view(as_of).latest_base_files() if _may_match(f, table, conditions)]
+    schema = _schema(table, files, as_of)
+    for name in [*conditions, *(columns or [])]:
+        if name not in schema.names:
+            raise InvalidArgumentError("no such column in the table", field=name)
+    output = pa.schema([schema.field(n) for n in columns]) if columns else schema
+    listing = [f.path for f in files]
+    slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
+    paths = spark.createDataFrame(
+        spark.sparkContext.parallelize([(p,) for p in listing], slices), "path string"
+    )
+    uri = table.uri
+
+    def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = storage_for(uri)
+        for batch in batches:
+            for path in batch.column(0).to_pylist():
+                with storage.open_input(path) as stream:
+                    rows = conform(pq.read_table(stream), schema)
+                for name, value in conditions.items():
+                    rows = rows.filter(pc.equal(rows.column(name), pa.scalar(value)))
+                yield from conform(rows, output).to_batches()
+
+    return paths.mapInArrow(read_files, from_arrow_schema(output))
+
+
+def _may_match(base: BaseFile, table: HoodieTable, conditions: Mapping[str, Any]) -> bool:
+    decoded = parse_partition_path(base.partition_path, table.config)
+    if decoded is None:
+        return True
+    return all(decoded[n] == str(v) for n, v in conditions.items() if n in decoded)
+
+
+def _schema(table: HoodieTable, files: Sequence[BaseFile], as_of: str | None) -> pa.Schema:
+    """The newest base file's schema; for a table without files, the commit schema."""
+    if not files:
+        return read_snapshot(table.storage, as_of=as_of).schema
+    newest = max(files, key=lambda f: f.instant)
+    with table.storage.open_input(newest.path) as stream:
+        return pq.read_schema(stream)

@@ -1,0 +1,43 @@
+"""Roll back failed writes (or one pending instant) of a table; for ``spark-submit``.
+
+Rolling back needs no executors: it deletes the files named by the failed instant's
+markers and records a rollback instant, under the table lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Sequence
+
+from tidemark.table.commit import RollbackResult, rollback, rollback_failed_writes
+from tidemark.table.lock import TableLock
+from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.table import HoodieTable
+
+
+def rollback_table(table_uri: str, instant: str | None = None) -> list[RollbackResult]:
+    """Roll back ``instant``, or every failed write when it is None."""
+    table = HoodieTable.open(table_uri)
+    markers = StorageMarkerReader(table.storage)
+    owner = f"tidemark-rollback@{socket.gethostname()}:{os.getpid()}"
+    with TableLock(table.storage, owner):
+        if instant is None:
+            return rollback_failed_writes(table, markers, lock_held=True)
+        return [rollback(table, instant, markers)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spark_jobs/rollback.py", description=__doc__)
+    parser.add_argument("--table", required=True, help="table base URI")
+    parser.add_argument("--instant", help="pending instant to roll back (default: all failed)")
+    args = parser.parse_args(argv)
+    for result in rollback_table(args.table, args.instant):
+        print(f"rolled back {result.rolled_back.timestamp}: {len(result.deleted_files)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""A SparkSession configured for Tidemark jobs, the same for the CLI, spark-submit and tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+_FORWARDED_ENV_PREFIXES = ("AWS_", "TIDEMARK_")
+
+
+def build_session(
+    master: str | None = DEFAULT_MASTER,
+    *,
+    app_name: str = "tidemark",
+    shuffle_partitions: int | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Get or create the session; ``master=None`` keeps what spark-submit configured.
+
+    Arrow is on (executors exchange Arrow batches with the JVM), times are UTC (Hudi stores
+    timestamps in UTC) and the storage settings of the driver (``AWS_*``, ``TIDEMARK_*``)
+    are forwarded to executors so they reopen the same storage by URI.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    partitions = shuffle_partitions or 2 * (os.cpu_count() or 1)
+    settings = {
+        "spark.sql.shuffle.partitions": str(partitions),
+        "spark.default.parallelism": str(partitions),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.rootLogger.level=warn",
+    }
+    for name, value in os.environ.items():
+        if name.startswith(_FORWARDED_ENV_PREFIXES):
+            settings[f"spark.executorEnv.{name}"] = value
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

@@ -1,0 +1,63 @@
+"""Index lookup for upsert and delete: Hudi's GLOBAL_SIMPLE index.
+
+Existing keys are read from the latest base files (only the record key column, in the
+executors, through storage) and joined with the incoming keys, giving each known key its
+current partition path and file group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+
+from spark_jobs.task import storage_for
+from tidemark.table.fsview import BaseFile
+from tidemark.table.keys import RECORD_KEY
+
+OLD_PARTITION = "_tm_old_partition"
+OLD_FILE_ID = "_tm_old_file_id"
+_LOCATION_DDL = f"{RECORD_KEY} string, {OLD_PARTITION} string, {OLD_FILE_ID} string"
+
+
+def existing_keys(spark: SparkSession, table_uri: str, base_files: Sequence[BaseFile]) -> DataFrame:
+    """(record key, partition path, file id) of every record in ``base_files``."""
+    listing = [(f.path, f.partition_path, f.file_id) for f in base_files]
+    slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
+    files = spark.createDataFrame(
+        spark.sparkContext.parallelize(listing, slices),
+        "path string, partition string, file_id string",
+    )
+
+    def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = storage_for(table_uri)
+        for batch in batches:
+            for path, partition, file_id in zip(
+                *(c.to_pylist() for c in batch.columns), strict=True
+            ):
+                with storage.open_input(path) as stream:
+                    keys = pq.read_table(stream, columns=[RECORD_KEY]).column(RECORD_KEY)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        keys.combine_chunks(),
+                        pa.repeat(pa.scalar(partition), len(keys)),
+                        pa.repeat(pa.scalar(file_id), len(keys)),
+                    ],
+                    names=[RECORD_KEY, OLD_PARTITION, OLD_FILE_ID],
+                )
+
+    return files.mapInArrow(read_keys, _LOCATION_DDL)
+
+
+def tag(keyed: DataFrame, existing: DataFrame | None) -> DataFrame:
+    """``keyed`` plus the old location of each key (null columns for new keys)."""
+    if existing is None:
+        return keyed.withColumn(OLD_PARTITION, sf.lit(None).cast("string")).withColumn(
+            OLD_FILE_ID, sf.lit(None).cast("string")
+        )
+    return keyed.join(existing, on=RECORD_KEY, how="left").select(
+        *keyed.columns, OLD_PARTITION, OLD_FILE_ID
+    )

@@ -1,0 +1,460 @@
+"""The write job: bulk_insert, insert, upsert, delete and insert_overwrite into a COW table.
+
+The driver validates the input and prepares keyed rows before touching the table, so bad
+input leaves the timeline untouched. Then, under the table lock, it rolls back failed
+writes, plans file groups, requests an instant, lets executors write base files through
+storage (each behind its marker), and completes the commit (reconcile, publish, drop the
+markers). Run from Python (``write``), ``tidemark write`` or ``spark-submit
+spark_jobs/write.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import structlog
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_jobs import faults
+from spark_jobs.buckets import route, write_buckets
+from spark_jobs.bulk import bulk_insert
+from spark_jobs.context import WriteContext
+from spark_jobs.errors import run_spark_action
+from spark_jobs.input import FORMATS, read_input
+from spark_jobs.keying import (
+    arrow_schema,
+    check_fields,
+    data_columns,
+    dedupe,
+    keyed_schema,
+    validate_keys,
+    with_keys,
+)
+from spark_jobs.session import DEFAULT_MASTER, build_session
+from spark_jobs.sizing import (
+    DEFAULT_SMALL_FILE_LIMIT_BYTES,
+    DEFAULT_TARGET_FILE_BYTES,
+    WritePlan,
+    average_record_size,
+    plan_writes,
+)
+from spark_jobs.stages import StageClock, StageListener
+from spark_jobs.stats import stats_from_rows
+from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
+from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.storage import Storage
+from tidemark.table.commit import complete_commit, rollback_failed_writes
+from tidemark.table.commit_metadata import CommitMetadata, WriteStat
+from tidemark.table.fsview import BaseFile
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
+from tidemark.table.keys import PARTITION_PATH
+from tidemark.table.lock import TableLock
+from tidemark.table.markers import MarkerSpec, StorageMarkerReader
+from tidemark.table.properties import TableConfig
+from tidemark.table.schema import arrow_to_avro_schema, check_schema_evolution
+from tidemark.table.table import HoodieTable
+
+log = structlog.get_logger(__name__)
+
+MarkerKind = Literal["direct", "service"]
+OPERATION_TYPES = {
+    "bulk_insert": "BULK_INSERT",
+    "insert": "INSERT",
+    "upsert": "UPSERT",
+    "delete": "DELETE",
+    "insert_overwrite": "INSERT_OVERWRITE",
+}
+MIB = 1024 * 1024
+DEFAULT_LOCK_LEASE_S = 60.0
+_RECENT_COMMITS = 5
+
+
+@dataclass
+class WriteResult:
+    """What a write did; ``stage_seconds`` in run order, request counts of the driver."""
+
+    instant: str
+    operation: str
+    rows_written: int
+    rows_inserted: int
+    rows_updated: int
+    rows_deleted: int
+    files_written: int
+    replaced_file_groups: int = 0
+    files_reconciled: int = 0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    storage_requests: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Validated input: ``rows`` are the data columns for bulk_insert (keyed while writing),
+    else keyed, deduplicated and persisted rows."""
+
+    config: TableConfig
+    table: HoodieTable | None
+    rows: DataFrame
+    row_count: int
+    file_schema: pa.Schema
+    avro_schema: str
+
+
+def write(
+    spark: SparkSession,
+    df: DataFrame,
+    table_uri: str,
+    operation: str,
+    *,
+    record_key_fields: Sequence[str] = (),
+    partition_fields: Sequence[str] = (),
+    precombine_field: str | None = None,
+    hive_style: bool = False,
+    markers: MarkerKind = "direct",
+    marker_service_address: str | None = None,
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES,
+    lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
+    listener: StageListener | None = None,
+) -> WriteResult:
+    """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
+    are given and there is no table yet. Raises tidemark.errors exceptions on bad input."""
+    if operation not in OPERATION_TYPES:
+        raise InvalidArgumentError(
+            f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
+            field="operation",
+        )
+    for name, value in (
+        ("target_file_bytes", target_file_bytes),
+        ("small_file_limit_bytes", small_file_limit_bytes),
+    ):
+        if value <= 0:
+            raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
+    if markers == "service" and not marker_service_address:
+        raise InvalidArgumentError(
+            "service markers need the marker service address", field="marker_service_address"
+        )
+    clock = StageClock(listener)
+    with clock.stage("prepare"):
+        prepared = _prepare(
+            df,
+            table_uri,
+            operation,
+            TableRequest(
+                tuple(record_key_fields), tuple(partition_fields), precombine_field, hive_style
+            ),
+        )
+    try:
+        table = prepared.table or HoodieTable.create(table_uri, prepared.config)
+        owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
+        with TableLock(table.storage, owner, lease_s=lock_lease_s):
+            return _write_locked(
+                spark,
+                table,
+                prepared,
+                operation,
+                _Options(
+                    markers, marker_service_address, target_file_bytes, small_file_limit_bytes
+                ),
+                clock,
+            )
+    finally:
+        prepared.rows.unpersist()
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    """The table layout asked for by the caller (used to create a table, checked otherwise)."""
+
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    precombine_field: str | None
+    hive_style: bool
+
+
+@dataclass(frozen=True)
+class _Options:
+    markers: MarkerKind
+    marker_service_address: str | None
+    target_file_bytes: int
+    small_file_limit_bytes: int
+
+
+def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableRequest) -> _Prepared:
+    """Validate everything that can be validated without the lock; nothing is written."""
+    data = data_columns(df)
+    table = _open_existing(table_uri, request)
+    config = table.config if table else _new_config(table_uri, data, request)
+    if request.precombine_field:
+        config = replace(config, precombine_field=request.precombine_field)
+    check_fields(data, config)
+    data_schema = arrow_schema(data.schema, data.sparkSession)
+    if table is not None and operation != "delete":
+        check_schema_evolution(
+            _current_avro_schema(table),
+            data_schema,
+            protected_fields=(*config.record_key_fields, *config.partition_fields),
+        )
+    if operation == "bulk_insert":
+        rows = data
+        row_count = validate_keys(data, config)
+    else:
+        rows = dedupe(with_keys(data, config), config.precombine_field)
+        rows.persist(StorageLevel.MEMORY_AND_DISK)
+        row_count = run_spark_action(rows.count)
+    if operation == "delete" and table is not None:
+        file_schema = _latest_file_schema(table) or arrow_schema(
+            keyed_schema(data), data.sparkSession
+        )
+        avro_schema = _current_avro_schema(table)
+    else:
+        file_schema = arrow_schema(keyed_schema(data), data.sparkSession)
+        avro_schema = arrow_to_avro_schema(data_schema, config.name)
+    return _Prepared(config, table, rows, row_count, file_schema, avro_schema)
+
+
+def _open_existing(table_uri: str, request: TableRequest) -> HoodieTable | None:
+    try:
+        table = HoodieTable.open(table_uri)
+    except NotFoundError:
+        if request.record_key_fields:
+            return None
+        raise
+    config = table.config
+    for name, asked, actual in (
+        ("record_key_fields", request.record_key_fields, config.record_key_fields),
+        ("partition_fields", request.partition_fields, config.partition_fields),
+    ):
+        if asked and asked != actual:
+            raise InvalidArgumentError(
+                f"the table has {','.join(actual) or '(none)'}, not {','.join(asked)}",
+                field=name,
+            )
+    return table
+
+
+def _new_config(table_uri: str, data: DataFrame, request: TableRequest) -> TableConfig:
+    name = re.sub(r"\W", "_", PurePosixPath(table_uri.rstrip("/")).name) or "tidemark_table"
+    if name[0].isdigit():
+        name = f"t_{name}"
+    keys, partitions = request.record_key_fields, request.partition_fields
+    return TableConfig(
+        name=name,
+        record_key_fields=keys,
+        partition_fields=partitions,
+        precombine_field=request.precombine_field,
+        hive_style=request.hive_style,
+        avro_schema=arrow_to_avro_schema(arrow_schema(data.schema, data.sparkSession), name),
+        key_generator_class=TableConfig.default_key_generator(keys, partitions),
+    )
+
+
+def _current_avro_schema(table: HoodieTable) -> str:
+    last = table.timeline.last_completed()
+    if last is not None:
+        schema = table.timeline.read_metadata(last).extra_metadata.get("schema")
+        if schema:
+            return schema
+    return table.config.avro_schema
+
+
+def _latest_file_schema(table: HoodieTable) -> pa.Schema | None:
+    files = table.view().latest_base_files()
+    if not files:
+        return None
+    newest = max(files, key=lambda f: f.instant)
+    with table.storage.open_input(newest.path) as stream:
+        return pq.read_schema(stream)
+
+
+def _write_locked(
+    spark: SparkSession,
+    table: HoodieTable,
+    prepared: _Prepared,
+    operation: str,
+    options: _Options,
+    clock: StageClock,
+) -> WriteResult:
+    reader = StorageMarkerReader(table.storage)
+    with clock.stage("rollback failed writes"):
+        rollback_failed_writes(table, reader, lock_held=True)
+    instant = new_instant_time(after=table.timeline.latest_timestamp())
+    action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
+    context = WriteContext(
+        table_uri=table.uri,
+        instant=instant,
+        markers=MarkerSpec(options.markers, table.uri, instant, options.marker_service_address),
+        file_schema=prepared.file_schema,
+    )
+    replaced: dict[str, list[str]] = {}
+    tagged: DataFrame | None = None
+    if operation == "bulk_insert":
+        expected_bytes = prepared.row_count * average_record_size(_recent_commits(table))
+        stats_df = bulk_insert(
+            prepared.rows, prepared.config, context, expected_bytes, options.target_file_bytes
+        )
+    else:
+        with clock.stage("index lookup and sizing"):
+            tagged, plan, replaced = _plan(spark, table, prepared.rows, operation, options)
+        stats_df = write_buckets(route(tagged, plan, deleting=operation == "delete"), plan, context)
+    table.timeline.create_requested(instant, action)
+    table.timeline.transition_inflight(instant, action)
+    log.info("write.started", table=table.uri, instant=instant, operation=operation)
+    try:
+        with clock.stage("write files"):
+            stats = stats_from_rows(run_spark_action(stats_df.collect))
+    finally:
+        if tagged is not None:
+            tagged.unpersist()
+    faults.exit_if_requested("before_commit")
+    metadata = CommitMetadata.from_write_stats(
+        stats, OPERATION_TYPES[operation], prepared.avro_schema, replaced
+    )
+    with clock.stage("commit"):
+        reconciled = complete_commit(table, instant, action, metadata, reader)
+    result = _result(instant, operation, stats, replaced, clock, table.storage)
+    result.files_reconciled = len(reconciled)
+    return result
+
+
+def _plan(
+    spark: SparkSession,
+    table: HoodieTable,
+    keyed: DataFrame,
+    operation: str,
+    options: _Options,
+) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
+    """Tag keys with their file groups (upsert, delete) and size the output files."""
+    view = table.view()
+    latest = view.latest_base_files()
+    lookup = operation in ("upsert", "delete") and latest
+    existing = existing_keys(spark, table.uri, latest) if lookup else None
+    tagged = tag(keyed, existing).persist(StorageLevel.MEMORY_AND_DISK)
+    profile = run_spark_action(
+        tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
+    )
+    by_file = {f.file_id: f for f in latest}
+    inserts: dict[str, int] = {}
+    touched: list[BaseFile] = []
+    for row in profile:
+        old_file = row[OLD_FILE_ID]
+        if old_file is not None:
+            touched.append(by_file[old_file])
+        moved = old_file is not None and row[OLD_PARTITION] != row[PARTITION_PATH]
+        if operation != "delete" and (old_file is None or moved):
+            partition = row[PARTITION_PATH]
+            inserts[partition] = inserts.get(partition, 0) + row["count"]
+    replaced: dict[str, list[str]] = {}
+    small: list[BaseFile] = []
+    if operation == "insert_overwrite":
+        for base in latest:
+            if base.partition_path in inserts:
+                replaced.setdefault(base.partition_path, []).append(base.file_id)
+    elif operation in ("insert", "upsert"):
+        small = [
+            f
+            for f in latest
+            if f.partition_path in inserts and f.size < options.small_file_limit_bytes
+        ]
+    plan = plan_writes(
+        touched_files=touched,
+        inserts_per_partition=inserts,
+        small_files=small,
+        record_size=average_record_size(_recent_commits(table)),
+        target_file_bytes=options.target_file_bytes,
+    )
+    return tagged, plan, replaced
+
+
+def _recent_commits(table: HoodieTable) -> list[CommitMetadata]:
+    completed = table.timeline.completed(frozenset({COMMIT, REPLACE_COMMIT}))
+    return [table.timeline.read_metadata(i) for i in reversed(completed[-_RECENT_COMMITS:])]
+
+
+def _result(
+    instant: str,
+    operation: str,
+    stats: list[WriteStat],
+    replaced: dict[str, list[str]],
+    clock: StageClock,
+    storage: Storage,
+) -> WriteResult:
+    return WriteResult(
+        instant=instant,
+        operation=operation,
+        rows_written=sum(s.num_writes for s in stats),
+        rows_inserted=sum(s.num_inserts for s in stats),
+        rows_updated=sum(s.num_update_writes for s in stats),
+        rows_deleted=sum(s.num_deletes for s in stats),
+        files_written=len(stats),
+        replaced_file_groups=sum(len(ids) for ids in replaced.values()),
+        stage_seconds=dict(clock.seconds),
+        storage_requests=storage.requests.snapshot(),
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The write options, shared by ``tidemark write`` and ``spark-submit``."""
+    parser.add_argument("--table", required=True, help="table base URI (path or s3://)")
+    parser.add_argument("--input", required=True, help="Parquet, CSV or JSON Lines path")
+    parser.add_argument("--format", choices=FORMATS, help="input format (default: extension)")
+    parser.add_argument("--op", required=True, help=", ".join(OPERATION_TYPES))
+    parser.add_argument("--key", type=_fields, default=(), help="record key field(s), a,b")
+    parser.add_argument("--partition", type=_fields, default=(), help="partition field(s)")
+    parser.add_argument("--precombine", help="field deciding between duplicate keys")
+    parser.add_argument("--hive-style", action="store_true", help="field=value partitions")
+    parser.add_argument("--markers", choices=("direct", "service"), default="direct")
+    parser.add_argument("--marker-service", help="marker service address (host:port)")
+    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+    parser.add_argument("--target-file-mb", type=int, default=DEFAULT_TARGET_FILE_BYTES // MIB)
+    parser.add_argument("--small-file-mb", type=int, default=DEFAULT_SMALL_FILE_LIMIT_BYTES // MIB)
+
+
+def _fields(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def run(args: argparse.Namespace, listener: StageListener | None = None) -> WriteResult:
+    """Run a write described by parsed ``add_arguments`` options."""
+    spark = build_session(args.master)
+    return write(
+        spark,
+        read_input(spark, args.input, args.format),
+        args.table,
+        args.op,
+        record_key_fields=args.key,
+        partition_fields=args.partition,
+        precombine_field=args.precombine,
+        hive_style=args.hive_style,
+        markers=args.markers,
+        marker_service_address=args.marker_service,
+        target_file_bytes=args.target_file_mb * MIB,
+        small_file_limit_bytes=args.small_file_mb * MIB,
+        listener=listener,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit spark_jobs/write.py --table ... --op ...``; the master comes from
+    spark-submit unless ``--master`` is given."""
+    parser = argparse.ArgumentParser(prog="spark_jobs/write.py", description=__doc__)
+    add_arguments(parser)
+    parser.set_defaults(master=None)
+    args = parser.parse_args(argv)
+    result = run(args)
+    print(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

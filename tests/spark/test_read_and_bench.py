@@ -1,0 +1,69 @@
+"""read_dataframe (pruned, through storage), the rollback job and ``tidemark bench write``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark.sparkkit import SCHEMA, snapshot
+from spark_jobs.read import read_dataframe
+from spark_jobs.rollback import rollback_table
+from spark_jobs.write import write
+from tidemark.cli import main
+from tidemark.errors import InvalidArgumentError
+from tidemark.table.instant import COMMIT
+from tidemark.table.table import HoodieTable
+
+CREATE: dict[str, Any] = {
+    "record_key_fields": ["id"],
+    "partition_fields": ["part"],
+    "precombine_field": "ts",
+}
+
+
+def test_read_dataframe_filters_prunes_and_time_travels(
+    spark: SparkSession, table_uri: str
+) -> None:
+    first = write(
+        spark,
+        spark.createDataFrame([(1, "a", "p", 0), (2, "b", "q", 0)], SCHEMA),
+        table_uri,
+        "bulk_insert",
+        **CREATE,
+    )
+    write(spark, spark.createDataFrame([(1, "a2", "p", 1)], SCHEMA), table_uri, "upsert")
+    everything = read_dataframe(spark, table_uri)
+    assert sorted(r["name"] for r in everything.collect()) == ["a2", "b"]
+    assert everything.columns == snapshot(table_uri).column_names
+    only_q = read_dataframe(spark, table_uri, where={"part": "q"}, columns=["id", "name"])
+    assert [tuple(r) for r in only_q.collect()] == [(2, "b")]
+    old = read_dataframe(spark, table_uri, as_of=first.instant, where={"id": 1})
+    assert [r["name"] for r in old.collect()] == ["a"]
+    with pytest.raises(InvalidArgumentError) as raised:
+        read_dataframe(spark, table_uri, columns=["nope"])
+    assert raised.value.field == "nope"
+
+
+def test_rollback_job_rolls_back_a_pending_write(spark: SparkSession, table_uri: str) -> None:
+    write(
+        spark, spark.createDataFrame([(1, "a", "p", 0)], SCHEMA), table_uri, "bulk_insert", **CREATE
+    )
+    timeline = HoodieTable.open(table_uri).timeline
+    timeline.create_requested("29990101000000000", COMMIT)
+    (result,) = rollback_table(table_uri)
+    assert result.rolled_back.timestamp == "29990101000000000"
+    assert not HoodieTable.open(table_uri).timeline.pending()
+
+
+def test_bench_write_prints_a_json_line(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["bench", "write", "--rows", "2000", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["rows"] == 2000
+    assert result["upsert_rows"] == 20
+    assert result["bulk_vs_plain_ratio"] > 0

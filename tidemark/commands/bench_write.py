@@ -1,0 +1,128 @@
+"""``tidemark bench write``: bulk_insert and a 1% upsert vs Spark writing plain Parquet.
+
+Both writers get the same cached input in the same Spark session, so the ratio shows the
+cost of Hudi's layout (keys, meta columns, sorting, markers, commit) over a bare write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+from rich.console import Console
+from rich.table import Table
+
+from spark_jobs.session import DEFAULT_MASTER, build_session
+from spark_jobs.write import write
+from tidemark.logs import configure_logging
+
+PARTITIONS = 10
+UPSERT_EVERY = 100
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "write", help="bulk_insert/upsert throughput vs plain Spark Parquet", description=__doc__
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows to bulk insert")
+    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.set_defaults(handler=_handle)
+
+
+def generate(spark: SparkSession, rows: int, *, step: int = 1, version: int = 0) -> DataFrame:
+    """Synthetic rows: a long key, a partition of ten, a string, a double and a version."""
+    return spark.range(0, rows, step).select(
+        sf.col("id"),
+        (sf.col("id") % PARTITIONS).cast("int").alias("part"),
+        sf.concat(sf.lit("name-"), sf.col("id").cast("string")).alias("name"),
+        (sf.col("id") * 1.5 + version).alias("amount"),
+        sf.lit(version).cast("long").alias("version"),
+    )
+
+
+def run_benchmark(spark: SparkSession, rows: int, workdir: Path) -> dict[str, float | int]:
+    source = generate(spark, rows).cache()
+    source.count()
+    started = time.perf_counter()
+    source.write.parquet(str(workdir / "plain"))
+    plain_s = time.perf_counter() - started
+    table = str(workdir / "table")
+    started = time.perf_counter()
+    write(
+        spark,
+        source,
+        table,
+        "bulk_insert",
+        record_key_fields=["id"],
+        partition_fields=["part"],
+        precombine_field="version",
+    )
+    bulk_s = time.perf_counter() - started
+    updates = generate(spark, rows, step=UPSERT_EVERY, version=1).cache()
+    upsert_rows = updates.count()
+    started = time.perf_counter()
+    write(spark, updates, table, "upsert")
+    upsert_s = time.perf_counter() - started
+    source.unpersist()
+    updates.unpersist()
+    return {
+        "rows": rows,
+        "plain_parquet_s": round(plain_s, 3),
+        "bulk_insert_s": round(bulk_s, 3),
+        "bulk_insert_rows_per_s": round(rows / bulk_s),
+        "plain_rows_per_s": round(rows / plain_s),
+        "bulk_vs_plain_ratio": round(plain_s / bulk_s, 3),
+        "upsert_rows": upsert_rows,
+        "upsert_s": round(upsert_s, 3),
+    }
+
+
+def _handle(args: argparse.Namespace) -> int:
+    configure_logging(json=False, level="warning")
+    spark = build_session(args.master, app_name="tidemark-bench-write")
+    workdir = Path(tempfile.mkdtemp(prefix="tidemark-bench-write-"))
+    try:
+        result = run_benchmark(spark, args.rows, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    _print_table(result)
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def _print_table(result: dict[str, float | int]) -> None:
+    table = Table(title=f"write benchmark, {result['rows']:,} rows")
+    for column in ("writer", "rows", "seconds", "rows/s", "speed vs plain Parquet"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        "Spark plain Parquet",
+        f"{result['rows']:,}",
+        f"{result['plain_parquet_s']:.2f}",
+        f"{result['plain_rows_per_s']:,}",
+        "1.00",
+    )
+    table.add_row(
+        "Tidemark bulk_insert",
+        f"{result['rows']:,}",
+        f"{result['bulk_insert_s']:.2f}",
+        f"{result['bulk_insert_rows_per_s']:,}",
+        f"{result['bulk_vs_plain_ratio']:.2f}",
+    )
+    upsert_rate = result["upsert_rows"] / result["upsert_s"]
+    table.add_row(
+        "Tidemark upsert (1%)",
+        f"{result['upsert_rows']:,}",
+        f"{result['upsert_s']:.2f}",
+        f"{upsert_rate:,.0f}",
+        "",
+    )
+    Console().print(table)

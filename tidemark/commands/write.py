@@ -1,0 +1,79 @@
+"""``tidemark write``: run the Spark write job on a local (or given) Spark master.
+
+A spinner per job stage goes to stderr; the result summary to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from spark_jobs.write import add_arguments, run
+from tidemark.logs import configure_logging
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "write",
+        help="write a file into a Hudi table (bulk_insert, insert, upsert, delete, ...)",
+        description="Write Parquet/CSV/JSON Lines input into a Hudi copy-on-write table, "
+        "creating the table on the first write when --key is given.",
+    )
+    add_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    configure_logging(json=False, level="warning")
+    with StageProgress(Console(stderr=True)) as progress:
+        result = run(args, progress)
+    if args.json:
+        print(json.dumps(asdict(result)))
+        return 0
+    print(
+        f"{result.operation} committed instant {result.instant}: "
+        f"{result.rows_inserted} inserted, {result.rows_updated} updated, "
+        f"{result.rows_deleted} deleted, {result.files_written} files written"
+    )
+    return 0
+
+
+class StageProgress:
+    """A spinner per stage, turned into its elapsed time when the stage ends."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> StageProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def stage_started(self, name: str) -> None:
+        self._tasks[name] = self._progress.add_task(name, total=None)
+
+    def stage_finished(self, name: str, seconds: float) -> None:
+        self._progress.update(
+            self._tasks[name], total=1, completed=1, description=f"{name} ({seconds:.1f} s)"
+        )
