@@ -16,9 +16,8 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
         capture_output=True,
     )
     fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*_pb2*"))
-    committed = sorted(
-        p.relative_to(ROOT) for p in (ROOT / "tidemark").rglob("*_pb2*") if p.suffix in {".py", ".pyi"}
-    )
+    generated = (ROOT / "tidemark").rglob("*_pb2*")
+    committed = sorted(p.relative_to(ROOT) for p in generated if p.suffix in {".py", ".pyi"})
     assert fresh == committed, "generated files differ: run `make protos`"
     stale = [str(p) for p in fresh if (tmp_path / p).read_bytes() != (ROOT / p).read_bytes()]
     assert not stale, f"stale generated code, run `make protos`: {stale}"

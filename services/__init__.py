@@ -1,0 +1,1 @@
+"""Tidemark gRPC services; each subpackage exposes a ServiceDefinition for ``tidemark serve``."""

@@ -1,0 +1,53 @@
+"""Marker service: Hudi timeline-server-based markers, batched, over gRPC.
+
+``SERVICE`` is what ``tidemark serve marker`` loads from the runtime's registry.
+Settings come from ``TIDEMARK_MARKER_*`` env vars (see ``config.MarkerConfig``).
+"""
+
+from __future__ import annotations
+
+import grpc
+import structlog
+
+from services.marker.config import MarkerConfig
+from services.marker.engine import MarkerEngine
+from services.marker.metrics import MarkerMetrics
+from services.marker.servicer import MarkerServicer
+from tidemark.marker.v1 import marker_service_pb2_grpc as pb_grpc
+from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
+
+log = structlog.get_logger(__name__)
+
+FULL_NAME = "tidemark.marker.v1.MarkerService"
+
+
+def marker_service(
+    config: MarkerConfig | None = None, engine: MarkerEngine | None = None
+) -> ServiceDefinition:
+    """The service definition; without ``config`` settings load from the env when served.
+    An embedding caller may pass its own ``engine`` to read its counters."""
+
+    def add_to_server(server: grpc.Server, context: ServiceContext) -> Closeable:
+        return _add_to_server(
+            server, context, engine or MarkerEngine(config or MarkerConfig.load())
+        )
+
+    return ServiceDefinition(name="marker", full_name=FULL_NAME, add_to_server=add_to_server)
+
+
+def _add_to_server(server: grpc.Server, context: ServiceContext, engine: MarkerEngine) -> Closeable:
+    """Register the servicer over a running engine; the engine is closed after the server."""
+    config = engine.config
+    pb_grpc.add_MarkerServiceServicer_to_server(MarkerServicer(engine, context.config), server)
+    context.metrics.register(MarkerMetrics(engine))
+    log.info(
+        "marker service ready",
+        owner=engine.owner,
+        batch_interval_ms=config.batch_interval_ms,
+        num_marker_files=config.num_marker_files,
+        max_concurrent_creates=context.config.max_workers,
+    )
+    return engine
+
+
+SERVICE = marker_service()

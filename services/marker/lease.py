@@ -1,0 +1,153 @@
+"""Ownership lease of one marker dir, so only one live process rewrites its MARKERS files.
+
+A MARKERS file is rewritten whole on every flush, so two writers of one dir (a second
+replica, or a zombie that lost its lease) would silently drop each other's markers.
+The lease is a sequence of generation objects taken with a conditional put: whoever
+creates generation ``n + 1`` after generation ``n`` expired owns the dir, and only one
+contender can create it. The owner renews its generation in place and stops writing a
+safety margin before the expiry it wrote, so clock skew below that margin is harmless.
+
+The objects live under ``.hoodie/.aux/tidemark/marker-leases/<instant>/``, outside the
+marker dir: Hudi's marker readers, its marker-dir listing and ours never see them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from tidemark.errors import ConflictError
+from tidemark.storage.base import Storage
+
+log = structlog.get_logger(__name__)
+
+LEASE_ROOT = ".hoodie/.aux/tidemark/marker-leases"
+GENERATION_DIGITS = 10
+SAFETY_FRACTION = 0.2
+"""Part of the lease the owner gives up at the end, to absorb clock skew and slow writes."""
+
+
+def lease_dir(instant: str) -> str:
+    return f"{LEASE_ROOT}/{instant}"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """Content of a generation object: who owns it and until when (epoch seconds)."""
+
+    owner: str
+    expires_at: float
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"owner": self.owner, "expires_at": self.expires_at}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LeaseRecord:
+        fields = json.loads(data)
+        return cls(owner=str(fields["owner"]), expires_at=float(fields["expires_at"]))
+
+
+class DirLease:
+    """The lease of one marker dir as seen by one owner; not thread-safe (callers lock).
+
+    ``owner`` is unique per process; an owner may take a newer generation over its own
+    live one, because its engine keeps at most one open state per marker dir.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        instant: str,
+        owner: str,
+        duration_s: float,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.storage = storage
+        self.instant = instant
+        self.owner = owner
+        self.duration_s = duration_s
+        self._wall_clock = wall_clock
+        self._generation: int | None = None
+        self._deadline = 0.0
+
+    @property
+    def held(self) -> bool:
+        """True while this owner may write: before its local deadline."""
+        return self._generation is not None and time.monotonic() < self._deadline
+
+    def acquire(self) -> None:
+        """Take the lease (new, expired or already ours); ConflictError names a live owner."""
+        latest = self._latest()
+        if latest is None:
+            target = 0
+        else:
+            generation, record = latest
+            if record.owner == self.owner and generation == self._generation and self.held:
+                self.renew()
+                return
+            if record.owner != self.owner and record.expires_at > self._wall_clock():
+                raise self._owned_by(record)
+            target = generation + 1
+        started = time.monotonic()
+        record = LeaseRecord(self.owner, self._wall_clock() + self.duration_s)
+        if not self.storage.create_if_absent(self._path(target), record.to_bytes()):
+            raise self._owned_by(LeaseRecord.from_bytes(self.storage.read(self._path(target))))
+        self._generation = target
+        self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
+        log.info("marker dir lease acquired", instant=self.instant, generation=target)
+
+    def renew(self) -> None:
+        """Extend a held lease; a renewal that lands after the deadline loses the lease."""
+        if self._generation is None:
+            return
+        started = time.monotonic()
+        record = LeaseRecord(self.owner, self._wall_clock() + self.duration_s)
+        self.storage.write(self._path(self._generation), record.to_bytes())
+        if time.monotonic() < self._deadline:
+            self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
+        else:
+            log.warning("marker dir lease lost", instant=self.instant, generation=self._generation)
+            self._generation = None
+
+    def release(self) -> None:
+        """Mark our generation expired so the next owner need not wait out the lease."""
+        if self._generation is None:
+            return
+        if self.held:
+            self.storage.write(
+                self._path(self._generation), LeaseRecord(self.owner, 0.0).to_bytes()
+            )
+        self._generation = None
+
+    def delete(self) -> None:
+        """Remove every generation object; only the owner does this, with the marker dir."""
+        self.storage.delete_prefix(lease_dir(self.instant) + "/")
+        self._generation = None
+
+    def _latest(self) -> tuple[int, LeaseRecord] | None:
+        prefix = lease_dir(self.instant) + "/"
+        generations = [
+            int(name)
+            for name in (info.path[len(prefix) :] for info in self.storage.list(prefix))
+            if name.isdigit()
+        ]
+        if not generations:
+            return None
+        generation = max(generations)
+        return generation, LeaseRecord.from_bytes(self.storage.read(self._path(generation)))
+
+    def _path(self, generation: int) -> str:
+        return f"{lease_dir(self.instant)}/{generation:0{GENERATION_DIGITS}d}"
+
+    def _owned_by(self, record: LeaseRecord) -> ConflictError:
+        remaining = max(0.0, record.expires_at - self._wall_clock())
+        return ConflictError(
+            f"marker dir of instant {self.instant} is owned by {record.owner} "
+            f"(lease expires in {remaining:.1f}s)",
+            field="instant_time",
+        )

@@ -1,0 +1,91 @@
+"""Validation of marker requests: every bad input is an InvalidArgumentError naming its field.
+
+Checks run before anything is queued, so a rejected request writes nothing. Table paths
+are canonicalised (a local path resolved, an S3 URI normalised) before the allowed-roots
+check, so ``..`` or a ``file://`` spelling cannot escape the roots.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from tidemark.config import ServerConfig
+from tidemark.errors import InvalidArgumentError
+from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.storage.uri import LocalUri, parse_uri
+from tidemark.table.instant import validate_instant_time
+from tidemark.table.markers import IOType, marker_name
+
+IO_TYPES: dict[int, IOType] = {
+    pb.IO_TYPE_CREATE: IOType.CREATE,
+    pb.IO_TYPE_MERGE: IOType.MERGE,
+    pb.IO_TYPE_APPEND: IOType.APPEND,
+}
+_FORBIDDEN_CHARACTERS = ("\n", "\r", "\0", "\\")
+
+
+@functools.lru_cache(maxsize=1024)
+def table_uri(base_path: str, config: ServerConfig, *, field: str = "table.base_path") -> str:
+    """The canonical URI of the table, checked against the server's allowed roots.
+
+    Cached: every create names its table, and resolving a local path is a syscall."""
+    if not base_path.strip():
+        raise InvalidArgumentError("must not be empty", field=field)
+    if ".." in base_path.split("/"):
+        raise InvalidArgumentError(f"must not contain '..': {base_path!r}", field=field)
+    try:
+        parsed = parse_uri(base_path)
+    except InvalidArgumentError as error:
+        raise InvalidArgumentError(error.message, field=field) from None
+    canonical = (
+        parsed.root
+        if isinstance(parsed, LocalUri)
+        else f"s3://{parsed.bucket}/{parsed.prefix}".rstrip("/")
+    )
+    config.check_table_path(canonical, field=field)
+    return canonical
+
+
+def instant_time(value: str) -> str:
+    return validate_instant_time(value, field="instant_time")
+
+
+def marker(message: pb.Marker, *, field: str = "marker") -> str:
+    """The Hudi marker name ``<partition>/<file>.marker.<IO>`` of a request's marker."""
+    io_type = IO_TYPES.get(message.io_type)
+    if io_type is None:
+        raise InvalidArgumentError(
+            f"io_type must be CREATE, MERGE or APPEND, got {message.io_type}",
+            field=f"{field}.io_type",
+        )
+    _check_segments(message.partition_path, f"{field}.partition_path", allow_empty=True)
+    _check_segments(message.data_file_name, f"{field}.data_file_name", allow_empty=False)
+    if "/" in message.data_file_name:
+        raise InvalidArgumentError(
+            f"must be a file name without '/': {message.data_file_name!r}",
+            field=f"{field}.data_file_name",
+        )
+    return marker_name(message.partition_path, message.data_file_name, io_type)
+
+
+def markers(messages: list[pb.Marker], limit: int) -> list[str]:
+    if len(messages) > limit:
+        raise InvalidArgumentError(
+            f"at most {limit} markers per call, got {len(messages)}", field="markers"
+        )
+    return [marker(message, field=f"markers[{index}]") for index, message in enumerate(messages)]
+
+
+def _check_segments(value: str, field: str, *, allow_empty: bool) -> None:
+    if not value:
+        if allow_empty:
+            return
+        raise InvalidArgumentError("must not be empty", field=field)
+    if value.startswith("/"):
+        raise InvalidArgumentError(f"must be relative: {value!r}", field=field)
+    if any(character in value for character in _FORBIDDEN_CHARACTERS):
+        raise InvalidArgumentError(
+            f"must not contain a newline, NUL or backslash: {value!r}", field=field
+        )
+    if any(segment in ("", ".", "..") for segment in value.split("/")):
+        raise InvalidArgumentError(f"has an empty, '.' or '..' segment: {value!r}", field=field)

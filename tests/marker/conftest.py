@@ -1,0 +1,144 @@
+"""Marker services on real gRPC servers (loopback, ephemeral ports) and helpers to call them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import grpc
+import pytest
+
+from services.marker.config import MarkerConfig
+from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
+from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.config import ClientConfig
+from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.status import ERROR_FIELD_KEY
+
+INSTANT = "20240102030405006"
+FAST_CLIENT = ClientConfig(
+    timeout_s=10.0, max_attempts=3, max_total_s=20.0, initial_backoff_s=0.05, max_backoff_s=0.2
+)
+
+StartService = Callable[..., EmbeddedMarkerService]
+
+
+@pytest.fixture
+def start_service() -> Iterator[StartService]:
+    """``start_service(config=MarkerConfig(...), allowed_roots=[...])``; stopped at teardown."""
+    started: list[EmbeddedMarkerService] = []
+
+    def start(
+        config: MarkerConfig | None = None, allowed_roots: Sequence[str] = ()
+    ) -> EmbeddedMarkerService:
+        service = start_embedded_marker_service(
+            config=config or MarkerConfig(batch_interval_ms=10), allowed_roots=allowed_roots
+        )
+        started.append(service)
+        return service
+
+    yield start
+    for service in reversed(started):
+        service.stop()
+
+
+@pytest.fixture
+def stub_for() -> Iterator[Callable[[str], MarkerServiceStub]]:
+    """A raw stub (no retries) so tests see the exact status of one call."""
+    channels: list[grpc.Channel] = []
+
+    def make(address: str) -> MarkerServiceStub:
+        channel = grpc.insecure_channel(address)
+        channels.append(channel)
+        return MarkerServiceStub(channel)
+
+    yield make
+    for channel in channels:
+        channel.close()
+
+
+def create_request(
+    table: str, name: str, io_type: pb.IOType = pb.IO_TYPE_CREATE, partition: str = "p=1"
+) -> pb.CreateMarkerRequest:
+    return pb.CreateMarkerRequest(
+        table=TableRef(base_path=table),
+        instant_time=INSTANT,
+        marker=pb.Marker(partition_path=partition, data_file_name=name, io_type=io_type),
+    )
+
+
+def error_field(error: grpc.RpcError) -> str | None:
+    assert isinstance(error, grpc.Call)
+    return dict(error.trailing_metadata() or ()).get(ERROR_FIELD_KEY)
+
+
+def marker_files(root: str, instant: str = INSTANT) -> dict[str, bytes]:
+    """Every object under the instant's marker dir, by name."""
+    directory = Path(root, ".hoodie", ".temp", instant)
+    if not directory.is_dir():
+        return {}
+    return {path.name: path.read_bytes() for path in directory.iterdir() if path.is_file()}
+
+
+def stored_markers(root: str, instant: str = INSTANT) -> list[str]:
+    """Marker names in MARKERS<n> files, with repeats (to prove each is stored once)."""
+    names: list[str] = []
+    for name, content in marker_files(root, instant).items():
+        if re.fullmatch(r"MARKERS\d+", name):
+            names.extend(line for line in content.decode().split("\n") if line)
+    return names
+
+
+class ServeProcess:
+    """``tidemark serve marker --port 0`` in a subprocess, for kill -9 and zombie tests."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tidemark.cli",
+                "serve",
+                "marker",
+                "--port",
+                "0",
+                "--metrics-port",
+                "0",
+                "--log-format",
+                "console",
+            ],
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        match = re.search(r"listening on (\S+):(\d+)", line)
+        assert match, f"unexpected first line {line!r}"
+        self.address = f"127.0.0.1:{match.group(2)}"
+        self.pid = self.process.pid
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[[dict[str, str]], ServeProcess]]:
+    processes: list[ServeProcess] = []
+
+    def start(env: dict[str, str]) -> ServeProcess:
+        process = ServeProcess(env)
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        if process.process.poll() is None:
+            process.kill()

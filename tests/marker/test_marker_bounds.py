@@ -1,0 +1,93 @@
+"""Bounded memory: a full queue answers RESOURCE_EXHAUSTED, idle marker dirs are evicted."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import pytest
+
+from services.marker.config import MarkerConfig
+from services.marker.lease import lease_dir
+from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.errors import ConfigError
+from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+
+from .conftest import INSTANT, StartService, create_request, error_field, stored_markers
+
+
+def test_full_queue_is_resource_exhausted(
+    start_service: StartService, stub_for: Callable[[str], MarkerServiceStub], local_root: str
+) -> None:
+    service = start_service(MarkerConfig(queue_limit=4, batch_interval_ms=1000))
+    stub = stub_for(service.address)
+    markers = [
+        pb.Marker(data_file_name=f"f{i}.parquet", io_type=pb.IO_TYPE_CREATE) for i in range(4)
+    ]
+    request = pb.CreateMarkersRequest(
+        table=TableRef(base_path=local_root), instant_time=INSTANT, markers=markers
+    )
+
+    calls = [stub.CreateMarkers.future(request) for _ in range(2)]  # together they need 8 slots
+
+    errors = [call.exception() for call in calls]
+    rejected = [error for error in errors if isinstance(error, grpc.RpcError)]
+    assert len(rejected) == 1
+    assert rejected[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error_field(rejected[0]) == "markers"
+    accepted = next(call for call, error in zip(calls, errors, strict=True) if error is None)
+    assert list(accepted.result().created) == [True] * 4
+    assert list(stub.CreateMarkers(request).created) == [False] * 4
+    assert len(stored_markers(local_root)) == 4
+
+
+def test_idle_dir_is_evicted_and_reloaded(
+    start_service: StartService, stub_for: Callable[[str], MarkerServiceStub], local_root: str
+) -> None:
+    stub = stub_for(start_service(MarkerConfig(batch_interval_ms=5, idle_evict_s=0.3)).address)
+    assert stub.CreateMarker(create_request(local_root, "a.parquet")).created
+    lease_file = Path(local_root, lease_dir(INSTANT), "0000000000")
+
+    while json.loads(lease_file.read_bytes())["expires_at"] != 0:
+        time.sleep(0.05)  # eviction releases the lease
+
+    assert not stub.CreateMarker(create_request(local_root, "a.parquet")).created
+    assert stub.CreateMarker(create_request(local_root, "b.parquet")).created
+    assert sorted(stored_markers(local_root)) == [
+        "p=1/a.parquet.marker.CREATE",
+        "p=1/b.parquet.marker.CREATE",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("BATCH_INTERVAL_MS", "0"),
+        ("NUM_MARKER_FILES", "-1"),
+        ("QUEUE_LIMIT", "many"),
+        ("LEASE_S", "0.5"),
+    ],
+)
+def test_config_from_env_is_validated(name: str, value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        MarkerConfig.load(environ={f"TIDEMARK_MARKER_{name}": value})
+    assert caught.value.field == name.lower()
+
+
+def test_config_from_env_and_overrides() -> None:
+    config = MarkerConfig.load(
+        overrides={"num_marker_files": 7}, environ={"TIDEMARK_MARKER_BATCH_INTERVAL_MS": "20"}
+    )
+    assert (config.batch_interval_ms, config.num_marker_files, config.lease_s) == (20, 7, 60.0)
+
+
+def test_threads_are_not_leaked(start_service: StartService, local_root: str) -> None:
+    before = threading.active_count()
+    service = start_service()
+    service.stop()
+    assert threading.active_count() <= before

@@ -1,0 +1,93 @@
+"""Storage faults on the local S3 server: 503s are retried; a flush that keeps failing
+fails its requests, is not remembered, and loses nothing acknowledged before it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+
+from services.marker.config import MarkerConfig
+from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.s3local import FaultProxy
+from tidemark.storage import open_storage
+from tidemark.table.markers import read_markers_from_storage
+
+from .conftest import INSTANT, StartService, create_request
+
+pytestmark = pytest.mark.s3
+
+MARKERS_PUT = r"/MARKERS\d+$"
+
+
+@pytest.fixture
+def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """Every S3 request of this process goes through the fault proxy."""
+    with FaultProxy(s3_server) as fault_proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.endpoint)
+        monkeypatch.setenv("TIDEMARK_STORAGE_MAX_ATTEMPTS", "3")
+        yield fault_proxy
+
+
+@pytest.fixture
+def stub(
+    proxy: FaultProxy, start_service: StartService, stub_for: Callable[[str], MarkerServiceStub]
+) -> MarkerServiceStub:
+    return stub_for(start_service(MarkerConfig(batch_interval_ms=5, num_marker_files=2)).address)
+
+
+def test_throttled_flush_is_retried(
+    proxy: FaultProxy, stub: MarkerServiceStub, s3_bucket: str
+) -> None:
+    proxy.fail_next(2, method="PUT", path_pattern=MARKERS_PUT)
+
+    assert stub.CreateMarker(create_request(s3_bucket, "a.parquet")).created
+
+    assert proxy.injected == 2
+    assert read_markers_from_storage(open_storage(s3_bucket), INSTANT) == {
+        "p=1/a.parquet.marker.CREATE"
+    }
+
+
+def test_failing_flush_is_never_acknowledged(
+    proxy: FaultProxy, stub: MarkerServiceStub, s3_bucket: str
+) -> None:
+    acknowledged = {f"p=1/{name}.marker.CREATE" for name in ("a.parquet", "b.parquet")}
+    assert stub.CreateMarker(create_request(s3_bucket, "a.parquet")).created
+    assert stub.CreateMarker(create_request(s3_bucket, "b.parquet")).created
+    proxy.fail_always(method="PUT", path_pattern=MARKERS_PUT)
+
+    with pytest.raises(grpc.RpcError) as single:
+        stub.CreateMarker(create_request(s3_bucket, "c.parquet"))
+    batch = pb.CreateMarkersRequest(
+        table=TableRef(base_path=s3_bucket),
+        instant_time=INSTANT,
+        markers=[
+            pb.Marker(partition_path="p=1", data_file_name=name, io_type=pb.IO_TYPE_CREATE)
+            for name in ("a.parquet", "d.parquet")
+        ],
+    )
+    with pytest.raises(grpc.RpcError) as many:
+        stub.CreateMarkers(batch)
+    listed = {
+        name
+        for chunk in stub.ListMarkers(
+            pb.ListMarkersRequest(table=batch.table, instant_time=INSTANT)
+        )
+        for name in chunk.marker_names
+    }
+    proxy.clear()
+
+    assert single.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert many.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert listed == acknowledged
+    assert read_markers_from_storage(open_storage(s3_bucket), INSTANT) == acknowledged
+    assert stub.CreateMarker(create_request(s3_bucket, "c.parquet")).created
+    assert list(stub.CreateMarkers(batch).created) == [False, True]
+    assert read_markers_from_storage(open_storage(s3_bucket), INSTANT) == acknowledged | {
+        "p=1/c.parquet.marker.CREATE",
+        "p=1/d.parquet.marker.CREATE",
+    }

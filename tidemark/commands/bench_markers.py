@@ -1,0 +1,483 @@
+"""``tidemark bench markers``: direct markers vs the marker service, and the gRPC ceiling.
+
+W concurrent writers create M markers on S3 (a local S3 server started here unless
+``AWS_ENDPOINT_URL`` is set, behind a latency proxy with ``--latency-ms``) or a local
+directory: once as direct marker objects, once through a ``tidemark serve marker``
+subprocess (one CreateMarker per marker, then CreateMarkers in batches); then lists
+them as reconcile does and deletes them. The same load generator (spawned processes,
+each a grpc.aio client running W/P tasks; threads for direct markers) also drives the
+health Check of the same server: the echo ceiling of Python gRPC on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Barrier
+from typing import Any, Literal
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.marker.lease import lease_dir
+from services.marker.metrics import STORAGE_REQUESTS
+from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.config import ClientConfig
+from tidemark.errors import InvalidArgumentError
+from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.marker_client import ServiceMarkerReader
+from tidemark.rpc.options import client_options
+from tidemark.s3local import FaultProxy, LocalS3Server, free_port
+from tidemark.storage import open_storage
+from tidemark.storage.base import Storage
+from tidemark.storage.s3 import s3_client
+from tidemark.table.instant import new_instant_time
+from tidemark.table.markers import (
+    MARKERS_TYPE_FILE,
+    DirectMarkerWriter,
+    IOType,
+    StorageMarkerReader,
+    delete_marker_dir,
+    marker_dir,
+)
+
+LoadKind = Literal["echo", "create", "create_many", "direct"]
+SERVER_START_TIMEOUT_S = 60.0
+RPC_TIMEOUT_S = 120.0
+PARTITIONS = 100
+
+
+def register(bench_subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = bench_subparsers.add_parser(
+        "markers", help="direct markers vs the marker service", description=__doc__
+    )
+    parser.add_argument("--markers", type=int, default=165_000, help="markers per run")
+    parser.add_argument("--writers", type=int, default=240, help="concurrent writers")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added per S3 request")
+    parser.add_argument("--storage", choices=("s3", "local"), default="s3")
+    parser.add_argument("--batch-size", type=int, default=1000, help="markers per CreateMarkers")
+    parser.add_argument("--processes", type=int, default=1, help="load generator processes")
+    parser.add_argument("--echo-calls", type=int, default=50_000, help="health Check calls")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.set_defaults(handler=run)
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load generator process: which calls, on which marker indexes, how concurrent."""
+
+    kind: LoadKind
+    address: str
+    table_uri: str
+    instant: str
+    indexes: range
+    concurrency: int
+    batch_size: int = 1
+
+
+@dataclass
+class LoadResult:
+    started: float
+    finished: float
+    latencies: list[float]
+    storage_requests: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A finished load: wall time, per-call latencies and storage requests of the clients."""
+
+    calls: int
+    items: int
+    wall_s: float
+    p50_ms: float
+    p99_ms: float
+    storage_requests: int
+
+    @property
+    def items_per_s(self) -> float:
+        return self.items / self.wall_s
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.calls / self.wall_s
+
+
+def marker_of(index: int, instant: str) -> tuple[str, str, IOType]:
+    """Deterministic (partition, data file, IO type) of marker ``index``."""
+    return (
+        f"p={index % PARTITIONS}",
+        f"{index:012d}-0_{index % 997}-1-0_{instant}.parquet",
+        IOType.CREATE,
+    )
+
+
+def _proto_marker(index: int, instant: str) -> pb.Marker:
+    partition, name, _ = marker_of(index, instant)
+    return pb.Marker(partition_path=partition, data_file_name=name, io_type=pb.IO_TYPE_CREATE)
+
+
+def _grpc_calls(spec: LoadSpec, channel: grpc.aio.Channel) -> tuple[Callable[..., Any], list[Any]]:
+    """The method this process calls and every request, built in advance."""
+    table = TableRef(base_path=spec.table_uri)
+    if spec.kind == "echo":
+        check = health_pb2.HealthCheckRequest()
+        return health_pb2_grpc.HealthStub(channel).Check, [check] * len(spec.indexes)
+    stub = MarkerServiceStub(channel)
+    if spec.kind == "create":
+        return stub.CreateMarker, [
+            pb.CreateMarkerRequest(
+                table=table, instant_time=spec.instant, marker=_proto_marker(i, spec.instant)
+            )
+            for i in spec.indexes
+        ]
+    return stub.CreateMarkers, [
+        pb.CreateMarkersRequest(
+            table=table,
+            instant_time=spec.instant,
+            markers=[
+                _proto_marker(i, spec.instant)
+                for i in spec.indexes[start : start + spec.batch_size]
+            ],
+        )
+        for start in range(0, len(spec.indexes), spec.batch_size)
+    ]
+
+
+async def _run_grpc(spec: LoadSpec, barrier: Barrier) -> LoadResult:
+    options = client_options(
+        max_message_bytes=ClientConfig().max_message_bytes,
+        keepalive_time_ms=ClientConfig().keepalive_time_ms,
+        keepalive_timeout_ms=ClientConfig().keepalive_timeout_ms,
+    )
+    async with grpc.aio.insecure_channel(spec.address, options=options) as channel:
+        await channel.channel_ready()
+        method, all_requests = _grpc_calls(spec, channel)
+        requests = iter(all_requests)
+        latencies: list[float] = []
+
+        async def writer() -> None:
+            for request in requests:
+                began = time.perf_counter()
+                await method(request, timeout=RPC_TIMEOUT_S)
+                latencies.append(time.perf_counter() - began)
+
+        barrier.wait()
+        started = time.time()
+        await asyncio.gather(*(writer() for _ in range(spec.concurrency)))
+        return LoadResult(started, time.time(), latencies)
+
+
+def _run_direct(spec: LoadSpec, barrier: Barrier) -> LoadResult:
+    storage = open_storage(spec.table_uri)
+    writer = DirectMarkerWriter(storage, spec.instant)
+    markers = iter([marker_of(i, spec.instant) for i in spec.indexes])
+    take = threading.Lock()
+    latencies: list[float] = []
+
+    def work() -> None:
+        while True:
+            with take:
+                marker = next(markers, None)
+            if marker is None:
+                return
+            began = time.perf_counter()
+            writer.create(*marker)
+            latencies.append(time.perf_counter() - began)
+
+    with ThreadPoolExecutor(spec.concurrency) as pool:
+        barrier.wait()
+        started = time.time()
+        for future in [pool.submit(work) for _ in range(spec.concurrency)]:
+            future.result()
+    return LoadResult(started, time.time(), latencies, storage.requests.snapshot())
+
+
+def _load_process(spec: LoadSpec, barrier: Barrier, results: Any) -> None:
+    """Entry point of a spawned load generator process."""
+    if spec.kind == "direct":
+        results.put(_run_direct(spec, barrier))
+    else:
+        results.put(asyncio.run(_run_grpc(spec, barrier)))
+
+
+def run_load(
+    kind: LoadKind,
+    *,
+    address: str,
+    table_uri: str,
+    instant: str,
+    count: int,
+    writers: int,
+    processes: int,
+    batch_size: int = 1,
+) -> Phase:
+    """Spread ``count`` items over ``processes`` spawned generators, all starting together."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(processes + 1)
+    results = context.Queue()
+    workers = [
+        context.Process(
+            target=_load_process,
+            args=(
+                LoadSpec(
+                    kind,
+                    address,
+                    table_uri,
+                    instant,
+                    range(p, count, processes),
+                    max(1, writers // processes),
+                    batch_size,
+                ),
+                barrier,
+                results,
+            ),
+        )
+        for p in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    outcomes: list[LoadResult] = [results.get() for _ in workers]
+    for worker in workers:
+        worker.join()
+        if worker.exitcode != 0:
+            raise RuntimeError(f"load generator exited with {worker.exitcode}")
+    latencies = np.array([latency for outcome in outcomes for latency in outcome.latencies])
+    return Phase(
+        calls=len(latencies),
+        items=count,
+        wall_s=max(o.finished for o in outcomes) - min(o.started for o in outcomes),
+        p50_ms=float(np.percentile(latencies, 50) * 1000),
+        p99_ms=float(np.percentile(latencies, 99) * 1000),
+        storage_requests=sum(sum(o.storage_requests.values()) for o in outcomes),
+    )
+
+
+class MarkerServerProcess:
+    """``tidemark serve marker`` as a child process, sized for ``writers`` blocked creates."""
+
+    def __init__(self, writers: int) -> None:
+        self.metrics_port = free_port()
+        env = {**os.environ, "TIDEMARK_MAX_WORKERS": str(writers + 16)}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tidemark.cli",
+                "serve",
+                "marker",
+                "--port",
+                "0",
+                "--metrics-port",
+                str(self.metrics_port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if "listening on" not in line:
+            self.close()
+            raise RuntimeError(f"marker server did not start: {line!r}")
+        self.address = f"127.0.0.1:{line.strip().rpartition(':')[2]}"
+
+    def storage_requests(self) -> int:
+        """Total storage requests of the service so far, from its metrics endpoint."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        return int(
+            sum(
+                sample.value
+                for family in text_string_to_metric_families(text)
+                if family.name == STORAGE_REQUESTS
+                for sample in family.samples
+                if sample.name == f"{STORAGE_REQUESTS}_total"
+            )
+        )
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def table_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
+    """A fresh table root; for S3 the endpoint (and latency proxy) is exported to children."""
+    if storage_kind == "local":
+        with tempfile.TemporaryDirectory(prefix="tidemark-bench-") as root:
+            yield root
+        return
+    with contextlib.ExitStack() as stack:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint is None:
+            endpoint = stack.enter_context(LocalS3Server()).endpoint
+            os.environ.setdefault("AWS_ACCESS_KEY_ID", "tidemark-bench")
+            os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "tidemark-bench")
+            os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        if latency_ms > 0:
+            endpoint = stack.enter_context(FaultProxy(endpoint, latency_ms=latency_ms)).endpoint
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        bucket = f"tidemark-bench-{uuid.uuid4().hex[:12]}"
+        s3_client().create_bucket(Bucket=bucket)
+        yield f"s3://{bucket}/table"
+
+
+def count_objects(storage: Storage, instant: str) -> int:
+    """Objects created for the markers of ``instant``: its marker dir and its lease."""
+    prefixes = (marker_dir(instant) + "/", lease_dir(instant) + "/")
+    return sum(1 for prefix in prefixes for _ in storage.list(prefix))
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    began = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - began, value
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("markers", "writers", "batch_size", "processes", "echo_calls"):
+        if getattr(args, name) < 1:
+            raise InvalidArgumentError("must be at least 1", field=name)
+    with table_root(args.storage, args.latency_ms) as root:
+        report = measure(root, args)
+    print(json.dumps(report) if args.json else format_report(report))
+    return 0
+
+
+def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
+    storage = open_storage(root)
+    markers, writers = args.markers, args.writers
+    load = {"table_uri": root, "writers": writers, "processes": args.processes}
+    server = MarkerServerProcess(writers)
+    try:
+        echo = run_load("echo", address=server.address, instant="", count=args.echo_calls, **load)
+        single_instant = new_instant_time()
+        before = server.storage_requests()
+        single = run_load(
+            "create", address=server.address, instant=single_instant, count=markers, **load
+        )
+        service_requests = server.storage_requests() - before
+        service_objects = count_objects(storage, single_instant)
+        service_files = sum(
+            1
+            for info in storage.list(marker_dir(single_instant) + "/MARKERS")
+            if info.path.rpartition("/")[2] != MARKERS_TYPE_FILE
+        )
+        reader = ServiceMarkerReader(server.address, root)
+        service_list_s, listed = timed(lambda: reader.create_and_merge_markers(single_instant))
+        service_delete_s, _ = timed(lambda: reader.delete_dir(single_instant))
+        many_instant = new_instant_time()
+        many = run_load(
+            "create_many",
+            address=server.address,
+            instant=many_instant,
+            count=markers,
+            batch_size=args.batch_size,
+            **load,
+        )
+        reader.delete_dir(many_instant)
+    finally:
+        server.close()
+    if len(listed) != markers:
+        raise RuntimeError(f"the service listed {len(listed)} markers, expected {markers}")
+    direct_instant = new_instant_time()
+    direct = run_load("direct", address="", instant=direct_instant, count=markers, **load)
+    direct_objects = count_objects(storage, direct_instant)
+    storage.requests.reset()
+    direct_list_s, direct_listed = timed(
+        lambda: StorageMarkerReader(storage).create_and_merge_markers(direct_instant)
+    )
+    direct_delete_s, _ = timed(lambda: delete_marker_dir(storage, direct_instant))
+    if len(direct_listed) != markers:
+        raise RuntimeError(f"listed {len(direct_listed)} direct markers, expected {markers}")
+    return {
+        "markers": markers,
+        "writers": writers,
+        "storage": args.storage,
+        "latency_ms": args.latency_ms,
+        "direct_objects": direct_objects,
+        "service_objects": service_objects,
+        "service_markers_files": service_files,
+        "direct_requests": direct.storage_requests + storage.requests.total(),
+        "service_requests": service_requests,
+        "direct_create_s": direct.wall_s,
+        "service_create_s": single.wall_s,
+        "direct_p50_ms": direct.p50_ms,
+        "direct_p99_ms": direct.p99_ms,
+        "service_p50_ms": single.p50_ms,
+        "service_p99_ms": single.p99_ms,
+        "direct_markers_per_s": direct.items_per_s,
+        "service_markers_per_s": single.items_per_s,
+        "service_many_markers_per_s": many.items_per_s,
+        "service_many_batch_size": args.batch_size,
+        "direct_list_s": direct_list_s,
+        "service_list_s": service_list_s,
+        "direct_delete_s": direct_delete_s,
+        "service_delete_s": service_delete_s,
+        "echo_calls_per_s": echo.calls_per_s,
+        "echo_p99_ms": echo.p99_ms,
+        "service_vs_echo": single.calls_per_s / echo.calls_per_s,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    def ratio(direct: float, service: float) -> str:
+        return f"{direct / service:,.1f}x" if service else "-"
+
+    rows = [
+        ("objects created", report["direct_objects"], report["service_objects"]),
+        (
+            "storage requests (create+list+delete / create)",
+            report["direct_requests"],
+            report["service_requests"],
+        ),
+        ("create wall time (s)", report["direct_create_s"], report["service_create_s"]),
+        ("create p50 (ms)", report["direct_p50_ms"], report["service_p50_ms"]),
+        ("create p99 (ms)", report["direct_p99_ms"], report["service_p99_ms"]),
+        (
+            "markers/s (one per call)",
+            report["direct_markers_per_s"],
+            report["service_markers_per_s"],
+        ),
+        ("listing (s)", report["direct_list_s"], report["service_list_s"]),
+        ("deletion (s)", report["direct_delete_s"], report["service_delete_s"]),
+    ]
+    lines = [
+        f"{report['markers']:,} markers, {report['writers']} writers, {report['storage']} storage, "
+        f"+{report['latency_ms']:g} ms per request",
+        f"{'':48} {'direct':>14} {'service':>14} {'direct/service':>15}",
+    ]
+    for label, direct, service in rows:
+        lines.append(f"{label:48} {direct:>14,.3f} {service:>14,.3f} {ratio(direct, service):>15}")
+    lines += [
+        f"service MARKERS files: {report['service_markers_files']} "
+        "(plus MARKERS.type and the lease)",
+        f"echo (health Check) ceiling: {report['echo_calls_per_s']:,.0f} calls/s, "
+        f"p99 {report['echo_p99_ms']:.1f} ms; "
+        f"CreateMarker reaches {report['service_vs_echo']:.0%} of it",
+        f"CreateMarkers x{report['service_many_batch_size']}: "
+        f"{report['service_many_markers_per_s']:,.0f} markers/s",
+    ]
+    return "\n".join(lines)

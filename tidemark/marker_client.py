@@ -1,0 +1,144 @@
+"""Client side of the marker service: a MarkerWriter for executors, a MarkerReader for
+the driver's reconcile and rollback.
+
+The channel is opened lazily in the process that uses it (after PySpark's fork) and only
+the address travels when a writer is pickled. Creates are idempotent (a marker names
+one data file), so task retries, speculative attempts and RPC retries are all safe; an
+unreachable service fails the task once the retries are exhausted, unless the spec asks
+to fall back to direct markers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.config import ClientConfig
+from tidemark.errors import InvalidArgumentError, UnavailableError
+from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.client import LazyStub, call, lazy_stub
+from tidemark.storage import open_storage
+from tidemark.table.markers import DirectMarkerWriter, IOType, MarkerSpec
+
+log = structlog.get_logger(__name__)
+
+IO_TYPES: dict[IOType, pb.IOType] = {
+    IOType.CREATE: pb.IO_TYPE_CREATE,
+    IOType.MERGE: pb.IO_TYPE_MERGE,
+    IOType.APPEND: pb.IO_TYPE_APPEND,
+}
+
+MarkerTuple = tuple[str, str, IOType]
+"""(partition path, data file name, IO type)."""
+
+
+class ServiceMarkerWriter:
+    """MarkerWriter that asks the marker service; answers after the marker is durable."""
+
+    def __init__(self, spec: MarkerSpec, config: ClientConfig | None = None) -> None:
+        if spec.service_address is None:
+            raise InvalidArgumentError("service markers need an address", field="service_address")
+        self.spec = spec
+        self.config = config or ClientConfig.from_env()
+        self._stub: LazyStub[MarkerServiceStub] = lazy_stub(
+            spec.service_address, MarkerServiceStub, config=self.config
+        )
+        self._table = TableRef(base_path=spec.table_uri)
+
+    def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
+        """True if this call created the marker, False if it already existed."""
+        request = pb.CreateMarkerRequest(
+            table=self._table,
+            instant_time=self.spec.instant,
+            marker=_marker(partition_path, data_file_name, io_type),
+        )
+        marker = (partition_path, data_file_name, io_type)
+        try:
+            response = call(
+                self._stub.stub.CreateMarker, request, idempotent=True, config=self.config
+            )
+        except UnavailableError as error:
+            return self._direct([marker], error)[0]
+        return bool(response.created)
+
+    def create_many(self, markers: Sequence[MarkerTuple]) -> list[bool]:
+        """Create several markers in one call (one flush); one answer per marker."""
+        request = pb.CreateMarkersRequest(
+            table=self._table,
+            instant_time=self.spec.instant,
+            markers=[_marker(*marker) for marker in markers],
+        )
+        try:
+            response = call(
+                self._stub.stub.CreateMarkers, request, idempotent=True, config=self.config
+            )
+        except UnavailableError as error:
+            return self._direct(markers, error)
+        return list(response.created)
+
+    def _direct(self, markers: Sequence[MarkerTuple], error: UnavailableError) -> list[bool]:
+        """Direct markers when the spec allows falling back, else the service's error."""
+        if not self.spec.fallback_to_direct:
+            raise error
+        log.warning("marker service unavailable, writing direct markers", error=str(error))
+        direct = DirectMarkerWriter(open_storage(self.spec.table_uri), self.spec.instant)
+        return [direct.create(*marker) for marker in markers]
+
+
+class ServiceMarkerReader:
+    """MarkerReader that asks the marker service (which owns the dirs it writes)."""
+
+    def __init__(self, address: str, table_uri: str, config: ClientConfig | None = None) -> None:
+        self.config = config or ClientConfig.from_env()
+        self._stub: LazyStub[MarkerServiceStub] = lazy_stub(
+            address, MarkerServiceStub, config=self.config
+        )
+        self._table = TableRef(base_path=table_uri)
+
+    def all_markers(self, instant: str) -> set[str]:
+        return self._list(instant, pb.MARKER_FILTER_ALL)
+
+    def create_and_merge_markers(self, instant: str) -> set[str]:
+        return self._list(instant, pb.MARKER_FILTER_CREATE_AND_MERGE)
+
+    def append_markers(self, instant: str) -> set[str]:
+        return self._list(instant, pb.MARKER_FILTER_APPEND)
+
+    def dir_exists(self, instant: str) -> bool:
+        request = pb.MarkerDirExistsRequest(table=self._table, instant_time=instant)
+        response = call(
+            self._stub.stub.MarkerDirExists, request, idempotent=True, config=self.config
+        )
+        return bool(response.exists)
+
+    def delete_dir(self, instant: str) -> bool:
+        request = pb.DeleteMarkerDirRequest(table=self._table, instant_time=instant)
+        response = call(
+            self._stub.stub.DeleteMarkerDir, request, idempotent=True, config=self.config
+        )
+        return bool(response.deleted)
+
+    def _list(self, instant: str, marker_filter: pb.MarkerFilter) -> set[str]:
+        stub = self._stub.stub
+
+        def read_all(
+            request: pb.ListMarkersRequest, *, timeout: float, metadata: tuple[tuple[str, str], ...]
+        ) -> set[str]:
+            names: set[str] = set()
+            for chunk in stub.ListMarkers(request, timeout=timeout, metadata=metadata):
+                names.update(chunk.marker_names)
+            return names
+
+        request = pb.ListMarkersRequest(
+            table=self._table, instant_time=instant, filter=marker_filter
+        )
+        return call(read_all, request, idempotent=True, config=self.config)
+
+
+def _marker(partition_path: str, data_file_name: str, io_type: IOType) -> pb.Marker:
+    return pb.Marker(
+        partition_path=partition_path, data_file_name=data_file_name, io_type=IO_TYPES[io_type]
+    )
