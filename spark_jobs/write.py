@@ -26,6 +26,7 @@ import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from services.marker.embedded import start_embedded_marker_service
 from spark_jobs import faults
 from spark_jobs.buckets import route, write_buckets
 from spark_jobs.bulk import bulk_insert
@@ -53,6 +54,7 @@ from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.stats import stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
 from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.marker_client import ServiceMarkerReader
 from tidemark.storage import Storage
 from tidemark.table.commit import complete_commit, rollback_failed_writes
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
@@ -60,7 +62,7 @@ from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.lock import TableLock
-from tidemark.table.markers import MarkerSpec, StorageMarkerReader
+from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, check_schema_evolution
 from tidemark.table.table import HoodieTable
@@ -122,6 +124,7 @@ def write(
     hive_style: bool = False,
     markers: MarkerKind = "direct",
     marker_service_address: str | None = None,
+    marker_fallback_direct: bool = False,
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES,
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
@@ -133,6 +136,11 @@ def write(
         raise InvalidArgumentError(
             f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
             field="operation",
+        )
+    if markers == "service" and not marker_service_address:
+        raise InvalidArgumentError(
+            "service markers need a marker service address (or use direct markers)",
+            field="marker_service_address",
         )
     for name, value in (
         ("target_file_bytes", target_file_bytes),
@@ -164,7 +172,11 @@ def write(
                 prepared,
                 operation,
                 _Options(
-                    markers, marker_service_address, target_file_bytes, small_file_limit_bytes
+                    markers,
+                    marker_service_address,
+                    marker_fallback_direct,
+                    target_file_bytes,
+                    small_file_limit_bytes,
                 ),
                 clock,
             )
@@ -186,6 +198,7 @@ class TableRequest:
 class _Options:
     markers: MarkerKind
     marker_service_address: str | None
+    marker_fallback_direct: bool
     target_file_bytes: int
     small_file_limit_bytes: int
 
@@ -285,7 +298,7 @@ def _write_locked(
     options: _Options,
     clock: StageClock,
 ) -> WriteResult:
-    reader = StorageMarkerReader(table.storage)
+    reader = _marker_reader(table, options)
     with clock.stage("rollback failed writes"):
         rollback_failed_writes(table, reader, lock_held=True)
     instant = new_instant_time(after=table.timeline.latest_timestamp())
@@ -293,7 +306,13 @@ def _write_locked(
     context = WriteContext(
         table_uri=table.uri,
         instant=instant,
-        markers=MarkerSpec(options.markers, table.uri, instant, options.marker_service_address),
+        markers=MarkerSpec(
+            options.markers,
+            table.uri,
+            instant,
+            options.marker_service_address,
+            options.marker_fallback_direct,
+        ),
         file_schema=prepared.file_schema,
     )
     replaced: dict[str, list[str]] = {}
@@ -325,6 +344,14 @@ def _write_locked(
     result = _result(instant, operation, stats, replaced, clock, table.storage)
     result.files_reconciled = len(reconciled)
     return result
+
+
+def _marker_reader(table: HoodieTable, options: _Options) -> MarkerReader:
+    """Reconcile and rollback ask the marker service when the write uses it (it owns the
+    marker dirs it batches); otherwise they read direct and MARKERS* files from storage."""
+    if options.markers == "service" and options.marker_service_address:
+        return ServiceMarkerReader(options.marker_service_address, table.uri)
+    return StorageMarkerReader(table.storage)
 
 
 def _plan(
@@ -413,8 +440,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", type=_fields, default=(), help="partition field(s)")
     parser.add_argument("--precombine", help="field deciding between duplicate keys")
     parser.add_argument("--hive-style", action="store_true", help="field=value partitions")
-    parser.add_argument("--markers", choices=("direct", "service"), default="direct")
-    parser.add_argument("--marker-service", help="marker service address (host:port)")
+    parser.add_argument(
+        "--markers",
+        choices=("direct", "service"),
+        default="service",
+        help="marker type (default service: batched by the marker service)",
+    )
+    parser.add_argument(
+        "--marker-service",
+        help="marker service address host:port (default: start an embedded one in the driver)",
+    )
+    parser.add_argument(
+        "--marker-fallback-direct",
+        action="store_true",
+        help="write direct markers when the marker service stays unreachable after retries",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--target-file-mb", type=int, default=DEFAULT_TARGET_FILE_BYTES // MIB)
     parser.add_argument("--small-file-mb", type=int, default=DEFAULT_SMALL_FILE_LIMIT_BYTES // MIB)
@@ -425,8 +465,21 @@ def _fields(value: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, listener: StageListener | None = None) -> WriteResult:
-    """Run a write described by parsed ``add_arguments`` options."""
+    """Run a write described by parsed ``add_arguments`` options; service markers with no
+    address get an embedded marker service in the driver, like Hudi's timeline server."""
     spark = build_session(args.master)
+    if args.markers == "service" and not args.marker_service:
+        with start_embedded_marker_service() as service:
+            return _run(spark, args, service.address, listener)
+    return _run(spark, args, args.marker_service, listener)
+
+
+def _run(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    marker_service_address: str | None,
+    listener: StageListener | None,
+) -> WriteResult:
     return write(
         spark,
         read_input(spark, args.input, args.format),
@@ -437,7 +490,8 @@ def run(args: argparse.Namespace, listener: StageListener | None = None) -> Writ
         precombine_field=args.precombine,
         hive_style=args.hive_style,
         markers=args.markers,
-        marker_service_address=args.marker_service,
+        marker_service_address=marker_service_address,
+        marker_fallback_direct=args.marker_fallback_direct,
         target_file_bytes=args.target_file_mb * MIB,
         small_file_limit_bytes=args.small_file_mb * MIB,
         listener=listener,

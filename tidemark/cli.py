@@ -11,6 +11,7 @@ from tidemark.errors import TidemarkError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "tidemark.commands.serve",
+    "tidemark.commands.demo",
     "tidemark.commands.table",
     "tidemark.commands.write",
     "tidemark.commands.bench",

@@ -140,7 +140,19 @@ class LocalStorage(Storage):
             for full in fulls[start : start + DELETE_BATCH_SIZE]:
                 with contextlib.suppress(FileNotFoundError):
                     full.unlink()
+        self._prune_empty_parents({full.parent for full in fulls})
         return len(fulls)
+
+    def _prune_empty_parents(self, folders: set[Path]) -> None:
+        """Drop folders left empty, as an object store has no folders: a deleted marker
+        dir or partition must not linger as an empty directory."""
+        for folder in sorted(folders, key=lambda path: len(path.parts), reverse=True):
+            while folder != self.root and self.root in folder.parents:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+                folder = folder.parent
 
     def exists(self, path: str) -> bool:
         full = self._full(path)
