@@ -160,7 +160,9 @@ class ServerConfig:
     keepalive_time_ms: int = 30_000
     keepalive_timeout_ms: int = 10_000
     grace_period_s: float = 10.0
-    max_workers: int = 16
+    max_workers: int = 256
+    """Threads start on demand; a marker create holds one until its flush, so the cap
+    must cover the concurrent writers (Spark task slots)."""
     tls_cert_path: str | None = None
     tls_key_path: str | None = None
     log_json: bool = True

@@ -13,8 +13,6 @@ from services.marker.engine import MarkerEngine
 from tidemark.config import ServerConfig
 from tidemark.rpc.server import RunningServer, build_server
 
-DEFAULT_MAX_WORKERS = 256
-"""Each create holds a server thread until its flush: size for the writers (Spark cores)."""
 STOP_GRACE_S = 5.0
 
 
@@ -50,14 +48,12 @@ def start_embedded_marker_service(
     *,
     allowed_roots: Sequence[str] = (),
     config: MarkerConfig | None = None,
-    max_workers: int = DEFAULT_MAX_WORKERS,
 ) -> EmbeddedMarkerService:
     """Start the service on 127.0.0.1 with a free gRPC port and a free metrics port."""
     server_config = ServerConfig(
         host="127.0.0.1",
         port=0,
         metrics_port=0,
-        max_workers=max_workers,
         allowed_roots=tuple(allowed_roots),
     )
     engine = MarkerEngine(config or MarkerConfig.load())

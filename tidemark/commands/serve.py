@@ -38,6 +38,11 @@ def register(subparsers: Any) -> None:
         type=float,
         help="seconds for in-flight calls on shutdown",
     )
+    parser.add_argument(
+        "--max-workers",
+        type=int,
+        help="server threads, at least the concurrent writers (TIDEMARK_MAX_WORKERS, default 256)",
+    )
     parser.add_argument("--tls-cert", dest="tls_cert_path", help="PEM certificate (with --tls-key)")
     parser.add_argument("--tls-key", dest="tls_key_path", help="PEM private key (with --tls-cert)")
     parser.add_argument(
