@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -18,6 +15,7 @@ from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.process import ServeProcess
 from tidemark.rpc.status import ERROR_FIELD_KEY
 
 INSTANT = "20240102030405006"
@@ -94,47 +92,14 @@ def stored_markers(root: str, instant: str = INSTANT) -> list[str]:
     return names
 
 
-class ServeProcess:
-    """``tidemark serve marker --port 0`` in a subprocess, for kill -9 and zombie tests."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tidemark.cli",
-                "serve",
-                "marker",
-                "--port",
-                "0",
-                "--metrics-port",
-                "0",
-                "--log-format",
-                "console",
-            ],
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on (\S+):(\d+)", line)
-        assert match, f"unexpected first line {line!r}"
-        self.address = f"127.0.0.1:{match.group(2)}"
-        self.pid = self.process.pid
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait()
-
-
 @pytest.fixture
 def serve_process() -> Iterator[Callable[[dict[str, str]], ServeProcess]]:
     processes: list[ServeProcess] = []
 
     def start(env: dict[str, str]) -> ServeProcess:
-        process = ServeProcess(env)
+        process = ServeProcess(
+            "marker", env=env, args=("--metrics-port", "0", "--log-format", "console")
+        )
         processes.append(process)
         return process
 

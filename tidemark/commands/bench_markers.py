@@ -17,8 +17,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,6 +42,7 @@ from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.marker_client import ServiceMarkerReader
 from tidemark.rpc.options import client_options
+from tidemark.rpc.process import ServeProcess
 from tidemark.s3local import FaultProxy, LocalS3Server, free_port
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
@@ -276,31 +275,12 @@ class MarkerServerProcess:
 
     def __init__(self, writers: int) -> None:
         self.metrics_port = free_port()
-        env = {**os.environ, "TIDEMARK_MAX_WORKERS": str(writers + 16)}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tidemark.cli",
-                "serve",
-                "marker",
-                "--port",
-                "0",
-                "--metrics-port",
-                str(self.metrics_port),
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
+        self.server = ServeProcess(
+            "marker",
+            env={"TIDEMARK_MAX_WORKERS": str(writers + 16)},
+            args=("--metrics-port", str(self.metrics_port), "--log-level", "warning"),
         )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if "listening on" not in line:
-            self.close()
-            raise RuntimeError(f"marker server did not start: {line!r}")
-        self.address = f"127.0.0.1:{line.strip().rpartition(':')[2]}"
+        self.address = self.server.address
 
     def storage_requests(self) -> int:
         """Total storage requests of the service so far, from its metrics endpoint."""
@@ -318,8 +298,7 @@ class MarkerServerProcess:
         )
 
     def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
+        self.server.close()
 
 
 @contextlib.contextmanager

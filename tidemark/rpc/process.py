@@ -1,0 +1,53 @@
+"""``tidemark serve`` in a child process: for benchmarks and crash tests that need a real
+server they can SIGTERM or kill -9."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from tidemark.errors import UnavailableError
+
+LISTENING = re.compile(r"listening on (\S+):(\d+)")
+STOP_TIMEOUT_S = 30.0
+
+
+class ServeProcess:
+    """Starts ``tidemark serve SERVICE --port 0`` and waits for its ``listening on`` line."""
+
+    def __init__(
+        self,
+        service: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
+        command = [sys.executable, "-m", "tidemark.cli", "serve", service, "--port", "0", *args]
+        self.process = subprocess.Popen(
+            command,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        match = LISTENING.search(line)
+        if match is None:
+            self.kill()
+            raise UnavailableError(f"tidemark serve {service} did not start: {line!r}")
+        self.address = f"127.0.0.1:{match.group(2)}"
+        self.pid = self.process.pid
+
+    def kill(self) -> None:
+        """kill -9: no graceful shutdown, as a crashed pod."""
+        self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        """SIGTERM: graceful shutdown."""
+        self.process.terminate()
+        self.process.wait(timeout=STOP_TIMEOUT_S)
