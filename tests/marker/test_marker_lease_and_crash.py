@@ -19,11 +19,11 @@ from tidemark.errors import TidemarkError
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.marker_client import ServiceMarkerReader, ServiceMarkerWriter
+from tidemark.rpc.process import ServeProcess
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
 from .conftest import (
     INSTANT,
-    ServeProcess,
     StartService,
     create_request,
     error_field,

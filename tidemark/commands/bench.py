@@ -13,6 +13,7 @@ from typing import Any
 BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_write",
     "tidemark.commands.bench_markers",
+    "tidemark.commands.bench_small_files",
 )
 
 
