@@ -110,6 +110,9 @@ def test_rollback_command(people: Writer, capsys: pytest.CaptureFixture[str]) ->
     ("argv", "message"),
     [
         (["read", "--table", "{tmp}"], "not a Hudi table"),
+        (["read", "--table", "s3://"], "s3 URI has no bucket"),
+        (["show", "--table", "s3://Bad_Bucket/t"], "uri"),
+        (["show", "--table", "gs://bucket/t"], "unsupported scheme"),
         (["show", "--table", "{tmp}/t/.hoodie"], "inside a .hoodie folder"),
         (["rollback", "--table", "{fixture}", "--instant", "nope"], "instant"),
         (["rollback", "--table", "{fixture}", "--instant", "20240418173551906"], "only pending"),
