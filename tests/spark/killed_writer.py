@@ -1,9 +1,14 @@
-"""Run as a script by the fault tests: an upsert that a test kills before its commit."""
+"""Run as a script by the fault tests: an upsert that a test kills before its commit.
+
+Usage: killed_writer.py TABLE_URI KEYS [direct|service]; with ``service`` the write uses
+an embedded marker service, which dies with the process.
+"""
 
 from __future__ import annotations
 
 import sys
 
+from services.marker.embedded import start_embedded_marker_service
 from spark_jobs.session import build_session
 from spark_jobs.write import write
 
@@ -12,4 +17,17 @@ SCHEMA = "id int, name string, part string, ts long"
 if __name__ == "__main__":
     spark = build_session("local[2]", shuffle_partitions=2)
     rows = [(int(key), "killed", "p", 9) for key in sys.argv[2].split(",")]
-    write(spark, spark.createDataFrame(rows, SCHEMA), sys.argv[1], "upsert", lock_lease_s=1.0)
+    df = spark.createDataFrame(rows, SCHEMA)
+    if sys.argv[3:] == ["service"]:
+        service = start_embedded_marker_service()
+        write(
+            spark,
+            df,
+            sys.argv[1],
+            "upsert",
+            lock_lease_s=1.0,
+            markers="service",
+            marker_service_address=service.address,
+        )
+    else:
+        write(spark, df, sys.argv[1], "upsert", lock_lease_s=1.0)

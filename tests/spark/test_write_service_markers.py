@@ -1,0 +1,110 @@
+"""Spark writes with service markers (an embedded marker service) on local disk and S3."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
+from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from spark_jobs.write import write
+from tidemark.storage import open_storage
+from tidemark.table.markers import read_markers_from_storage
+from tidemark.table.table import HoodieTable
+
+from .sparkkit import assert_readers_agree, data_files, files_in_view
+
+SCHEMA = "id int, name string, part string, ts long"
+DATA = ["id", "name", "part", "ts"]
+KEYS = {"record_key_fields": ["id"], "partition_fields": ["part"], "precombine_field": "ts"}
+LEASE_ENV = {"TIDEMARK_MARKER_LEASE_S": "1"}
+
+
+@pytest.fixture
+def marker_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedMarkerService]:
+    monkeypatch.setenv("TIDEMARK_MARKER_LEASE_S", LEASE_ENV["TIDEMARK_MARKER_LEASE_S"])
+    with start_embedded_marker_service() as service:
+        yield service
+
+
+@pytest.fixture(params=["local", "s3"])
+def any_uri(request: pytest.FixtureRequest, table_uri: str) -> str:
+    if request.param == "s3":
+        return str(request.getfixturevalue("s3_bucket"))
+    return table_uri
+
+
+def _rows(n: int, name: str, ts: int) -> list[tuple[int, str, str, int]]:
+    return [(i, name, "p" if i % 2 else "q", ts) for i in range(n)]
+
+
+def _temp_objects(uri: str) -> list[str]:
+    return [info.path for info in open_storage(uri).list(".hoodie/.temp/")]
+
+
+def test_service_markers_commit_rows_and_reconcile_retried_attempts(
+    spark: SparkSession, any_uri: str, marker_service: EmbeddedMarkerService
+) -> None:
+    service = {"markers": "service", "marker_service_address": marker_service.address}
+    spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, "0")
+    try:
+        rows_v1 = spark.createDataFrame(_rows(6, "v1", 1), SCHEMA)
+        bulk = write(spark, rows_v1, any_uri, "bulk_insert", **KEYS, **service)
+        rows_v2 = spark.createDataFrame(_rows(8, "v2", 2), SCHEMA)
+        upsert = write(spark, rows_v2, any_uri, "upsert", **service)
+    finally:
+        spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, None)  # type: ignore[arg-type]
+    assert bulk.files_reconciled >= 1, "failed first attempts leave files that reconcile deletes"
+    assert upsert.files_reconciled >= 1
+    assert marker_service.storage_requests().get("put", 0) >= 2
+    rows = assert_readers_agree(any_uri, DATA)
+    assert {k: r["name"] for k, r in rows.items()} == {str(i): "v2" for i in range(8)}
+    assert _temp_objects(any_uri) == [], "no marker dir may outlive its commit"
+    committed = {
+        stat.path
+        for instant in HoodieTable.open(any_uri).timeline.completed(frozenset({"commit"}))
+        for stat in HoodieTable.open(any_uri).timeline.read_metadata(instant).write_stats
+    }
+    assert data_files(any_uri) == committed
+    assert files_in_view(any_uri) <= committed
+
+
+def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
+    spark: SparkSession, table_uri: str, marker_service: EmbeddedMarkerService
+) -> None:
+    service = {"markers": "service", "marker_service_address": marker_service.address}
+    rows_v1 = spark.createDataFrame(_rows(4, "v1", 1), SCHEMA)
+    write(spark, rows_v1, table_uri, "bulk_insert", **KEYS, **service)
+    committed = data_files(table_uri)
+    script = Path(__file__).with_name("killed_writer.py")
+    killed = subprocess.run(
+        [sys.executable, str(script), table_uri, "1,2,10", "service"],
+        env={**os.environ, **LEASE_ENV, EXIT_AT_ENV: "before_commit"},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    (pending,) = HoodieTable.open(table_uri).timeline.pending()
+    storage = open_storage(table_uri)
+    orphans = data_files(table_uri) - committed
+    assert orphans, "the killed job wrote data files"
+    markers = read_markers_from_storage(storage, pending.timestamp)
+    assert {m.split(".marker.")[0] for m in markers} == orphans
+    assert any(p.rsplit("/", 1)[1].startswith("MARKERS") for p in _temp_objects(table_uri))
+    time.sleep(1.5)  # the dead writer's table lock and marker dir lease (1 s) run out
+    rows_v3 = spark.createDataFrame([(3, "v3", "p", 3)], SCHEMA)
+    write(spark, rows_v3, table_uri, "upsert", **service)
+    timeline = HoodieTable.open(table_uri).timeline
+    assert [i.action for i in timeline.completed()] == ["commit", "rollback", "commit"]
+    assert data_files(table_uri) & orphans == set()
+    assert _temp_objects(table_uri) == []
+    rows = assert_readers_agree(table_uri, DATA)
+    assert {k: r["name"] for k, r in rows.items()} == {"0": "v1", "1": "v1", "2": "v1", "3": "v3"}
