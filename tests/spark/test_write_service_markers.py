@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -23,7 +24,11 @@ from .sparkkit import assert_readers_agree, data_files, files_in_view
 
 SCHEMA = "id int, name string, part string, ts long"
 DATA = ["id", "name", "part", "ts"]
-KEYS = {"record_key_fields": ["id"], "partition_fields": ["part"], "precombine_field": "ts"}
+KEYS: dict[str, Any] = {
+    "record_key_fields": ["id"],
+    "partition_fields": ["part"],
+    "precombine_field": "ts",
+}
 LEASE_ENV = {"TIDEMARK_MARKER_LEASE_S": "1"}
 
 
@@ -52,7 +57,10 @@ def _temp_objects(uri: str) -> list[str]:
 def test_service_markers_commit_rows_and_reconcile_retried_attempts(
     spark: SparkSession, any_uri: str, marker_service: EmbeddedMarkerService
 ) -> None:
-    service = {"markers": "service", "marker_service_address": marker_service.address}
+    service: dict[str, Any] = {
+        "markers": "service",
+        "marker_service_address": marker_service.address,
+    }
     spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, "0")
     try:
         rows_v1 = spark.createDataFrame(_rows(6, "v1", 1), SCHEMA)
@@ -79,7 +87,10 @@ def test_service_markers_commit_rows_and_reconcile_retried_attempts(
 def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     spark: SparkSession, table_uri: str, marker_service: EmbeddedMarkerService
 ) -> None:
-    service = {"markers": "service", "marker_service_address": marker_service.address}
+    service: dict[str, Any] = {
+        "markers": "service",
+        "marker_service_address": marker_service.address,
+    }
     rows_v1 = spark.createDataFrame(_rows(4, "v1", 1), SCHEMA)
     write(spark, rows_v1, table_uri, "bulk_insert", **KEYS, **service)
     committed = data_files(table_uri)
