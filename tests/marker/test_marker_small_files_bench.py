@@ -1,0 +1,33 @@
+"""`tidemark bench small-files` runs end to end (tiny sizes; numbers belong to the benchmark)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tidemark.cli import main
+
+
+def test_bench_small_files_compares_direct_and_service_markers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["bench", "small-files", "--files", "40", "--storage", "local", "--tasks", "2"]
+    assert main([*argv, "--json"]) == 0
+
+    out = capsys.readouterr().out.strip().splitlines()
+    report = json.loads(out[-1])
+    assert "direct/service" in out[1]
+    assert report["storage"] == "local"
+    assert report["files"] >= 40
+    assert report["service_files"] >= 40
+    assert report["direct_rows"] == report["service_rows"] == report["rows"]
+    assert report["direct_marker_objects"] == report["files"]
+    assert report["service_marker_writes"] > 0
+    for key in ("direct_s", "service_s", "speedup", "latency_ms"):
+        assert key in report
+
+
+def test_bench_small_files_rejects_no_files(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "small-files", "--files", "0", "--storage", "local"]) == 2
+    assert "files" in capsys.readouterr().err
