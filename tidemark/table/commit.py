@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import structlog
@@ -57,6 +58,11 @@ def reconcile(
     return strays
 
 
+PARTITION_METADATA_WRITERS = 16
+"""One create-if-absent per written partition; in parallel, as a write may touch
+thousands of partitions and each request costs a storage round trip."""
+
+
 def complete_commit(
     table: HoodieTable,
     instant: str,
@@ -76,8 +82,13 @@ def complete_commit(
                 field="write_stats",
             )
     deleted = reconcile(table.storage, instant, metadata.write_stats, markers)
-    for partition_path in metadata.partition_to_write_stats:
-        table.write_partition_metadata(partition_path, instant)
+    with ThreadPoolExecutor(PARTITION_METADATA_WRITERS) as pool:
+        list(
+            pool.map(
+                lambda partition: table.write_partition_metadata(partition, instant),
+                metadata.partition_to_write_stats,
+            )
+        )
     table.timeline.complete(instant, action, metadata.to_json())
     markers.delete_dir(instant)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
