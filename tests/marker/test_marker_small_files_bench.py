@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from tidemark.cli import main
 
+BENCH = [sys.executable, "-m", "tidemark.cli", "bench", "small-files"]
 
-def test_bench_small_files_compares_direct_and_service_markers(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    argv = ["bench", "small-files", "--files", "40", "--storage", "local", "--tasks", "2"]
-    assert main([*argv, "--json"]) == 0
 
-    out = capsys.readouterr().out.strip().splitlines()
+def test_bench_small_files_compares_direct_and_service_markers() -> None:
+    """In a child process: its SparkSession must not become the test session's."""
+    argv = [*BENCH, "--files", "40", "--storage", "local", "--tasks", "2", "--json"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    out = result.stdout.strip().splitlines()
     report = json.loads(out[-1])
     assert "direct/service" in out[1]
     assert report["storage"] == "local"
