@@ -17,6 +17,8 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="session")
 def spark(s3_server: str) -> Iterator[SparkSession]:
     session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
+    master = session.sparkContext.master
+    assert master == "local[2,4]", f"another test left a {master} session (no task retries)"
     yield session
     session.stop()
 
