@@ -22,6 +22,8 @@ from tidemark.table.markers import IOType, MarkerWriter
 from tidemark.table.naming import base_file_name, join_path
 
 COMPRESSION = "snappy"
+UNIQUE_COLUMNS = frozenset({COMMIT_SEQNO, RECORD_KEY})
+"""Distinct in every row of a file: dictionary-encoding them only costs time."""
 MIN_RECORD_KEY = "hoodie_min_record_key"
 MAX_RECORD_KEY = "hoodie_max_record_key"
 
@@ -93,7 +95,12 @@ class BaseFileWriter:
         io_type = IOType.CREATE if prev_commit == NULL_COMMIT else IOType.MERGE
         markers.create(partition_path, self.file_name, io_type)
         self._sink = _CountingSink(storage.open_output(self.path))
-        self._writer = pq.ParquetWriter(self._sink, schema, compression=COMPRESSION)
+        self._writer = pq.ParquetWriter(
+            self._sink,
+            schema,
+            compression=COMPRESSION,
+            use_dictionary=[name for name in schema.names if name not in UNIQUE_COLUMNS],
+        )
 
     @property
     def bytes_written(self) -> int:

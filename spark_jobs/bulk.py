@@ -1,9 +1,12 @@
-"""bulk_insert: sort by partition and key fields, stream into new file groups.
+"""bulk_insert: stream the input into new file groups, with Hudi's three sort modes.
 
-No index lookup and no small-file handling: each task writes its sorted range into new
-files, rolling over to a new file group once the current one reaches the target size.
-The sort runs in the JVM on the source columns; keys are computed in the writing task, so
-the rows cross into Python once.
+No index lookup and no small-file handling. ``none`` (Hudi's default since 0.13) writes
+each input partition as it comes, one open file per partition path, like
+``DataFrame.write.parquet``; ``partition_sort`` sorts each input partition by partition
+and key fields first; ``global_sort`` range-partitions and sorts the whole input, giving
+the fewest files with the tightest key ranges (best for later key pruning). Files roll
+over to a new file group once they reach the target size. Keys are computed in the
+writing task, so the rows cross into Python once.
 """
 
 from __future__ import annotations
@@ -22,14 +25,18 @@ from spark_jobs.base_file import BaseFileWriter
 from spark_jobs.context import WriteContext
 from spark_jobs.keying import add_key_columns
 from spark_jobs.stats import STAT_DDL, stats_batch
-from spark_jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
+from spark_jobs.task import TaskIdentity, current_task, marker_writer, reserve_seqnos, storage_for
 from tidemark.table.commit_metadata import WriteStat
 from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.naming import new_file_id
 from tidemark.table.properties import TableConfig
 
+SORT_MODES = ("none", "partition_sort", "global_sort")
+DEFAULT_SORT_MODE = "none"
 ROWS_PER_WRITE = 131_072
-"""Rows buffered before handing them to Parquet (one row group each)."""
+"""Rows buffered per partition path before handing them to Parquet (one row group each)."""
+MAX_BUFFERED_ROWS = 4 * ROWS_PER_WRITE
+"""Rows buffered over all partition paths of a task; past it every buffer is written."""
 
 
 def bulk_insert(
@@ -38,16 +45,21 @@ def bulk_insert(
     context: WriteContext,
     expected_bytes: int,
     target_file_bytes: int,
+    sort_mode: str = DEFAULT_SORT_MODE,
 ) -> DataFrame:
-    """Write stats of the new files; one Spark task per sorted range of the input, as many
-    as the cores but no more than the expected output needs files."""
-    parallelism = data.sparkSession.sparkContext.defaultParallelism
-    tasks = max(1, min(parallelism, math.ceil(expected_bytes / target_file_bytes)))
+    """Write stats of the new files, one Arrow row per file (``sort_mode`` checked by
+    the caller)."""
     order = [*config.partition_fields, *config.record_key_fields]
-    ordered = data.repartitionByRange(tasks, *order).sortWithinPartitions(*order)
+    if sort_mode == "global_sort":
+        parallelism = data.sparkSession.sparkContext.defaultParallelism
+        tasks = max(1, min(parallelism, math.ceil(expected_bytes / target_file_bytes)))
+        data = data.repartitionByRange(tasks, *order).sortWithinPartitions(*order)
+    elif sort_mode == "partition_sort":
+        data = data.sortWithinPartitions(*order)
+    sorted_input = sort_mode != "none"
 
-    def write_sorted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        writer = _RollingWriter(context, target_file_bytes)
+    def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        writer = _TaskWriter(context, target_file_bytes, sorted_input)
         try:
             for batch in batches:
                 writer.add(pa.Table.from_batches([add_key_columns(batch, config)]))
@@ -58,54 +70,93 @@ def bulk_insert(
         if stats:
             yield stats_batch(stats)
 
-    return ordered.mapInArrow(write_sorted, STAT_DDL)
+    return data.mapInArrow(write_task, STAT_DDL)
 
 
-class _RollingWriter:
-    """Buffers sorted rows of one partition path; one file at a time, rolled by size."""
+def split_by_partition(rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+    """The rows of each partition path, in first-seen order, each keeping input order."""
+    encoded = rows.column(PARTITION_PATH).combine_chunks().dictionary_encode()
+    if len(encoded.dictionary) == 1:
+        yield encoded.dictionary[0].as_py(), rows
+        return
+    order = pc.sort_indices(encoded.indices)
+    grouped = rows.take(order)
+    codes = encoded.indices.take(order)
+    changes = pc.not_equal(codes[1:], codes[:-1])
+    boundaries = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), rows.num_rows]
+    for start, end in itertools.pairwise(boundaries):
+        yield encoded.dictionary[codes[start].as_py()].as_py(), grouped.slice(start, end - start)
 
-    def __init__(self, context: WriteContext, target_file_bytes: int) -> None:
+
+class _TaskWriter:
+    """One rolling file per partition path seen by the task.
+
+    With sorted input a partition path never comes back, so its file is closed as soon as
+    the next one starts: one open file at a time.
+    """
+
+    def __init__(self, context: WriteContext, target_file_bytes: int, sorted_input: bool) -> None:
         self._context = context
         self._target = target_file_bytes
+        self._sorted_input = sorted_input
         self._task = current_task()
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
-        self._partition: str | None = None
-        self._writer: BaseFileWriter | None = None
+        self._files: dict[str, _RollingFile] = {}
         self._stats: list[WriteStat] = []
 
     def add(self, rows: pa.Table) -> None:
-        partitions = rows.column(PARTITION_PATH).combine_chunks()
-        changes = pc.not_equal(partitions[1:], partitions[:-1])
-        boundaries = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist()), rows.num_rows]
-        for start, end in itertools.pairwise(boundaries):
-            run = rows.slice(start, end - start)
-            partition = partitions[start].as_py()
-            if partition != self._partition:
-                self._flush()
-                self._close_file()
-                self._partition = partition
-            self._pending.append(run)
-            self._pending_rows += run.num_rows
-            if self._pending_rows >= ROWS_PER_WRITE:
-                self._flush()
+        for partition, run in split_by_partition(rows):
+            rolling = self._files.get(partition)
+            if rolling is None:
+                if self._sorted_input:
+                    self._close_all()
+                rolling = _RollingFile(self._context, self._task, partition, self._target)
+                self._files[partition] = rolling
+            self._stats.extend(rolling.add(run))
+        if sum(f.buffered_rows for f in self._files.values()) > MAX_BUFFERED_ROWS:
+            for rolling in self._files.values():
+                self._stats.extend(rolling.flush())
 
     def finish(self) -> list[WriteStat]:
-        self._flush()
-        self._close_file()
+        self._close_all()
         return self._stats
 
     def discard(self, error: BaseException) -> None:
         """A failed attempt publishes no partial file (its marker still names it)."""
-        if self._writer is not None:
-            self._writer.__exit__(type(error), error, error.__traceback__)
-            self._writer = None
+        for rolling in self._files.values():
+            rolling.discard(error)
+        self._files.clear()
 
-    def _flush(self) -> None:
-        if not self._pending_rows or self._partition is None:
-            return
+    def _close_all(self) -> None:
+        for rolling in self._files.values():
+            self._stats.extend(rolling.close())
+        self._files.clear()
+
+
+class _RollingFile:
+    """Buffered rows of one partition path, written to one file group at a time."""
+
+    def __init__(
+        self, context: WriteContext, task: TaskIdentity, partition: str, target_file_bytes: int
+    ) -> None:
+        self._context = context
+        self._task = task
+        self._partition = partition
+        self._target = target_file_bytes
+        self._pending: list[pa.Table] = []
+        self.buffered_rows = 0
+        self._writer: BaseFileWriter | None = None
+
+    def add(self, rows: pa.Table) -> list[WriteStat]:
+        self._pending.append(rows)
+        self.buffered_rows += rows.num_rows
+        return self.flush() if self.buffered_rows >= ROWS_PER_WRITE else []
+
+    def flush(self) -> list[WriteStat]:
+        """Write the buffer; the stat of the file it filled up, if it rolled over."""
+        if not self.buffered_rows:
+            return []
         rows = pa.concat_tables(self._pending)
-        self._pending, self._pending_rows = [], 0
+        self._pending, self.buffered_rows = [], 0
         if self._writer is None:
             self._writer = BaseFileWriter(
                 storage=storage_for(self._context.table_uri),
@@ -118,13 +169,23 @@ class _RollingWriter:
             )
         self._writer.write_new(rows, reserve_seqnos(self._task, rows.num_rows))
         if self._writer.bytes_written >= self._target:
-            self._close_file()
+            return self._close_file()
+        return []
 
-    def _close_file(self) -> None:
+    def close(self) -> list[WriteStat]:
+        return [*self.flush(), *self._close_file()]
+
+    def discard(self, error: BaseException) -> None:
+        if self._writer is not None:
+            self._writer.__exit__(type(error), error, error.__traceback__)
+            self._writer = None
+
+    def _close_file(self) -> list[WriteStat]:
         if self._writer is None:
-            return
-        self._stats.append(self._writer.close())
+            return []
+        stat = self._writer.close()
         self._writer = None
         context = TaskContext.get()
         if context is not None:
             faults.fail_task_after_file_written(context)
+        return [stat]

@@ -29,17 +29,17 @@ from pyspark.sql import DataFrame, SparkSession
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs import faults
 from spark_jobs.buckets import route, write_buckets
-from spark_jobs.bulk import bulk_insert
+from spark_jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
 from spark_jobs.context import WriteContext
 from spark_jobs.errors import run_spark_action
 from spark_jobs.input import FORMATS, read_input
 from spark_jobs.keying import (
     arrow_schema,
     check_fields,
+    count_checking_keys,
     data_columns,
     dedupe,
     keyed_schema,
-    validate_keys,
     with_keys,
 )
 from spark_jobs.session import DEFAULT_MASTER, build_session
@@ -127,6 +127,7 @@ def write(
     marker_fallback_direct: bool = False,
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES,
+    sort_mode: str = DEFAULT_SORT_MODE,
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
     listener: StageListener | None = None,
 ) -> WriteResult:
@@ -142,16 +143,16 @@ def write(
             "service markers need a marker service address (or use direct markers)",
             field="marker_service_address",
         )
+    if sort_mode not in SORT_MODES:
+        raise InvalidArgumentError(
+            f"unknown sort mode {sort_mode!r} (use {', '.join(SORT_MODES)})", field="sort_mode"
+        )
     for name, value in (
         ("target_file_bytes", target_file_bytes),
         ("small_file_limit_bytes", small_file_limit_bytes),
     ):
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
-    if markers == "service" and not marker_service_address:
-        raise InvalidArgumentError(
-            "service markers need the marker service address", field="marker_service_address"
-        )
     clock = StageClock(listener)
     with clock.stage("prepare"):
         prepared = _prepare(
@@ -177,6 +178,7 @@ def write(
                     marker_fallback_direct,
                     target_file_bytes,
                     small_file_limit_bytes,
+                    sort_mode,
                 ),
                 clock,
             )
@@ -201,6 +203,7 @@ class _Options:
     marker_fallback_direct: bool
     target_file_bytes: int
     small_file_limit_bytes: int
+    sort_mode: str
 
 
 def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableRequest) -> _Prepared:
@@ -220,7 +223,7 @@ def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableReques
         )
     if operation == "bulk_insert":
         rows = data
-        row_count = validate_keys(data, config)
+        row_count = count_checking_keys(data, config)
     else:
         rows = dedupe(with_keys(data, config), config.precombine_field)
         rows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -320,7 +323,12 @@ def _write_locked(
     if operation == "bulk_insert":
         expected_bytes = prepared.row_count * average_record_size(_recent_commits(table))
         stats_df = bulk_insert(
-            prepared.rows, prepared.config, context, expected_bytes, options.target_file_bytes
+            prepared.rows,
+            prepared.config,
+            context,
+            expected_bytes,
+            options.target_file_bytes,
+            options.sort_mode,
         )
     else:
         with clock.stage("index lookup and sizing"):
@@ -458,6 +466,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--target-file-mb", type=int, default=DEFAULT_TARGET_FILE_BYTES // MIB)
     parser.add_argument("--small-file-mb", type=int, default=DEFAULT_SMALL_FILE_LIMIT_BYTES // MIB)
+    parser.add_argument(
+        "--sort-mode",
+        choices=SORT_MODES,
+        default=DEFAULT_SORT_MODE,
+        help="bulk_insert layout (default none, as in Hudi: no shuffle; global_sort: "
+        "fewest files, tightest key ranges)",
+    )
 
 
 def _fields(value: str) -> tuple[str, ...]:
@@ -494,6 +509,7 @@ def _run(
         marker_fallback_direct=args.marker_fallback_direct,
         target_file_bytes=args.target_file_mb * MIB,
         small_file_limit_bytes=args.small_file_mb * MIB,
+        sort_mode=args.sort_mode,
         listener=listener,
     )
 

@@ -31,5 +31,7 @@ def test_bench_markers_reports_both_mechanisms(capsys: pytest.CaptureFixture[str
 
 
 def test_bench_markers_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "markers", "--writers", "0", "--storage", "local"]) == 2
-    assert "writers" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "markers", "--writers", "0", "--storage", "local"])
+    assert exit_info.value.code == 2
+    assert "--writers: must be > 0, got 0" in capsys.readouterr().err

@@ -33,5 +33,7 @@ def test_bench_small_files_compares_direct_and_service_markers() -> None:
 
 
 def test_bench_small_files_rejects_no_files(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "small-files", "--files", "0", "--storage", "local"]) == 2
-    assert "files" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "small-files", "--files", "0", "--storage", "local"])
+    assert exit_info.value.code == 2
+    assert "--files: must be > 0, got 0" in capsys.readouterr().err

@@ -39,9 +39,14 @@ class Model:
             fresh = [r for r in batch if str(r[0]) not in self.rows]
             return list({r[0]: r for r in fresh}.values()) if operation == "bulk_insert" else fresh
         if operation == "insert_overwrite":
-            partitions = {r[2] for r in batch}
-            return [r for r in batch if self.rows.get(str(r[0]), ("", r[2]))[1] in partitions]
+            return self._staying_in_one_partition(batch)
         return batch
+
+    def _staying_in_one_partition(self, batch: list[Row]) -> list[Row]:
+        """Rows whose key stays in its current partition (new keys: their first one), as
+        overwriting a partition never removes a key from another partition."""
+        home = {key: row[1] for key, row in self.rows.items()}
+        return [r for r in batch if home.setdefault(str(r[0]), r[2]) == r[2]]
 
     def apply(self, operation: str, batch: list[Row], instant: str) -> None:
         if operation == "delete":

@@ -31,6 +31,8 @@ CREATE: dict[str, Any] = {
     "partition_fields": ["part"],
     "precombine_field": "ts",
 }
+ONE_FILE: dict[str, Any] = {"sort_mode": "global_sort"}
+"""A small bulk_insert as one file (sort mode none writes one per input partition)."""
 
 
 def test_bulk_insert_then_upsert_insert_delete_overwrite(
@@ -80,7 +82,12 @@ def test_bulk_insert_then_upsert_insert_delete_overwrite(
 
 def test_meta_columns_and_file_layout(spark: SparkSession, table_uri: str) -> None:
     result = _write(
-        spark, table_uri, "bulk_insert", [(i, f"n{i}", "p", 0) for i in range(5)], **CREATE
+        spark,
+        table_uri,
+        "bulk_insert",
+        [(i, f"n{i}", "p", 0) for i in range(5)],
+        **CREATE,
+        **ONE_FILE,
     )
     storage = open_storage(table_uri)
     assert storage.exists("p/.hoodie_partition_metadata")
@@ -108,7 +115,9 @@ def test_meta_columns_and_file_layout(spark: SparkSession, table_uri: str) -> No
 def test_small_files_are_topped_up_and_large_inputs_split(
     spark: SparkSession, table_uri: str
 ) -> None:
-    _write(spark, table_uri, "bulk_insert", [(i, "x", "p", 0) for i in range(4)], **CREATE)
+    _write(
+        spark, table_uri, "bulk_insert", [(i, "x", "p", 0) for i in range(4)], **CREATE, **ONE_FILE
+    )
     (small,) = files_in_view(table_uri)
     result = _write(spark, table_uri, "insert", [(i, "y", "p", 0) for i in range(4, 8)])
     (topped_up,) = files_in_view(table_uri)
@@ -131,7 +140,9 @@ def test_small_files_are_topped_up_and_large_inputs_split(
 def test_upsert_of_every_row_into_one_file_group_keeps_no_orphans(
     spark: SparkSession, table_uri: str
 ) -> None:
-    _write(spark, table_uri, "bulk_insert", [(i, "v1", "p", 1) for i in range(6)], **CREATE)
+    _write(
+        spark, table_uri, "bulk_insert", [(i, "v1", "p", 1) for i in range(6)], **CREATE, **ONE_FILE
+    )
     _write(spark, table_uri, "upsert", [(i, "v2", "p", 2) for i in range(6)])
     _write(spark, table_uri, "delete", [(i, None, "p", 0) for i in range(6)])
     assert _names(table_uri) == {}

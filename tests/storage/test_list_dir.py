@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.storage import FileInfo, ListDirResult, S3Storage, Storage
+from tidemark.storage import FileInfo, ListDirResult, Storage
+from tidemark.storage.s3 import S3Storage
 
 TREE = {
     "top.txt": b"t",

@@ -12,8 +12,9 @@ from botocore.exceptions import ClientError
 
 from tidemark.errors import ConfigError, NotFoundError, UnavailableError
 from tidemark.s3local import FaultProxy, free_port
-from tidemark.storage import S3Storage, Storage, open_storage
+from tidemark.storage import Storage, open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
+from tidemark.storage.s3 import S3Storage
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.storage import LocalStorage, S3Storage, open_storage
+from tidemark.storage import LocalStorage, open_storage
+from tidemark.storage.s3 import S3Storage
 from tidemark.storage.uri import LocalUri, S3Uri, parse_uri, validate_path, validate_prefix
 
 

@@ -35,9 +35,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.marker.lease import lease_dir
 from services.marker.metrics import STORAGE_REQUESTS
+from tidemark.commands.args import positive_int
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
-from tidemark.errors import InvalidArgumentError
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.marker_client import ServiceMarkerReader
@@ -67,13 +67,19 @@ def register(bench_subparsers: Any) -> None:
     parser: argparse.ArgumentParser = bench_subparsers.add_parser(
         "markers", help="direct markers vs the marker service", description=__doc__
     )
-    parser.add_argument("--markers", type=int, default=165_000, help="markers per run")
-    parser.add_argument("--writers", type=int, default=240, help="concurrent writers")
+    parser.add_argument("--markers", type=positive_int, default=165_000, help="markers per run")
+    parser.add_argument("--writers", type=positive_int, default=240, help="concurrent writers")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="added per S3 request")
     parser.add_argument("--storage", choices=("s3", "local"), default="s3")
-    parser.add_argument("--batch-size", type=int, default=1000, help="markers per CreateMarkers")
-    parser.add_argument("--processes", type=int, default=1, help="load generator processes")
-    parser.add_argument("--echo-calls", type=int, default=50_000, help="health Check calls")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=1000, help="markers per CreateMarkers"
+    )
+    parser.add_argument(
+        "--processes", type=positive_int, default=1, help="load generator processes"
+    )
+    parser.add_argument(
+        "--echo-calls", type=positive_int, default=50_000, help="health Check calls"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     parser.set_defaults(handler=run)
 
@@ -336,9 +342,6 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("markers", "writers", "batch_size", "processes", "echo_calls"):
-        if getattr(args, name) < 1:
-            raise InvalidArgumentError("must be at least 1", field=name)
     with table_root(args.storage, args.latency_ms) as root:
         report = measure(root, args)
     print(json.dumps(report) if args.json else format_report(report))

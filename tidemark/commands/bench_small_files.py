@@ -26,6 +26,7 @@ from pyspark.sql import functions as sf
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs.session import build_session
 from spark_jobs.write import MarkerKind, WriteResult, write
+from tidemark.commands.args import positive_int
 from tidemark.commands.bench_markers import table_root
 from tidemark.errors import InvalidArgumentError
 from tidemark.logs import configure_logging
@@ -44,10 +45,10 @@ def register(bench_subparsers: Any) -> None:
         help="bulk_insert of many small files: direct vs service markers",
         description=__doc__,
     )
-    parser.add_argument("--files", type=int, default=10_000, help="data files to write")
+    parser.add_argument("--files", type=positive_int, default=10_000, help="data files to write")
     parser.add_argument("--storage", choices=("s3", "local"), default="s3")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="added per S3 request")
-    parser.add_argument("--tasks", type=int, default=16, help="concurrent write tasks")
+    parser.add_argument("--tasks", type=positive_int, default=16, help="concurrent write tasks")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=run)
 
@@ -145,10 +146,6 @@ def measure(spark: SparkSession, root: str, files: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.files < 1:
-        raise InvalidArgumentError("must be at least 1", field="files")
-    if args.tasks < 1:
-        raise InvalidArgumentError("must be at least 1", field="tasks")
     if args.latency_ms < 0:
         raise InvalidArgumentError("must be >= 0", field="latency_ms")
     configure_logging(json=False, level="warning")

@@ -25,6 +25,7 @@ from services.marker.embedded import EmbeddedMarkerService, start_embedded_marke
 from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.stages import StageListener
 from spark_jobs.write import WriteResult, write
+from tidemark.commands.args import positive_int
 from tidemark.commands.write import StageProgress
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.logs import configure_logging
@@ -60,7 +61,9 @@ def register(subparsers: Any) -> None:
         help="generate events, bulk insert, upsert 1%% and read back a local table",
         description=__doc__,
     )
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="events to generate")
+    parser.add_argument(
+        "--rows", type=positive_int, default=DEFAULT_ROWS, help="events to generate"
+    )
     parser.add_argument("--upsert-fraction", type=float, default=0.01)
     parser.add_argument("--table", default=DEFAULT_TABLE, help="where to write the table")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
@@ -69,8 +72,6 @@ def register(subparsers: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    if args.rows <= 0:
-        raise InvalidArgumentError(f"must be > 0, got {args.rows}", field="rows")
     if not 0 < args.upsert_fraction <= 1:
         raise InvalidArgumentError(
             f"must be in (0, 1], got {args.upsert_fraction}", field="upsert_fraction"

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
+from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.commit import rollback, rollback_target
 from tidemark.table.keys import META_COLUMNS
@@ -53,7 +54,7 @@ def register(subparsers: Any) -> None:
         metavar="COLUMN=VALUE",
         help="keep rows where COLUMN equals VALUE; repeatable",
     )
-    read.add_argument("--limit", type=_positive_int, help="at most N rows")
+    read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
     read.add_argument("--output", metavar="PATH", help="write to PATH.parquet or PATH.json")
     read.set_defaults(handler=run_read)
@@ -159,13 +160,6 @@ def _console() -> Console:
     """Full-width lines when piped or captured, so ids and paths are never cut."""
     console = Console()
     return console if console.is_terminal else Console(width=PIPE_WIDTH, soft_wrap=True)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
 
 
 def _fields(text: str) -> tuple[str, ...]:

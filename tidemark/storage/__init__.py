@@ -1,10 +1,12 @@
-"""Storage backends behind one interface; ``open_storage`` picks one from a URI."""
+"""Storage backends behind one interface; ``open_storage`` picks one from a URI.
+
+``S3Storage`` lives in ``tidemark.storage.s3``.
+"""
 
 from __future__ import annotations
 
 from tidemark.storage.base import FileInfo, ListDirResult, RequestCounter, Storage
 from tidemark.storage.local import LocalStorage
-from tidemark.storage.s3 import S3Storage
 from tidemark.storage.uri import LocalUri, parse_uri
 
 __all__ = [
@@ -12,7 +14,6 @@ __all__ = [
     "ListDirResult",
     "LocalStorage",
     "RequestCounter",
-    "S3Storage",
     "Storage",
     "open_storage",
 ]
@@ -25,4 +26,7 @@ def open_storage(uri: str) -> Storage:
     """
     if isinstance(parse_uri(uri), LocalUri):
         return LocalStorage(uri)
+    # Imported here: boto3 takes ~0.3 s to import, paid by every Spark Python worker.
+    from tidemark.storage.s3 import S3Storage
+
     return S3Storage(uri)

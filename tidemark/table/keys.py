@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import urllib.parse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,7 +39,7 @@ SUPPORTED_KEY_GENERATORS = (
 
 def record_keys(table: pa.Table, config: TableConfig) -> pa.Array:
     """``_hoodie_record_key`` for every row; a null or empty key is an error."""
-    _check_key_generator(config)
+    check_key_generator(config)
     if config.key_generator_class != COMPLEX_KEY_GENERATOR and len(config.record_key_fields) == 1:
         name = config.record_key_fields[0]
         values = _as_string(table, name)
@@ -65,7 +66,7 @@ def record_keys(table: pa.Table, config: TableConfig) -> pa.Array:
 
 def partition_paths(table: pa.Table, config: TableConfig) -> pa.Array:
     """``_hoodie_partition_path`` for every row (``""`` for non-partitioned tables)."""
-    _check_key_generator(config)
+    check_key_generator(config)
     if not config.partition_fields or config.key_generator_class == NON_PARTITIONED_KEY_GENERATOR:
         return pa.array([""] * table.num_rows, type=pa.string())
     segments = []
@@ -84,7 +85,7 @@ def partition_paths(table: pa.Table, config: TableConfig) -> pa.Array:
 
 def commit_seqnos(instant: str, task_partition_id: int, num_rows: int, start: int = 0) -> pa.Array:
     """``<instant>_<taskPartitionId>_<seq>`` for ``num_rows`` consecutive records."""
-    sequence = pc.cast(pa.array(range(start, start + num_rows), type=pa.int64()), pa.string())
+    sequence = pc.cast(pa.array(np.arange(start, start + num_rows, dtype=np.int64)), pa.string())
     return pc.binary_join_element_wise(f"{instant}_{task_partition_id}_", sequence, "")
 
 
@@ -111,7 +112,7 @@ def with_meta_columns(
     return pa.Table.from_arrays(columns, names=list(meta) + data.column_names)
 
 
-def _check_key_generator(config: TableConfig) -> None:
+def check_key_generator(config: TableConfig) -> None:
     if config.key_generator_class not in SUPPORTED_KEY_GENERATORS:
         raise FailedPreconditionError(
             f"key generator {config.key_generator_class} is not supported for writes",
@@ -119,25 +120,29 @@ def _check_key_generator(config: TableConfig) -> None:
         )
 
 
+def check_key_type(field: pa.Field) -> None:
+    """Record key and partition fields must have a type Hudi turns into a stable string."""
+    kind = field.type
+    if not (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_integer(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_date32(kind)
+    ):
+        raise InvalidArgumentError(
+            f"type {kind} cannot be a record key or partition field "
+            "(use string, integer, boolean or date)",
+            field=field.name,
+        )
+
+
 def _as_string(table: pa.Table, name: str) -> pa.Array:
     if name not in table.column_names:
         raise InvalidArgumentError("column is missing from the data", field=name)
+    check_key_type(table.schema.field(name))
     column = table.column(name).combine_chunks()
-    kind = column.type
-    if pa.types.is_string(kind):
-        return column
-    if (
-        pa.types.is_integer(kind)
-        or pa.types.is_boolean(kind)
-        or pa.types.is_date32(kind)
-        or pa.types.is_large_string(kind)
-    ):
-        return pc.cast(column, pa.string())
-    raise InvalidArgumentError(
-        f"type {kind} cannot be a record key or partition field "
-        "(use string, integer, boolean or date)",
-        field=name,
-    )
+    return column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
 
 
 def _url_encode(values: pa.Array) -> pa.Array:
