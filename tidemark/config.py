@@ -160,9 +160,9 @@ class ServerConfig:
     keepalive_time_ms: int = 30_000
     keepalive_timeout_ms: int = 10_000
     grace_period_s: float = 10.0
-    max_workers: int = 256
-    """Threads start on demand; a marker create holds one until its flush, so the cap
-    must cover the concurrent writers (Spark task slots)."""
+    max_concurrent_rpcs: int = 4096
+    """Calls in progress at once (waiting marker creates included); beyond it new calls
+    get RESOURCE_EXHAUSTED and clients back off. A waiting call costs a coroutine."""
     tls_cert_path: str | None = None
     tls_key_path: str | None = None
     log_json: bool = True
@@ -176,7 +176,7 @@ class ServerConfig:
             "max_message_bytes",
             "keepalive_time_ms",
             "keepalive_timeout_ms",
-            "max_workers",
+            "max_concurrent_rpcs",
         ):
             require_positive(field, getattr(self, field))
         if self.grace_period_s < 0:

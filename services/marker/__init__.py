@@ -27,7 +27,7 @@ def marker_service(
     """The service definition; without ``config`` settings load from the env when served.
     An embedding caller may pass its own ``engine`` to read its counters."""
 
-    def add_to_server(server: grpc.Server, context: ServiceContext) -> Closeable:
+    def add_to_server(server: grpc.aio.Server, context: ServiceContext) -> Closeable:
         return _add_to_server(
             server, context, engine or MarkerEngine(config or MarkerConfig.load())
         )
@@ -35,7 +35,9 @@ def marker_service(
     return ServiceDefinition(name="marker", full_name=FULL_NAME, add_to_server=add_to_server)
 
 
-def _add_to_server(server: grpc.Server, context: ServiceContext, engine: MarkerEngine) -> Closeable:
+def _add_to_server(
+    server: grpc.aio.Server, context: ServiceContext, engine: MarkerEngine
+) -> Closeable:
     """Register the servicer over a running engine; the engine is closed after the server."""
     config = engine.config
     pb_grpc.add_MarkerServiceServicer_to_server(MarkerServicer(engine, context.config), server)
@@ -45,7 +47,7 @@ def _add_to_server(server: grpc.Server, context: ServiceContext, engine: MarkerE
         owner=engine.owner,
         batch_interval_ms=config.batch_interval_ms,
         num_marker_files=config.num_marker_files,
-        max_concurrent_creates=context.config.max_workers,
+        max_concurrent_rpcs=context.config.max_concurrent_rpcs,
     )
     return engine
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 
 from services.marker.lease import DirLease
+from services.marker.waiters import Outcome, PendingCreate, answer_all
 from tidemark.errors import UnavailableError
 from tidemark.storage.base import Storage
 from tidemark.table.markers import (
@@ -84,14 +85,6 @@ def read_markers_files(storage: Storage, listing: DirListing) -> dict[int, list[
 
 
 @dataclass
-class PendingCreate:
-    """One create call waiting for its batch: the names and the future answering it."""
-
-    names: Sequence[str]
-    future: Future[list[bool]] = field(default_factory=Future)
-
-
-@dataclass
 class Batch:
     """The requests drained at one tick for one file of one dir."""
 
@@ -102,12 +95,20 @@ class Batch:
 class MarkerDirState:
     """Markers of one (table, instant). ``open`` takes the lease and loads MARKERS files."""
 
-    def __init__(self, storage: Storage, instant: str, num_files: int, lease: DirLease) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        instant: str,
+        num_files: int,
+        lease: DirLease,
+        on_answered: Callable[[int], None],
+    ) -> None:
         self.storage = storage
         self.instant = instant
         self.directory = marker_dir(instant)
         self.lease = lease
         self.num_files = num_files
+        self._on_answered = on_answered
         self.last_used = time.monotonic()
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
@@ -228,8 +229,13 @@ class MarkerDirState:
                 self._busy[batch.file_index] = False
                 self._batches_running -= 1
                 self._idle.notify_all()
-        for request, answer, depends in zip(batch.requests, results, waits, strict=True):
-            _answer_after(request.future, answer, depends)
+        answer_all(
+            [
+                (request, _outcome(answer, depends))
+                for request, answer, depends in zip(batch.requests, results, waits, strict=True)
+            ]
+        )
+        self._on_answered(sum(len(request.names) for request in batch.requests))
 
     def close(self, reason: Exception) -> None:
         """Refuse new requests, fail queued ones with ``reason``, wait for running flushes."""
@@ -239,8 +245,8 @@ class MarkerDirState:
             pending, self._pending = self._pending, []
             while self._batches_running:
                 self._idle.wait()
-        for request in pending:
-            request.future.set_exception(reason)
+        answer_all([(request, reason) for request in pending])
+        self._on_answered(sum(len(request.names) for request in pending))
 
     def _flush(self, index: int, new_names: list[str]) -> None:
         """Write MARKERS.type once and the batch's whole file; commit to memory on success."""
@@ -265,13 +271,10 @@ class MarkerDirState:
             self._markers.update(new_names)
 
 
-def _answer_after(
-    future: Future[list[bool]], answer: list[bool], depends: set[Future[None]]
-) -> None:
-    """Answer once every flush the answer relies on succeeded; fail with the first error."""
+def _outcome(answer: list[bool], depends: set[Future[None]]) -> Outcome:
+    """The answer once every flush it relies on succeeded, else the first error."""
     for dependency in depends:
         error = dependency.exception()
         if error is not None:
-            future.set_exception(error)
-            return
-    future.set_result(answer)
+            return error
+    return answer

@@ -9,6 +9,7 @@ the number of markers accepted but not yet answered is capped by ``queue_limit``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -16,18 +17,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
 from services.marker.config import MarkerConfig
-from services.marker.dir_state import (
-    MarkerDirState,
-    PendingCreate,
-    list_marker_dir,
-    read_markers_files,
-)
+from services.marker.dir_state import MarkerDirState, list_marker_dir, read_markers_files
 from services.marker.lease import DirLease
+from services.marker.waiters import PendingCreate
 from tidemark.errors import FailedPreconditionError, ResourceExhaustedError, UnavailableError
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
@@ -63,8 +60,12 @@ class MarkerEngine:
         for thread in self._threads:
             thread.start()
 
-    def create(self, table_uri: str, instant: str, names: Sequence[str]) -> Future[list[bool]]:
-        """Queue markers; the future answers (True = created) once they are flushed."""
+    def create(
+        self, table_uri: str, instant: str, names: Sequence[str]
+    ) -> asyncio.Future[list[bool]]:
+        """Queue markers; the future answers (True = created) once they are flushed.
+        Called on the server's event loop; the dir must be open (``open_dir``) or this
+        opens it, with storage calls, on the loop."""
         count = len(names)
         with self._lock:
             if self._unanswered + count > self.config.queue_limit:
@@ -76,14 +77,23 @@ class MarkerEngine:
             self._unanswered += count
         try:
             state = self._open_state(table_uri, instant)
-            request = PendingCreate(names)
+            request = PendingCreate(names, asyncio.get_running_loop().create_future())
             if not state.enqueue(request):
                 raise _closing(instant)
         except BaseException:
             self._answered(count)
             raise
-        request.future.add_done_callback(lambda _: self._answered(count))
         return request.future
+
+    def is_open(self, table_uri: str, instant: str) -> bool:
+        """Whether the dir is loaded and leased here, so ``create`` makes no storage call."""
+        with self._lock:
+            state = self._dirs.get((table_uri, instant))
+        return state is not None and state.opened and not state.closed
+
+    def open_dir(self, table_uri: str, instant: str) -> None:
+        """Take the dir's lease and load its MARKERS files (storage calls), if not yet."""
+        self._open_state(table_uri, instant)
 
     def list_markers(self, table_uri: str, instant: str) -> set[str]:
         """Every acknowledged marker (and any direct marker object) of the instant."""
@@ -156,7 +166,7 @@ class MarkerEngine:
                 storage = self._storage_locked(table_uri)
                 lease = DirLease(storage, instant, self.owner, self.config.lease_s)
                 state = self._dirs[key] = MarkerDirState(
-                    storage, instant, self.config.num_marker_files, lease
+                    storage, instant, self.config.num_marker_files, lease, self._answered
                 )
         if state.closed:
             raise _closing(instant)

@@ -1,14 +1,16 @@
 """gRPC servicer of tidemark.marker.v1.MarkerService over the batching engine.
 
 Handlers validate, call the engine and stay free of error handling: the runtime's
-interceptor maps ``tidemark.errors`` to status codes. A create handler blocks its
-worker thread until the batch holding its markers is flushed, so the server needs at
-least as many worker threads as concurrent writers (``TIDEMARK_MAX_WORKERS``).
+interceptor maps ``tidemark.errors`` to status codes. They run on the server's event
+loop: a create awaits the flush of the batch holding its markers (a coroutine per
+waiting writer, no thread), storage work runs in threads so the loop never blocks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import structlog
@@ -22,6 +24,7 @@ from tidemark.table.markers import IOType, parse_marker_name
 
 log = structlog.get_logger(__name__)
 
+Context = grpc.aio.ServicerContext[Any, Any]
 LIST_CHUNK = 10_000
 """Marker names per ListMarkers message (about 1 MB)."""
 
@@ -31,49 +34,57 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         self.engine = engine
         self.config = config
 
-    def CreateMarker(  # noqa: N802 (gRPC method name)
-        self, request: pb.CreateMarkerRequest, context: grpc.ServicerContext
+    async def CreateMarker(  # noqa: N802 (gRPC method name)
+        self, request: pb.CreateMarkerRequest, context: Context
     ) -> pb.CreateMarkerResponse:
         table = requests.table_uri(request.table.base_path, self.config)
         instant = requests.instant_time(request.instant_time)
         name = requests.marker(request.marker)
-        (created,) = self.engine.create(table, instant, [name]).result()
+        (created,) = await self._create(table, instant, [name])
         return pb.CreateMarkerResponse(created=created)
 
-    def CreateMarkers(  # noqa: N802 (gRPC method name)
-        self, request: pb.CreateMarkersRequest, context: grpc.ServicerContext
+    async def CreateMarkers(  # noqa: N802 (gRPC method name)
+        self, request: pb.CreateMarkersRequest, context: Context
     ) -> pb.CreateMarkersResponse:
         table = requests.table_uri(request.table.base_path, self.config)
         instant = requests.instant_time(request.instant_time)
         names = requests.markers(list(request.markers), self.engine.config.queue_limit)
         if not names:
             return pb.CreateMarkersResponse()
-        return pb.CreateMarkersResponse(created=self.engine.create(table, instant, names).result())
+        return pb.CreateMarkersResponse(created=await self._create(table, instant, names))
 
-    def ListMarkers(  # noqa: N802 (gRPC method name)
-        self, request: pb.ListMarkersRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.ListMarkersResponse]:
+    async def ListMarkers(  # noqa: N802 (gRPC method name)
+        self, request: pb.ListMarkersRequest, context: Context
+    ) -> AsyncIterator[pb.ListMarkersResponse]:
         table = requests.table_uri(request.table.base_path, self.config)
         instant = requests.instant_time(request.instant_time)
-        names = sorted(
-            name for name in self.engine.list_markers(table, instant) if _keep(name, request.filter)
-        )
+        markers = await asyncio.to_thread(self.engine.list_markers, table, instant)
+        names = sorted(name for name in markers if _keep(name, request.filter))
         for start in range(0, len(names), LIST_CHUNK):
             yield pb.ListMarkersResponse(marker_names=names[start : start + LIST_CHUNK])
 
-    def MarkerDirExists(  # noqa: N802 (gRPC method name)
-        self, request: pb.MarkerDirExistsRequest, context: grpc.ServicerContext
+    async def MarkerDirExists(  # noqa: N802 (gRPC method name)
+        self, request: pb.MarkerDirExistsRequest, context: Context
     ) -> pb.MarkerDirExistsResponse:
         table = requests.table_uri(request.table.base_path, self.config)
         instant = requests.instant_time(request.instant_time)
-        return pb.MarkerDirExistsResponse(exists=self.engine.dir_exists(table, instant))
+        exists = await asyncio.to_thread(self.engine.dir_exists, table, instant)
+        return pb.MarkerDirExistsResponse(exists=exists)
 
-    def DeleteMarkerDir(  # noqa: N802 (gRPC method name)
-        self, request: pb.DeleteMarkerDirRequest, context: grpc.ServicerContext
+    async def DeleteMarkerDir(  # noqa: N802 (gRPC method name)
+        self, request: pb.DeleteMarkerDirRequest, context: Context
     ) -> pb.DeleteMarkerDirResponse:
         table = requests.table_uri(request.table.base_path, self.config)
         instant = requests.instant_time(request.instant_time)
-        return pb.DeleteMarkerDirResponse(deleted=self.engine.delete_dir(table, instant))
+        deleted = await asyncio.to_thread(self.engine.delete_dir, table, instant)
+        return pb.DeleteMarkerDirResponse(deleted=deleted)
+
+    async def _create(self, table: str, instant: str, names: list[str]) -> list[bool]:
+        """Open the dir in a thread on first use (lease, loading MARKERS files from
+        storage), then queue without leaving the loop and await the flush."""
+        if not self.engine.is_open(table, instant):
+            await asyncio.to_thread(self.engine.open_dir, table, instant)
+        return await self.engine.create(table, instant, names)
 
 
 def _keep(name: str, marker_filter: int) -> bool:

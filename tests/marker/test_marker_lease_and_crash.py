@@ -34,7 +34,6 @@ LEASE_S = 2.0
 SERVE_ENV = {
     "TIDEMARK_MARKER_LEASE_S": str(LEASE_S),
     "TIDEMARK_MARKER_BATCH_INTERVAL_MS": "10",
-    "TIDEMARK_MAX_WORKERS": "64",
 }
 NO_RETRY = ClientConfig(timeout_s=5.0, max_attempts=1)
 

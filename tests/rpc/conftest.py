@@ -41,7 +41,7 @@ def definition(servicer: ProbeServicer) -> ServiceDefinition:
 
 @pytest.fixture
 def server(servicer: ProbeServicer, definition: ServiceDefinition) -> Iterator[RunningServer]:
-    running = build_server(ServerConfig(port=0, metrics_port=0, max_workers=8), [definition])
+    running = build_server(ServerConfig(port=0, metrics_port=0), [definition])
     yield running
     servicer.release.set()
     running.stop(0)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import grpc
 
@@ -13,6 +15,7 @@ from tidemark.rpc.registry import ServiceContext
 
 SERVICE = "tidemark.test.v1.TestService"
 
+Context = grpc.aio.ServicerContext[Any, Any]
 Unary = Callable[[str], grpc.UnaryUnaryMultiCallable]
 """Type of the ``unary`` fixture: method name -> raw-bytes callable."""
 
@@ -32,37 +35,37 @@ class ProbeServicer:
             self.calls[method] += 1
             return self.calls[method]
 
-    def echo(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    async def echo(self, request: bytes, context: Context) -> bytes:
         self._count("Echo")
         return request
 
-    def fail(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    async def fail(self, request: bytes, context: Context) -> bytes:
         """Raises the ``tidemark.errors`` class named by the request."""
         self._count("Fail")
         raise getattr(errors, request.decode())("bad thing", field="thing")
 
-    def crash(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    async def crash(self, request: bytes, context: Context) -> bytes:
         self._count("Crash")
         raise RuntimeError("boom")
 
-    def abort(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    async def abort(self, request: bytes, context: Context) -> bytes:
         self._count("Abort")
-        context.abort(grpc.StatusCode.PERMISSION_DENIED, "not you")
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not you")
 
-    def flaky(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    async def flaky(self, request: bytes, context: Context) -> bytes:
         """Fails UNAVAILABLE for the first ``int(request)`` calls, then succeeds."""
         if self._count("Flaky") <= int(request):
             raise errors.UnavailableError("try later", field="peer")
         return b"ok"
 
-    def slow(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        """Blocks until the test sets ``release``."""
+    async def slow(self, request: bytes, context: Context) -> bytes:
+        """Waits (off the event loop) until the test sets ``release``."""
         self._count("Slow")
         self.slow_started.set()
-        self.release.wait(60)
+        await asyncio.to_thread(self.release.wait, 60)
         return b"done"
 
-    def stream(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+    async def stream(self, request: bytes, context: Context) -> AsyncIterator[bytes]:
         self._count("Stream")
         yield b"a"
         yield b"b"
@@ -71,7 +74,7 @@ class ProbeServicer:
     def close(self) -> None:
         self.closed = True
 
-    def add_to_server(self, server: grpc.Server, context: ServiceContext) -> ProbeServicer:
+    def add_to_server(self, server: grpc.aio.Server, context: ServiceContext) -> ProbeServicer:
         unary = {
             "Echo": self.echo,
             "Fail": self.fail,

@@ -48,7 +48,7 @@ def test_log_format_flag_and_allowed_roots() -> None:
         ("TIDEMARK_GRACE_PERIOD_S", "soon", "grace_period_s"),
         ("TIDEMARK_PORT", "70000", "port"),
         ("TIDEMARK_MAX_MESSAGE_BYTES", "0", "max_message_bytes"),
-        ("TIDEMARK_MAX_WORKERS", "-1", "max_workers"),
+        ("TIDEMARK_MAX_CONCURRENT_RPCS", "-1", "max_concurrent_rpcs"),
         ("TIDEMARK_LOG_LEVEL", "loud", "log_level"),
     ],
 )

@@ -39,9 +39,10 @@ def register(subparsers: Any) -> None:
         help="seconds for in-flight calls on shutdown",
     )
     parser.add_argument(
-        "--max-workers",
+        "--max-concurrent-rpcs",
         type=int,
-        help="server threads, at least the concurrent writers (TIDEMARK_MAX_WORKERS, default 256)",
+        help="calls in progress at once, beyond it RESOURCE_EXHAUSTED "
+        "(TIDEMARK_MAX_CONCURRENT_RPCS, default 4096)",
     )
     parser.add_argument("--tls-cert", dest="tls_cert_path", help="PEM certificate (with --tls-key)")
     parser.add_argument("--tls-key", dest="tls_key_path", help="PEM private key (with --tls-cert)")

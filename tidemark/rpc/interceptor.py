@@ -8,62 +8,60 @@ INTERNAL carrying the request id so the log line can be found.
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 import structlog
 
 from tidemark.errors import TidemarkError
-from tidemark.rpc.guard import current_code, guard_handler
+from tidemark.rpc.guard import Guard, GuardingInterceptor, current_code
 from tidemark.rpc.status import REQUEST_ID_KEY, error_metadata, status_code_for
 
 log = structlog.get_logger(__name__)
 
 
-def request_id_from(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str:
-    """The caller's ``x-request-id`` (kept across its retries) or a fresh one."""
+_PROCESS_ID = uuid.uuid4().hex[:12]
+_CALLS = itertools.count()
+
+
+def request_id_from(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
+    """The caller's ``x-request-id`` (kept across its retries) or a fresh one: unique
+    per process and call, without a uuid per call on the hot path."""
     for key, value in metadata or ():
         if key == REQUEST_ID_KEY and isinstance(value, str) and value:
             return value
-    return uuid.uuid4().hex
+    return f"{_PROCESS_ID}-{next(_CALLS):x}"
 
 
-class ErrorInterceptor(grpc.ServerInterceptor):
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        method: str = handler_call_details.method
-        metadata = handler_call_details.invocation_metadata
-
-        @contextmanager
-        def guard(context: grpc.ServicerContext) -> Iterator[None]:
-            request_id = request_id_from(metadata)
+class ErrorInterceptor(GuardingInterceptor):
+    def guard_for(self, method: str) -> Guard:
+        @asynccontextmanager
+        async def guard(context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[None]:
+            request_id = request_id_from(context.invocation_metadata())
             with structlog.contextvars.bound_contextvars(request_id=request_id, method=method):
                 try:
                     yield
                 except Exception as error:
                     if current_code(context) not in (None, grpc.StatusCode.OK):
                         raise  # the servicer aborted with an explicit status
-                    _abort(context, error, request_id)
+                    await _abort(context, error, request_id)
 
-        return guard_handler(handler, guard)
+        return guard
 
 
-def _abort(context: grpc.ServicerContext, error: Exception, request_id: str) -> None:
+async def _abort(
+    context: grpc.aio.ServicerContext[Any, Any], error: Exception, request_id: str
+) -> None:
     code = status_code_for(error) if isinstance(error, TidemarkError) else None
     if isinstance(error, TidemarkError) and code is not None:
         log.info("request failed", code=code.name, error=str(error))
-        context.set_trailing_metadata(error_metadata(error))
-        context.abort(code, str(error))
+        await context.abort(code, str(error), trailing_metadata=error_metadata(error))
     log.exception("unexpected error")
-    context.abort(
+    await context.abort(
         grpc.StatusCode.INTERNAL,
         f"internal error (request_id={request_id}): {type(error).__name__}",
     )

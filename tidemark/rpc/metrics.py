@@ -7,22 +7,25 @@ Error counts by code are ``grpc_server_handled_total`` with ``grpc_code`` other 
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 from tidemark.errors import ConfigError
-from tidemark.rpc.guard import current_code, guard_handler
+from tidemark.rpc.guard import Guard, GuardingInterceptor, current_code
 
 
-class MetricsInterceptor(grpc.ServerInterceptor):
+class MetricsInterceptor(GuardingInterceptor):
     """Counts started/handled calls and observes latency per service, method and code."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__()
         labels = ["grpc_service", "grpc_method"]
         self._started = Counter(
             "grpc_server_started", "RPCs started on the server.", labels, registry=registry
@@ -40,35 +43,30 @@ class MetricsInterceptor(grpc.ServerInterceptor):
             registry=registry,
         )
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+    def guard_for(self, method: str) -> Guard:
+        service, _, name = method.lstrip("/").rpartition("/")
+        started = self._started.labels(service, name)
+        latency = self._latency.labels(service, name)
 
-        @contextmanager
-        def guard(context: grpc.ServicerContext) -> Iterator[None]:
-            self._started.labels(service, method).inc()
+        @asynccontextmanager
+        async def guard(context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[None]:
+            started.inc()
             start = time.perf_counter()
             code = grpc.StatusCode.UNKNOWN
             try:
                 yield
                 code = current_code(context) or grpc.StatusCode.OK
-            except GeneratorExit:
+            except (asyncio.CancelledError, GeneratorExit):
                 code = grpc.StatusCode.CANCELLED
                 raise
             except Exception:
                 code = current_code(context) or grpc.StatusCode.UNKNOWN
                 raise
             finally:
-                self._latency.labels(service, method).observe(time.perf_counter() - start)
-                self._handled.labels(service, method, code.name).inc()
+                latency.observe(time.perf_counter() - start)
+                self._handled.labels(service, name, code.name).inc()
 
-        return guard_handler(handler, guard)
+        return guard
 
 
 class MetricsEndpoint:

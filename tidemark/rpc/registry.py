@@ -39,12 +39,13 @@ class ServiceContext:
 
 @dataclass(frozen=True)
 class ServiceDefinition:
-    """``add_to_server`` registers the servicer and returns what to close after the
-    server has stopped (flushing batches, releasing leases)."""
+    """``add_to_server`` registers an asyncio servicer (it runs on the server's event
+    loop) and returns what to close after the server has stopped (flushing batches,
+    releasing leases)."""
 
     name: str
     full_name: str
-    add_to_server: Callable[[grpc.Server, ServiceContext], Closeable]
+    add_to_server: Callable[[grpc.aio.Server, ServiceContext], Closeable]
 
 
 def resolve_services(

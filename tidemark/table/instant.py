@@ -7,6 +7,7 @@ file is ``<ts>.inflight`` (no action), a quirk of Hudi's layout 1 that readers r
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import threading
 import time
@@ -94,8 +95,10 @@ def parse_instant_file_name(name: str) -> Instant | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def validate_instant_time(value: str, field: str = "instant") -> str:
-    """Return ``value`` if it is a valid 17-digit instant time, else InvalidArgumentError."""
+    """Return ``value`` if it is a valid 17-digit instant time, else InvalidArgumentError.
+    Cached: services check the same few instants on every call (errors are not cached)."""
     if not isinstance(value, str) or _INSTANT_TIME.fullmatch(value) is None:
         raise InvalidArgumentError(
             f"{value!r} is not an instant time (17 digits yyyyMMddHHmmssSSS)", field=field
