@@ -25,9 +25,10 @@ from pyspark.sql import functions as sf
 
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs.session import build_session
-from spark_jobs.write import MarkerKind, WriteResult, write
+from spark_jobs.write import MarkerKind, WriteResult
 from tidemark.commands.args import positive_int
 from tidemark.commands.bench_markers import table_root
+from tidemark.commands.bench_write import bulk_insert_generated
 from tidemark.errors import InvalidArgumentError
 from tidemark.logs import configure_logging
 
@@ -82,14 +83,10 @@ def bulk_insert(
 ) -> tuple[float, WriteResult]:
     """Wall time of the whole write (prepare to commit) and its result."""
     started = time.perf_counter()
-    result = write(
+    result = bulk_insert_generated(
         spark,
         source,
         table_uri,
-        "bulk_insert",
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="version",
         markers=markers,
         marker_service_address=marker_service_address,
         target_file_bytes=TARGET_FILE_BYTES,

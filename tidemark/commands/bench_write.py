@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from spark_jobs.session import DEFAULT_MASTER, build_session
-from spark_jobs.write import write
+from spark_jobs.sizing import DEFAULT_TARGET_FILE_BYTES
+from spark_jobs.write import MarkerKind, WriteResult, write
 from tidemark.commands.args import positive_int
 from tidemark.logs import configure_logging
 
@@ -70,7 +71,7 @@ def run_benchmark(
     bulk_runs: list[float] = []
     for run in range(repeats + 1):
         plain_runs.append(_timed(source.write.parquet, str(workdir / f"plain-{run}")))
-        bulk_runs.append(_timed(_bulk_insert, spark, source, _table(workdir, run)))
+        bulk_runs.append(_timed(bulk_insert_generated, spark, source, _table(workdir, run)))
     updates = generate(spark, rows, step=UPSERT_EVERY, version=1).cache()
     upsert_rows = updates.count()
     upsert_s = _timed(write, spark, updates, _table(workdir, repeats), "upsert")
@@ -97,8 +98,18 @@ def _table(workdir: Path, run: int) -> str:
     return str(workdir / f"table-{run}")
 
 
-def _bulk_insert(spark: SparkSession, source: DataFrame, table_uri: str) -> None:
-    write(
+def bulk_insert_generated(
+    spark: SparkSession,
+    source: DataFrame,
+    table_uri: str,
+    *,
+    markers: MarkerKind = "direct",
+    marker_service_address: str | None = None,
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+) -> WriteResult:
+    """bulk_insert of benchmark rows (key ``id``, partition ``part``, precombine
+    ``version``) into a new table; service markers need ``marker_service_address``."""
+    return write(
         spark,
         source,
         table_uri,
@@ -106,12 +117,15 @@ def _bulk_insert(spark: SparkSession, source: DataFrame, table_uri: str) -> None
         record_key_fields=["id"],
         partition_fields=["part"],
         precombine_field="version",
+        markers=markers,
+        marker_service_address=marker_service_address,
+        target_file_bytes=target_file_bytes,
     )
 
 
-def _timed(action: Callable[..., object], *args: object) -> float:
+def _timed(action: Callable[..., object], *args: object, **options: object) -> float:
     started = time.perf_counter()
-    action(*args)
+    action(*args, **options)
     return time.perf_counter() - started
 
 
