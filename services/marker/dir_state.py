@@ -115,7 +115,7 @@ class MarkerDirState:
         self._opened = False
         self._closed: Exception | None = None
         self._markers: set[str] = set()
-        self._file_names: dict[int, list[str]] = {}
+        self._file_contents: dict[int, bytes] = {}
         self._busy = [False] * num_files
         self._last_index = -1
         self._pending: list[PendingCreate] = []
@@ -143,7 +143,7 @@ class MarkerDirState:
             files = read_markers_files(self.storage, listing)
             with self._lock:
                 for index, names in files.items():
-                    self._file_names[index] = list(dict.fromkeys(names))
+                    self._file_contents[index] = markers_file_content(list(dict.fromkeys(names)))
                     self._markers.update(names)
                 self._type_written = listing.has_type_file
                 self._opened = True
@@ -249,7 +249,8 @@ class MarkerDirState:
         self._on_answered(sum(len(request.names) for request in pending))
 
     def _flush(self, index: int, new_names: list[str]) -> None:
-        """Write MARKERS.type once and the batch's whole file; commit to memory on success."""
+        """Write MARKERS.type once and the batch's whole file; commit to memory on success.
+        The file's bytes are kept, so a flush encodes only its new names."""
         if not new_names:
             return
         if not self.lease.held:
@@ -262,12 +263,10 @@ class MarkerDirState:
             )
             self._type_written = True
         with self._lock:
-            names = [*self._file_names.get(index, []), *new_names]
-        self.storage.write(
-            f"{self.directory}/{MARKERS_FILE_PREFIX}{index}", markers_file_content(names)
-        )
+            content = self._file_contents.get(index, b"") + markers_file_content(new_names)
+        self.storage.write(f"{self.directory}/{MARKERS_FILE_PREFIX}{index}", content)
         with self._lock:
-            self._file_names[index] = names
+            self._file_contents[index] = content
             self._markers.update(new_names)
 
 
