@@ -120,7 +120,6 @@ class MarkerDirState:
         self._last_index = -1
         self._pending: list[PendingCreate] = []
         self._in_flight: dict[str, Future[None]] = {}
-        self._batches_running = 0
         self._idle = threading.Condition(self._lock)
         self._type_written = False
 
@@ -172,7 +171,7 @@ class MarkerDirState:
     def is_idle(self, idle_s: float) -> bool:
         with self._lock:
             quiet = time.monotonic() - self.last_used >= idle_s
-            return quiet and not self._pending and self._batches_running == 0
+            return quiet and not self._pending and not any(self._busy)
 
     def take_batch(self) -> Batch | None:
         """Drain pending requests into a batch for the next free file, round robin."""
@@ -184,7 +183,6 @@ class MarkerDirState:
                 if not self._busy[index]:
                     self._busy[index] = True
                     self._last_index = index
-                    self._batches_running += 1
                     batch = Batch(index, self._pending)
                     self._pending = []
                     return batch
@@ -227,7 +225,6 @@ class MarkerDirState:
                 for name in new_names:
                     del self._in_flight[name]
                 self._busy[batch.file_index] = False
-                self._batches_running -= 1
                 self._idle.notify_all()
         answer_all(
             [
@@ -243,7 +240,7 @@ class MarkerDirState:
             if self._closed is None:
                 self._closed = reason
             pending, self._pending = self._pending, []
-            while self._batches_running:
+            while any(self._busy):
                 self._idle.wait()
         answer_all([(request, reason) for request in pending])
         self._on_answered(sum(len(request.names) for request in pending))

@@ -25,6 +25,13 @@ from tidemark.table.markers import IOType, parse_marker_name
 log = structlog.get_logger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
+DirRequest = (
+    pb.CreateMarkerRequest
+    | pb.CreateMarkersRequest
+    | pb.ListMarkersRequest
+    | pb.MarkerDirExistsRequest
+    | pb.DeleteMarkerDirRequest
+)
 LIST_CHUNK = 10_000
 """Marker names per ListMarkers message (about 1 MB)."""
 
@@ -37,8 +44,7 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     async def CreateMarker(  # noqa: N802 (gRPC method name)
         self, request: pb.CreateMarkerRequest, context: Context
     ) -> pb.CreateMarkerResponse:
-        table = requests.table_uri(request.table.base_path, self.config)
-        instant = requests.instant_time(request.instant_time)
+        table, instant = self._marker_dir(request)
         name = requests.marker(request.marker)
         (created,) = await self._create(table, instant, [name])
         return pb.CreateMarkerResponse(created=created)
@@ -46,8 +52,7 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     async def CreateMarkers(  # noqa: N802 (gRPC method name)
         self, request: pb.CreateMarkersRequest, context: Context
     ) -> pb.CreateMarkersResponse:
-        table = requests.table_uri(request.table.base_path, self.config)
-        instant = requests.instant_time(request.instant_time)
+        table, instant = self._marker_dir(request)
         names = requests.markers(list(request.markers), self.engine.config.queue_limit)
         if not names:
             return pb.CreateMarkersResponse()
@@ -56,8 +61,7 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     async def ListMarkers(  # noqa: N802 (gRPC method name)
         self, request: pb.ListMarkersRequest, context: Context
     ) -> AsyncIterator[pb.ListMarkersResponse]:
-        table = requests.table_uri(request.table.base_path, self.config)
-        instant = requests.instant_time(request.instant_time)
+        table, instant = self._marker_dir(request)
         markers = await asyncio.to_thread(self.engine.list_markers, table, instant)
         names = sorted(name for name in markers if _keep(name, request.filter))
         for start in range(0, len(names), LIST_CHUNK):
@@ -66,18 +70,23 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     async def MarkerDirExists(  # noqa: N802 (gRPC method name)
         self, request: pb.MarkerDirExistsRequest, context: Context
     ) -> pb.MarkerDirExistsResponse:
-        table = requests.table_uri(request.table.base_path, self.config)
-        instant = requests.instant_time(request.instant_time)
+        table, instant = self._marker_dir(request)
         exists = await asyncio.to_thread(self.engine.dir_exists, table, instant)
         return pb.MarkerDirExistsResponse(exists=exists)
 
     async def DeleteMarkerDir(  # noqa: N802 (gRPC method name)
         self, request: pb.DeleteMarkerDirRequest, context: Context
     ) -> pb.DeleteMarkerDirResponse:
-        table = requests.table_uri(request.table.base_path, self.config)
-        instant = requests.instant_time(request.instant_time)
+        table, instant = self._marker_dir(request)
         deleted = await asyncio.to_thread(self.engine.delete_dir, table, instant)
         return pb.DeleteMarkerDirResponse(deleted=deleted)
+
+    def _marker_dir(self, request: DirRequest) -> tuple[str, str]:
+        """The (canonical table URI, instant) a request names, validated."""
+        return (
+            requests.table_uri(request.table.base_path, self.config),
+            requests.instant_time(request.instant_time),
+        )
 
     async def _create(self, table: str, instant: str, names: list[str]) -> list[bool]:
         """Open the dir in a thread on first use (lease, loading MARKERS files from

@@ -50,6 +50,11 @@ def _rows(n: int, name: str, ts: int) -> list[tuple[int, str, str, int]]:
     return [(i, name, "p" if i % 2 else "q", ts) for i in range(n)]
 
 
+def _service_markers(marker_service: EmbeddedMarkerService) -> dict[str, Any]:
+    """``write`` options for markers through ``marker_service``."""
+    return {"markers": "service", "marker_service_address": marker_service.address}
+
+
 def _temp_objects(uri: str) -> list[str]:
     return [info.path for info in open_storage(uri).list(".hoodie/.temp/")]
 
@@ -57,10 +62,7 @@ def _temp_objects(uri: str) -> list[str]:
 def test_service_markers_commit_rows_and_reconcile_retried_attempts(
     spark: SparkSession, any_uri: str, marker_service: EmbeddedMarkerService
 ) -> None:
-    service: dict[str, Any] = {
-        "markers": "service",
-        "marker_service_address": marker_service.address,
-    }
+    service = _service_markers(marker_service)
     spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, "0")
     try:
         rows_v1 = spark.createDataFrame(_rows(6, "v1", 1), SCHEMA)
@@ -87,10 +89,7 @@ def test_service_markers_commit_rows_and_reconcile_retried_attempts(
 def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     spark: SparkSession, table_uri: str, marker_service: EmbeddedMarkerService
 ) -> None:
-    service: dict[str, Any] = {
-        "markers": "service",
-        "marker_service_address": marker_service.address,
-    }
+    service = _service_markers(marker_service)
     rows_v1 = spark.createDataFrame(_rows(4, "v1", 1), SCHEMA)
     write(spark, rows_v1, table_uri, "bulk_insert", **KEYS, **service)
     committed = data_files(table_uri)
