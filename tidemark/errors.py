@@ -1,7 +1,7 @@
 """Domain errors shared by every service, job and CLI command.
 
 Each error names the offending field (when there is one) so a caller can act on it.
-The gRPC error interceptor maps these classes to status codes in one place; the CLI
+The gRPC server's interceptor maps these classes to status codes in one place; the CLI
 prints ``str(error)`` and exits non-zero. Nothing else should translate errors.
 """
 

@@ -1,14 +1,18 @@
 """structlog setup: JSON lines in services, console rendering locally.
 
 Both structlog loggers and stdlib ``logging`` (grpc, boto3, py4j) go through one stderr
-handler, and values bound with ``structlog.contextvars.bind_contextvars`` (``request_id``,
-``table``, ``instant``) appear on every line. stdout stays free for command output.
+handler, and values bound with ``structlog.contextvars.bind_contextvars`` (``table``,
+``instant``) or ``bind_call_fields`` (a gRPC call's ``request_id`` and ``method``) appear
+on every line. stdout stays free for command output.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping, MutableMapping
+from contextvars import ContextVar
+from typing import Any
 
 import structlog
 from structlog.typing import Processor
@@ -17,8 +21,32 @@ from tidemark.config import log_level_number
 
 _HANDLER_NAME = "tidemark"
 
+_call_fields: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "tidemark_call_fields", default=None
+)
+
+
+def bind_call_fields(fields: Mapping[str, str]) -> None:
+    """Fields for every line logged in the current task (and threads it starts).
+
+    One ContextVar set per gRPC call, read only when a line is logged: a Mapping may
+    compute its values lazily, so a call that logs nothing pays nothing for them."""
+    _call_fields.set(fields)
+
+
+def merge_call_fields(
+    logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    fields = _call_fields.get()
+    if fields is not None:
+        for key in fields:
+            event_dict.setdefault(key, fields[key])
+    return event_dict
+
+
 _SHARED_PROCESSORS: list[Processor] = [
     structlog.contextvars.merge_contextvars,
+    merge_call_fields,
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
     structlog.processors.TimeStamper(fmt="iso", utc=True),

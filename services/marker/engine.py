@@ -62,12 +62,15 @@ class MarkerEngine:
 
     def create(
         self, table_uri: str, instant: str, names: Sequence[str]
-    ) -> asyncio.Future[list[bool]]:
+    ) -> asyncio.Future[list[bool]] | None:
         """Queue markers; the future answers (True = created) once they are flushed.
-        Called on the server's event loop; the dir must be open (``open_dir``) or this
-        opens it, with storage calls, on the loop."""
+        Called on the server's event loop, so it makes no storage call: None when the
+        dir is not open here yet (open it with ``open_dir`` in a thread, then retry)."""
         count = len(names)
         with self._lock:
+            state = self._dirs.get((table_uri, instant))
+            if state is None or not state.opened:
+                return None
             if self._unanswered + count > self.config.queue_limit:
                 raise ResourceExhaustedError(
                     f"{self._unanswered} markers are waiting for a flush (limit "
@@ -75,21 +78,11 @@ class MarkerEngine:
                     field="markers",
                 )
             self._unanswered += count
-        try:
-            state = self._open_state(table_uri, instant)
-            request = PendingCreate(names, asyncio.get_running_loop().create_future())
-            if not state.enqueue(request):
-                raise _closing(instant)
-        except BaseException:
+        request = PendingCreate(names, asyncio.get_running_loop().create_future())
+        if not state.enqueue(request):
             self._answered(count)
-            raise
+            raise _closing(instant)
         return request.future
-
-    def is_open(self, table_uri: str, instant: str) -> bool:
-        """Whether the dir is loaded and leased here, so ``create`` makes no storage call."""
-        with self._lock:
-            state = self._dirs.get((table_uri, instant))
-        return state is not None and state.opened and not state.closed
 
     def open_dir(self, table_uri: str, instant: str) -> None:
         """Take the dir's lease and load its MARKERS files (storage calls), if not yet."""

@@ -9,6 +9,7 @@ waiting writer, no thread), storage work runs in threads so the loop never block
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,6 +41,11 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     def __init__(self, engine: MarkerEngine, config: ServerConfig) -> None:
         self.engine = engine
         self.config = config
+        self._table_uri = functools.lru_cache(maxsize=1024)(
+            functools.partial(requests.table_uri, config=config)
+        )
+        """Canonical table URI by requested base path: every create names its table, and
+        resolving a local path is a syscall."""
 
     async def CreateMarker(  # noqa: N802 (gRPC method name)
         self, request: pb.CreateMarkerRequest, context: Context
@@ -84,16 +90,16 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     def _marker_dir(self, request: DirRequest) -> tuple[str, str]:
         """The (canonical table URI, instant) a request names, validated."""
         return (
-            requests.table_uri(request.table.base_path, self.config),
+            self._table_uri(request.table.base_path),
             requests.instant_time(request.instant_time),
         )
 
     async def _create(self, table: str, instant: str, names: list[str]) -> list[bool]:
-        """Open the dir in a thread on first use (lease, loading MARKERS files from
-        storage), then queue without leaving the loop and await the flush."""
-        if not self.engine.is_open(table, instant):
+        """Queue without leaving the loop and await the flush; on a dir's first use,
+        open it in a thread first (lease, loading MARKERS files from storage)."""
+        while (flushed := self.engine.create(table, instant, names)) is None:
             await asyncio.to_thread(self.engine.open_dir, table, instant)
-        return await self.engine.create(table, instant, names)
+        return await flushed
 
 
 def _keep(name: str, marker_filter: int) -> bool:

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import grpc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from services.marker import requests
 from services.marker.config import MarkerConfig
 from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.errors import InvalidArgumentError
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.table.markers import IOType, marker_name
 
 from .conftest import INSTANT, StartService, create_request, error_field
 
@@ -107,3 +112,26 @@ def test_one_bad_marker_fails_the_whole_batch(
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_field(caught.value) == "markers"
     assert not any(Path(local_root).iterdir())
+
+
+_PATH_TEXT = st.text(alphabet="a.=/\\\n\r\x00\x0b\u2028", max_size=8)
+
+
+def _name_or_none(build: Callable[[], str]) -> str | None:
+    try:
+        return build()
+    except InvalidArgumentError:
+        return None
+
+
+@given(partition=_PATH_TEXT, name=_PATH_TEXT)
+def test_create_fast_path_accepts_exactly_the_valid_markers(partition: str, name: str) -> None:
+    """The service's one-regex check of a create agrees with the table layer's rules for
+    marker names (plus: a data file name has no '/'), on arbitrary input."""
+    message = pb.Marker(partition_path=partition, data_file_name=name, io_type=pb.IO_TYPE_MERGE)
+    expected = (
+        _name_or_none(lambda: marker_name(partition, name, IOType.MERGE))
+        if "/" not in name
+        else None
+    )
+    assert _name_or_none(lambda: requests.marker(message)) == expected

@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
+import structlog
 
 from tidemark.logs import configure_logging
 from tidemark.rpc.status import ERROR_CLASS_KEY, ERROR_FIELD_KEY, REQUEST_ID_KEY
@@ -94,3 +95,24 @@ def test_error_raised_mid_stream_is_mapped(
 
 def test_success_passes_through(unary: Unary) -> None:
     assert unary("Echo")(b"hello", timeout=10) == b"hello"
+
+
+def test_log_lines_of_a_call_carry_its_request_id_and_method(
+    restore_logging: None, capsys: pytest.CaptureFixture[str], unary: Unary
+) -> None:
+    configure_logging(json=True)
+    for metadata in (((REQUEST_ID_KEY, "req-a"),), None, None):
+        with pytest.raises(grpc.RpcError):
+            unary("Fail")(b"NotFoundError", timeout=10, metadata=metadata)
+    structlog.get_logger("tidemark.test").info("outside any call")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    failed = [line for line in lines if line["event"] == "request failed"]
+    assert len(failed) == 3
+    assert failed[0]["request_id"] == "req-a"
+    generated = {line["request_id"] for line in failed[1:]}
+    assert len(generated) == 2
+    assert "req-a" not in generated
+    assert all(line["method"].endswith("/Fail") for line in failed)
+    (outside,) = [line for line in lines if line["event"] == "outside any call"]
+    assert "request_id" not in outside
+    assert "method" not in outside

@@ -7,66 +7,67 @@ Error counts by code are ``grpc_server_handled_total`` with ``grpc_code`` other 
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 from tidemark.errors import ConfigError
-from tidemark.rpc.guard import Guard, GuardingInterceptor, current_code
 
 
-class MetricsInterceptor(GuardingInterceptor):
-    """Counts started/handled calls and observes latency per service, method and code."""
+class RpcMetrics:
+    """Started/handled calls and latency per service, method and status code."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        super().__init__()
         labels = ["grpc_service", "grpc_method"]
-        self._started = Counter(
+        self.started = Counter(
             "grpc_server_started", "RPCs started on the server.", labels, registry=registry
         )
-        self._handled = Counter(
+        self.handled = Counter(
             "grpc_server_handled",
             "RPCs completed on the server, by status code.",
             [*labels, "grpc_code"],
             registry=registry,
         )
-        self._latency = Histogram(
+        self.latency = Histogram(
             "grpc_server_handling_seconds",
             "Time from the start of an RPC to its completion.",
             labels,
             registry=registry,
         )
 
-    def guard_for(self, method: str) -> Guard:
+    def for_method(self, method: str) -> MethodMetrics:
+        """The metrics of ``method`` (the full ``/package.Service/Method``)."""
         service, _, name = method.lstrip("/").rpartition("/")
-        started = self._started.labels(service, name)
-        latency = self._latency.labels(service, name)
+        return MethodMetrics(self, service, name)
 
-        @asynccontextmanager
-        async def guard(context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[None]:
-            started.inc()
-            start = time.perf_counter()
-            code = grpc.StatusCode.UNKNOWN
-            try:
-                yield
-                code = current_code(context) or grpc.StatusCode.OK
-            except (asyncio.CancelledError, GeneratorExit):
-                code = grpc.StatusCode.CANCELLED
-                raise
-            except Exception:
-                code = current_code(context) or grpc.StatusCode.UNKNOWN
-                raise
-            finally:
-                latency.observe(time.perf_counter() - start)
-                self._handled.labels(service, name, code.name).inc()
 
-        return guard
+class MethodMetrics:
+    """One method's metric children, resolved once: ``labels()`` is a locked dict
+    lookup that would otherwise run several times per call."""
+
+    def __init__(self, metrics: RpcMetrics, service: str, name: str) -> None:
+        self._metrics = metrics
+        self._service = service
+        self._name = name
+        self._started = metrics.started.labels(service, name)
+        self._latency = metrics.latency.labels(service, name)
+        self._handled: dict[grpc.StatusCode, Counter] = {}
+
+    def start(self) -> float:
+        """Count the call; returns its start time for ``finish``."""
+        self._started.inc()
+        return time.perf_counter()
+
+    def finish(self, began: float, code: grpc.StatusCode) -> None:
+        self._latency.observe(time.perf_counter() - began)
+        handled = self._handled.get(code)
+        if handled is None:
+            handled = self._handled[code] = self._metrics.handled.labels(
+                self._service, self._name, code.name
+            )
+        handled.inc()
 
 
 class MetricsEndpoint:

@@ -4,7 +4,8 @@ Servers are asyncio (``grpc.aio``): a call waiting for a batch costs a coroutine
 thread, so hundreds of writers blocked on a marker flush are cheap. Servicers are
 ``async def``; blocking work (storage) goes to threads. Every server gets the same
 runtime: standard health (per service and overall ``""``), reflection, Prometheus
-metrics on a separate HTTP port, and the metrics and error-mapping interceptors.
+metrics on a separate HTTP port, and one interceptor for metrics, error mapping and the
+log context of every call.
 Shutdown is graceful: health flips to NOT_SERVING, in-flight calls get the grace period
 to finish, then service objects are closed.
 """
@@ -28,8 +29,8 @@ from prometheus_client import CollectorRegistry
 
 from tidemark.config import ServerConfig
 from tidemark.errors import ConfigError
-from tidemark.rpc.interceptor import ErrorInterceptor
-from tidemark.rpc.metrics import MetricsEndpoint, MetricsInterceptor
+from tidemark.rpc.interceptor import ServerCallInterceptor
+from tidemark.rpc.metrics import MetricsEndpoint, RpcMetrics
 from tidemark.rpc.options import server_options
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 
@@ -146,7 +147,7 @@ async def _start(
     closeables: list[Closeable],
 ) -> tuple[grpc.aio.Server, HealthServicer, int]:
     server = grpc.aio.server(
-        interceptors=[MetricsInterceptor(context.metrics), ErrorInterceptor()],
+        interceptors=[ServerCallInterceptor(RpcMetrics(context.metrics))],
         options=server_options(
             max_message_bytes=config.max_message_bytes,
             keepalive_time_ms=config.keepalive_time_ms,
