@@ -49,6 +49,7 @@ def test_log_format_flag_and_allowed_roots() -> None:
         ("TIDEMARK_PORT", "70000", "port"),
         ("TIDEMARK_MAX_MESSAGE_BYTES", "0", "max_message_bytes"),
         ("TIDEMARK_MAX_CONCURRENT_RPCS", "-1", "max_concurrent_rpcs"),
+        ("TIDEMARK_GC_YOUNG_THRESHOLD", "0", "gc_young_threshold"),
         ("TIDEMARK_LOG_LEVEL", "loud", "log_level"),
     ],
 )

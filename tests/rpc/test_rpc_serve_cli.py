@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import signal
 import socket
@@ -13,6 +14,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tidemark.commands.serve import tune_gc
 from tidemark.rpc.registry import AVAILABLE_SERVICES, KNOWN_SERVICES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,3 +89,18 @@ def test_unreadable_tls_path_exits_non_zero_with_one_line(tmp_path: Path) -> Non
     missing = str(tmp_path / "missing.pem")
     result = run_serve("all", "--port", "0", "--tls-cert", missing, "--tls-key", missing)
     assert_one_line_error(result, "tls_cert_path", missing)
+
+
+def test_bad_gc_threshold_exits_non_zero_with_one_line() -> None:
+    assert_one_line_error(
+        run_serve("all", "--port", "0", "--gc-young-threshold", "0"), "gc_young_threshold"
+    )
+
+
+def test_tune_gc_sets_only_the_young_generation() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc(12_345)
+        assert gc.get_threshold() == (12_345, *before[1:])
+    finally:
+        gc.set_threshold(*before)
