@@ -7,7 +7,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from services.marker import requests
@@ -125,6 +125,8 @@ def _name_or_none(build: Callable[[], str]) -> str | None:
 
 
 @given(partition=_PATH_TEXT, name=_PATH_TEXT)
+@example(partition="", name=".")
+@example(partition="p", name="..")
 def test_create_fast_path_accepts_exactly_the_valid_markers(partition: str, name: str) -> None:
     """The service's one-regex check of a create agrees with the table layer's rules for
     marker names (plus: a data file name has no '/'), on arbitrary input."""

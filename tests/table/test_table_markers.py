@@ -41,6 +41,8 @@ def test_names_round_trip() -> None:
         f"10/{FILE}.marker.DELETE",
         f"10/{FILE}",
         "10/.marker.CREATE",
+        "10/..marker.CREATE",
+        "10/...marker.CREATE",
     ],
 )
 def test_bad_marker_names_are_rejected(name: str) -> None:

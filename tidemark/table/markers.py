@@ -56,7 +56,7 @@ def parse_marker_name(name: str) -> tuple[str, str, IOType]:
             f"marker name {name!r} has an empty, '.' or '..' segment", field="marker"
         )
     data_path, infix, io_name = name.rpartition(MARKER_INFIX)
-    if not infix or not data_path.rpartition("/")[2]:
+    if not infix or data_path.rpartition("/")[2] in ("", ".", ".."):
         raise InvalidArgumentError(
             f"marker name {name!r} is not <partition>/<file>.marker.<IO>", field="marker"
         )
