@@ -7,8 +7,9 @@ creates generation ``n + 1`` after generation ``n`` expired owns the dir, and on
 contender can create it. The owner renews its generation in place and stops writing a
 safety margin before the expiry it wrote, so clock skew below that margin is harmless.
 
-The objects live under ``.hoodie/.aux/tidemark/marker-leases/<instant>/``, outside the
-marker dir: Hudi's marker readers, its marker-dir listing and ours never see them.
+The objects live under ``marker_lease_dir(instant)``
+(``.hoodie/.aux/tidemark/marker-leases/<instant>/``), outside the marker dir: Hudi's
+marker readers, its marker-dir listing and ours never see them.
 """
 
 from __future__ import annotations
@@ -22,17 +23,13 @@ import structlog
 
 from tidemark.errors import ConflictError
 from tidemark.storage.base import Storage
+from tidemark.table.markers import marker_lease_dir
 
 log = structlog.get_logger(__name__)
 
-LEASE_ROOT = ".hoodie/.aux/tidemark/marker-leases"
 GENERATION_DIGITS = 10
 SAFETY_FRACTION = 0.2
 """Part of the lease the owner gives up at the end, to absorb clock skew and slow writes."""
-
-
-def lease_dir(instant: str) -> str:
-    return f"{LEASE_ROOT}/{instant}"
 
 
 @dataclass(frozen=True)
@@ -126,11 +123,11 @@ class DirLease:
 
     def delete(self) -> None:
         """Remove every generation object; only the owner does this, with the marker dir."""
-        self.storage.delete_prefix(lease_dir(self.instant) + "/")
+        self.storage.delete_prefix(marker_lease_dir(self.instant) + "/")
         self._generation = None
 
     def _latest(self) -> tuple[int, LeaseRecord] | None:
-        prefix = lease_dir(self.instant) + "/"
+        prefix = marker_lease_dir(self.instant) + "/"
         generations = [
             int(name)
             for name in (info.path[len(prefix) :] for info in self.storage.list(prefix))
@@ -142,7 +139,7 @@ class DirLease:
         return generation, LeaseRecord.from_bytes(self.storage.read(self._path(generation)))
 
     def _path(self, generation: int) -> str:
-        return f"{lease_dir(self.instant)}/{generation:0{GENERATION_DIGITS}d}"
+        return f"{marker_lease_dir(self.instant)}/{generation:0{GENERATION_DIGITS}d}"
 
     def _owned_by(self, record: LeaseRecord) -> ConflictError:
         remaining = max(0.0, record.expires_at - self._wall_clock())

@@ -12,11 +12,11 @@ import grpc
 import pytest
 
 from services.marker.config import MarkerConfig
-from services.marker.lease import lease_dir
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.errors import ConfigError
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.table.markers import marker_lease_dir
 
 from .conftest import INSTANT, StartService, create_request, error_field, stored_markers
 
@@ -51,7 +51,7 @@ def test_idle_dir_is_evicted_and_reloaded(
 ) -> None:
     stub = stub_for(start_service(MarkerConfig(batch_interval_ms=5, idle_evict_s=0.3)).address)
     assert stub.CreateMarker(create_request(local_root, "a.parquet")).created
-    lease_file = Path(local_root, lease_dir(INSTANT), "0000000000")
+    lease_file = Path(local_root, marker_lease_dir(INSTANT), "0000000000")
 
     while json.loads(lease_file.read_bytes())["expires_at"] != 0:
         time.sleep(0.05)  # eviction releases the lease

@@ -12,7 +12,6 @@ import grpc
 import pytest
 
 from services.marker.config import MarkerConfig
-from services.marker.lease import lease_dir
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
 from tidemark.errors import TidemarkError
@@ -20,7 +19,14 @@ from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.marker_client import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.rpc.process import ServeProcess
-from tidemark.table.markers import IOType, MarkerSpec, marker_name
+from tidemark.storage import open_storage
+from tidemark.table.markers import (
+    IOType,
+    MarkerSpec,
+    StorageMarkerReader,
+    marker_lease_dir,
+    marker_name,
+)
 
 from .conftest import (
     INSTANT,
@@ -79,7 +85,7 @@ def test_second_server_is_refused_until_the_owner_lease_expires(
         "p=1/a.parquet.marker.CREATE",
         "p=1/b.parquet.marker.CREATE",
     ]
-    assert sorted(path.name for path in Path(local_root, lease_dir(INSTANT)).iterdir()) == [
+    assert sorted(path.name for path in Path(local_root, marker_lease_dir(INSTANT)).iterdir()) == [
         "0000000000",
         "0000000001",
     ]
@@ -129,3 +135,31 @@ def test_every_acknowledged_marker_survives_kill_9(
         assert not stub.CreateMarker(
             create_request(local_root, data_file, partition=partition)
         ).created
+
+
+def test_deleting_a_dead_services_marker_dir_from_storage_removes_its_lease(
+    serve_process: Callable[[dict[str, str]], ServeProcess],
+    stub_for: Callable[[str], MarkerServiceStub],
+    local_root: str,
+) -> None:
+    """Rollback without a running service deletes the marker dir straight from storage;
+    the lease the dead service took must go with it, not pile up under .hoodie/.aux."""
+    other_instant = "20240101000000999"
+    owner = serve_process(SERVE_ENV)
+    stub = stub_for(owner.address)
+    assert stub.CreateMarker(create_request(local_root, "a.parquet")).created
+    other = create_request(local_root, "b.parquet")
+    other.instant_time = other_instant
+    assert stub.CreateMarker(other).created
+    owner.kill()
+    storage = open_storage(local_root)
+    assert any(storage.list(marker_lease_dir(INSTANT) + "/"))
+
+    assert StorageMarkerReader(storage).delete_dir(INSTANT)
+
+    assert stored_markers(local_root) == []
+    assert list(storage.list(marker_lease_dir(INSTANT) + "/")) == []
+    assert StorageMarkerReader(storage).all_markers(other_instant) == {
+        "p=1/b.parquet.marker.CREATE"
+    }
+    assert any(storage.list(marker_lease_dir(other_instant) + "/"))

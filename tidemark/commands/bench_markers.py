@@ -37,7 +37,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]  # stubs predate it
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.marker.lease import lease_dir
 from services.marker.metrics import STORAGE_REQUESTS
 from tidemark.commands.args import positive_int
 from tidemark.common.v1.common_pb2 import TableRef
@@ -59,6 +58,7 @@ from tidemark.table.markers import (
     StorageMarkerReader,
     delete_marker_dir,
     marker_dir,
+    marker_lease_dir,
 )
 
 LoadKind = Literal["echo", "create", "create_many", "direct"]
@@ -368,7 +368,7 @@ def table_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
 
 def count_objects(storage: Storage, instant: str) -> int:
     """Objects created for the markers of ``instant``: its marker dir and its lease."""
-    prefixes = (marker_dir(instant) + "/", lease_dir(instant) + "/")
+    prefixes = (marker_dir(instant) + "/", marker_lease_dir(instant) + "/")
     return sum(1 for prefix in prefixes for _ in storage.list(prefix))
 
 

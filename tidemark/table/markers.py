@@ -20,6 +20,9 @@ from tidemark.table.instant import validate_instant_time
 from tidemark.table.naming import join_path
 
 TEMP_DIR = ".hoodie/.temp"
+MARKER_LEASE_ROOT = ".hoodie/.aux/tidemark/marker-leases"
+"""Where the marker service keeps each marker dir's ownership lease, outside the marker
+dir so Hudi's marker readers never see it."""
 MARKER_INFIX = ".marker."
 MARKERS_TYPE_FILE = "MARKERS.type"
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
@@ -34,6 +37,10 @@ class IOType(enum.Enum):
 
 def marker_dir(instant: str) -> str:
     return f"{TEMP_DIR}/{validate_instant_time(instant)}"
+
+
+def marker_lease_dir(instant: str) -> str:
+    return f"{MARKER_LEASE_ROOT}/{validate_instant_time(instant)}"
 
 
 def marker_name(partition_path: str, data_file_name: str, io_type: IOType) -> str:
@@ -145,8 +152,11 @@ def read_markers_from_storage(storage: Storage, instant: str) -> set[str]:
 
 
 def delete_marker_dir(storage: Storage, instant: str) -> bool:
-    """Delete the marker directory; True if anything was there."""
-    return storage.delete_prefix(marker_dir(instant) + "/") > 0
+    """Delete the marker directory, and the marker service's lease of it (left behind when
+    a service that wrote the dir died); True if the marker directory held anything."""
+    deleted = storage.delete_prefix(marker_dir(instant) + "/") > 0
+    storage.delete_prefix(marker_lease_dir(instant) + "/")
+    return deleted
 
 
 class StorageMarkerReader:
