@@ -1,4 +1,9 @@
-"""The ``tidemark`` console script: wires the command modules and maps errors to exits."""
+"""The ``tidemark`` console script: wires the command modules and maps errors to exits.
+
+Only the module of the command being run is imported (all of them for ``--help`` or an
+unknown command), so ``tidemark serve`` starts without importing pyspark: a service
+image needs no Spark, and a service starts half a second sooner.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +14,38 @@ from collections.abc import Sequence
 
 from tidemark.errors import TidemarkError
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "tidemark.commands.serve",
-    "tidemark.commands.demo",
-    "tidemark.commands.table",
-    "tidemark.commands.write",
-    "tidemark.commands.bench",
-)
+COMMAND_MODULES: dict[str, str] = {
+    "serve": "tidemark.commands.serve",
+    "demo": "tidemark.commands.demo",
+    "create": "tidemark.commands.table",
+    "read": "tidemark.commands.table",
+    "show": "tidemark.commands.table",
+    "rollback": "tidemark.commands.table",
+    "write": "tidemark.commands.write",
+    "bench": "tidemark.commands.bench",
+}
+"""Command name -> the module whose ``register(subparsers)`` adds it."""
 
 EXIT_USAGE = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser for ``command`` alone when it is known, else for every command."""
     parser = argparse.ArgumentParser(prog="tidemark", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module_name in COMMAND_MODULES:
+    if command in COMMAND_MODULES:
+        module_names = [COMMAND_MODULES[command]]
+    else:
+        module_names = list(dict.fromkeys(COMMAND_MODULES.values()))
+    for module_name in module_names:
         importlib.import_module(module_name).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Each command module sets ``handler`` (args -> exit code) on its subparser."""
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
     try:
         return int(args.handler(args))
     except TidemarkError as error:

@@ -1,0 +1,59 @@
+"""``tidemark`` wiring: each command is registered by the module the CLI imports for it,
+and a service starts without importing Spark."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from tidemark.cli import COMMAND_MODULES, build_parser, main
+
+
+def _registered_commands(module_name: str) -> set[str]:
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers()
+    importlib.import_module(module_name).register(subparsers)
+    return set(subparsers.choices)
+
+
+@pytest.mark.parametrize("module_name", sorted(set(COMMAND_MODULES.values())))
+def test_each_module_registers_exactly_the_commands_mapped_to_it(module_name: str) -> None:
+    mapped = {command for command, module in COMMAND_MODULES.items() if module == module_name}
+    assert _registered_commands(module_name) == mapped
+
+
+def test_serving_imports_no_spark() -> None:
+    probe = (
+        "import sys\n"
+        "from tidemark.cli import build_parser\n"
+        "from tidemark.rpc.registry import resolve_services\n"
+        "build_parser('serve').parse_args(['serve', 'all'])\n"
+        "resolve_services('all')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_unknown_commands_list_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-command"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert all(command in error for command in COMMAND_MODULES)
+
+
+@pytest.mark.parametrize("command", sorted(COMMAND_MODULES))
+def test_every_command_parses_from_its_own_module(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser(command).parse_args([command, "--help"])
+    assert exit_info.value.code == 0
+    assert f"usage: tidemark {command}" in capsys.readouterr().out
