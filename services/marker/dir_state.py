@@ -101,7 +101,9 @@ class MarkerDirState:
         instant: str,
         num_files: int,
         lease: DirLease,
+        *,
         on_answered: Callable[[int], None],
+        on_flushed: Callable[[float, int, bool], None],
     ) -> None:
         self.storage = storage
         self.instant = instant
@@ -109,6 +111,8 @@ class MarkerDirState:
         self.lease = lease
         self.num_files = num_files
         self._on_answered = on_answered
+        self._on_flushed = on_flushed
+        """Called with (seconds, new markers, succeeded) after each MARKERS file write."""
         self.last_used = time.monotonic()
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
@@ -212,9 +216,12 @@ class MarkerDirState:
                         answer.append(True)
                 results.append(answer)
                 waits.append(depends)
+        started = time.perf_counter()
+        ok = False
         try:
             self._flush(batch.file_index, new_names)
             flushed.set_result(None)
+            ok = True
         except Exception as error:
             log.warning(
                 "marker flush failed", instant=self.instant, file=batch.file_index, error=str(error)
@@ -226,6 +233,8 @@ class MarkerDirState:
                     del self._in_flight[name]
                 self._busy[batch.file_index] = False
                 self._idle.notify_all()
+        if new_names:
+            self._on_flushed(time.perf_counter() - started, len(new_names), ok)
         answer_all(
             [
                 (request, _outcome(answer, depends))

@@ -23,6 +23,7 @@ class EmbeddedMarkerService:
         self._server = server
         self._engine = engine
         self.address = f"127.0.0.1:{server.port}"
+        self.metrics_port = server.metrics_port
 
     def storage_requests(self) -> dict[str, int]:
         """Storage requests the service made for markers, by operation (for reports)."""

@@ -24,6 +24,7 @@ import structlog
 from services.marker.config import MarkerConfig
 from services.marker.dir_state import MarkerDirState, list_marker_dir, read_markers_files
 from services.marker.lease import DirLease
+from services.marker.metrics import FlushMetrics
 from services.marker.waiters import PendingCreate
 from tidemark.errors import FailedPreconditionError, ResourceExhaustedError, UnavailableError
 from tidemark.storage import open_storage
@@ -51,6 +52,7 @@ class MarkerEngine:
         self._dirs: dict[DirKey, MarkerDirState] = {}
         self._storages: dict[str, Storage] = {}
         self._unanswered = 0
+        self.flush_metrics = FlushMetrics()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(config.num_marker_files, thread_name_prefix="marker-flush")
         self._threads = [
@@ -159,7 +161,12 @@ class MarkerEngine:
                 storage = self._storage_locked(table_uri)
                 lease = DirLease(storage, instant, self.owner, self.config.lease_s)
                 state = self._dirs[key] = MarkerDirState(
-                    storage, instant, self.config.num_marker_files, lease, self._answered
+                    storage,
+                    instant,
+                    self.config.num_marker_files,
+                    lease,
+                    on_answered=self._answered,
+                    on_flushed=self.flush_metrics.observe,
                 )
         if state.closed:
             raise _closing(instant)

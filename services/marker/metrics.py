@@ -1,20 +1,55 @@
-"""Prometheus view of the marker engine: storage requests, dirs in memory, queue depth.
+"""Prometheus view of the marker engine: storage requests, dirs in memory, queue depth,
+and how long MARKERS file flushes take and how many markers each writes.
 
-A collector reads the engine's counters at scrape time, so the hot path pays nothing;
-benchmarks scrape ``tidemark_marker_storage_requests_total`` to count the service's
-storage requests.
+A collector reads the engine's counters at scrape time, so the create path pays nothing;
+flushes (a few per batch interval) observe two histograms. Benchmarks scrape
+``tidemark_marker_storage_requests_total`` to count the service's storage requests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from services.marker.engine import MarkerEngine
+if TYPE_CHECKING:
+    from services.marker.engine import MarkerEngine
 
 STORAGE_REQUESTS = "tidemark_marker_storage_requests"
+FLUSH_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+FLUSH_MARKERS_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000)
+
+
+class FlushMetrics:
+    """Histograms of MARKERS file flushes. Not in a registry of their own: each engine
+    has its own, exported by its ``MarkerMetrics``."""
+
+    def __init__(self) -> None:
+        self.seconds = Histogram(
+            "tidemark_marker_flush_seconds",
+            "Time to write one MARKERS file (retries included), by outcome.",
+            ["outcome"],
+            buckets=FLUSH_SECONDS_BUCKETS,
+            registry=None,
+        )
+        self.markers = Histogram(
+            "tidemark_marker_flush_markers",
+            "New markers written by one successful MARKERS file flush.",
+            buckets=FLUSH_MARKERS_BUCKETS,
+            registry=None,
+        )
+
+    def observe(self, seconds: float, markers: int, ok: bool) -> None:
+        self.seconds.labels("ok" if ok else "failed").observe(seconds)
+        if ok:
+            self.markers.observe(markers)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.seconds.collect()
+        yield from self.markers.collect()
 
 
 class MarkerMetrics(Collector):
@@ -38,3 +73,4 @@ class MarkerMetrics(Collector):
             "Markers accepted and not yet flushed.",
             value=self.engine.unanswered(),
         )
+        yield from self.engine.flush_metrics.collect()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from services.marker.config import MarkerConfig
 from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
@@ -107,3 +109,15 @@ def serve_process() -> Iterator[Callable[[dict[str, str]], ServeProcess]]:
     for process in processes:
         if process.process.poll() is None:
             process.kill()
+
+
+def metric(port: int, sample_name: str, **labels: str) -> float:
+    """One sample's value from the service's real /metrics endpoint (0 when absent)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == sample_name and labels.items() <= sample.labels.items()
+    )

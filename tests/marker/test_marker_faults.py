@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from services.marker.config import MarkerConfig
+from services.marker.embedded import EmbeddedMarkerService
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
@@ -16,7 +17,7 @@ from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
 from tidemark.table.markers import read_markers_from_storage
 
-from .conftest import INSTANT, StartService, create_request
+from .conftest import INSTANT, StartService, create_request, metric
 
 pytestmark = pytest.mark.s3
 
@@ -33,10 +34,15 @@ def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProx
 
 
 @pytest.fixture
+def service(proxy: FaultProxy, start_service: StartService) -> EmbeddedMarkerService:
+    return start_service(MarkerConfig(batch_interval_ms=5, num_marker_files=2))
+
+
+@pytest.fixture
 def stub(
-    proxy: FaultProxy, start_service: StartService, stub_for: Callable[[str], MarkerServiceStub]
+    service: EmbeddedMarkerService, stub_for: Callable[[str], MarkerServiceStub]
 ) -> MarkerServiceStub:
-    return stub_for(start_service(MarkerConfig(batch_interval_ms=5, num_marker_files=2)).address)
+    return stub_for(service.address)
 
 
 def test_throttled_flush_is_retried(
@@ -91,3 +97,29 @@ def test_failing_flush_is_never_acknowledged(
         "p=1/c.parquet.marker.CREATE",
         "p=1/d.parquet.marker.CREATE",
     }
+
+
+def test_flushes_are_timed_and_counted_by_outcome(
+    proxy: FaultProxy, service: EmbeddedMarkerService, stub: MarkerServiceStub, s3_bucket: str
+) -> None:
+    batch = pb.CreateMarkersRequest(
+        table=TableRef(base_path=s3_bucket),
+        instant_time=INSTANT,
+        markers=[
+            pb.Marker(partition_path="p=1", data_file_name=name, io_type=pb.IO_TYPE_CREATE)
+            for name in ("a.parquet", "b.parquet", "c.parquet")
+        ],
+    )
+    assert list(stub.CreateMarkers(batch).created) == [True, True, True]
+    assert list(stub.CreateMarkers(batch).created) == [False, False, False]
+    proxy.fail_always(method="PUT", path_pattern=MARKERS_PUT)
+    with pytest.raises(grpc.RpcError):
+        stub.CreateMarker(create_request(s3_bucket, "d.parquet"))
+    proxy.clear()
+
+    port = service.metrics_port
+    assert metric(port, "tidemark_marker_flush_seconds_count", outcome="ok") == 1
+    assert metric(port, "tidemark_marker_flush_seconds_count", outcome="failed") == 1
+    assert metric(port, "tidemark_marker_flush_seconds_sum", outcome="ok") > 0
+    assert metric(port, "tidemark_marker_flush_markers_count") == 1
+    assert metric(port, "tidemark_marker_flush_markers_sum") == 3
