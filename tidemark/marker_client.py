@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import structlog
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
-from tidemark.errors import InvalidArgumentError, UnavailableError
+from tidemark.errors import ConflictError, InvalidArgumentError, UnavailableError
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.client import LazyStub, call, lazy_stub
@@ -33,6 +34,12 @@ IO_TYPES: dict[IOType, pb.IOType] = {
 
 MarkerTuple = tuple[str, str, IOType]
 """(partition path, data file name, IO type)."""
+
+OWNER_WAIT_S = 90.0
+"""How long deleting a marker dir waits for another owner's lease of it to run out. A
+writer that crashed leaves its dir leased for up to one lease (60 s by default) while its
+table lock may expire sooner, so the next writer's rollback would otherwise fail."""
+OWNER_POLL_S = 1.0
 
 
 class ServiceMarkerWriter:
@@ -91,8 +98,16 @@ class ServiceMarkerWriter:
 class ServiceMarkerReader:
     """MarkerReader that asks the marker service (which owns the dirs it writes)."""
 
-    def __init__(self, address: str, table_uri: str, config: ClientConfig | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        table_uri: str,
+        config: ClientConfig | None = None,
+        *,
+        owner_wait_s: float = OWNER_WAIT_S,
+    ) -> None:
         self.config = config or ClientConfig.from_env()
+        self.owner_wait_s = owner_wait_s
         self._stub: LazyStub[MarkerServiceStub] = lazy_stub(
             address, MarkerServiceStub, config=self.config
         )
@@ -115,9 +130,17 @@ class ServiceMarkerReader:
         return bool(response.exists)
 
     def delete_dir(self, instant: str) -> bool:
+        """Delete as the dir's owner; while another process holds its lease (ConflictError),
+        wait up to ``owner_wait_s`` for that lease to expire."""
         request = pb.DeleteMarkerDirRequest(table=self._table, instant_time=instant)
-        response = call(
-            self._stub.stub.DeleteMarkerDir, request, idempotent=True, config=self.config
+        waiting = Retrying(
+            retry=retry_if_exception_type(ConflictError),
+            wait=wait_fixed(OWNER_POLL_S),
+            stop=stop_after_delay(self.owner_wait_s),
+            reraise=True,
+        )
+        response = waiting(
+            call, self._stub.stub.DeleteMarkerDir, request, idempotent=True, config=self.config
         )
         return bool(response.deleted)
 

@@ -14,7 +14,7 @@ import pytest
 from services.marker.config import MarkerConfig
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
-from tidemark.errors import TidemarkError
+from tidemark.errors import ConflictError, TidemarkError
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.marker_client import ServiceMarkerReader, ServiceMarkerWriter
@@ -163,3 +163,26 @@ def test_deleting_a_dead_services_marker_dir_from_storage_removes_its_lease(
         "p=1/b.parquet.marker.CREATE"
     }
     assert any(storage.list(marker_lease_dir(other_instant) + "/"))
+
+
+def test_deleting_a_dir_waits_out_a_dead_owners_lease(
+    serve_process: Callable[[dict[str, str]], ServeProcess],
+    start_service: StartService,
+    stub_for: Callable[[str], MarkerServiceStub],
+    local_root: str,
+) -> None:
+    """The next writer's rollback deletes the marker dir of a crashed writer through its
+    own service: it waits for the dead owner's lease instead of failing."""
+    owner = serve_process(SERVE_ENV)
+    assert stub_for(owner.address).CreateMarker(create_request(local_root, "a.parquet")).created
+    owner.kill()
+    second = start_service(MarkerConfig(batch_interval_ms=5, lease_s=LEASE_S))
+    impatient = ServiceMarkerReader(second.address, local_root, NO_RETRY, owner_wait_s=0)
+    with pytest.raises(ConflictError) as refused:
+        impatient.delete_dir(INSTANT)
+    assert refused.value.field == "instant_time"
+
+    assert ServiceMarkerReader(second.address, local_root, NO_RETRY).delete_dir(INSTANT)
+
+    assert stored_markers(local_root) == []
+    assert list(open_storage(local_root).list(marker_lease_dir(INSTANT) + "/")) == []
