@@ -33,6 +33,10 @@ class AlreadyExistsError(TidemarkError):
     """A create-if-absent found the target already present."""
 
 
+class PermissionDeniedError(TidemarkError):
+    """Credentials are missing or wrong, or they do not allow the operation."""
+
+
 class ConflictError(TidemarkError):
     """Another writer or owner holds the resource (lock, lease)."""
 
@@ -47,3 +51,9 @@ class UnavailableError(TidemarkError):
 
 class ConfigError(TidemarkError):
     """Configuration (flags, TIDEMARK_* env vars) is invalid."""
+
+
+def with_note(error: TidemarkError, note: str) -> TidemarkError:
+    """The same kind of error, naming the same field, with ``note`` appended to its message
+    (e.g. whether a write's instant committed)."""
+    return type(error)(f"{error.message}; {note}", field=error.field)

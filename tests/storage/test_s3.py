@@ -10,7 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from botocore.exceptions import ClientError
 
-from tidemark.errors import ConfigError, NotFoundError, UnavailableError
+from tidemark.errors import (
+    ConfigError,
+    FailedPreconditionError,
+    NotFoundError,
+    PermissionDeniedError,
+    TidemarkError,
+    UnavailableError,
+)
 from tidemark.s3local import FaultProxy, free_port
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
@@ -129,16 +136,30 @@ def test_persistent_503_raises_unavailable_and_writes_nothing(
     assert list(storage.list("")) == []
 
 
-@pytest.mark.parametrize(("status", "code"), [(403, "AccessDenied"), (400, "InvalidRequest")])
-def test_client_errors_are_not_retried(
-    s3_bucket: str, proxy: FaultProxy, status: int, code: str
+@pytest.mark.parametrize(
+    ("status", "code", "kind", "field"),
+    [
+        (403, "AccessDenied", PermissionDeniedError, "path"),
+        (403, "InvalidAccessKeyId", PermissionDeniedError, "credentials"),
+        (400, "InvalidRequest", FailedPreconditionError, "path"),
+    ],
+)
+def test_client_errors_are_not_retried_and_name_what_failed(
+    s3_bucket: str,
+    proxy: FaultProxy,
+    status: int,
+    code: str,
+    kind: type[TidemarkError],
+    field: str,
 ) -> None:
     storage = open_storage(s3_bucket)
     storage.write("obj", b"data")
     proxy.fail_always(method="GET", status=status, code=code)
-    with pytest.raises(ClientError) as raised:
+    with pytest.raises(kind) as raised:
         storage.read("obj")
-    assert raised.value.response["Error"]["Code"] == code
+    assert raised.value.field == field
+    assert proxy.endpoint in str(raised.value)
+    assert isinstance(raised.value.__cause__, ClientError)
     assert storage.requests.snapshot() == {"put": 1, "get": 1}
 
 

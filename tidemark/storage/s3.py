@@ -19,9 +19,14 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
 
-from tidemark.errors import NotFoundError
+from tidemark.errors import (
+    FailedPreconditionError,
+    NotFoundError,
+    PermissionDeniedError,
+    TidemarkError,
+)
 from tidemark.storage.base import (
     DELETE_BATCH_SIZE,
     FileInfo,
@@ -44,6 +49,14 @@ if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import ListObjectsV2OutputTypeDef
 
 T = TypeVar("T")
+
+ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "Forbidden"})
+CREDENTIALS_CODES: dict[str, str] = {
+    "InvalidAccessKeyId": "the AWS access key id is not known",
+    "SignatureDoesNotMatch": "the AWS secret access key does not match the access key id",
+    "ExpiredToken": "the AWS session token has expired",
+    "InvalidToken": "the AWS session token is invalid",
+}
 
 LIST_PAGE_SIZE = 1000
 READ_BUFFER_SIZE = 1 << 20
@@ -94,17 +107,49 @@ class S3Storage(Storage):
         return self.key_prefix + validate_path(path)
 
     def _call(self, operation: str, key: str, fn: Callable[[], T]) -> T:
-        return call_with_retry(
-            fn, operation=operation, path=f"s3://{self.bucket}/{key}", requests=self.requests
-        )
+        """One request under the retry policy; every failure leaves as a domain error."""
+        try:
+            return call_with_retry(
+                fn, operation=operation, path=f"s3://{self.bucket}/{key}", requests=self.requests
+            )
+        except ClientError as error:
+            raise self._domain_error(error, operation, key) from error
+        except (NoCredentialsError, PartialCredentialsError) as error:
+            raise PermissionDeniedError(
+                f"no usable AWS credentials for s3://{self.bucket} ({error}); set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
+                field="credentials",
+            ) from error
 
-    def _missing(self, error: ClientError, path: str) -> NotFoundError | None:
-        """The NotFoundError for a 404, None for any other error."""
-        if error_code(error) == "NoSuchBucket":
-            return NotFoundError(f"bucket {self.bucket!r} does not exist", field="uri")
-        if error_status(error) == 404 or error_code(error) in ("NoSuchKey", "NotFound"):
-            return NotFoundError(f"no object {path!r} in {self.uri}", field="path")
-        return None
+    def _domain_error(self, error: ClientError, operation: str, key: str) -> TidemarkError:
+        """What failed, in one line: the bucket, the credentials, the permission or the object."""
+        code, endpoint = error_code(error), _endpoint_from_env() or "AWS S3"
+        target = f"s3://{self.bucket}/{key}"
+        if code == "NoSuchBucket":
+            return NotFoundError(
+                f"bucket {self.bucket!r} does not exist (endpoint {endpoint})", field="uri"
+            )
+        if error_status(error) == 404 or code in ("NoSuchKey", "NotFound"):
+            return NotFoundError(
+                f"no object {key[len(self.key_prefix) :]!r} in {self.uri}", field="path"
+            )
+        if code in CREDENTIALS_CODES:
+            return PermissionDeniedError(
+                f"{CREDENTIALS_CODES[code]} by {endpoint} ({operation} of {target})",
+                field="credentials",
+            )
+        if error_status(error) == 403 or code in ACCESS_DENIED_CODES:
+            return PermissionDeniedError(
+                f"access denied to {operation} {target} at {endpoint}: the credentials lack "
+                "the permission",
+                field="path",
+            )
+        message = error.response.get("Error", {}).get("Message", "")
+        return FailedPreconditionError(
+            f"storage {operation} of {target} failed at {endpoint}: {code or error_status(error)} "
+            f"{message}".rstrip(),
+            field="path",
+        )
 
     def _head_size(self, path: str) -> int | None:
         key = self._key(path)
@@ -112,8 +157,8 @@ class S3Storage(Storage):
             head = self._call(
                 "head", key, partial(s3_client().head_object, Bucket=self.bucket, Key=key)
             )
-        except ClientError as error:
-            if self._missing(error, path) is not None:
+        except NotFoundError as missing:
+            if missing.field == "path":
                 return None
             raise
         return head["ContentLength"]
@@ -124,17 +169,7 @@ class S3Storage(Storage):
         def get() -> bytes:
             return s3_client().get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
-        return self._translating_missing(path, lambda: self._call("get", key, get))
-
-    def _translating_missing(self, path: str, fn: Callable[[], T]) -> T:
-        """Run ``fn``, turning a 404 into NotFoundError; other errors pass unchanged."""
-        try:
-            return fn()
-        except ClientError as error:
-            missing = self._missing(error, path)
-            if missing is None:
-                raise
-            raise missing from error
+        return self._call("get", key, get)
 
     def write(self, path: str, data: bytes) -> None:
         key = self._key(path)
@@ -267,7 +302,7 @@ class S3Storage(Storage):
             response = s3_client().get_object(Bucket=self.bucket, Key=key, Range=byte_range)
             return response["Body"].read()
 
-        return self._translating_missing(path, lambda: self._call("get", key, get))
+        return self._call("get", key, get)
 
 
 class _RangeReader(io.RawIOBase):

@@ -51,9 +51,13 @@ class HoodieTable:
 
     @classmethod
     def from_storage(cls, storage: Storage) -> HoodieTable:
+        """Only a missing ``hoodie.properties`` means "not a Hudi table"; a missing bucket
+        or a storage failure is reported as itself."""
         try:
             config = load_table_config(storage)
         except NotFoundError as missing:
+            if missing.field != "path":
+                raise
             raise NotFoundError(
                 f"not a Hudi table (no {PROPERTIES_PATH}): {storage.uri}", field="table"
             ) from missing
