@@ -5,7 +5,8 @@ The channel is opened lazily in the process that uses it (after PySpark's fork) 
 the address travels when a writer is pickled. Creates are idempotent (a marker names
 one data file), so task retries, speculative attempts and RPC retries are all safe; an
 unreachable service fails the task once the retries are exhausted, unless the spec asks
-to fall back to direct markers.
+to fall back to direct markers. Table paths travel absolute and normalised: the service
+runs in another process, maybe on another machine, and refuses relative paths.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import structlog
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from tidemark.common.v1.common_pb2 import TableRef
@@ -22,6 +24,8 @@ from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.client import LazyStub, call, lazy_stub
 from tidemark.storage import open_storage
+from tidemark.storage.uri import canonical_uri
+from tidemark.table.lock import LockHolder
 from tidemark.table.markers import DirectMarkerWriter, IOType, MarkerSpec
 
 log = structlog.get_logger(__name__)
@@ -40,6 +44,30 @@ OWNER_WAIT_S = 90.0
 writer that crashed leaves its dir leased for up to one lease (60 s by default) while its
 table lock may expire sooner, so the next writer's rollback would otherwise fail."""
 OWNER_POLL_S = 1.0
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MarkerService"].full_name
+
+
+def check_reachable(address: str, config: ClientConfig | None = None) -> None:
+    """Ask the service's health endpoint, before a write creates anything; an unreachable
+    or not serving service is an UnavailableError naming it."""
+    stub = lazy_stub(address, health_pb2_grpc.HealthStub, config=config)
+    request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
+    try:
+        response = call(stub.stub.Check, request, idempotent=True, config=config)
+    except UnavailableError as error:
+        raise unreachable(address, error) from error
+    if response.status != health_pb2.HealthCheckResponse.SERVING:
+        raise UnavailableError(
+            f"marker service at {address} is not serving", field="marker_service_address"
+        )
+
+
+def unreachable(address: str, error: UnavailableError) -> UnavailableError:
+    """The error a writer reports when the marker service stays unavailable after retries."""
+    return UnavailableError(
+        f"marker service at {address} is unreachable: {error.message}",
+        field="marker_service_address",
+    )
 
 
 class ServiceMarkerWriter:
@@ -53,7 +81,7 @@ class ServiceMarkerWriter:
         self._stub: LazyStub[MarkerServiceStub] = lazy_stub(
             spec.service_address, MarkerServiceStub, config=self.config
         )
-        self._table = TableRef(base_path=spec.table_uri)
+        self._table = TableRef(base_path=canonical_uri(spec.table_uri))
 
     def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
         """True if this call created the marker, False if it already existed."""
@@ -89,14 +117,17 @@ class ServiceMarkerWriter:
     def _direct(self, markers: Sequence[MarkerTuple], error: UnavailableError) -> list[bool]:
         """Direct markers when the spec allows falling back, else the service's error."""
         if not self.spec.fallback_to_direct:
-            raise error
+            raise unreachable(self._stub.address, error) from error
         log.warning("marker service unavailable, writing direct markers", error=str(error))
         direct = DirectMarkerWriter(open_storage(self.spec.table_uri), self.spec.instant)
         return [direct.create(*marker) for marker in markers]
 
 
 class ServiceMarkerReader:
-    """MarkerReader that asks the marker service (which owns the dirs it writes)."""
+    """MarkerReader that asks the marker service (which owns the dirs it writes).
+
+    A reader built with the table lock's ``lock_holder`` (a writer's reconcile and
+    rollback) deletes marker dirs at once, even one leased by another live service."""
 
     def __init__(
         self,
@@ -105,13 +136,15 @@ class ServiceMarkerReader:
         config: ClientConfig | None = None,
         *,
         owner_wait_s: float = OWNER_WAIT_S,
+        lock_holder: LockHolder | None = None,
     ) -> None:
         self.config = config or ClientConfig.from_env()
         self.owner_wait_s = owner_wait_s
+        self.lock_holder = lock_holder
         self._stub: LazyStub[MarkerServiceStub] = lazy_stub(
             address, MarkerServiceStub, config=self.config
         )
-        self._table = TableRef(base_path=table_uri)
+        self._table = TableRef(base_path=canonical_uri(table_uri))
 
     def all_markers(self, instant: str) -> set[str]:
         return self._list(instant, pb.MARKER_FILTER_ALL)
@@ -130,9 +163,12 @@ class ServiceMarkerReader:
         return bool(response.exists)
 
     def delete_dir(self, instant: str) -> bool:
-        """Delete as the dir's owner; while another process holds its lease (ConflictError),
-        wait up to ``owner_wait_s`` for that lease to expire."""
+        """Delete for the table lock holder, or else as the dir's owner: while another
+        process holds its lease (ConflictError), wait up to ``owner_wait_s`` for it to end."""
         request = pb.DeleteMarkerDirRequest(table=self._table, instant_time=instant)
+        if self.lock_holder is not None:
+            request.table_lock.generation = self.lock_holder.generation
+            request.table_lock.token = self.lock_holder.token
         waiting = Retrying(
             retry=retry_if_exception_type(ConflictError),
             wait=wait_fixed(OWNER_POLL_S),

@@ -29,7 +29,8 @@ from services.marker.waiters import PendingCreate
 from tidemark.errors import FailedPreconditionError, ResourceExhaustedError, UnavailableError
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
-from tidemark.table.markers import marker_dir
+from tidemark.table.lock import LockHolder, TableLock
+from tidemark.table.markers import delete_marker_dir, marker_dir
 
 log = structlog.get_logger(__name__)
 
@@ -107,8 +108,13 @@ class MarkerEngine:
         prefix = marker_dir(instant) + "/"
         return next(iter(self._storage(table_uri).list(prefix)), None) is not None
 
-    def delete_dir(self, table_uri: str, instant: str) -> bool:
-        """Delete the marker dir as its owner (taking the lease); True if it held anything."""
+    def delete_dir(self, table_uri: str, instant: str, holder: LockHolder | None = None) -> bool:
+        """Delete the marker dir; True if it held anything. Without ``holder``, as the dir's
+        owner (taking its lease). With the table lock's ``holder`` (checked in storage), at
+        once, whoever holds the lease: a crashed writer's instant is being rolled back,
+        and the process that leased its dir gives it up at its next renewal."""
+        if holder is not None:
+            return self._delete_for_lock_holder(table_uri, instant, holder)
         state = self._open_state(table_uri, instant)
         state.close(FailedPreconditionError("the marker dir was deleted", field="instant_time"))
         try:
@@ -119,6 +125,17 @@ class MarkerEngine:
             self._forget((table_uri, instant), state)
         log.info("marker dir deleted", table=table_uri, instant=instant, objects=len(paths))
         return bool(paths)
+
+    def _delete_for_lock_holder(self, table_uri: str, instant: str, holder: LockHolder) -> bool:
+        storage = self._storage(table_uri)
+        TableLock.check_holder(storage, holder, field="table_lock")
+        with self._lock:
+            state = self._dirs.pop((table_uri, instant), None)
+        if state is not None:
+            state.close(FailedPreconditionError("the marker dir was deleted", field="instant_time"))
+        deleted = delete_marker_dir(storage, instant)
+        log.info("marker dir deleted for the table lock holder", table=table_uri, instant=instant)
+        return deleted
 
     def close(self) -> None:
         """Stop batching, fail what is still queued, release every lease."""

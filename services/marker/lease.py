@@ -85,7 +85,7 @@ class DirLease:
         else:
             generation, record = latest
             if record.owner == self.owner and generation == self._generation and self.held:
-                self.renew()
+                self._extend(generation)
                 return
             if record.owner != self.owner and record.expires_at > self._wall_clock():
                 raise self._owned_by(record)
@@ -99,12 +99,26 @@ class DirLease:
         log.info("marker dir lease acquired", instant=self.instant, generation=target)
 
     def renew(self) -> None:
-        """Extend a held lease; a renewal that lands after the deadline loses the lease."""
+        """Extend a held lease; a renewal that lands after the deadline loses the lease,
+        and so does finding our generation gone or superseded: a writer holding the
+        table lock deleted the dir (rolled its instant back), so we give it up."""
         if self._generation is None:
             return
+        latest = self._latest()
+        if latest is None or latest[0] != self._generation or latest[1].owner != self.owner:
+            log.warning(
+                "marker dir lease given up: the dir was deleted or taken over",
+                instant=self.instant,
+                generation=self._generation,
+            )
+            self._generation = None
+            return
+        self._extend(self._generation)
+
+    def _extend(self, generation: int) -> None:
         started = time.monotonic()
         record = LeaseRecord(self.owner, self._wall_clock() + self.duration_s)
-        self.storage.write(self._path(self._generation), record.to_bytes())
+        self.storage.write(self._path(generation), record.to_bytes())
         if time.monotonic() < self._deadline:
             self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
         else:

@@ -1,8 +1,10 @@
 """Validation of marker requests: every bad input is an InvalidArgumentError naming its field.
 
 Checks run before anything is queued, so a rejected request writes nothing. Table paths
-are canonicalised (a local path resolved, an S3 URI normalised) before the allowed-roots
-check, so ``..`` or a ``file://`` spelling cannot escape the roots.
+must be absolute (a relative one would resolve against the service's own working
+directory, a phantom tree outside the table) and are canonicalised (a local path
+resolved, an S3 URI normalised) before the allowed-roots check, so ``..`` or a
+``file://`` spelling cannot escape the roots.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import re
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.storage.uri import LocalUri, parse_uri
+from tidemark.storage.uri import canonical_uri
 from tidemark.table.instant import validate_instant_time
+from tidemark.table.lock import LockHolder
 from tidemark.table.markers import MARKER_INFIX, IOType, marker_name
 from tidemark.table.naming import join_path
 
@@ -33,19 +36,29 @@ def table_uri(base_path: str, config: ServerConfig, *, field: str = "table.base_
     """The canonical URI of the table, checked against the server's allowed roots."""
     if not base_path.strip():
         raise InvalidArgumentError("must not be empty", field=field)
+    if "://" not in base_path and not base_path.startswith("/"):
+        raise InvalidArgumentError(
+            f"must be an absolute path or a URI, got the relative path {base_path!r} (the "
+            "service cannot know the writer's working directory)",
+            field=field,
+        )
     if ".." in base_path.split("/"):
         raise InvalidArgumentError(f"must not contain '..': {base_path!r}", field=field)
     try:
-        parsed = parse_uri(base_path)
+        canonical = canonical_uri(base_path)
     except InvalidArgumentError as error:
         raise InvalidArgumentError(error.message, field=field) from None
-    canonical = (
-        parsed.root
-        if isinstance(parsed, LocalUri)
-        else f"s3://{parsed.bucket}/{parsed.prefix}".rstrip("/")
-    )
     config.check_table_path(canonical, field=field)
     return canonical
+
+
+def lock_holder(request: pb.DeleteMarkerDirRequest) -> LockHolder | None:
+    """The table lock the caller claims to hold, if it sent one (checked by the engine)."""
+    if not request.HasField("table_lock"):
+        return None
+    if request.table_lock.generation <= 0 or not request.table_lock.token:
+        raise InvalidArgumentError("needs a positive generation and a token", field="table_lock")
+    return LockHolder(request.table_lock.generation, request.table_lock.token)
 
 
 def instant_time(value: str) -> str:

@@ -84,7 +84,8 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         self, request: pb.DeleteMarkerDirRequest, context: Context
     ) -> pb.DeleteMarkerDirResponse:
         table, instant = self._marker_dir(request)
-        deleted = await asyncio.to_thread(self.engine.delete_dir, table, instant)
+        holder = requests.lock_holder(request)
+        deleted = await asyncio.to_thread(self.engine.delete_dir, table, instant, holder)
         return pb.DeleteMarkerDirResponse(deleted=deleted)
 
     def _marker_dir(self, request: DirRequest) -> tuple[str, str]:

@@ -51,6 +51,15 @@ def parse_uri(uri: str) -> LocalUri | S3Uri:
     )
 
 
+def canonical_uri(uri: str) -> str:
+    """One spelling per root: a local path made absolute and normalised, an S3 URI as
+    ``s3://bucket/prefix``; what a process sends to a service that runs elsewhere."""
+    parsed = parse_uri(uri)
+    if isinstance(parsed, LocalUri):
+        return parsed.root
+    return f"s3://{parsed.bucket}/{parsed.prefix}".rstrip("/")
+
+
 def _absolute(path: str) -> str:
     return str(Path(path).resolve())
 

@@ -18,7 +18,12 @@ from types import TracebackType
 
 import structlog
 
-from tidemark.errors import ConflictError, InvalidArgumentError, NotFoundError
+from tidemark.errors import (
+    ConflictError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from tidemark.storage.base import Storage
 
 log = structlog.get_logger(__name__)
@@ -35,6 +40,15 @@ class Lease:
 
     def is_live(self, now: float) -> bool:
         return not self.released and self.expires_at > now
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Proof that a caller holds a table's lock: the generation it took and its lease's
+    token (random per lock, so it cannot be guessed from the generation number)."""
+
+    generation: int
+    token: str
 
 
 class TableLock:
@@ -72,6 +86,31 @@ class TableLock:
     @property
     def held(self) -> bool:
         return self._generation is not None and not self.lost.is_set()
+
+    @property
+    def holder(self) -> LockHolder | None:
+        """What this owner shows a service to prove it holds the lock (None if not held)."""
+        if self._generation is None:
+            return None
+        return LockHolder(self._generation, self._token)
+
+    @classmethod
+    def check_holder(cls, storage: Storage, holder: LockHolder, *, field: str) -> None:
+        """FailedPreconditionError(field) unless ``holder`` names the newest generation of
+        the table's lock, with its token, neither released nor expired (a service checks
+        this before acting for the lock holder)."""
+        generation, lease = cls(storage, "holder-check", heartbeat=False)._latest()
+        if (
+            generation != holder.generation
+            or lease is None
+            or lease.token != holder.token
+            or not lease.is_live(time.time())
+        ):
+            raise FailedPreconditionError(
+                f"the caller does not hold the table lock of {storage.uri} "
+                f"(generation {holder.generation} is not its live lease)",
+                field=field,
+            )
 
     def acquire(self) -> None:
         generation, lease = self._latest()

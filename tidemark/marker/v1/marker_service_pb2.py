@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from tidemark.common.v1 import common_pb2 as tidemark_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'tidemark/marker/v1/marker_service.proto\x12\x12tidemark.marker.v1\x1a\x1ftidemark/common/v1/common.proto\"e\n\x06Marker\x12\x16\n\x0epartition_path\x18\x01 \x01(\t\x12\x16\n\x0e\x64\x61ta_file_name\x18\x02 \x01(\t\x12+\n\x07io_type\x18\x03 \x01(\x0e\x32\x1a.tidemark.marker.v1.IOType\"\x84\x01\n\x13\x43reateMarkerRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\x12*\n\x06marker\x18\x03 \x01(\x0b\x32\x1a.tidemark.marker.v1.Marker\"\'\n\x14\x43reateMarkerResponse\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x08\"\x86\x01\n\x14\x43reateMarkersRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\x12+\n\x07markers\x18\x03 \x03(\x0b\x32\x1a.tidemark.marker.v1.Marker\"(\n\x15\x43reateMarkersResponse\x12\x0f\n\x07\x63reated\x18\x01 \x03(\x08\"\x89\x01\n\x12ListMarkersRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\x12\x30\n\x06\x66ilter\x18\x03 \x01(\x0e\x32 .tidemark.marker.v1.MarkerFilter\"+\n\x13ListMarkersResponse\x12\x14\n\x0cmarker_names\x18\x01 \x03(\t\"[\n\x16MarkerDirExistsRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\")\n\x17MarkerDirExistsResponse\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\"[\n\x16\x44\x65leteMarkerDirRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\"*\n\x17\x44\x65leteMarkerDirResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08*\\\n\x06IOType\x12\x17\n\x13IO_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0eIO_TYPE_CREATE\x10\x01\x12\x11\n\rIO_TYPE_MERGE\x10\x02\x12\x12\n\x0eIO_TYPE_APPEND\x10\x03*\x82\x01\n\x0cMarkerFilter\x12\x1d\n\x19MARKER_FILTER_UNSPECIFIED\x10\x00\x12\x15\n\x11MARKER_FILTER_ALL\x10\x01\x12\"\n\x1eMARKER_FILTER_CREATE_AND_MERGE\x10\x02\x12\x18\n\x14MARKER_FILTER_APPEND\x10\x03\x32\x92\x04\n\rMarkerService\x12\x61\n\x0c\x43reateMarker\x12\'.tidemark.marker.v1.CreateMarkerRequest\x1a(.tidemark.marker.v1.CreateMarkerResponse\x12\x64\n\rCreateMarkers\x12(.tidemark.marker.v1.CreateMarkersRequest\x1a).tidemark.marker.v1.CreateMarkersResponse\x12`\n\x0bListMarkers\x12&.tidemark.marker.v1.ListMarkersRequest\x1a\'.tidemark.marker.v1.ListMarkersResponse0\x01\x12j\n\x0fMarkerDirExists\x12*.tidemark.marker.v1.MarkerDirExistsRequest\x1a+.tidemark.marker.v1.MarkerDirExistsResponse\x12j\n\x0f\x44\x65leteMarkerDir\x12*.tidemark.marker.v1.DeleteMarkerDirRequest\x1a+.tidemark.marker.v1.DeleteMarkerDirResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'tidemark/marker/v1/marker_service.proto\x12\x12tidemark.marker.v1\x1a\x1ftidemark/common/v1/common.proto\"e\n\x06Marker\x12\x16\n\x0epartition_path\x18\x01 \x01(\t\x12\x16\n\x0e\x64\x61ta_file_name\x18\x02 \x01(\t\x12+\n\x07io_type\x18\x03 \x01(\x0e\x32\x1a.tidemark.marker.v1.IOType\"\x84\x01\n\x13\x43reateMarkerRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\x12*\n\x06marker\x18\x03 \x01(\x0b\x32\x1a.tidemark.marker.v1.Marker\"\'\n\x14\x43reateMarkerResponse\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x08\"\x86\x01\n\x14\x43reateMarkersRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\x12+\n\x07markers\x18\x03 \x03(\x0b\x32\x1a.tidemark.marker.v1.Marker\"(\n\x15\x43reateMarkersResponse\x12\x0f\n\x07\x63reated\x18\x01 \x03(\x08\"\x89\x01\n\x12ListMarkersRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\x12\x30\n\x06\x66ilter\x18\x03 \x01(\x0e\x32 .tidemark.marker.v1.MarkerFilter\"+\n\x13ListMarkersResponse\x12\x14\n\x0cmarker_names\x18\x01 \x03(\t\"[\n\x16MarkerDirExistsRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\")\n\x17MarkerDirExistsResponse\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\"\x94\x01\n\x16\x44\x65leteMarkerDirRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\x12\x37\n\ntable_lock\x18\x03 \x01(\x0b\x32#.tidemark.marker.v1.TableLockHolder\"4\n\x0fTableLockHolder\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\r\n\x05token\x18\x02 \x01(\t\"*\n\x17\x44\x65leteMarkerDirResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08*\\\n\x06IOType\x12\x17\n\x13IO_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0eIO_TYPE_CREATE\x10\x01\x12\x11\n\rIO_TYPE_MERGE\x10\x02\x12\x12\n\x0eIO_TYPE_APPEND\x10\x03*\x82\x01\n\x0cMarkerFilter\x12\x1d\n\x19MARKER_FILTER_UNSPECIFIED\x10\x00\x12\x15\n\x11MARKER_FILTER_ALL\x10\x01\x12\"\n\x1eMARKER_FILTER_CREATE_AND_MERGE\x10\x02\x12\x18\n\x14MARKER_FILTER_APPEND\x10\x03\x32\x92\x04\n\rMarkerService\x12\x61\n\x0c\x43reateMarker\x12\'.tidemark.marker.v1.CreateMarkerRequest\x1a(.tidemark.marker.v1.CreateMarkerResponse\x12\x64\n\rCreateMarkers\x12(.tidemark.marker.v1.CreateMarkersRequest\x1a).tidemark.marker.v1.CreateMarkersResponse\x12`\n\x0bListMarkers\x12&.tidemark.marker.v1.ListMarkersRequest\x1a\'.tidemark.marker.v1.ListMarkersResponse0\x01\x12j\n\x0fMarkerDirExists\x12*.tidemark.marker.v1.MarkerDirExistsRequest\x1a+.tidemark.marker.v1.MarkerDirExistsResponse\x12j\n\x0f\x44\x65leteMarkerDir\x12*.tidemark.marker.v1.DeleteMarkerDirRequest\x1a+.tidemark.marker.v1.DeleteMarkerDirResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tidemark.marker.v1.marker_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_IOTYPE']._serialized_start=1012
-  _globals['_IOTYPE']._serialized_end=1104
-  _globals['_MARKERFILTER']._serialized_start=1107
-  _globals['_MARKERFILTER']._serialized_end=1237
+  _globals['_IOTYPE']._serialized_start=1124
+  _globals['_IOTYPE']._serialized_end=1216
+  _globals['_MARKERFILTER']._serialized_start=1219
+  _globals['_MARKERFILTER']._serialized_end=1349
   _globals['_MARKER']._serialized_start=96
   _globals['_MARKER']._serialized_end=197
   _globals['_CREATEMARKERREQUEST']._serialized_start=200
@@ -54,10 +54,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MARKERDIREXISTSREQUEST']._serialized_end=830
   _globals['_MARKERDIREXISTSRESPONSE']._serialized_start=832
   _globals['_MARKERDIREXISTSRESPONSE']._serialized_end=873
-  _globals['_DELETEMARKERDIRREQUEST']._serialized_start=875
-  _globals['_DELETEMARKERDIRREQUEST']._serialized_end=966
-  _globals['_DELETEMARKERDIRRESPONSE']._serialized_start=968
-  _globals['_DELETEMARKERDIRRESPONSE']._serialized_end=1010
-  _globals['_MARKERSERVICE']._serialized_start=1240
-  _globals['_MARKERSERVICE']._serialized_end=1770
+  _globals['_DELETEMARKERDIRREQUEST']._serialized_start=876
+  _globals['_DELETEMARKERDIRREQUEST']._serialized_end=1024
+  _globals['_TABLELOCKHOLDER']._serialized_start=1026
+  _globals['_TABLELOCKHOLDER']._serialized_end=1078
+  _globals['_DELETEMARKERDIRRESPONSE']._serialized_start=1080
+  _globals['_DELETEMARKERDIRRESPONSE']._serialized_end=1122
+  _globals['_MARKERSERVICE']._serialized_start=1352
+  _globals['_MARKERSERVICE']._serialized_end=1882
 # @@protoc_insertion_point(module_scope)

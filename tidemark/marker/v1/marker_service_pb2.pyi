@@ -103,12 +103,22 @@ class MarkerDirExistsResponse(_message.Message):
     def __init__(self, exists: _Optional[bool] = ...) -> None: ...
 
 class DeleteMarkerDirRequest(_message.Message):
-    __slots__ = ("table", "instant_time")
+    __slots__ = ("table", "instant_time", "table_lock")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    TABLE_LOCK_FIELD_NUMBER: _ClassVar[int]
     table: _common_pb2.TableRef
     instant_time: str
-    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ..., instant_time: _Optional[str] = ...) -> None: ...
+    table_lock: TableLockHolder
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ..., instant_time: _Optional[str] = ..., table_lock: _Optional[_Union[TableLockHolder, _Mapping]] = ...) -> None: ...
+
+class TableLockHolder(_message.Message):
+    __slots__ = ("generation", "token")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    token: str
+    def __init__(self, generation: _Optional[int] = ..., token: _Optional[str] = ...) -> None: ...
 
 class DeleteMarkerDirResponse(_message.Message):
     __slots__ = ("deleted",)
