@@ -53,15 +53,27 @@ from spark_jobs.sizing import (
 from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.stats import stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
-from tidemark.errors import InvalidArgumentError, NotFoundError
-from tidemark.marker_client import ServiceMarkerReader
+from tidemark.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    NotFoundError,
+    TidemarkError,
+    with_note,
+)
+from tidemark.marker_client import ServiceMarkerReader, check_reachable
 from tidemark.storage import Storage
-from tidemark.table.commit import complete_commit, rollback_failed_writes
+from tidemark.table.commit import (
+    IDEMPOTENCY_KEY,
+    committed_with_key,
+    complete_commit,
+    delete_stale_marker_dirs,
+    rollback_failed_writes,
+)
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, check_schema_evolution
@@ -80,11 +92,13 @@ OPERATION_TYPES = {
 MIB = 1024 * 1024
 DEFAULT_LOCK_LEASE_S = 60.0
 _RECENT_COMMITS = 5
+MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 
 @dataclass
 class WriteResult:
-    """What a write did; ``stage_seconds`` in run order, request counts of the driver."""
+    """What a write did; ``stage_seconds`` in run order, request counts of the driver.
+    ``already_committed``: the idempotency key was found on ``instant``, nothing written."""
 
     instant: str
     operation: str
@@ -97,6 +111,7 @@ class WriteResult:
     files_reconciled: int = 0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     storage_requests: dict[str, int] = field(default_factory=dict)
+    already_committed: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,10 +144,15 @@ def write(
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES,
     sort_mode: str = DEFAULT_SORT_MODE,
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
+    idempotency_key: str | None = None,
     listener: StageListener | None = None,
 ) -> WriteResult:
     """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
-    are given and there is no table yet. Raises tidemark.errors exceptions on bad input."""
+    are given and there is no table yet. Raises tidemark.errors exceptions on bad input.
+
+    The outcome is the completed instant: once it is published the write returns it,
+    whatever clean-up fails afterwards. With ``idempotency_key``, a key some completed
+    instant already carries makes the write a no-op returning that instant."""
     if operation not in OPERATION_TYPES:
         raise InvalidArgumentError(
             f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
@@ -153,20 +173,21 @@ def write(
     ):
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
+    _check_idempotency_key(idempotency_key)
+    if markers == "service" and marker_service_address and not marker_fallback_direct:
+        check_reachable(marker_service_address)
     clock = StageClock(listener)
+    request = TableRequest(
+        tuple(record_key_fields), tuple(partition_fields), precombine_field, hive_style
+    )
     with clock.stage("prepare"):
-        prepared = _prepare(
-            df,
-            table_uri,
-            operation,
-            TableRequest(
-                tuple(record_key_fields), tuple(partition_fields), precombine_field, hive_style
-            ),
-        )
+        prepared = _prepare(df, table_uri, operation, request)
     try:
-        table = prepared.table or HoodieTable.create(table_uri, prepared.config)
+        table, prepared = _create_or_join(df, table_uri, operation, request, prepared)
         owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
-        with TableLock(table.storage, owner, lease_s=lock_lease_s):
+        lock = TableLock(table.storage, owner, lease_s=lock_lease_s)
+        lock.acquire()
+        try:
             return _write_locked(
                 spark,
                 table,
@@ -179,11 +200,60 @@ def write(
                     target_file_bytes,
                     small_file_limit_bytes,
                     sort_mode,
+                    idempotency_key,
+                    lock.holder,
                 ),
                 clock,
             )
+        finally:
+            _release(lock)
     finally:
         prepared.rows.unpersist()
+
+
+def _check_idempotency_key(key: str | None) -> None:
+    if key is None:
+        return
+    if not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_CHARS or not key.isprintable():
+        raise InvalidArgumentError(
+            f"must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable characters, got {key!r}",
+            field="idempotency_key",
+        )
+
+
+def _create_or_join(
+    df: DataFrame, table_uri: str, operation: str, request: TableRequest, prepared: _Prepared
+) -> tuple[HoodieTable, _Prepared]:
+    """The table to write: the existing one, a new one, or, when another writer created
+    it concurrently, that one (the input checked again against its layout)."""
+    if prepared.table is not None:
+        return prepared.table, prepared
+    try:
+        return HoodieTable.create(table_uri, prepared.config), prepared
+    except AlreadyExistsError:
+        log.info("write.table_created_concurrently", table=table_uri)
+    prepared.rows.unpersist()
+    try:
+        joined = _prepare(df, table_uri, operation, request)
+    except InvalidArgumentError as error:
+        raise with_note(
+            error, "another writer created the table concurrently with a different layout"
+        ) from error
+    assert joined.table is not None
+    return joined.table, joined
+
+
+def _release(lock: TableLock) -> None:
+    """Release after the outcome is decided: a release that fails (the lease then expires
+    on its own) is a warning, never the write's result or error."""
+    try:
+        lock.release()
+    except TidemarkError as error:
+        log.warning(
+            "write.lock_release_failed",
+            error=str(error),
+            note=f"the lock frees itself when its lease ends (at most {lock.lease_s:.0f} s)",
+        )
 
 
 @dataclass(frozen=True)
@@ -204,6 +274,8 @@ class _Options:
     target_file_bytes: int
     small_file_limit_bytes: int
     sort_mode: str
+    idempotency_key: str | None
+    lock_holder: LockHolder | None
 
 
 def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableRequest) -> _Prepared:
@@ -242,8 +314,8 @@ def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableReques
 def _open_existing(table_uri: str, request: TableRequest) -> HoodieTable | None:
     try:
         table = HoodieTable.open(table_uri)
-    except NotFoundError:
-        if request.record_key_fields:
+    except NotFoundError as missing:
+        if request.record_key_fields and missing.field == "table":
             return None
         raise
     config = table.config
@@ -301,9 +373,17 @@ def _write_locked(
     options: _Options,
     clock: StageClock,
 ) -> WriteResult:
+    if options.idempotency_key is not None:
+        earlier = committed_with_key(table, options.idempotency_key)
+        if earlier is not None:
+            log.info("write.already_committed", instant=earlier, key=options.idempotency_key)
+            return replace(
+                _result(earlier, operation, [], {}, clock, table.storage), already_committed=True
+            )
     reader = _marker_reader(table, options)
     with clock.stage("rollback failed writes"):
         rollback_failed_writes(table, reader, lock_held=True)
+        delete_stale_marker_dirs(table)
     instant = new_instant_time(after=table.timeline.latest_timestamp())
     action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
     context = WriteContext(
@@ -335,20 +415,27 @@ def _write_locked(
             tagged, plan, replaced = _plan(spark, table, prepared.rows, operation, options)
         stats_df = write_buckets(route(tagged, plan, deleting=operation == "delete"), plan, context)
     table.timeline.create_requested(instant, action)
-    table.timeline.transition_inflight(instant, action)
-    log.info("write.started", table=table.uri, instant=instant, operation=operation)
     try:
-        with clock.stage("write files"):
-            stats = stats_from_rows(run_spark_action(stats_df.collect))
-    finally:
-        if tagged is not None:
-            tagged.unpersist()
-    faults.exit_if_requested("before_commit")
-    metadata = CommitMetadata.from_write_stats(
-        stats, OPERATION_TYPES[operation], prepared.avro_schema, replaced
-    )
-    with clock.stage("commit"):
-        reconciled = complete_commit(table, instant, action, metadata, reader)
+        table.timeline.transition_inflight(instant, action)
+        log.info("write.started", table=table.uri, instant=instant, operation=operation)
+        try:
+            with clock.stage("write files"):
+                stats = stats_from_rows(run_spark_action(stats_df.collect))
+        finally:
+            if tagged is not None:
+                tagged.unpersist()
+        faults.exit_if_requested("before_commit")
+        metadata = CommitMetadata.from_write_stats(
+            stats, OPERATION_TYPES[operation], prepared.avro_schema, replaced
+        )
+        if options.idempotency_key is not None:
+            metadata.extra_metadata[IDEMPOTENCY_KEY] = options.idempotency_key
+        with clock.stage("commit"):
+            reconciled = complete_commit(table, instant, action, metadata, reader)
+    except TidemarkError as error:
+        raise with_note(
+            error, f"instant {instant} was not committed (the next write rolls it back)"
+        ) from error
     result = _result(instant, operation, stats, replaced, clock, table.storage)
     result.files_reconciled = len(reconciled)
     return result
@@ -358,7 +445,9 @@ def _marker_reader(table: HoodieTable, options: _Options) -> MarkerReader:
     """Reconcile and rollback ask the marker service when the write uses it (it owns the
     marker dirs it batches); otherwise they read direct and MARKERS* files from storage."""
     if options.markers == "service" and options.marker_service_address:
-        return ServiceMarkerReader(options.marker_service_address, table.uri)
+        return ServiceMarkerReader(
+            options.marker_service_address, table.uri, lock_holder=options.lock_holder
+        )
     return StorageMarkerReader(table.storage)
 
 
@@ -463,6 +552,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write direct markers when the marker service stays unreachable after retries",
     )
+    parser.add_argument(
+        "--idempotency-key",
+        help="stored with the commit; a write whose key a completed instant already "
+        "carries does nothing and reports that instant (makes a retry after an ambiguous "
+        "failure safe)",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--target-file-mb", type=int, default=DEFAULT_TARGET_FILE_BYTES // MIB)
     parser.add_argument("--small-file-mb", type=int, default=DEFAULT_SMALL_FILE_LIMIT_BYTES // MIB)
@@ -510,6 +605,7 @@ def _run(
         target_file_bytes=args.target_file_mb * MIB,
         small_file_limit_bytes=args.small_file_mb * MIB,
         sort_mode=args.sort_mode,
+        idempotency_key=args.idempotency_key,
         listener=listener,
     )
 

@@ -37,6 +37,12 @@ def _handle(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
+    if result.already_committed:
+        print(
+            f"{result.operation} already committed as instant {result.instant} "
+            f"(idempotency key {args.idempotency_key!r}): nothing written"
+        )
+        return 0
     print(
         f"{result.operation} committed instant {result.instant}: "
         f"{result.rows_inserted} inserted, {result.rows_updated} updated, "

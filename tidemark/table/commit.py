@@ -4,6 +4,10 @@ Order matters for crash safety. A commit deletes stray files before it publishes
 completed instant, and the marker directory only afterwards, so a crash at any point
 leaves either a pending instant (rolled back by the next writer) or a clean commit. A
 rollback records its own instant before deleting the failed instant's timeline files.
+
+The completed instant is a write's outcome: once it is published the write succeeded,
+and a failure to clean up after it (the marker dir) is only logged; the next write
+deletes marker dirs and leases of instants that are no longer pending.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
 from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata, RollbackPlan
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
@@ -25,13 +29,23 @@ from tidemark.table.instant import (
     ROLLBACK,
     Instant,
     State,
+    is_instant_time,
     new_instant_time,
 )
-from tidemark.table.markers import MarkerReader, data_file_path
+from tidemark.table.markers import (
+    MARKER_LEASE_ROOT,
+    TEMP_DIR,
+    MarkerReader,
+    data_file_path,
+    delete_marker_dir,
+)
 from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
+
+IDEMPOTENCY_KEY = "tidemark.idempotency.key"
+"""extraMetadata entry holding the caller's idempotency key of a write."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +104,50 @@ def complete_commit(
             )
         )
     table.timeline.complete(instant, action, metadata.to_json())
-    markers.delete_dir(instant)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
+    try:
+        markers.delete_dir(instant)
+    except TidemarkError as error:
+        log.warning(
+            "commit.marker_dir_left",
+            table=table.uri,
+            instant=instant,
+            error=str(error),
+            note="the instant is committed; the next write deletes the marker dir",
+        )
     return deleted
+
+
+def committed_with_key(table: HoodieTable, key: str) -> str | None:
+    """The completed write on the active timeline whose extraMetadata carries idempotency
+    key ``key`` (newest first), or None."""
+    table.timeline.reload()
+    for instant in reversed(table.timeline.completed(frozenset({COMMIT, REPLACE_COMMIT}))):
+        if table.timeline.read_metadata(instant).extra_metadata.get(IDEMPOTENCY_KEY) == key:
+            return instant.timestamp
+    return None
+
+
+def delete_stale_marker_dirs(table: HoodieTable) -> list[str]:
+    """Delete marker dirs and marker-dir leases of instants that are not pending: commits
+    whose clean-up failed, rolled-back writes a late task wrote into. Run under the table
+    lock after rolling back failed writes; returns the instants cleaned."""
+    table.timeline.reload()
+    pending = {instant.timestamp for instant in table.timeline.pending()}
+    stale = sorted(
+        {
+            folder.rpartition("/")[2]
+            for root in (TEMP_DIR, MARKER_LEASE_ROOT)
+            for folder in table.storage.list_dir(root).dirs
+        }
+        - pending
+    )
+    for instant in stale:
+        if is_instant_time(instant):
+            delete_marker_dir(table.storage, instant)
+    if stale:
+        log.info("commit.stale_marker_dirs_deleted", table=table.uri, instants=stale)
+    return stale
 
 
 def rollback(table: HoodieTable, instant: str, markers: MarkerReader) -> RollbackResult:

@@ -110,6 +110,11 @@ def validate_instant_time(value: str, field: str = "instant") -> str:
     return value
 
 
+def is_instant_time(value: str) -> bool:
+    """Whether ``value`` names an instant (e.g. a folder under ``.hoodie/.temp``)."""
+    return _INSTANT_TIME.fullmatch(value) is not None
+
+
 def validate_action(value: str, field: str = "action") -> str:
     if value not in ACTIONS:
         raise InvalidArgumentError(f"unknown timeline action {value!r}", field=field)
