@@ -62,6 +62,7 @@ from tidemark.errors import (
 )
 from tidemark.marker_client import ServiceMarkerReader, check_reachable
 from tidemark.storage import Storage
+from tidemark.storage.uri import canonical_uri
 from tidemark.table.commit import (
     IDEMPOTENCY_KEY,
     committed_with_key,
@@ -149,6 +150,8 @@ def write(
 ) -> WriteResult:
     """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
     are given and there is no table yet. Raises tidemark.errors exceptions on bad input.
+    A relative path is made absolute first: executors and the marker service run with
+    other working directories.
 
     The outcome is the completed instant: once it is published the write returns it,
     whatever clean-up fails afterwards. With ``idempotency_key``, a key some completed
@@ -174,6 +177,7 @@ def write(
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
     _check_idempotency_key(idempotency_key)
+    table_uri = canonical_uri(table_uri)
     if markers == "service" and marker_service_address and not marker_fallback_direct:
         check_reachable(marker_service_address)
     clock = StageClock(listener)

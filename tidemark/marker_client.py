@@ -50,6 +50,7 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MarkerService"].full_name
 def check_reachable(address: str, config: ClientConfig | None = None) -> None:
     """Ask the service's health endpoint, before a write creates anything; an unreachable
     or not serving service is an UnavailableError naming it."""
+    config = config or ClientConfig.from_env()
     stub = lazy_stub(address, health_pb2_grpc.HealthStub, config=config)
     request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
     try:

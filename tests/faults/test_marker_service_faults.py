@@ -1,0 +1,166 @@
+"""Writes with a marker service: relative table paths, an unreachable service, and a
+writer killed (SIGKILL) while a running ``tidemark serve marker`` leases its marker dir."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from pyspark.sql import SparkSession
+
+from services.marker.embedded import start_embedded_marker_service
+from spark_jobs.write import write
+from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.errors import UnavailableError
+from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.process import ServeProcess
+from tidemark.s3local import free_port
+from tidemark.storage import open_storage
+from tidemark.table.markers import marker_lease_dir
+from tidemark.table.table import HoodieTable
+
+from .outcome_kit import (
+    KEYS,
+    LOCK_LEASE_S,
+    SCHEMA,
+    assert_clean,
+    assert_table_holds,
+    model_of,
+    rows,
+    spark,
+    start_stopping_writer,
+)
+
+__all__ = ["spark"]
+
+pytestmark = pytest.mark.spark
+
+SERVICE_LEASE_S = 3
+"""The external service's marker-dir lease: renewed every second."""
+
+
+@pytest.fixture
+def serve_marker() -> Iterator[ServeProcess]:
+    """A running ``tidemark serve marker`` in its own process (and working directory)."""
+    process = ServeProcess(
+        "marker",
+        env={"TIDEMARK_MARKER_LEASE_S": str(SERVICE_LEASE_S)},
+        args=("--metrics-port", "0", "--log-format", "console"),
+    )
+    yield process
+    process.kill()
+
+
+def test_the_service_refuses_a_relative_table_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative path would resolve against the service's own working directory."""
+    monkeypatch.chdir(tmp_path)
+    with start_embedded_marker_service() as service, grpc.insecure_channel(service.address) as ch:
+        request = pb.CreateMarkerRequest(
+            table=TableRef(base_path="tables/t"),
+            instant_time="20240102030405006",
+            marker=pb.Marker(
+                partition_path="p", data_file_name="f.parquet", io_type=pb.IO_TYPE_CREATE
+            ),
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            MarkerServiceStub(ch).CreateMarker(request)
+    assert isinstance(refused.value, grpc.Call)
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "table.base_path" in (refused.value.details() or "")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_relative_table_path_is_written_with_service_markers(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serve_marker: ServeProcess
+) -> None:
+    """``--table ../t``: the writer sends the service the absolute, normalised path."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    batch = rows(0, 12, "rel")
+    write(
+        spark,
+        spark.createDataFrame(batch, SCHEMA),
+        "../t",
+        "bulk_insert",
+        markers="service",
+        marker_service_address=serve_marker.address,
+        **KEYS,
+    )
+    assert_table_holds(str(tmp_path / "t"), model_of(batch))
+    assert_clean(str(tmp_path / "t"))
+
+
+def test_an_unreachable_marker_service_is_named_and_nothing_is_created(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIDEMARK_CLIENT_MAX_ATTEMPTS", "1")
+    address = f"127.0.0.1:{free_port()}"
+    table = tmp_path / "table"
+    with pytest.raises(UnavailableError) as failed:
+        write(
+            spark,
+            spark.createDataFrame(rows(0, 4, "x"), SCHEMA),
+            str(table),
+            "bulk_insert",
+            markers="service",
+            marker_service_address=address,
+            **KEYS,
+        )
+    assert f"marker service at {address}" in str(failed.value)
+    assert failed.value.field == "marker_service_address"
+    assert not table.exists()
+
+
+def test_a_killed_writer_is_rolled_back_at_once_while_its_marker_service_lives(
+    spark: SparkSession, tmp_path: Path, serve_marker: ServeProcess
+) -> None:
+    """The dead writer's marker dir is leased by the still running service; the next
+    write (another marker service) rolls the instant back holding the table lock, and
+    the running service gives the dir up instead of renewing its lease."""
+    table = str(tmp_path / "table")
+    first = rows(0, 20, "v1")
+    write(
+        spark,
+        spark.createDataFrame(first, SCHEMA),
+        table,
+        "bulk_insert",
+        markers="service",
+        marker_service_address=serve_marker.address,
+        **KEYS,
+    )
+    writer = start_stopping_writer(
+        table,
+        rows(10, 20, "dead", ts=2),
+        "upsert",
+        stop_at="started:commit",
+        marker_service=serve_marker.address,
+    )
+    timeline = HoodieTable.open(table).timeline
+    timeline.reload()
+    (dead,) = [instant.timestamp for instant in timeline.pending()]
+    storage = open_storage(table)
+    assert any(storage.list(marker_lease_dir(dead) + "/"))
+    writer.kill()
+    writer.wait()
+
+    time.sleep(LOCK_LEASE_S)
+    second = rows(25, 10, "v2", ts=3)
+    with start_embedded_marker_service() as other_service:
+        write(
+            spark,
+            spark.createDataFrame(second, SCHEMA),
+            table,
+            "upsert",
+            markers="service",
+            marker_service_address=other_service.address,
+        )
+    time.sleep(2 * SERVICE_LEASE_S / 3)
+    assert list(storage.list(marker_lease_dir(dead) + "/")) == []
+    assert_table_holds(table, model_of(first, second))
+    assert_clean(table)

@@ -1,0 +1,239 @@
+"""The outcome of a write is its completed instant: clean-up failures after it are
+warnings, a retry with the same idempotency key is a no-op, a failure before it says the
+instant did not commit, and a race to create the table is joined, not lost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_jobs.write import write
+from tidemark.errors import InvalidArgumentError, PermissionDeniedError
+from tidemark.s3local import FaultProxy
+from tidemark.storage import open_storage
+from tidemark.table.commit import IDEMPOTENCY_KEY
+from tidemark.table.instant import COMMIT
+from tidemark.table.markers import marker_dir
+from tidemark.table.table import HoodieTable
+
+from .outcome_kit import (
+    KEYS,
+    LOCK_LEASE_S,
+    SCHEMA,
+    StageHook,
+    assert_clean,
+    assert_table_holds,
+    model_of,
+    proxy,
+    rows,
+    spark,
+    start_stopping_writer,
+)
+
+__all__ = ["proxy", "spark"]
+
+pytestmark = pytest.mark.spark
+
+DELETE_OBJECTS = r"[?&]delete"
+LOCK_OBJECTS = r"/\.hoodie/\.tidemark/lock/"
+DATA_NAMES = ["id", "name", "part", "ts"]
+ARROW_SCHEMA = pa.schema(
+    [("id", pa.int32()), ("name", pa.string()), ("part", pa.string()), ("ts", pa.int64())]
+)
+
+
+def _completed(uri: str) -> list[str]:
+    timeline = HoodieTable.open(uri).timeline
+    timeline.reload()
+    return [instant.timestamp for instant in timeline.completed(frozenset({COMMIT}))]
+
+
+def test_clean_up_failures_after_the_commit_are_warnings(
+    spark: SparkSession, s3_bucket: str, proxy: FaultProxy
+) -> None:
+    """Deleting the marker dir fails (403) and releasing the lock fails (503) once the
+    instant is published: the write still returns its instant, and the next write
+    deletes the committed instant's marker dir."""
+    first = rows(0, 40, "v1")
+    hook = StageHook(
+        started={
+            "commit": lambda: proxy.fail_always(
+                method="POST", path_pattern=DELETE_OBJECTS, status=403, code="AccessDenied"
+            )
+        },
+        finished={"commit": lambda: proxy.fail_always(method="PUT", path_pattern=LOCK_OBJECTS)},
+    )
+    result = write(
+        spark,
+        spark.createDataFrame(first, SCHEMA),
+        s3_bucket,
+        "bulk_insert",
+        markers="direct",
+        lock_lease_s=LOCK_LEASE_S,
+        listener=hook,
+        **KEYS,
+    )
+    assert proxy.injected >= 2
+    assert _completed(s3_bucket) == [result.instant]
+    assert any(open_storage(s3_bucket).list(marker_dir(result.instant) + "/"))
+
+    proxy.clear()
+    time.sleep(LOCK_LEASE_S)
+    second = rows(20, 40, "v2", ts=2)
+    write(spark, spark.createDataFrame(second, SCHEMA), s3_bucket, "upsert", markers="direct")
+    assert_table_holds(s3_bucket, model_of(first, second))
+    assert_clean(s3_bucket)
+
+
+def test_a_storage_failure_before_the_publish_is_reported_as_itself(
+    spark: SparkSession, s3_bucket: str, proxy: FaultProxy
+) -> None:
+    """Publishing the instant is denied and so is every lock write: the error is the
+    publish's, says the instant did not commit, and the next write rolls it back."""
+    hook = StageHook(
+        started={
+            "commit": lambda: proxy.fail_always(
+                method="PUT",
+                path_pattern=rf"/\.hoodie/\d{{17}}\.commit$|{LOCK_OBJECTS}",
+                status=403,
+                code="AccessDenied",
+            )
+        }
+    )
+    with pytest.raises(PermissionDeniedError) as failed:
+        write(
+            spark,
+            spark.createDataFrame(rows(0, 30, "lost"), SCHEMA),
+            s3_bucket,
+            "bulk_insert",
+            lock_lease_s=LOCK_LEASE_S,
+            listener=hook,
+            **KEYS,
+        )
+    message = str(failed.value)
+    assert ".commit" in message and "access denied" in message
+    assert "was not committed" in message and "lock" not in message
+    assert "\n" not in message
+
+    proxy.clear()
+    time.sleep(LOCK_LEASE_S)
+    kept = rows(10, 10, "kept")
+    write(spark, spark.createDataFrame(kept, SCHEMA), s3_bucket, "upsert")
+    assert_table_holds(s3_bucket, model_of(kept))
+    assert_clean(s3_bucket)
+
+
+def test_a_bulk_insert_retried_with_its_idempotency_key_writes_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    """The writer dies (SIGKILL) after its commit, before it could report it: the retry
+    with the same key reports the earlier instant and writes nothing."""
+    table = str(tmp_path / "table")
+    batch = rows(0, 30, "once")
+    writer = start_stopping_writer(
+        table, batch, "bulk_insert", stop_at="finished:commit", idempotency_key="load-7"
+    )
+    writer.kill()
+    writer.wait()
+    (committed,) = _completed(table)
+    timeline = HoodieTable.open(table).timeline
+    metadata = timeline.read_metadata(timeline.find(committed))
+    assert metadata.extra_metadata[IDEMPOTENCY_KEY] == "load-7"
+
+    source = tmp_path / "batch.parquet"
+    columns = {name: [row[i] for row in batch] for i, name in enumerate(DATA_NAMES)}
+    pq.write_table(pa.table(columns, schema=ARROW_SCHEMA), source)
+    time.sleep(LOCK_LEASE_S)
+    retry = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tidemark.cli",
+            "write",
+            "--table",
+            table,
+            "--input",
+            str(source),
+            "--op",
+            "bulk_insert",
+            "--key",
+            "id",
+            "--partition",
+            "part",
+            "--idempotency-key",
+            "load-7",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert retry.returncode == 0, retry.stderr
+    assert f"already committed as instant {committed}" in retry.stdout
+    assert _completed(table) == [committed]
+    assert_table_holds(table, model_of(batch))
+    assert_clean(table)
+
+
+def test_the_loser_of_a_race_to_create_the_table_writes_into_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Another writer creates (and writes) the table between this write's checks and its
+    create: this write joins the table instead of failing."""
+    table = str(tmp_path / "table")
+    winner, loser = rows(100, 10, "winner"), rows(0, 20, "loser")
+
+    def other_writer() -> None:
+        write(spark, spark.createDataFrame(winner, SCHEMA), table, "bulk_insert", **KEYS)
+
+    write(
+        spark,
+        spark.createDataFrame(loser, SCHEMA),
+        table,
+        "bulk_insert",
+        markers="direct",
+        listener=StageHook(finished={"prepare": other_writer}),
+        **KEYS,
+    )
+    assert len(_completed(table)) == 2
+    assert_table_holds(table, model_of(winner, loser))
+    assert_clean(table)
+
+
+def test_a_race_to_create_the_table_with_another_layout_names_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = str(tmp_path / "table")
+    winner = rows(0, 4, "winner")
+
+    def other_writer() -> None:
+        write(
+            spark,
+            spark.createDataFrame(winner, SCHEMA),
+            table,
+            "bulk_insert",
+            markers="direct",
+            record_key_fields=["id"],
+            partition_fields=["name"],
+        )
+
+    with pytest.raises(InvalidArgumentError) as refused:
+        write(
+            spark,
+            spark.createDataFrame(rows(0, 4, "loser"), SCHEMA),
+            table,
+            "bulk_insert",
+            markers="direct",
+            listener=StageHook(finished={"prepare": other_writer}),
+            **KEYS,
+        )
+    assert refused.value.field == "partition_fields"
+    assert "another writer created the table concurrently" in str(refused.value)
+    assert_table_holds(table, model_of(winner))
