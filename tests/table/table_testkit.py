@@ -42,19 +42,40 @@ def rows(*records: tuple[int, str, str, float]) -> pa.Table:
     )
 
 
-def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
-    return sorted(table.to_pylist(), key=lambda row: (row["_hoodie_record_key"], str(row)))
+def sorted_rows(table: pa.Table, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows (of ``columns``, default all) in a stable order."""
+    selected = table.select(columns) if columns is not None else table
+    return sorted(selected.to_pylist(), key=lambda row: (str(row.get(RECORD_KEY)), str(row)))
 
 
 def hudi_rs_rows(uri: str) -> list[dict[str, Any]]:
+    return sorted_rows(hudi_rs_table(uri))
+
+
+def hudi_rs_table(uri: str) -> pa.Table:
+    """What hudi-rs reads; it leaves the (null) meta columns out of virtual-key tables."""
     batches = HudiTableBuilder.from_base_uri(uri).build().read()
-    return sorted_rows(pa.Table.from_batches(batches)) if batches else []
+    return pa.Table.from_batches(batches) if batches else pa.table({})
 
 
 def copy_fixture(name: str, destination: Path) -> str:
     target = destination / name
     shutil.copytree(FIXTURES / name, target)
     return str(target)
+
+
+def set_property(root: Path, key: str, value: str) -> None:
+    """Set ``key`` in the table's hoodie.properties as Hudi writes it (before the checksum)."""
+    path = root / ".hoodie" / "hoodie.properties"
+    lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key}=")]
+    at = next(i for i, line in enumerate(lines) if line.startswith("hoodie.table.checksum="))
+    lines.insert(at, f"{key}={value}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def file_tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes (to prove nothing changed)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 def upload_fixture(name: str, uri: str) -> str:

@@ -66,7 +66,8 @@ def test_unsupported_tables_are_rejected(key: str, value: str) -> None:
     props = people_config().to_properties() | {key: value}
     with pytest.raises(FailedPreconditionError) as error:
         TableConfig.from_properties(props)
-    assert error.value.field == "table"
+    assert error.value.field == key
+    assert repr(value) in str(error.value)
 
 
 def test_invalid_config_fields() -> None:

@@ -63,4 +63,4 @@ def test_open_refuses_merge_on_read(tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("COPY_ON_WRITE", "MERGE_ON_READ"))
     with pytest.raises(FailedPreconditionError) as error:
         HoodieTable.open(uri)
-    assert error.value.field == "table"
+    assert error.value.field == "hoodie.table.type"

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
+from tidemark.table.property_support import check_properties
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 TABLE_TYPE = "COPY_ON_WRITE"
@@ -24,6 +25,9 @@ DATABASE_NAME = "default"
 SIMPLE_KEY_GENERATOR = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEY_GENERATOR = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NON_PARTITIONED_KEY_GENERATOR = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+TIMESTAMP_KEY_GENERATOR = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
+CUSTOM_KEY_GENERATOR = "org.apache.hudi.keygen.CustomKeyGenerator"
+POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class TableConfig:
     avro_schema: str
     key_generator_class: str
     url_encode_partitions: bool = False
+    populate_meta_fields: bool = True
+    properties: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+    """Every key of the hoodie.properties the config was read from (empty for new tables)."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -76,6 +83,8 @@ class TableConfig:
             "hoodie.datasource.write.drop.partition.columns": "false",
             "hoodie.table.create.schema": self.avro_schema,
         }
+        if not self.populate_meta_fields:
+            props[POPULATE_META_FIELDS] = "false"
         if self.partition_fields:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.precombine_field:
@@ -86,22 +95,20 @@ class TableConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TableConfig:
         """Parse and check that the table is one Tidemark supports (COW, version 6)."""
-        for key in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version"):
+        for key in (
+            "hoodie.table.name",
+            "hoodie.table.type",
+            "hoodie.table.version",
+            "hoodie.timeline.layout.version",
+        ):
             if key not in props:
                 raise FailedPreconditionError(f"hoodie.properties lacks {key}", field="table")
-        if props["hoodie.table.type"] != TABLE_TYPE:
-            raise FailedPreconditionError(
-                f"table type {props['hoodie.table.type']} is not supported, only {TABLE_TYPE}",
-                field="table",
-            )
-        if props["hoodie.table.version"] != TABLE_VERSION:
-            raise FailedPreconditionError(
-                f"table version {props['hoodie.table.version']} is not supported, "
-                f"only {TABLE_VERSION}",
-                field="table",
-            )
+        check_properties(props, "table")
         record_keys = _split(props.get("hoodie.table.recordkey.fields", ""))
-        partitions = _split(props.get("hoodie.table.partition.fields", ""))
+        partitions = tuple(
+            name.partition(":")[0]
+            for name in _split(props.get("hoodie.table.partition.fields", ""))
+        )
         return cls(
             name=props["hoodie.table.name"],
             record_key_fields=record_keys,
@@ -115,6 +122,8 @@ class TableConfig:
             ),
             url_encode_partitions=props.get("hoodie.datasource.write.partitionpath.urlencode")
             == "true",
+            populate_meta_fields=props.get(POPULATE_META_FIELDS, "true").strip().lower() != "false",
+            properties=tuple(props.items()),
         )
 
 
@@ -123,8 +132,12 @@ def table_checksum(database: str, table_name: str) -> int:
     return zlib.crc32(f"{database}.{table_name}".encode())
 
 
+def read_properties(storage: Storage) -> dict[str, str]:
+    return parse_properties(storage.read(PROPERTIES_PATH).decode())
+
+
 def load_table_config(storage: Storage) -> TableConfig:
-    return TableConfig.from_properties(parse_properties(storage.read(PROPERTIES_PATH).decode()))
+    return TableConfig.from_properties(read_properties(storage))
 
 
 def write_table_config(storage: Storage, config: TableConfig) -> bool:

@@ -1,0 +1,247 @@
+"""How Tidemark treats every key of Hudi 0.14's ``hoodie.properties`` (HoodieTableConfig).
+
+Each key is honoured, refused (for reads and writes, or for writes only) unless its value
+is one Tidemark handles, or ignored because it cannot change what Tidemark reads or
+writes. ``docs/hudi-properties.md`` renders this table; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import structlog
+
+from tidemark.errors import FailedPreconditionError
+
+log = structlog.get_logger(__name__)
+
+Treatment = Literal["honoured", "refused", "ignored"]
+Scope = Literal["table", "write"]
+
+OVERWRITE_WITH_LATEST_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+KEYGEN_OPTION_PREFIX = "hoodie.keygen."
+
+
+@dataclass(frozen=True)
+class PropertyRule:
+    """``accepts`` says which values Tidemark handles; others are refused (``scope``:
+    ``table`` for every read and write, ``write`` for writes only)."""
+
+    key: str
+    treatment: Treatment
+    why: str
+    accepts: Callable[[str], bool] | None = None
+    scope: Scope = "table"
+
+
+def _one_of(*values: str) -> Callable[[str], bool]:
+    allowed = {v.upper() for v in values}
+    return lambda value: value.strip().upper() in allowed
+
+
+def _false(value: str) -> bool:
+    return value.strip().lower() in ("", "false")
+
+
+def _empty(value: str) -> bool:
+    return not value.strip()
+
+
+RULES: tuple[PropertyRule, ...] = (
+    PropertyRule("hoodie.table.name", "honoured", "names the table (and its checksum)"),
+    PropertyRule("hoodie.database.name", "honoured", "part of the checksum"),
+    PropertyRule(
+        "hoodie.table.type",
+        "refused",
+        "only copy-on-write tables are supported",
+        _one_of("COPY_ON_WRITE"),
+    ),
+    PropertyRule(
+        "hoodie.table.version", "refused", "only table version 6 is supported", _one_of("6")
+    ),
+    PropertyRule(
+        "hoodie.timeline.layout.version",
+        "refused",
+        "only timeline layout 1 is supported",
+        _one_of("1"),
+    ),
+    PropertyRule(
+        "hoodie.table.base.file.format",
+        "refused",
+        "Tidemark reads and writes Parquet base files only",
+        _one_of("PARQUET"),
+    ),
+    PropertyRule(
+        "hoodie.table.ro.file.format",
+        "refused",
+        "old name of hoodie.table.base.file.format: Parquet only",
+        _one_of("PARQUET"),
+    ),
+    PropertyRule(
+        "hoodie.bootstrap.base.path",
+        "refused",
+        "bootstrapped tables keep their data in files outside the table",
+        _empty,
+    ),
+    PropertyRule(
+        "hoodie.datasource.write.drop.partition.columns",
+        "refused",
+        "base files without their partition columns are not supported",
+        _false,
+    ),
+    PropertyRule("hoodie.table.recordkey.fields", "honoured", "record key fields"),
+    PropertyRule(
+        "hoodie.table.partition.fields",
+        "honoured",
+        "partition fields (a custom key generator's field:TYPE gives the field)",
+    ),
+    PropertyRule("hoodie.table.precombine.field", "honoured", "decides between duplicate keys"),
+    PropertyRule(
+        "hoodie.table.keygenerator.class",
+        "honoured",
+        "record keys and partition paths; writes refuse key generators Tidemark does not know",
+    ),
+    PropertyRule(
+        "hoodie.populate.meta.fields",
+        "honoured",
+        "false: virtual keys, derived from the key fields; new rows get null meta columns",
+    ),
+    PropertyRule("hoodie.datasource.write.hive_style_partitioning", "honoured", "field=value"),
+    PropertyRule(
+        "hoodie.datasource.write.partitionpath.urlencode",
+        "honoured",
+        "partition values are URL-encoded in paths",
+    ),
+    PropertyRule("hoodie.table.create.schema", "honoured", "schema of a table without commits"),
+    PropertyRule(
+        "hoodie.table.checksum", "honoured", "kept valid whenever Tidemark rewrites the file"
+    ),
+    PropertyRule(
+        "hoodie.table.metadata.partitions",
+        "honoured",
+        "writes are refused until --disable-hudi-metadata-table removes Hudi's metadata table",
+    ),
+    PropertyRule(
+        "hoodie.table.metadata.partitions.inflight",
+        "honoured",
+        "as hoodie.table.metadata.partitions",
+    ),
+    PropertyRule(
+        "hoodie.compaction.payload.class",
+        "refused",
+        "Tidemark's upserts replace a stored record with the incoming one, which is "
+        "OverwriteWithLatestAvroPayload; other payloads merge differently",
+        _one_of("", OVERWRITE_WITH_LATEST_PAYLOAD),
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.compaction.record.merger.strategy",
+        "refused",
+        "only the default (payload-based) merger strategy is supported",
+        _one_of("", DEFAULT_MERGER_STRATEGY),
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.table.cdc.enabled",
+        "refused",
+        "Tidemark writes no change-data-capture logs, so CDC readers would miss its writes",
+        _false,
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.partition.metafile.use.base.format",
+        "refused",
+        "Tidemark writes partition metadata as a properties file",
+        _false,
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.table.secondary.indexes.metadata",
+        "refused",
+        "Tidemark does not maintain Hudi's secondary indexes",
+        _empty,
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.allow.operation.metadata.field",
+        "refused",
+        "Tidemark does not write the _hoodie_operation meta column",
+        _false,
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.table.cdc.supplemental.logging.mode",
+        "ignored",
+        "only used with hoodie.table.cdc.enabled, which is refused",
+    ),
+    PropertyRule(
+        "hoodie.table.log.file.format",
+        "ignored",
+        "copy-on-write tables have no log files",
+    ),
+    PropertyRule(
+        "hoodie.table.rt.file.format",
+        "ignored",
+        "old name of hoodie.table.log.file.format",
+    ),
+    PropertyRule(
+        "hoodie.archivelog.folder",
+        "ignored",
+        "Tidemark never archives and reads only the active timeline; files of archived "
+        "instants count as committed, as in Hudi",
+    ),
+    PropertyRule(
+        "hoodie.bootstrap.index.enable",
+        "ignored",
+        "only used with hoodie.bootstrap.base.path, which is refused",
+    ),
+    PropertyRule(
+        "hoodie.bootstrap.index.class",
+        "ignored",
+        "only used with hoodie.bootstrap.base.path, which is refused",
+    ),
+    PropertyRule(
+        "hoodie.table.timeline.timezone",
+        "ignored",
+        "Tidemark's instants are UTC and always later than the newest on the timeline, so "
+        "the timeline stays ordered whatever zone Hudi used",
+    ),
+    PropertyRule(
+        "hoodie.keygen.timebased.*",
+        "ignored",
+        "they shape the timestamp-based key generator's partition paths, and writes refuse "
+        "that generator; its record keys (used by reads and tagging) do not depend on them",
+    ),
+    PropertyRule(
+        "hoodie.keygen.datetime.parser.class",
+        "ignored",
+        "as hoodie.keygen.timebased.*",
+    ),
+)
+_BY_KEY: dict[str, PropertyRule] = {rule.key: rule for rule in RULES}
+
+
+def rule_for(key: str) -> PropertyRule | None:
+    if key.startswith("hoodie.keygen.timebased."):
+        return _BY_KEY["hoodie.keygen.timebased.*"]
+    return _BY_KEY.get(key)
+
+
+def check_properties(props: Mapping[str, str], scope: Scope) -> None:
+    """Refuse the first key whose value Tidemark cannot honour in ``scope`` (``table``:
+    every use of the table; ``write``: also the write-only rules)."""
+    for key, value in props.items():
+        rule = rule_for(key)
+        if rule is None:
+            if scope == "table":
+                log.warning("table.property_unknown", key=key, value=value)
+            continue
+        if rule.accepts is None or rule.accepts(value):
+            continue
+        if rule.scope == "table" or scope == "write":
+            raise FailedPreconditionError(
+                f"value {value!r} is not supported ({rule.why})", field=key
+            )
