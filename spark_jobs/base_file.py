@@ -2,7 +2,9 @@
 
 Rows arrive with ``_hoodie_record_key``/``_hoodie_partition_path`` already set; this stamps
 the other meta columns (new rows get this instant and a fresh seqno, rows carried over from
-the previous version keep theirs) and records what the commit's write stat needs.
+the previous version keep theirs) and records what the commit's write stat needs. In a
+table with virtual keys (``hoodie.populate.meta.fields=false``) every meta column but the
+file name is written null, as Hudi does, and the footer carries no record key range.
 """
 
 from __future__ import annotations
@@ -17,13 +19,22 @@ import pyarrow.parquet as pq
 from spark_jobs.task import TaskIdentity
 from tidemark.storage import Storage
 from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
-from tidemark.table.keys import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, RECORD_KEY, commit_seqnos
+from tidemark.table.keys import (
+    COMMIT_SEQNO,
+    COMMIT_TIME,
+    FILE_NAME,
+    PARTITION_PATH,
+    RECORD_KEY,
+    commit_seqnos,
+)
 from tidemark.table.markers import IOType, MarkerWriter
 from tidemark.table.naming import base_file_name, join_path
 
 COMPRESSION = "snappy"
 UNIQUE_COLUMNS = frozenset({COMMIT_SEQNO, RECORD_KEY})
 """Distinct in every row of a file: dictionary-encoding them only costs time."""
+VIRTUAL_META = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH)
+"""Meta columns Hudi leaves null in virtual-key tables (it still writes the file name)."""
 MIN_RECORD_KEY = "hoodie_min_record_key"
 MAX_RECORD_KEY = "hoodie_max_record_key"
 
@@ -78,6 +89,7 @@ class BaseFileWriter:
         file_id: str,
         schema: pa.Schema,
         prev_commit: str = NULL_COMMIT,
+        populate_meta_fields: bool = True,
     ) -> None:
         self.partition_path = partition_path
         self.file_id = file_id
@@ -87,6 +99,7 @@ class BaseFileWriter:
         self._task = task
         self._schema = schema
         self._prev_commit = prev_commit
+        self._populate_meta_fields = populate_meta_fields
         self._storage = storage
         self._rows = 0
         self._new_rows = 0
@@ -137,8 +150,11 @@ class BaseFileWriter:
             FILE_NAME,
             pa.repeat(pa.scalar(self.file_name), rows.num_rows),
         )
-        self._writer.write_table(conform(named, self._schema))
         self._rows += rows.num_rows
+        if not self._populate_meta_fields:
+            self._writer.write_table(conform(named.drop_columns(list(VIRTUAL_META)), self._schema))
+            return
+        self._writer.write_table(conform(named, self._schema))
         bounds = pc.min_max(rows.column(RECORD_KEY))
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         self._min_key = low if self._min_key is None or low < self._min_key else self._min_key

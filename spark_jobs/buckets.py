@@ -27,7 +27,7 @@ from spark_jobs.sizing import WritePlan
 from spark_jobs.stats import STAT_DDL, stats_batch
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION
 from spark_jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
-from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
+from tidemark.table.keys import PARTITION_PATH, RECORD_KEY, stored_record_keys
 
 BUCKET = "_tm_bucket"
 IS_DELETE = "_tm_delete"
@@ -120,7 +120,7 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
         if bucket.base is not None:
             with storage.open_input(bucket.base.path) as stream:
                 old = pq.read_table(stream)
-            old_keys = old.column(RECORD_KEY)
+            old_keys = stored_record_keys(old, context.config)
             updated = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
             removed = pc.is_in(old_keys, value_set=deleted_keys.combine_chunks())
             updates = pc.sum(updated).as_py() or 0
@@ -135,6 +135,7 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
             file_id=bucket.file_id,
             schema=context.file_schema,
             prev_commit=bucket.prev_commit,
+            populate_meta_fields=context.config.populate_meta_fields,
         ) as writer:
             writer.write_carried(carried)
             writer.write_new(incoming, reserve_seqnos(task, incoming.num_rows))

@@ -166,6 +166,7 @@ class _RollingFile:
                 partition_path=self._partition,
                 file_id=new_file_id(),
                 schema=self._context.file_schema,
+                populate_meta_fields=self._context.config.populate_meta_fields,
             )
         self._writer.write_new(rows, reserve_seqnos(self._task, rows.num_rows))
         if self._writer.bytes_written >= self._target:

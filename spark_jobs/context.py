@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tidemark.table.markers import MarkerSpec
+from tidemark.table.properties import TableConfig
 
 
 @dataclass(frozen=True)
@@ -17,3 +18,4 @@ class WriteContext:
     instant: str
     markers: MarkerSpec
     file_schema: pa.Schema
+    config: TableConfig

@@ -1,7 +1,8 @@
 """Index lookup for upsert and delete: Hudi's GLOBAL_SIMPLE index.
 
-Existing keys are read from the latest base files (only the record key column, in the
-executors, through storage) and joined with the incoming keys, giving each known key its
+Existing keys are read from the latest base files (only the columns keys come from, in the
+executors, through storage; ``tidemark.table.keys.stored_record_keys`` derives them in
+tables with virtual keys) and joined with the incoming keys, giving each known key its
 current partition path and file group.
 """
 
@@ -16,14 +17,17 @@ from pyspark.sql import functions as sf
 
 from spark_jobs.task import storage_for
 from tidemark.table.fsview import BaseFile
-from tidemark.table.keys import RECORD_KEY
+from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
+from tidemark.table.properties import TableConfig
 
 OLD_PARTITION = "_tm_old_partition"
 OLD_FILE_ID = "_tm_old_file_id"
 _LOCATION_DDL = f"{RECORD_KEY} string, {OLD_PARTITION} string, {OLD_FILE_ID} string"
 
 
-def existing_keys(spark: SparkSession, table_uri: str, base_files: Sequence[BaseFile]) -> DataFrame:
+def existing_keys(
+    spark: SparkSession, table_uri: str, config: TableConfig, base_files: Sequence[BaseFile]
+) -> DataFrame:
     """(record key, partition path, file id) of every record in ``base_files``."""
     listing = [(f.path, f.partition_path, f.file_id) for f in base_files]
     slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
@@ -39,10 +43,11 @@ def existing_keys(spark: SparkSession, table_uri: str, base_files: Sequence[Base
                 *(c.to_pylist() for c in batch.columns), strict=True
             ):
                 with storage.open_input(path) as stream:
-                    keys = pq.read_table(stream, columns=[RECORD_KEY]).column(RECORD_KEY)
+                    stored = pq.read_table(stream, columns=key_source_columns(config))
+                keys = stored_record_keys(stored, config)
                 yield pa.RecordBatch.from_arrays(
                     [
-                        keys.combine_chunks(),
+                        keys,
                         pa.repeat(pa.scalar(partition), len(keys)),
                         pa.repeat(pa.scalar(file_id), len(keys)),
                     ],

@@ -72,6 +72,7 @@ from tidemark.table.commit import (
 )
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile
+from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.lock import LockHolder, TableLock
@@ -79,6 +80,7 @@ from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, check_schema_evolution
 from tidemark.table.table import HoodieTable
+from tidemark.table.write_checks import check_writable
 
 log = structlog.get_logger(__name__)
 
@@ -147,6 +149,7 @@ def write(
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
     idempotency_key: str | None = None,
     listener: StageListener | None = None,
+    disable_hudi_metadata_table: bool = False,
 ) -> WriteResult:
     """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
     are given and there is no table yet. Raises tidemark.errors exceptions on bad input.
@@ -155,7 +158,9 @@ def write(
 
     The outcome is the completed instant: once it is published the write returns it,
     whatever clean-up fails afterwards. With ``idempotency_key``, a key some completed
-    instant already carries makes the write a no-op returning that instant."""
+    instant already carries makes the write a no-op returning that instant.
+    ``disable_hudi_metadata_table`` lets the write remove Hudi's metadata table, which
+    Tidemark does not maintain (refused otherwise)."""
     if operation not in OPERATION_TYPES:
         raise InvalidArgumentError(
             f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
@@ -182,7 +187,11 @@ def write(
         check_reachable(marker_service_address)
     clock = StageClock(listener)
     request = TableRequest(
-        tuple(record_key_fields), tuple(partition_fields), precombine_field, hive_style
+        tuple(record_key_fields),
+        tuple(partition_fields),
+        precombine_field,
+        hive_style,
+        disable_hudi_metadata_table,
     )
     with clock.stage("prepare"):
         prepared = _prepare(df, table_uri, operation, request)
@@ -192,6 +201,8 @@ def write(
         lock = TableLock(table.storage, owner, lease_s=lock_lease_s)
         lock.acquire()
         try:
+            if prepared.table is not None:
+                remove_hudi_metadata_table(table, disable=disable_hudi_metadata_table)
             return _write_locked(
                 spark,
                 table,
@@ -268,6 +279,7 @@ class TableRequest:
     partition_fields: tuple[str, ...]
     precombine_field: str | None
     hive_style: bool
+    disable_hudi_metadata_table: bool = False
 
 
 @dataclass(frozen=True)
@@ -287,6 +299,8 @@ def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableReques
     data = data_columns(df)
     table = _open_existing(table_uri, request)
     config = table.config if table else _new_config(table_uri, data, request)
+    if table is not None:
+        check_writable(config, disable_hudi_metadata_table=request.disable_hudi_metadata_table)
     if request.precombine_field:
         config = replace(config, precombine_field=request.precombine_field)
     check_fields(data, config)
@@ -401,6 +415,7 @@ def _write_locked(
             options.marker_fallback_direct,
         ),
         file_schema=prepared.file_schema,
+        config=prepared.config,
     )
     replaced: dict[str, list[str]] = {}
     tagged: DataFrame | None = None
@@ -466,7 +481,7 @@ def _plan(
     view = table.view()
     latest = view.latest_base_files()
     lookup = operation in ("upsert", "delete") and latest
-    existing = existing_keys(spark, table.uri, latest) if lookup else None
+    existing = existing_keys(spark, table.uri, table.config, latest) if lookup else None
     tagged = tag(keyed, existing).persist(StorageLevel.MEMORY_AND_DISK)
     profile = run_spark_action(
         tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
@@ -562,6 +577,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "carries does nothing and reports that instant (makes a retry after an ambiguous "
         "failure safe)",
     )
+    parser.add_argument(
+        "--disable-hudi-metadata-table",
+        action="store_true",
+        help="remove Hudi's metadata table (.hoodie/metadata), which Tidemark does not "
+        "update; without it writes to such tables are refused",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--target-file-mb", type=int, default=DEFAULT_TARGET_FILE_BYTES // MIB)
     parser.add_argument("--small-file-mb", type=int, default=DEFAULT_SMALL_FILE_LIMIT_BYTES // MIB)
@@ -611,6 +632,7 @@ def _run(
         sort_mode=args.sort_mode,
         idempotency_key=args.idempotency_key,
         listener=listener,
+        disable_hudi_metadata_table=args.disable_hudi_metadata_table,
     )
 
 

@@ -12,6 +12,7 @@ from table.table_testkit import (
     Writer,
     copy_fixture,
     hudi_rs_rows,
+    hudi_rs_table,
     rows,
     sorted_rows,
     upload_fixture,
@@ -25,8 +26,9 @@ from tidemark.table.table import HoodieTable
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_fixture_snapshot_equals_hudi_rs(name: str, tmp_path: Path) -> None:
     uri = copy_fixture(name, tmp_path)
-    expected = hudi_rs_rows(uri)
-    ours = sorted_rows(read_snapshot(uri))
+    theirs = hudi_rs_table(uri)
+    expected = sorted_rows(theirs)
+    ours = sorted_rows(read_snapshot(uri), theirs.column_names)
     assert ours == expected
     assert len(ours) == {"v6_empty": 0, "v6_simplekeygen_nonhivestyle_overwritetable": 1}.get(
         name, 4

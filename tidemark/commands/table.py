@@ -17,10 +17,10 @@ from rich.table import Table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.commit import rollback, rollback_target
-from tidemark.table.keys import META_COLUMNS
+from tidemark.table.keys import META_COLUMNS, SUPPORTED_KEY_GENERATORS, record_keys
 from tidemark.table.lock import TableLock
 from tidemark.table.markers import StorageMarkerReader
-from tidemark.table.properties import COMPLEX_KEY_GENERATOR, TableConfig
+from tidemark.table.properties import TableConfig
 from tidemark.table.reader import read_snapshot
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -204,12 +204,14 @@ def _parse_where(item: str) -> tuple[str, str]:
 
 def _record_keys_from(config: TableConfig, conditions: dict[str, str]) -> set[str] | None:
     """Turn equality on every record key field into a record key lookup (file pruning)."""
-    if not all(name in conditions for name in config.record_key_fields):
-        return None
     fields = config.record_key_fields
-    if len(fields) == 1 and config.key_generator_class != COMPLEX_KEY_GENERATOR:
-        return {conditions[fields[0]]}
-    return {",".join(f"{name}:{conditions[name]}" for name in fields)}
+    if config.key_generator_class not in SUPPORTED_KEY_GENERATORS or not all(
+        name in conditions for name in fields
+    ):
+        return None
+    return set(
+        record_keys(pa.table({name: [conditions[name]] for name in fields}), config).to_pylist()
+    )
 
 
 def _write_output(result: pa.Table, path: str) -> None:

@@ -1,8 +1,12 @@
 """Record keys, partition paths and meta columns, computed column-wise with pyarrow.
 
-Matches Hudi's Simple/Complex/NonPartitioned key generators: a simple key is the value as
-a string, a complex key ``f1:v1,f2:v2`` (``__null__``/``__empty__`` for missing parts);
-partition values that are null or empty become ``__HIVE_DEFAULT_PARTITION__``.
+The one definition of keys, shared by writes, tagging, deletes and reads. Matches Hudi's
+key generators: a simple key is the value as a string, a complex key ``f1:v1,f2:v2``
+(``__null__``/``__empty__`` for missing parts); the timestamp-based generator keys like
+the simple one and the custom one like simple (one field) or complex. Partition paths
+(Simple/Complex/NonPartitioned only): values that are null or empty become
+``__HIVE_DEFAULT_PARTITION__``. Tables with virtual keys (``hoodie.populate.meta.fields=
+false``) store no keys: ``stored_record_keys`` derives them from the key fields.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import pyarrow.compute as pc
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table.properties import (
     COMPLEX_KEY_GENERATOR,
+    CUSTOM_KEY_GENERATOR,
     NON_PARTITIONED_KEY_GENERATOR,
     SIMPLE_KEY_GENERATOR,
+    TIMESTAMP_KEY_GENERATOR,
     TableConfig,
 )
 
@@ -30,16 +36,23 @@ META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PART = "__null__"
 EMPTY_KEY_PART = "__empty__"
-SUPPORTED_KEY_GENERATORS = (
+PARTITIONING_KEY_GENERATORS = (
     SIMPLE_KEY_GENERATOR,
     COMPLEX_KEY_GENERATOR,
     NON_PARTITIONED_KEY_GENERATOR,
 )
+"""Key generators whose partition paths Tidemark computes (so it can write new rows)."""
+SUPPORTED_KEY_GENERATORS = (
+    *PARTITIONING_KEY_GENERATORS,
+    TIMESTAMP_KEY_GENERATOR,
+    CUSTOM_KEY_GENERATOR,
+)
+"""Key generators whose record keys Tidemark computes (tagging, deletes, reads by key)."""
 
 
 def record_keys(table: pa.Table, config: TableConfig) -> pa.Array:
     """``_hoodie_record_key`` for every row; a null or empty key is an error."""
-    check_key_generator(config)
+    check_key_generator(config, for_write=False)
     if config.key_generator_class != COMPLEX_KEY_GENERATOR and len(config.record_key_fields) == 1:
         name = config.record_key_fields[0]
         values = _as_string(table, name)
@@ -83,6 +96,19 @@ def partition_paths(table: pa.Table, config: TableConfig) -> pa.Array:
     return pc.binary_join_element_wise(*segments, "/")
 
 
+def stored_record_keys(rows: pa.Table, config: TableConfig) -> pa.Array:
+    """Record keys of rows read from a base file: the meta column, or in a table with
+    virtual keys (no meta fields) the keys derived from the key fields."""
+    if config.populate_meta_fields:
+        return rows.column(RECORD_KEY).combine_chunks()
+    return record_keys(rows, config)
+
+
+def key_source_columns(config: TableConfig) -> list[str]:
+    """The base-file columns ``stored_record_keys`` needs."""
+    return [RECORD_KEY] if config.populate_meta_fields else list(config.record_key_fields)
+
+
 def commit_seqnos(instant: str, task_partition_id: int, num_rows: int, start: int = 0) -> pa.Array:
     """``<instant>_<taskPartitionId>_<seq>`` for ``num_rows`` consecutive records."""
     sequence = pc.cast(pa.array(np.arange(start, start + num_rows, dtype=np.int64)), pa.string())
@@ -112,10 +138,15 @@ def with_meta_columns(
     return pa.Table.from_arrays(columns, names=list(meta) + data.column_names)
 
 
-def check_key_generator(config: TableConfig) -> None:
-    if config.key_generator_class not in SUPPORTED_KEY_GENERATORS:
+def check_key_generator(config: TableConfig, *, for_write: bool = True) -> None:
+    """Writes need the partition paths of new rows; tagging, deletes and reads by key
+    need only record keys, which more key generators allow."""
+    supported = PARTITIONING_KEY_GENERATORS if for_write else SUPPORTED_KEY_GENERATORS
+    if config.key_generator_class not in supported:
         raise FailedPreconditionError(
-            f"key generator {config.key_generator_class} is not supported for writes",
+            f"value {config.key_generator_class!r} is not supported "
+            f"{'for writes' if for_write else 'to compute record keys'} "
+            f"(use {', '.join(name.rpartition('.')[2] for name in supported)})",
             field="hoodie.table.keygenerator.class",
         )
 

@@ -17,7 +17,12 @@ import pyarrow.parquet as pq
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage.base import Storage
-from tidemark.table.keys import META_COLUMNS, RECORD_KEY
+from tidemark.table.keys import (
+    META_COLUMNS,
+    RECORD_KEY,
+    key_source_columns,
+    stored_record_keys,
+)
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -53,7 +58,7 @@ def read_snapshot(
         with table.storage.open_input(base_file.path) as stream, pq.ParquetFile(stream) as parquet:
             schemas.append(parquet.schema_arrow)
             if _may_match(parquet, keys, filters):
-                pieces.append(_read_file(parquet, columns, keys, filters))
+                pieces.append(_read_file(parquet, table.config, columns, keys, filters))
     schema = (
         pa.unify_schemas(schemas, promote_options="permissive") if schemas else _table_schema(table)
     )
@@ -180,19 +185,21 @@ def _like(sample: Any, value: Any) -> Any:
 
 def _read_file(
     parquet: pq.ParquetFile,
+    config: TableConfig,
     columns: Collection[str] | None,
     keys: set[str] | None,
     filters: list[Filter],
 ) -> pa.Table:
     needed = None
     if columns is not None:
-        extra = [f[0] for f in filters] + ([RECORD_KEY] if keys is not None else [])
+        extra = [f[0] for f in filters] + (key_source_columns(config) if keys is not None else [])
         needed = list(dict.fromkeys([*columns, *extra]))
         needed = [n for n in needed if n in parquet.schema_arrow.names]
     data = parquet.read(columns=needed)
     mask = None
     if keys is not None:
-        mask = pc.is_in(data.column(RECORD_KEY), value_set=pa.array(sorted(keys), pa.string()))
+        stored = stored_record_keys(data, config)
+        mask = pc.is_in(stored, value_set=pa.array(sorted(keys), pa.string()))
     for condition in filters:
         row_mask = _mask(data, condition)
         mask = row_mask if mask is None else pc.and_kleene(mask, row_mask)
