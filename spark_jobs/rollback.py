@@ -23,7 +23,8 @@ def rollback_table(table_uri: str, instant: str | None = None) -> list[RollbackR
     table = HoodieTable.open(table_uri)
     markers = StorageMarkerReader(table.storage)
     owner = f"tidemark-rollback@{socket.gethostname()}:{os.getpid()}"
-    with TableLock(table.storage, owner):
+    with TableLock(table.storage, owner) as lock:
+        table.timeline.fence = lock
         if instant is None:
             return rollback_failed_writes(table, markers, lock_held=True)
         return [rollback(table, instant, markers)]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -48,3 +49,17 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextmanager
+def cancellable_jobs(spark: SparkSession, tag: str) -> Iterator[Callable[[], None]]:
+    """Tag the Spark jobs this thread starts; yields a function that cancels them from any
+    thread, interrupting their running tasks (a writer that lost its lock stops writing)."""
+    context = spark.sparkContext
+    context.addJobTag(tag)
+    context.setInterruptOnCancel(True)
+    try:
+        yield lambda: context.cancelJobsWithTag(tag)
+    finally:
+        context.setInterruptOnCancel(False)
+        context.removeJobTag(tag)

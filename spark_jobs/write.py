@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -42,7 +43,7 @@ from spark_jobs.keying import (
     keyed_schema,
     with_keys,
 )
-from spark_jobs.session import DEFAULT_MASTER, build_session
+from spark_jobs.session import DEFAULT_MASTER, build_session, cancellable_jobs
 from spark_jobs.sizing import (
     DEFAULT_SMALL_FILE_LIMIT_BYTES,
     DEFAULT_TARGET_FILE_BYTES,
@@ -178,6 +179,7 @@ def write(
     for name, value in (
         ("target_file_bytes", target_file_bytes),
         ("small_file_limit_bytes", small_file_limit_bytes),
+        ("lock_lease_s", lock_lease_s),
     ):
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
@@ -198,30 +200,36 @@ def write(
     try:
         table, prepared = _create_or_join(df, table_uri, operation, request, prepared)
         owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
-        lock = TableLock(table.storage, owner, lease_s=lock_lease_s)
-        lock.acquire()
-        try:
-            if prepared.table is not None:
-                remove_hudi_metadata_table(table, disable=disable_hudi_metadata_table)
-            return _write_locked(
-                spark,
-                table,
-                prepared,
-                operation,
-                _Options(
-                    markers,
-                    marker_service_address,
-                    marker_fallback_direct,
-                    target_file_bytes,
-                    small_file_limit_bytes,
-                    sort_mode,
-                    idempotency_key,
-                    lock.holder,
-                ),
-                clock,
-            )
-        finally:
-            _release(lock)
+        with cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel:
+            lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
+            lock.acquire()
+            table.timeline.fence = lock
+            try:
+                if prepared.table is not None:
+                    remove_hudi_metadata_table(table, disable=disable_hudi_metadata_table)
+                return _write_locked(
+                    spark,
+                    table,
+                    prepared,
+                    operation,
+                    _Options(
+                        markers,
+                        marker_service_address,
+                        marker_fallback_direct,
+                        target_file_bytes,
+                        small_file_limit_bytes,
+                        sort_mode,
+                        idempotency_key,
+                        lock.holder,
+                    ),
+                    clock,
+                )
+            except Exception as failure:
+                if lock.lost.is_set():
+                    raise lock.lost_error() from failure
+                raise
+            finally:
+                _release(lock)
     finally:
         prepared.rows.unpersist()
 
@@ -584,6 +592,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "update; without it writes to such tables are refused",
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+    parser.add_argument(
+        "--lock-lease-s",
+        type=float,
+        default=DEFAULT_LOCK_LEASE_S,
+        help="table lock lease in seconds (renewed 6 times per lease; a writer that cannot "
+        "renew for half of it stops and commits nothing)",
+    )
     parser.add_argument("--target-file-mb", type=int, default=DEFAULT_TARGET_FILE_BYTES // MIB)
     parser.add_argument("--small-file-mb", type=int, default=DEFAULT_SMALL_FILE_LIMIT_BYTES // MIB)
     parser.add_argument(
@@ -631,6 +646,7 @@ def _run(
         small_file_limit_bytes=args.small_file_mb * MIB,
         sort_mode=args.sort_mode,
         idempotency_key=args.idempotency_key,
+        lock_lease_s=args.lock_lease_s,
         listener=listener,
         disable_hudi_metadata_table=args.disable_hudi_metadata_table,
     )

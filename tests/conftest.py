@@ -5,11 +5,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tidemark.s3local import LocalS3Server
+from tidemark.s3local import FaultProxy, LocalS3Server
 from tidemark.storage.s3 import s3_client
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +34,15 @@ def s3_server() -> Iterator[str]:
 
 
 @pytest.fixture
+def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """A FaultProxy in front of moto; storages opened in the test (and processes it
+    starts) go through it."""
+    with FaultProxy(s3_server) as fault_proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.endpoint)
+        yield fault_proxy
+
+
+@pytest.fixture
 def s3_bucket(s3_server: str) -> str:
     """``s3://<fresh bucket>/table``: an empty S3 root for one test."""
     bucket = f"tm-{uuid.uuid4().hex[:16]}"
@@ -43,3 +56,17 @@ def local_root(tmp_path: Path) -> str:
     root = tmp_path / "root"
     root.mkdir()
     return str(root)
+
+
+@pytest.fixture(scope="session")
+def spark(s3_server: str) -> Iterator[SparkSession]:
+    """One local SparkSession for all Spark tests (started after the S3 server so executors
+    inherit its AWS_* settings); ``local[2,4]`` = two cores, four attempts per task.
+    pyspark is imported here, not at the top, so tests without Spark never load it."""
+    from spark_jobs.session import build_session
+
+    session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
+    master = session.sparkContext.master
+    assert master == "local[2,4]", f"another test left a {master} session (no task retries)"
+    yield session
+    session.stop()

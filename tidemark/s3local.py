@@ -103,23 +103,36 @@ class LocalS3Server:
 
 
 @dataclass
-class FaultRule:
+class RequestPattern:
     """Requests matching ``method`` (None: any) and ``path_pattern`` (regex searched in the
-    request target, e.g. '/bucket/key?query') get an S3 error; ``remaining`` None means
-    until cleared. With ``forward`` the request still reaches the server first, as when
-    a response is lost after the server acted."""
+    request target, e.g. '/bucket/key?query'; list prefixes in it are URL-encoded)."""
 
     method: str | None
     path_pattern: re.Pattern[str] | None
-    remaining: int | None
-    status: int
-    code: str
-    forward: bool
 
     def matches(self, method: str, target: str) -> bool:
         return (self.method is None or self.method == method) and (
             self.path_pattern is None or self.path_pattern.search(target) is not None
         )
+
+
+@dataclass
+class FaultRule(RequestPattern):
+    """Matching requests get an S3 error; ``remaining`` None means until cleared. With
+    ``forward`` the request still reaches the server first, as when a response is lost
+    after the server acted."""
+
+    remaining: int | None
+    status: int
+    code: str
+    forward: bool
+
+
+@dataclass
+class DelayRule(RequestPattern):
+    """Matching requests are held ``delay_ms`` before they are forwarded (a slow upload)."""
+
+    delay_ms: float
 
 
 class FaultProxy:
@@ -137,6 +150,7 @@ class FaultProxy:
         self.latency_ms = latency_ms
         self.injected = 0
         self._rules: list[FaultRule] = []
+        self._delays: list[DelayRule] = []
         self._lock = threading.Lock()
         self._server = _ProxyServer(("127.0.0.1", 0), _ProxyHandler, self)
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -173,9 +187,23 @@ class FaultProxy:
         """Answer every matching request with the error until ``clear()``."""
         self._add(FaultRule(method, _compile(path_pattern), None, status, code, forward))
 
+    def delay(
+        self, delay_ms: float, *, method: str | None = None, path_pattern: str | None = None
+    ) -> None:
+        """Hold every matching request ``delay_ms`` (besides ``latency_ms``) until ``clear()``."""
+        with self._lock:
+            self._delays.append(DelayRule(method, _compile(path_pattern), delay_ms))
+
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()
+            self._delays.clear()
+
+    def delay_for(self, method: str, target: str) -> float:
+        """Seconds to hold this request: the longest matching delay rule."""
+        with self._lock:
+            delays = [rule.delay_ms for rule in self._delays if rule.matches(method, target)]
+        return max(delays, default=0.0) / 1000
 
     def _add(self, rule: FaultRule) -> None:
         with self._lock:
@@ -249,8 +277,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return
         body = self._read_body()
         proxy = self.server.proxy
-        if proxy.latency_ms > 0:
-            time.sleep(proxy.latency_ms / 1000)
+        delay_s = proxy.latency_ms / 1000 + proxy.delay_for(self.command, self.path)
+        if delay_s > 0:
+            time.sleep(delay_s)
         fault = proxy.take_fault(self.command, self.path)
         if fault is None:
             self._forward(body)

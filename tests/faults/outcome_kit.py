@@ -1,7 +1,6 @@
 """Shared pieces of the write-outcome, marker-service and error-message fault tests.
 
-The ``spark`` fixture is re-exported from the Spark tests' conftest (one SparkSession
-for the whole run). Every scenario ends with ``assert_table_holds``: hudi-rs reads exactly
+Every scenario ends with ``assert_table_holds``: hudi-rs reads exactly
 the rows of the model, no key twice, no pending instant, and ``assert_clean``: no marker
 dir, marker-dir lease or temporary file left.
 """
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark.conftest import spark
 from spark.sparkkit import hudi_rs_table
 
 from tidemark.s3local import FaultProxy
@@ -27,8 +25,6 @@ from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.markers import MARKER_LEASE_ROOT, TEMP_DIR
 from tidemark.table.table import HoodieTable
-
-__all__ = ["spark"]
 
 SCHEMA = "id int, name string, part string, ts long"
 KEYS: dict[str, Any] = {

@@ -31,11 +31,8 @@ from .outcome_kit import (
     assert_table_holds,
     model_of,
     rows,
-    spark,
     start_stopping_writer,
 )
-
-__all__ = ["spark"]
 
 pytestmark = pytest.mark.spark
 

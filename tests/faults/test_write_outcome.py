@@ -33,11 +33,10 @@ from .outcome_kit import (
     model_of,
     proxy,
     rows,
-    spark,
     start_stopping_writer,
 )
 
-__all__ = ["proxy", "spark"]
+__all__ = ["proxy"]
 
 pytestmark = pytest.mark.spark
 

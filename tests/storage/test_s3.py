@@ -4,7 +4,7 @@ fault handling and use from other processes."""
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -22,14 +22,6 @@ from tidemark.s3local import FaultProxy, free_port
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.storage.s3 import S3Storage
-
-
-@pytest.fixture
-def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
-    """A FaultProxy in front of moto; storages opened in the test go through it."""
-    with FaultProxy(s3_server) as fault_proxy:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.endpoint)
-        yield fault_proxy
 
 
 def test_list_paginates_with_small_pages(s3_bucket: str) -> None:

@@ -120,3 +120,13 @@ def test_proxy_holds_240_concurrent_keep_alive_connections(
 def test_proxy_rejects_non_http_upstream() -> None:
     with pytest.raises(ValueError, match="upstream"):
         FaultProxy("https://s3.amazonaws.com")
+
+
+def test_delay_rules_hold_only_matching_requests_until_cleared(proxy: FaultProxy) -> None:
+    proxy.delay(1500, method="PUT", path_pattern=r"\.parquet$")
+    proxy.delay(500, path_pattern=r"/b/")
+    assert proxy.delay_for("PUT", "/b/t/p/f.parquet") == 1.5
+    assert proxy.delay_for("GET", "/b/t/p/f.parquet") == 0.5
+    assert proxy.delay_for("PUT", "/other/t/.hoodie/x") == 0.0
+    proxy.clear()
+    assert proxy.delay_for("PUT", "/b/t/p/f.parquet") == 0.0

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from table.table_testkit import Writer, copy_fixture, rows
-from tidemark.table.instant import State
+from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata
+from tidemark.table.fsview import ARCHIVE_FOLDER
+from tidemark.table.instant import ROLLBACK, State, new_instant_time
 from tidemark.table.table import HoodieTable
 
 FIRST = rows((1, "ann", "eu", 1.0), (2, "bob", "us", 2.0))
@@ -47,14 +49,45 @@ def test_replaced_groups_excluded_in_fixture(tmp_path: Path) -> None:
     }
 
 
-def test_files_older_than_the_active_timeline_count_as_archived_commits(tmp_path: Path) -> None:
+ARCHIVED_FIRST = "20240418172802262"
+SECOND = "20240418172804498"
+
+
+def _archive_first_commit(tmp_path: Path, *, archive_log: bool) -> HoodieTable:
+    """The fixture as Hudi's archiver leaves it: the first commit gone from the active
+    timeline and, when ``archive_log``, recorded in a log file under .hoodie/archived."""
     uri = copy_fixture("v6_simplekeygen_nonhivestyle", tmp_path)
     for suffix in ("commit", "commit.requested", "inflight"):
-        (Path(uri) / ".hoodie" / f"20240418172802262.{suffix}").unlink()
-    table = HoodieTable.open(uri)
+        (Path(uri) / ".hoodie" / f"{ARCHIVED_FIRST}.{suffix}").unlink()
+    archived = Path(uri) / ARCHIVE_FOLDER
+    archived.mkdir()
+    if archive_log:
+        (archived / ".commits_.archive.1_1-0-1").write_bytes(b"#HUDI#")
+    return HoodieTable.open(uri)
+
+
+def test_archived_commits_stay_visible(tmp_path: Path) -> None:
+    table = _archive_first_commit(tmp_path, archive_log=True)
     files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
-    assert files == {
-        "10": "20240418172804498",
-        "20": "20240418172802262",
-        "30": "20240418172804498",
-    }
+    assert files == {"10": SECOND, "20": ARCHIVED_FIRST, "30": SECOND}
+
+
+def test_older_than_the_active_timeline_is_no_proof_of_a_commit(tmp_path: Path) -> None:
+    """An empty archive folder (Hudi creates one with the table) archived nothing."""
+    table = _archive_first_commit(tmp_path, archive_log=False)
+    files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
+    assert files == {"10": SECOND, "30": SECOND}
+
+
+def test_rolled_back_instant_older_than_the_active_timeline_stays_invisible(
+    tmp_path: Path,
+) -> None:
+    table = _archive_first_commit(tmp_path, archive_log=True)
+    rollback = new_instant_time(after=table.timeline.latest_timestamp())
+    undone = [InstantInfo(ARCHIVED_FIRST, "commit")]
+    table.timeline.create_requested(rollback, ROLLBACK)
+    table.timeline.transition_inflight(rollback, ROLLBACK)
+    metadata = RollbackMetadata(rollback, 1, undone, {"20": []})
+    table.timeline.complete(rollback, ROLLBACK, metadata.to_avro())
+    files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
+    assert files == {"10": SECOND, "30": SECOND}

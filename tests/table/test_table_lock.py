@@ -1,14 +1,25 @@
-"""TableLock: exclusive holder, conflicts name the holder, expired leases taken over."""
+"""TableLock: exclusive holder, conflicts name the holder, expired leases taken over,
+renewals retried, and a holder that cannot prove its lock fenced off the timeline."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 
 import pytest
 
+from table.table_testkit import people_config
 from tidemark.errors import ConflictError, InvalidArgumentError
+from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
-from tidemark.table.lock import TableLock
+from tidemark.storage.retry import MAX_ATTEMPTS_ENV
+from tidemark.table.instant import COMMIT, new_instant_time
+from tidemark.table.lock import LOCK_DIR, TableLock
+from tidemark.table.table import HoodieTable
+
+LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
+"""The lock's objects and listings in request targets (list prefixes are URL-encoded)."""
 
 
 def test_second_acquirer_conflicts_until_release(any_table_uri: str) -> None:
@@ -36,6 +47,9 @@ def test_expired_lease_is_taken_over_and_old_holder_learns_it(any_table_uri: str
         crashed.renew()
         assert crashed.lost.is_set()
         assert not crashed.held
+        with pytest.raises(ConflictError, match="lost the table lock") as lost:
+            crashed.check()
+        assert lost.value.field == "lock"
         crashed.release()
         with pytest.raises(ConflictError) as error:
             TableLock(storage, "third", lease_s=30).acquire()
@@ -58,3 +72,44 @@ def test_invalid_arguments(table_uri: str) -> None:
     with pytest.raises(InvalidArgumentError) as lease:
         TableLock(storage, "x", lease_s=0)
     assert lease.value.field == "lease_s"
+
+
+def _lease_expiry(storage_uri: str) -> float:
+    storage = open_storage(storage_uri)
+    [latest] = [info.path for info in storage.list(f"{LOCK_DIR}/")]
+    return float(json.loads(storage.read(latest))["expires_at"])
+
+
+def test_a_failed_renewal_is_retried_on_the_next_tick(
+    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
+    with TableLock(open_storage(s3_bucket), "writer", lease_s=3) as lock:
+        granted = _lease_expiry(s3_bucket)
+        proxy.fail_next(1, method="PUT", path_pattern=LOCK_REQUESTS)
+        while _lease_expiry(s3_bucket) == granted:
+            time.sleep(0.1)
+        assert proxy.injected == 1
+        assert lock.held
+        lock.check()
+
+
+def test_renewals_failing_past_the_margin_lose_the_lock_and_fence_the_timeline(
+    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
+    table = HoodieTable.create(s3_bucket, people_config())
+    cancelled = threading.Event()
+    with TableLock(table.storage, "writer", lease_s=1.5, on_lost=cancelled.set) as lock:
+        table.timeline.fence = lock
+        instant = new_instant_time()
+        table.timeline.create_requested(instant, COMMIT)
+        proxy.fail_always(path_pattern=LOCK_REQUESTS)
+        assert cancelled.wait(30)
+        assert lock.lost.is_set()
+        assert not lock.held
+        proxy.clear()
+        with pytest.raises(ConflictError, match=r"no lease renewal for over 0\.75 s"):
+            table.timeline.transition_inflight(instant, COMMIT)
+    table.timeline.reload()
+    assert [i.state.name for i in table.timeline.instants()] == ["REQUESTED"]

@@ -147,7 +147,8 @@ def run_rollback(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
     rollback_target(table, args.instant)
     owner = f"tidemark-cli@{socket.gethostname()}:{os.getpid()}"
-    with TableLock(table.storage, owner):
+    with TableLock(table.storage, owner) as lock:
+        table.timeline.fence = lock
         result = rollback(table, args.instant, StorageMarkerReader(table.storage))
     print(
         f"rolled back {result.rolled_back.action} {args.instant} as rollback "

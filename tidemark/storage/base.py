@@ -44,6 +44,15 @@ class ListDirResult:
         return cls(tuple(sorted(files, key=lambda info: info.path)), tuple(sorted(dirs)))
 
 
+@dataclass(frozen=True)
+class PartialFile:
+    """An unpublished temporary left by a writer killed mid-write, and the object path it
+    was to become (rollback deletes it with the data files of the failed instant)."""
+
+    path: str
+    target: str
+
+
 class RequestCounter:
     """Thread-safe count of storage requests by operation name (e.g. 'put', 'list')."""
 
@@ -117,6 +126,12 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def open_output(self, path: str) -> BinaryIO:
         """A stream whose content becomes visible as one object on close."""
+
+    def partial_files(self, directory: str) -> tuple[PartialFile, ...]:
+        """Temporaries in ``directory`` (not below it) of writes never published. Only local
+        storage has them: an S3 object appears whole from one PUT, its upload spooled in an
+        anonymous local file that disappears with the process."""
+        return ()
 
     def delete(self, path: str) -> None:
         self.delete_many([path])

@@ -22,6 +22,7 @@ from tidemark.storage.base import (
     DELETE_BATCH_SIZE,
     FileInfo,
     ListDirResult,
+    PartialFile,
     PublishOnClose,
     RequestCounter,
     Storage,
@@ -132,6 +133,22 @@ class LocalStorage(Storage):
         except (FileNotFoundError, NotADirectoryError):
             return ListDirResult((), ())
         return ListDirResult.from_unsorted(files, dirs)
+
+    def partial_files(self, directory: str) -> tuple[PartialFile, ...]:
+        """``.<name>.tidemark-tmp-<id>`` files of writers killed before their rename."""
+        directory = validate_directory(directory)
+        self.requests.add("list")
+        try:
+            names = sorted(entry.name for entry in (self.root / directory).iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return ()
+        prefix = f"{directory}/" if directory else ""
+        found = []
+        for name in names:
+            hidden_target, infix, _ = name.partition(TEMP_MARKER)
+            if infix and hidden_target.startswith(".") and len(hidden_target) > 1:
+                found.append(PartialFile(prefix + name, prefix + hidden_target[1:]))
+        return tuple(found)
 
     def delete_many(self, paths: Iterable[str]) -> int:
         fulls = [self._full(path) for path in paths]

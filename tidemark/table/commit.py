@@ -38,6 +38,8 @@ from tidemark.table.markers import (
     MarkerReader,
     data_file_path,
     delete_marker_dir,
+    marker_dir_instants,
+    read_markers_from_storage,
 )
 from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
 from tidemark.table.table import HoodieTable
@@ -156,17 +158,17 @@ def rollback(table: HoodieTable, instant: str, markers: MarkerReader) -> Rollbac
     started = time.monotonic()
     timeline = table.timeline
     target = rollback_target(table, instant)
-    files = _files_of_failed_write(table, instant, markers)
+    written = _files_of_failed_write(table, instant, markers)
+    files = written.base_files
     rollback_time = new_instant_time(after=timeline.latest_timestamp())
     undone = InstantInfo(instant, target.action)
     base = table.uri.rstrip("/")
-    full_paths = {
-        partition: [f"{base}/{path}" for path in paths]
-        for partition, paths in _by_partition(files).items()
-    }
+    full_paths: dict[str, list[str]] = {partition: [] for partition in written.partitions}
+    for partition, paths in _by_partition(files).items():
+        full_paths[partition] = [f"{base}/{path}" for path in paths]
     timeline.create_requested(rollback_time, ROLLBACK, RollbackPlan(undone, full_paths).to_avro())
     timeline.transition_inflight(rollback_time, ROLLBACK)
-    table.storage.delete_many(files)
+    table.storage.delete_many([*files, *written.partial_files])
     metadata = RollbackMetadata(
         start_rollback_time=rollback_time,
         time_taken_ms=int((time.monotonic() - started) * 1000),
@@ -220,7 +222,40 @@ def rollback_failed_writes(
         if instant.timestamp in exclude or not _is_failed_write(table, instant):
             continue
         results.append(rollback(table, instant.timestamp, markers))
+    remove_rolled_back_leftovers(table)
     return results
+
+
+def remove_rolled_back_leftovers(table: HoodieTable) -> list[str]:
+    """Delete what rolled-back writes published after their rollback ran: a writer that lost
+    its lock keeps writing until it notices, a paused one until it resumes. Such files are
+    found by instant time in the partitions each rollback on the active timeline named, and
+    through the markers the late tasks wrote into a marker dir recreated after the rollback
+    (an orphan dir: its instant is not on the timeline; ``delete_stale_marker_dirs`` then
+    deletes it). Costs one read per rollback and one listing per partition it named;
+    returns the deleted paths."""
+    storage = table.storage
+    on_timeline = {instant.timestamp for instant in table.timeline.instants()}
+    partitions_of: dict[str, set[str]] = {}
+    for metadata in table.timeline.rollbacks():
+        for undone in metadata.instants_rollback:
+            partitions = partitions_of.setdefault(undone.commit_time, set())
+            partitions.update(metadata.deleted_by_partition)
+    orphans = [instant for instant in marker_dir_instants(storage) if instant not in on_timeline]
+    for instant in orphans:
+        partitions_of.setdefault(instant, set()).update(
+            partition_of(data_file_path(marker))
+            for marker in read_markers_from_storage(storage, instant)
+        )
+    leftovers: list[str] = []
+    for instant, partitions in sorted(partitions_of.items()):
+        if instant not in on_timeline:
+            written = _written_by_instant(storage, instant, partitions)
+            leftovers += [*written.base_files, *written.partial_files]
+    if leftovers:
+        storage.delete_many(leftovers)
+        log.warning("rollback.leftovers_removed", table=table.uri, deleted=len(leftovers))
+    return leftovers
 
 
 def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
@@ -232,14 +267,42 @@ def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
     return not table.storage.read(requested.path).strip()
 
 
-def _files_of_failed_write(table: HoodieTable, instant: str, markers: MarkerReader) -> list[str]:
+@dataclass(frozen=True)
+class _WrittenFiles:
+    """What one instant left in storage: the partitions searched, its base files there and
+    the unpublished temporaries of its killed tasks."""
+
+    partitions: set[str]
+    base_files: list[str]
+    partial_files: list[str]
+
+
+def _files_of_failed_write(
+    table: HoodieTable, instant: str, markers: MarkerReader
+) -> _WrittenFiles:
     """Base files of the instant in the partitions its markers name (all of them, also
     files whose marker was lost), or in the whole table when no marker survived."""
     from_markers = {data_file_path(marker) for marker in markers.all_markers(instant)}
     partitions: set[str] | None = {partition_of(path) for path in from_markers} or None
-    return sorted(
-        path for path in _list_base_files(table.storage, partitions) if _written_by(path, instant)
+    return _written_by_instant(table.storage, instant, partitions)
+
+
+def _written_by_instant(
+    storage: Storage, instant: str, partitions: set[str] | None
+) -> _WrittenFiles:
+    """The instant's files in ``partitions`` (None: the whole table); temporaries are
+    matched by the name of the file they were to become, which carries the instant."""
+    base_files = sorted(
+        path for path in _list_base_files(storage, partitions) if _written_by(path, instant)
     )
+    searched = partitions if partitions is not None else set(map(partition_of, base_files))
+    partial_files = [
+        partial.path
+        for partition in sorted(searched)
+        for partial in storage.partial_files(partition)
+        if _written_by(partial.target, instant)
+    ]
+    return _WrittenFiles(searched, base_files, partial_files)
 
 
 def _list_base_files(storage: Storage, partitions: set[str] | None) -> list[str]:

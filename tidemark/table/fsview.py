@@ -1,9 +1,15 @@
 """File-system view: the latest committed base file of each live file group.
 
 Mirrors Hudi's view without the metadata table: list the partitions, keep base files whose
-instant is completed (or older than the active timeline, i.e. archived) and not after
-``as_of``, take the newest per file group, and drop groups replaced by a completed
-replacecommit. Files of pending or failed instants are thereby invisible.
+instant is committed and not after ``as_of``, take the newest per file group, and drop
+groups replaced by a completed replacecommit.
+
+Committed means completed on the active timeline, or archived: older than the active
+timeline in a table whose archived timeline (``.hoodie/archived``) holds instants, and not
+undone by a rollback still on the active timeline. Being older than the first active
+instant alone proves nothing: a table that never archived has no archived commits, and
+the late files of a rolled-back write (a writer that lost its lock) carry such instants.
+Files of pending, failed or rolled-back instants are thereby invisible.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from tidemark.table.naming import (
 from tidemark.table.timeline import Timeline
 
 META_FOLDER = ".hoodie"
+ARCHIVE_FOLDER = ".hoodie/archived"
+"""Hudi's archived timeline (``hoodie.archivelog.folder``, ``archived`` by default)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class FileSystemView:
         }
         self._pending = {i.timestamp for i in instants if not i.is_completed}
         self._timeline_start = instants[0].timestamp if instants else None
+        self._has_archive: bool | None = None
+        self._rolled_back: set[str] = set()
         self._replaced = self._replaced_file_groups()
 
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
@@ -79,8 +89,20 @@ class FileSystemView:
     def _is_committed(self, timestamp: str) -> bool:
         if timestamp in self._completed:
             return True
-        archived = self._timeline_start is not None and timestamp < self._timeline_start
-        return archived and timestamp not in self._pending and self._in_range(timestamp)
+        before_start = self._timeline_start is not None and timestamp < self._timeline_start
+        return before_start and self._in_range(timestamp) and self._is_archived(timestamp)
+
+    def _is_archived(self, timestamp: str) -> bool:
+        """Read lazily (only tables with files older than the active timeline pay for it):
+        whether the table archived anything, and which instants rollbacks undid."""
+        if self._has_archive is None:
+            self._has_archive = bool(self.storage.list_dir(ARCHIVE_FOLDER).files)
+            self._rolled_back = {
+                undone.commit_time
+                for rollback in self.timeline.rollbacks()
+                for undone in rollback.instants_rollback
+            }
+        return self._has_archive and timestamp not in self._rolled_back
 
     def _visible_base_file(self, info: FileInfo) -> BaseFile | None:
         name = info.path.rpartition("/")[2]

@@ -5,6 +5,12 @@ creating generation n+1 with create-if-absent, which only one contender can win,
 allowed only when generation n is released or its lease has expired. The holder renews
 its generation from a heartbeat thread; only the holder writes its generation, so plain
 overwrites are safe on local disks and S3 alike.
+
+Fencing: a holder whose renewals keep failing cannot know whether its lease ran out, so
+after half a lease without a successful renewal it declares the lock lost (well before
+another writer may take it over) and calls ``on_lost``. ``check()`` is the fencing token
+every timeline transition asks for first: it proves, right before the write, that our
+generation is still the newest lock object, carries our token and was renewed recently.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import TracebackType
 
@@ -23,12 +30,19 @@ from tidemark.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    TidemarkError,
 )
 from tidemark.storage.base import Storage
 
 log = structlog.get_logger(__name__)
 
 LOCK_DIR = ".hoodie/.tidemark/lock"
+RENEWALS_PER_LEASE = 6
+"""Heartbeat ticks per lease: a renewal failing after its storage retries is tried again
+on the next tick, several times before the safety margin runs out."""
+SAFETY_MARGIN = 0.5
+"""Fraction of the lease after which a holder that could not renew counts its lock as lost:
+the other half covers clock skew between writers and stopping the tasks."""
 
 
 @dataclass(frozen=True)
@@ -52,10 +66,19 @@ class LockHolder:
 
 
 class TableLock:
-    """Context manager; ``acquire()`` raises ConflictError(field="table") naming the holder."""
+    """Context manager; ``acquire()`` raises ConflictError(field="table") naming the holder.
+
+    ``on_lost`` runs (on the heartbeat thread) once when the lock is found lost, e.g. to
+    cancel the writer's Spark jobs."""
 
     def __init__(
-        self, storage: Storage, owner: str, lease_s: float = 60, *, heartbeat: bool = True
+        self,
+        storage: Storage,
+        owner: str,
+        lease_s: float = 60,
+        *,
+        heartbeat: bool = True,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
@@ -69,6 +92,10 @@ class TableLock:
         self._generation: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._on_lost = on_lost
+        self._renewed_at = 0.0
+        self._lost_reason = ""
+        self._losing = threading.Lock()
         self.lost = threading.Event()
 
     def __enter__(self) -> TableLock:
@@ -122,6 +149,7 @@ class TableLock:
                 field="table",
             )
         claim = generation + 1
+        started = time.monotonic()
         if not self.storage.create_if_absent(self._path(claim), self._lease_bytes(now)):
             holder = self._read(claim)
             raise ConflictError(
@@ -129,6 +157,7 @@ class TableLock:
                 field="table",
             )
         self._generation = claim
+        self._renewed_at = started
         self.lost.clear()
         self.storage.delete_many(self._path(g) for g in self._generations() if g < claim)
         if lease is not None and not lease.released:
@@ -146,7 +175,9 @@ class TableLock:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if not self._superseded():
+        if self.lost.is_set():
+            log.warning("lock.not_released", owner=self.owner, reason=self._lost_reason)
+        elif not self._superseded():
             lease = Lease(self.owner, self._token, time.time(), released=True)
             self.storage.write(self._path(self._generation), _encode(lease))
         log.info("lock.released", owner=self.owner, generation=self._generation)
@@ -157,16 +188,67 @@ class TableLock:
         if self._generation is None:
             return
         if self._superseded():
-            self.lost.set()
-            log.error("lock.lost", owner=self.owner, generation=self._generation)
+            self._mark_lost("another writer took the lock over")
             return
+        started = time.monotonic()
         self.storage.write(self._path(self._generation), self._lease_bytes(time.time()))
+        self._renewed_at = started
+
+    def check(self) -> None:
+        """The fencing token: raise ConflictError(field="lock") unless we provably still
+        hold the lock, i.e. our generation is the newest, carries our token and was
+        renewed within the safety margin. Call it right before every state change."""
+        if self._generation is None:
+            raise ConflictError("the table lock is not held", field="lock")
+        if not self.lost.is_set() and self._renewal_overdue():
+            self._mark_lost(f"no lease renewal for over {self._margin_s():g} s")
+        if not self.lost.is_set():
+            try:
+                latest, lease = self._latest()
+            except TidemarkError as error:
+                self._mark_lost(f"the lock could not be read ({error})")
+            else:
+                if latest != self._generation or lease is None or lease.token != self._token:
+                    self._mark_lost("another writer took the lock over")
+        if self.lost.is_set():
+            raise self.lost_error()
+
+    def lost_error(self) -> ConflictError:
+        """The one-line error a writer that lost its lock ends with."""
+        return ConflictError(
+            f"lost the table lock (generation {self._generation}, owner {self.owner!r}): "
+            f"{self._lost_reason}; nothing was committed after that",
+            field="lock",
+        )
 
     def _renew_loop(self) -> None:
-        while not self._stop.wait(self.lease_s / 3):
-            self.renew()
+        """Renew on every tick; a failed renewal is retried on the next one, and the lock
+        counts as lost once none succeeded within the safety margin."""
+        while not self._stop.wait(self.lease_s / RENEWALS_PER_LEASE):
+            try:
+                self.renew()
+            except TidemarkError as error:
+                log.warning("lock.renewal_failed", owner=self.owner, error=str(error))
+            if not self.lost.is_set() and self._renewal_overdue():
+                self._mark_lost(f"no lease renewal for over {self._margin_s():g} s")
             if self.lost.is_set():
                 return
+
+    def _margin_s(self) -> float:
+        return self.lease_s * SAFETY_MARGIN
+
+    def _renewal_overdue(self) -> bool:
+        return time.monotonic() - self._renewed_at > self._margin_s()
+
+    def _mark_lost(self, reason: str) -> None:
+        with self._losing:
+            if self.lost.is_set():
+                return
+            self._lost_reason = reason
+            self.lost.set()
+        log.error("lock.lost", owner=self.owner, generation=self._generation, reason=reason)
+        if self._on_lost is not None:
+            self._on_lost()
 
     def _superseded(self) -> bool:
         return self._generation is not None and any(

@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
-from tidemark.table.instant import validate_instant_time
+from tidemark.table.instant import is_instant_time, validate_instant_time
 from tidemark.table.naming import join_path
 
 TEMP_DIR = ".hoodie/.temp"
@@ -149,6 +149,12 @@ def read_markers_from_storage(storage: Storage, instant: str) -> set[str]:
     for marker in markers:
         parse_marker_name(marker)
     return markers
+
+
+def marker_dir_instants(storage: Storage) -> list[str]:
+    """Instants that have a marker dir (one listing of ``.hoodie/.temp``)."""
+    names = (path.rpartition("/")[2] for path in storage.list_dir(TEMP_DIR).dirs)
+    return sorted(name for name in names if is_instant_time(name))
 
 
 def delete_marker_dir(storage: Storage, instant: str) -> bool:

@@ -6,14 +6,18 @@ overwritten and two writers cannot both start the same instant.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import structlog
 
 from tidemark.errors import AlreadyExistsError, FailedPreconditionError, NotFoundError
 from tidemark.storage.base import Storage
+from tidemark.table.avro_metadata import RollbackMetadata
 from tidemark.table.commit_metadata import CommitMetadata
 from tidemark.table.instant import (
     COMMIT,
     REPLACE_COMMIT,
+    ROLLBACK,
     Instant,
     State,
     parse_instant_file_name,
@@ -27,11 +31,22 @@ TIMELINE_DIR = ".hoodie/"
 WRITE_ACTIONS = frozenset({COMMIT, REPLACE_COMMIT})
 
 
+class Fence(Protocol):
+    """Proves the writer still holds the table lock (``TableLock.check``), else raises."""
+
+    def check(self) -> None: ...
+
+
 class Timeline:
-    """A snapshot of the timeline, refreshed by ``reload()`` and by this object's writes."""
+    """A snapshot of the timeline, refreshed by ``reload()`` and by this object's writes.
+
+    With a ``fence`` set, every state change (new instant file, deleted pending instant)
+    first proves that the writer still holds the table lock, so a writer that lost it
+    never moves an instant forward."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
+        self.fence: Fence | None = None
         self._instants: list[Instant] = []
         self.reload()
 
@@ -110,6 +125,13 @@ class Timeline:
             )
         return CommitMetadata.from_json(self.storage.read(instant.path))
 
+    def rollbacks(self) -> list[RollbackMetadata]:
+        """The metadata of every completed rollback on the active timeline, oldest first."""
+        return [
+            RollbackMetadata.from_avro(self.storage.read(instant.path))
+            for instant in self.completed(frozenset({ROLLBACK}))
+        ]
+
     def delete_pending(self, instant: Instant) -> None:
         """Remove a pending instant's files, inflight first: a crash in between leaves a
         requested instant, which the next writer rolls back again."""
@@ -117,6 +139,7 @@ class Timeline:
             raise FailedPreconditionError(
                 f"instant {instant.timestamp} is completed", field="instant"
             )
+        self._check_fence()
         for state in (State.INFLIGHT, State.REQUESTED):
             self.storage.delete(Instant(instant.timestamp, instant.action, state).path)
         key = (instant.timestamp, instant.action)
@@ -142,7 +165,12 @@ class Timeline:
             )
         raise NotFoundError(f"no {state.name} {action} instant {timestamp}", field="instant")
 
+    def _check_fence(self) -> None:
+        if self.fence is not None:
+            self.fence.check()
+
     def _create(self, instant: Instant, payload: bytes) -> Instant:
+        self._check_fence()
         if not self.storage.create_if_absent(instant.path, payload):
             raise AlreadyExistsError(f"{instant.file_name} already exists", field="instant")
         log.info(

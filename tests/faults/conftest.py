@@ -1,0 +1,43 @@
+"""Fixtures of the fault scenarios: a fault proxy for child writers, and child writers
+that are always killed at the end of a test (a failed scenario leaves no process)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from faults.faultkit import Writer
+from tidemark.s3local import FaultProxy
+
+
+@pytest.fixture
+def writer_proxy(s3_server: str) -> Iterator[FaultProxy]:
+    """A FaultProxy in front of the S3 server for the child writers (give them
+    ``AWS_ENDPOINT_URL=proxy.endpoint``); the test's own requests go straight to the
+    server, so a second writer in the test is not hit by the faults."""
+    with FaultProxy(s3_server) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def start_writer() -> Iterator[Callable[..., Writer]]:
+    """``start_writer(table, input, operation, *options, env=...)``: a ``tidemark write``
+    child process (see ``Writer.start``)."""
+    started: list[Writer] = []
+
+    def start(
+        table: str,
+        input_path: Path,
+        operation: str,
+        *options: str,
+        env: dict[str, str] | None = None,
+    ) -> Writer:
+        writer = Writer.start(table, input_path, operation, *options, env=env)
+        started.append(writer)
+        return writer
+
+    yield start
+    for writer in started:
+        writer.kill()
