@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
@@ -51,15 +53,39 @@ def build_session(
     return session
 
 
+TASK_STOP_WAIT_S = 60.0
+"""How long leaving ``cancellable_jobs`` waits for cancelled tasks to end (a Python worker
+is killed ``spark.python.task.killTimeout``, 2 s, after its task was interrupted)."""
+
+
 @contextmanager
 def cancellable_jobs(spark: SparkSession, tag: str) -> Iterator[Callable[[], None]]:
     """Tag the Spark jobs this thread starts; yields a function that cancels them from any
-    thread, interrupting their running tasks (a writer that lost its lock stops writing)."""
+    thread, interrupting their running tasks (a writer that lost its lock stops writing).
+    After a cancel, leaving waits until no task runs any more, so that a process exiting
+    next neither leaves tasks writing nor has Spark's shutdown fail them noisily."""
     context = spark.sparkContext
+    cancelled = threading.Event()
+
+    def cancel() -> None:
+        cancelled.set()
+        context.cancelJobsWithTag(tag)
+
     context.addJobTag(tag)
     context.setInterruptOnCancel(True)
     try:
-        yield lambda: context.cancelJobsWithTag(tag)
+        yield cancel
     finally:
         context.setInterruptOnCancel(False)
         context.removeJobTag(tag)
+        if cancelled.is_set():
+            _wait_for_running_tasks(spark)
+
+
+def _wait_for_running_tasks(spark: SparkSession) -> None:
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + TASK_STOP_WAIT_S
+    while time.monotonic() < deadline:
+        if not any(info.numRunningTasks for info in tracker.getExecutorInfos()):
+            return
+        time.sleep(0.1)

@@ -75,7 +75,7 @@ def test_lock_renewals_failing_for_12_s_never_publish(
 ) -> None:
     uri = s3_bucket
     writer_proxy.delay(1000, method="PUT", path_pattern=DATA_FILE_UPLOADS)
-    first_input = write_input(tmp_path / "first.parquet", range(400_000), "first")
+    first_input = write_input(tmp_path / "first.parquet", range(200_000), "first")
     first = start_writer(
         uri,
         first_input,
@@ -115,7 +115,7 @@ def test_writer_paused_past_its_lease_never_publishes(
     _write(spark, uri, write_input(tmp_path / "base.parquet", base, "base"), "bulk_insert")
     model = model_rows(base, "base")
     writer_proxy.delay(1000, method="PUT", path_pattern=DATA_FILE_UPLOADS)
-    paused_input = write_input(tmp_path / "paused.parquet", range(1_000, 400_000), "paused")
+    paused_input = write_input(tmp_path / "paused.parquet", range(1_000, 200_000), "paused")
     paused = start_writer(
         uri,
         paused_input,

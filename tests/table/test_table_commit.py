@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from table.table_testkit import FIXTURES, Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.storage.local import TEMP_MARKER
 from tidemark.table.avro_metadata import RollbackMetadata
-from tidemark.table.commit import rollback, rollback_failed_writes
+from tidemark.table.commit import delete_stale_marker_dirs, rollback, rollback_failed_writes
 from tidemark.table.commit_metadata import CommitMetadata
 from tidemark.table.instant import COMMIT, ROLLBACK, State
 from tidemark.table.markers import StorageMarkerReader, marker_dir
@@ -103,6 +105,59 @@ def test_rollback_without_markers_finds_files_of_the_instant(people: Writer) -> 
     people.table.storage.delete_prefix(marker_dir(instant) + "/")
     result = rollback(people.table, instant, StorageMarkerReader(people.table.storage))
     assert result.deleted_files == [s.path for s in failed]
+
+
+def _leave_temporary(writer: Writer, path: str) -> str:
+    """What a task killed while writing ``path`` leaves on local disk."""
+    partition, _, name = path.rpartition("/")
+    temporary = f"{partition}/.{name}{TEMP_MARKER}0123abcd"
+    (Path(writer.table.uri) / temporary).write_bytes(b"PAR1 partial")
+    return temporary
+
+
+def _temporaries(writer: Writer) -> list[str]:
+    return sorted(p.name for p in Path(writer.table.uri).rglob(f"*{TEMP_MARKER}*"))
+
+
+def test_rollback_and_reconcile_delete_temporaries_of_killed_tasks(people: Writer) -> None:
+    committed = people.commit(FIRST)
+    kept = _leave_temporary(people, f"eu/f-0_0-1-0_{committed}.parquet")
+    failed = people.begin()
+    stats = people.write_files(failed, FIRST)
+    _leave_temporary(people, stats[0].path.replace("_0-1-0_", "_0-1-7_"))
+    rollback(people.table, failed, StorageMarkerReader(people.table.storage))
+    assert _temporaries(people) == [kept.rpartition("/")[2]]
+    instant = people.begin()
+    failed_attempt = people.write_files(instant, FIRST, attempt=0)
+    _leave_temporary(people, failed_attempt[0].path)
+    people.finish(instant, people.write_files(instant, FIRST, attempt=1))
+    assert _temporaries(people) == [kept.rpartition("/")[2]]
+
+
+def test_next_write_removes_files_a_rolled_back_write_published_late(people: Writer) -> None:
+    """A writer that lost its lock kept writing after its rollback: one late file has a
+    marker in a recreated marker dir, the other (marker lost) is found by its name in a
+    partition the rollback named."""
+    people.commit(FIRST)
+    before = sorted_rows(read_snapshot(people.table.uri))
+    failed = people.begin()
+    people.write_files(failed, rows((3, "cid", "asia", 3.0)))
+    markers = StorageMarkerReader(people.table.storage)
+    rollback(people.table, failed, markers)
+    late = people.write_files(
+        failed, rows((3, "cid", "asia", 3.0), (4, "dan", "us", 4.0)), attempt=1
+    )
+    _leave_temporary(people, late[0].path.replace("_1-1-1_", "_1-1-2_"))
+    asia = next(s for s in late if s.partition_path == "asia")
+    people.table.storage.delete(f"{marker_dir(failed)}/{asia.path}.marker.CREATE")
+    assert {s.path for s in late} <= _data_files(people)
+    assert sorted_rows(read_snapshot(people.table.uri)) == before
+    assert rollback_failed_writes(people.table, markers, lock_held=True) == []
+    delete_stale_marker_dirs(people.table)
+    assert not any(failed in path for path in _data_files(people))
+    assert _temporaries(people) == []
+    assert not list(people.table.storage.list(".hoodie/.temp/"))
+    assert sorted_rows(read_snapshot(people.table.uri)) == hudi_rs_rows(people.table.uri)
 
 
 def test_rollback_failed_writes_under_lock(people: Writer) -> None:

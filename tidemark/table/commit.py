@@ -61,13 +61,12 @@ def reconcile(
     storage: Storage, instant: str, write_stats: Iterable[WriteStat], markers: MarkerReader
 ) -> list[str]:
     """Delete data files of ``instant`` that have a CREATE/MERGE marker but are not in the
-    commit (failed or speculative task attempts); returns the deleted paths."""
+    commit (failed or speculative task attempts), and the temporaries of killed attempts
+    in those partitions; returns the deleted paths."""
     committed = {stat.path for stat in write_stats}
-    strays = sorted(
-        path
-        for path in map(data_file_path, markers.create_and_merge_markers(instant))
-        if path not in committed and _written_by(path, instant)
-    )
+    marked = set(map(data_file_path, markers.create_and_merge_markers(instant)))
+    strays = sorted(path for path in marked if path not in committed and _written_by(path, instant))
+    strays += _partial_files_of(storage, instant, set(map(partition_of, marked)))
     if strays:
         storage.delete_many(strays)
         log.info("commit.reconciled", instant=instant, deleted=len(strays))
@@ -290,19 +289,23 @@ def _files_of_failed_write(
 def _written_by_instant(
     storage: Storage, instant: str, partitions: set[str] | None
 ) -> _WrittenFiles:
-    """The instant's files in ``partitions`` (None: the whole table); temporaries are
-    matched by the name of the file they were to become, which carries the instant."""
+    """The instant's base files and temporaries in ``partitions`` (None: the whole table)."""
     base_files = sorted(
         path for path in _list_base_files(storage, partitions) if _written_by(path, instant)
     )
     searched = partitions if partitions is not None else set(map(partition_of, base_files))
-    partial_files = [
+    return _WrittenFiles(searched, base_files, _partial_files_of(storage, instant, searched))
+
+
+def _partial_files_of(storage: Storage, instant: str, partitions: set[str]) -> list[str]:
+    """Temporaries in ``partitions`` of files of ``instant``: matched by the name of the file
+    each was to become, which carries the instant."""
+    return [
         partial.path
-        for partition in sorted(searched)
+        for partition in sorted(partitions)
         for partial in storage.partial_files(partition)
         if _written_by(partial.target, instant)
     ]
-    return _WrittenFiles(searched, base_files, partial_files)
 
 
 def _list_base_files(storage: Storage, partitions: set[str] | None) -> list[str]:

@@ -227,7 +227,7 @@ class TableLock:
         while not self._stop.wait(self.lease_s / RENEWALS_PER_LEASE):
             try:
                 self.renew()
-            except TidemarkError as error:
+            except Exception as error:  # any failure: the heartbeat must outlive it
                 log.warning("lock.renewal_failed", owner=self.owner, error=str(error))
             if not self.lost.is_set() and self._renewal_overdue():
                 self._mark_lost(f"no lease renewal for over {self._margin_s():g} s")
