@@ -9,9 +9,8 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot, timeline_listing
+from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
 from spark_jobs.write import write
-from tidemark.errors import FailedPreconditionError
 from tidemark.table.keys import FILE_NAME, META_COLUMNS
 
 WRITABLE = [
@@ -19,6 +18,7 @@ WRITABLE = [
     "v6_complexkeygen_hivestyle",
     "v6_nonpartitioned",
     "v6_simplekeygen_nonhivestyle_overwritetable",
+    "v6_timebasedkeygen_nonhivestyle",
 ]
 
 
@@ -53,15 +53,5 @@ def test_upsert_into_hudi_written_table(spark: SparkSession, tmp_path: Path, nam
         assert carried.pop(FILE_NAME).split("_")[0] == row.pop(FILE_NAME).split("_")[0]
         assert carried == row
     assert snapshot(uri).num_rows == after.num_rows
-
-
-def test_time_based_key_generator_is_refused_before_writing(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    uri = copy_fixture("v6_timebasedkeygen_nonhivestyle", tmp_path)
-    before = timeline_listing(uri)
-    batch = _batch(snapshot(uri))
-    with pytest.raises(FailedPreconditionError) as raised:
-        write(spark, spark.createDataFrame(batch), uri, "upsert")
-    assert raised.value.field == "hoodie.table.keygenerator.class"
-    assert timeline_listing(uri) == before
+    paths = {row["id"]: row["_hoodie_partition_path"] for row in after.to_pylist()}
+    assert paths[5] == paths[lowest]

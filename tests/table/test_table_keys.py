@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from table.table_testkit import FIXTURES
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.errors import InvalidArgumentError
 from tidemark.table.keys import META_COLUMNS, partition_paths, record_keys, with_meta_columns
 from tidemark.table.naming import (
     base_file_name,
@@ -35,7 +35,13 @@ def _config(keys: tuple[str, ...], partitions: tuple[str, ...], **kwargs: object
 
 
 @pytest.mark.parametrize(
-    "name", ["v6_simplekeygen_nonhivestyle", "v6_complexkeygen_hivestyle", "v6_nonpartitioned"]
+    "name",
+    [
+        "v6_simplekeygen_nonhivestyle",
+        "v6_complexkeygen_hivestyle",
+        "v6_nonpartitioned",
+        "v6_timebasedkeygen_nonhivestyle",
+    ],
 )
 def test_keys_and_partitions_match_hudi_written_meta_columns(name: str) -> None:
     table = HoodieTable.open(str(FIXTURES / name))
@@ -47,13 +53,6 @@ def test_keys_and_partitions_match_hudi_written_meta_columns(name: str) -> None:
         partition_paths(data, table.config).to_pylist()
         == data.column("_hoodie_partition_path").to_pylist()
     )
-
-
-def test_time_based_key_generator_is_refused_for_writes() -> None:
-    table = HoodieTable.open(str(FIXTURES / "v6_timebasedkeygen_nonhivestyle"))
-    with pytest.raises(FailedPreconditionError) as error:
-        partition_paths(read_snapshot(table.storage), table.config)
-    assert error.value.field == "hoodie.table.keygenerator.class"
 
 
 def test_complex_keys_null_and_empty_parts() -> None:

@@ -3,10 +3,11 @@
 The one definition of keys, shared by writes, tagging, deletes and reads. Matches Hudi's
 key generators: a simple key is the value as a string, a complex key ``f1:v1,f2:v2``
 (``__null__``/``__empty__`` for missing parts); the timestamp-based generator keys like
-the simple one and the custom one like simple (one field) or complex. Partition paths
-(Simple/Complex/NonPartitioned only): values that are null or empty become
-``__HIVE_DEFAULT_PARTITION__``. Tables with virtual keys (``hoodie.populate.meta.fields=
-false``) store no keys: ``stored_record_keys`` derives them from the key fields.
+the simple one and the custom one like simple (one field) or complex. Partition paths:
+simple values that are null or empty become ``__HIVE_DEFAULT_PARTITION__``; timestamp
+fields (timestamp-based and custom generators) are formatted by ``timestamp_keys``.
+Tables with virtual keys (``hoodie.populate.meta.fields=false``) store no keys:
+``stored_record_keys`` derives them from the key fields.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from tidemark.table.properties import (
     TIMESTAMP_KEY_GENERATOR,
     TableConfig,
 )
+from tidemark.table.timestamp_keys import timestamp_partition_values
+
+PARTITION_FIELDS = "hoodie.table.partition.fields"
 
 COMMIT_TIME = "_hoodie_commit_time"
 COMMIT_SEQNO = "_hoodie_commit_seqno"
@@ -36,23 +40,20 @@ META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PART = "__null__"
 EMPTY_KEY_PART = "__empty__"
-PARTITIONING_KEY_GENERATORS = (
+SUPPORTED_KEY_GENERATORS = (
     SIMPLE_KEY_GENERATOR,
     COMPLEX_KEY_GENERATOR,
     NON_PARTITIONED_KEY_GENERATOR,
-)
-"""Key generators whose partition paths Tidemark computes (so it can write new rows)."""
-SUPPORTED_KEY_GENERATORS = (
-    *PARTITIONING_KEY_GENERATORS,
     TIMESTAMP_KEY_GENERATOR,
     CUSTOM_KEY_GENERATOR,
 )
-"""Key generators whose record keys Tidemark computes (tagging, deletes, reads by key)."""
+SIMPLE = "SIMPLE"
+TIMESTAMP = "TIMESTAMP"
 
 
 def record_keys(table: pa.Table, config: TableConfig) -> pa.Array:
     """``_hoodie_record_key`` for every row; a null or empty key is an error."""
-    check_key_generator(config, for_write=False)
+    check_key_generator(config)
     if config.key_generator_class != COMPLEX_KEY_GENERATOR and len(config.record_key_fields) == 1:
         name = config.record_key_fields[0]
         values = _as_string(table, name)
@@ -83,9 +84,15 @@ def partition_paths(table: pa.Table, config: TableConfig) -> pa.Array:
     if not config.partition_fields or config.key_generator_class == NON_PARTITIONED_KEY_GENERATOR:
         return pa.array([""] * table.num_rows, type=pa.string())
     segments = []
-    for name in config.partition_fields:
-        values = _as_string(table, name)
-        values = pc.if_else(pc.equal(pc.fill_null(values, ""), ""), DEFAULT_PARTITION, values)
+    props = dict(config.properties)
+    for name, kind in zip(config.partition_fields, partition_field_kinds(config), strict=True):
+        if kind == TIMESTAMP:
+            if name not in table.column_names:
+                raise InvalidArgumentError("column is missing from the data", field=name)
+            values = timestamp_partition_values(table.column(name).combine_chunks(), props, name)
+        else:
+            values = _as_string(table, name)
+            values = pc.if_else(pc.equal(pc.fill_null(values, ""), ""), DEFAULT_PARTITION, values)
         if config.url_encode_partitions:
             values = _url_encode(values)
         if config.hive_style:
@@ -138,17 +145,40 @@ def with_meta_columns(
     return pa.Table.from_arrays(columns, names=list(meta) + data.column_names)
 
 
-def check_key_generator(config: TableConfig, *, for_write: bool = True) -> None:
-    """Writes need the partition paths of new rows; tagging, deletes and reads by key
-    need only record keys, which more key generators allow."""
-    supported = PARTITIONING_KEY_GENERATORS if for_write else SUPPORTED_KEY_GENERATORS
-    if config.key_generator_class not in supported:
+def check_key_generator(config: TableConfig) -> None:
+    if config.key_generator_class not in SUPPORTED_KEY_GENERATORS:
         raise FailedPreconditionError(
             f"value {config.key_generator_class!r} is not supported "
-            f"{'for writes' if for_write else 'to compute record keys'} "
-            f"(use {', '.join(name.rpartition('.')[2] for name in supported)})",
+            f"(use {', '.join(name.rpartition('.')[2] for name in SUPPORTED_KEY_GENERATORS)})",
             field="hoodie.table.keygenerator.class",
         )
+
+
+def partition_field_kinds(config: TableConfig) -> tuple[str, ...]:
+    """SIMPLE or TIMESTAMP for each partition field: the custom key generator reads them
+    from ``hoodie.table.partition.fields`` (``field:TYPE``), the timestamp-based one has
+    a single TIMESTAMP field."""
+    check_key_generator(config)
+    fields = config.partition_fields
+    if config.key_generator_class == TIMESTAMP_KEY_GENERATOR:
+        if len(fields) != 1:
+            raise FailedPreconditionError(
+                f"value {','.join(fields)!r} must name one field for the timestamp-based "
+                "key generator",
+                field=PARTITION_FIELDS,
+            )
+        return (TIMESTAMP,)
+    if config.key_generator_class != CUSTOM_KEY_GENERATOR:
+        return (SIMPLE,) * len(fields)
+    declared = dict(config.properties).get(PARTITION_FIELDS, "")
+    kinds = tuple(part.partition(":")[2].strip().upper() for part in declared.split(",") if part)
+    if len(kinds) != len(fields) or not set(kinds) <= {SIMPLE, TIMESTAMP}:
+        raise FailedPreconditionError(
+            f"value {declared!r} must give each field a type, field:SIMPLE or "
+            "field:TIMESTAMP, for the custom key generator",
+            field=PARTITION_FIELDS,
+        )
+    return kinds
 
 
 def check_key_type(field: pa.Field) -> None:

@@ -96,13 +96,14 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.table.partition.fields",
         "honoured",
-        "partition fields (a custom key generator's field:TYPE gives the field)",
+        "partition fields (field:SIMPLE or field:TIMESTAMP for the custom key generator)",
     ),
     PropertyRule("hoodie.table.precombine.field", "honoured", "decides between duplicate keys"),
     PropertyRule(
         "hoodie.table.keygenerator.class",
         "honoured",
-        "record keys and partition paths; writes refuse key generators Tidemark does not know",
+        "record keys and partition paths; writes and reads by key refuse key generators "
+        "Tidemark does not know",
     ),
     PropertyRule(
         "hoodie.populate.meta.fields",
@@ -211,14 +212,14 @@ RULES: tuple[PropertyRule, ...] = (
     ),
     PropertyRule(
         "hoodie.keygen.timebased.*",
-        "ignored",
-        "they shape the timestamp-based key generator's partition paths, and writes refuse "
-        "that generator; its record keys (used by reads and tagging) do not depend on them",
+        "honoured",
+        "partition paths of timestamp fields (timestamp-based and custom key generators): "
+        "timestamp type, input and output date formats, time zones",
     ),
     PropertyRule(
         "hoodie.keygen.datetime.parser.class",
         "ignored",
-        "as hoodie.keygen.timebased.*",
+        "Tidemark parses date strings itself, with the input date format",
     ),
 )
 _BY_KEY: dict[str, PropertyRule] = {rule.key: rule for rule in RULES}

@@ -23,7 +23,7 @@ from tidemark.table.keys import (
     key_source_columns,
     stored_record_keys,
 )
-from tidemark.table.properties import TableConfig
+from tidemark.table.properties import CUSTOM_KEY_GENERATOR, TIMESTAMP_KEY_GENERATOR, TableConfig
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 
@@ -72,9 +72,12 @@ def read_snapshot(
 
 def parse_partition_path(partition_path: str, config: TableConfig) -> dict[str, str] | None:
     """Partition field values encoded in a path, or None when the path cannot be decoded
-    (e.g. a time-based key generator writes several folders for one field)."""
+    (a time-based key generator writes formatted times, not the field's values)."""
     segments = partition_path.split("/") if partition_path else []
-    if len(segments) != len(config.partition_fields):
+    if len(segments) != len(config.partition_fields) or config.key_generator_class in (
+        TIMESTAMP_KEY_GENERATOR,
+        CUSTOM_KEY_GENERATOR,
+    ):
         return None
     values: dict[str, str] = {}
     for name, segment in zip(config.partition_fields, segments, strict=True):

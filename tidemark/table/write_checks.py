@@ -4,7 +4,7 @@ touches anything (no lock, instant, marker or file is created for a refused writ
 from __future__ import annotations
 
 from tidemark.table.hudi_metadata import check_hudi_metadata_table
-from tidemark.table.keys import check_key_generator
+from tidemark.table.keys import partition_field_kinds
 from tidemark.table.properties import TableConfig
 from tidemark.table.property_support import check_properties
 
@@ -12,5 +12,5 @@ from tidemark.table.property_support import check_properties
 def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) -> None:
     props = dict(config.properties)
     check_properties(props, "write")
-    check_key_generator(config)
+    partition_field_kinds(config)
     check_hudi_metadata_table(props, disable=disable_hudi_metadata_table)
