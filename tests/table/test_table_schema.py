@@ -10,7 +10,7 @@ import pytest
 
 from table.table_testkit import FIXTURES
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema, check_schema_evolution
+from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema, evolve_schema
 from tidemark.table.table import HoodieTable
 
 NAME = "v6_nonpartitioned"
@@ -47,9 +47,93 @@ def test_avro_to_arrow_round_trip() -> None:
 
 def test_adding_nullable_columns_and_widening_are_accepted() -> None:
     old = arrow_to_avro_schema(pa.schema([("id", pa.int32()), ("score", pa.float32())]), "t")
-    check_schema_evolution(
-        old, pa.schema([("id", pa.int64()), ("score", pa.float64()), ("new", pa.string())])
+    new = pa.schema([("id", pa.int64()), ("score", pa.float64()), ("new", pa.string())])
+    assert evolve_schema(old, new) == new
+
+
+@pytest.mark.parametrize(
+    ("table_type", "incoming_type"),
+    [
+        (pa.int64(), pa.int32()),
+        (pa.float32(), pa.int32()),
+        (pa.float64(), pa.int32()),
+        (pa.float32(), pa.int64()),
+        (pa.float64(), pa.int64()),
+        (pa.float64(), pa.float32()),
+        (pa.string(), pa.binary()),
+    ],
+)
+def test_narrower_incoming_types_are_promoted_to_the_tables(
+    table_type: pa.DataType, incoming_type: pa.DataType
+) -> None:
+    """Hudi writes an int batch into a double column as doubles; so does the writer."""
+    old = arrow_to_avro_schema(pa.schema([("id", pa.string()), ("amount", table_type)]), "t")
+    new = pa.schema([("id", pa.string()), ("amount", incoming_type)])
+    assert evolve_schema(old, new) == pa.schema([("id", pa.string()), ("amount", table_type)])
+
+
+def test_nested_fields_are_added_promoted_and_kept_in_incoming_order() -> None:
+    old = arrow_to_avro_schema(
+        pa.schema(
+            [
+                ("address", pa.struct([("city", pa.string()), ("n", pa.int64())])),
+                ("tags", pa.list_(pa.struct([("w", pa.float64())]))),
+                ("attrs", pa.map_(pa.string(), pa.float64())),
+            ]
+        ),
+        "t",
     )
+    new = pa.schema(
+        [
+            (
+                "address",
+                pa.struct([("zip", pa.string()), ("n", pa.int32()), ("city", pa.string())]),
+            ),
+            ("tags", pa.list_(pa.struct([("w", pa.int32())]))),
+            ("attrs", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
+    assert evolve_schema(old, new) == pa.schema(
+        [
+            (
+                "address",
+                pa.struct([("zip", pa.string()), ("n", pa.int64()), ("city", pa.string())]),
+            ),
+            ("tags", pa.list_(pa.struct([("w", pa.float64())]))),
+            ("attrs", pa.map_(pa.string(), pa.float64())),
+        ]
+    )
+
+
+_GEO = pa.struct([("lat", pa.float64())])
+_ADDRESS = pa.struct([("city", pa.string()), ("zip", pa.string()), ("geo", _GEO)])
+
+
+@pytest.mark.parametrize(
+    ("new_type", "path", "message"),
+    [
+        (pa.struct([("city", pa.string()), ("geo", _GEO)]), "address.zip", "dropped"),
+        (
+            pa.struct([("city", pa.string()), ("zip", pa.int32()), ("geo", _GEO)]),
+            "address.zip",
+            "string -> int",
+        ),
+        (
+            pa.struct([("city", pa.string()), ("zip", pa.string()), ("geo", pa.struct([]))]),
+            "address.geo.lat",
+            "dropped",
+        ),
+        (pa.string(), "address", "record -> string"),
+    ],
+)
+def test_nested_refusals_name_the_field_path(
+    new_type: pa.DataType, path: str, message: str
+) -> None:
+    old = arrow_to_avro_schema(pa.schema([("id", pa.int32()), ("address", _ADDRESS)]), "t")
+    with pytest.raises(InvalidArgumentError) as error:
+        evolve_schema(old, pa.schema([("id", pa.int32()), ("address", new_type)]))
+    assert error.value.field == path
+    assert message in str(error.value)
 
 
 @pytest.mark.parametrize(
@@ -57,22 +141,35 @@ def test_adding_nullable_columns_and_widening_are_accepted() -> None:
     [
         (pa.schema([("id", pa.int64())]), "name"),
         (pa.schema([("id", pa.int64()), ("name", pa.int64())]), "name"),
-        (pa.schema([("id", pa.int32()), ("name", pa.string())]), "id"),
+        (pa.schema([("id", pa.bool_()), ("name", pa.string())]), "id"),
         (pa.schema([("id", pa.string()), ("name", pa.string())]), "id"),
     ],
 )
 def test_rejected_evolutions_name_the_column(new_schema: pa.Schema, field: str) -> None:
     old = arrow_to_avro_schema(pa.schema([("id", pa.int64()), ("name", pa.string())]), "t")
     with pytest.raises(InvalidArgumentError) as error:
-        check_schema_evolution(old, new_schema)
+        evolve_schema(old, new_schema)
     assert error.value.field == field
 
 
 def test_key_fields_cannot_change_type_even_when_widening() -> None:
     old = arrow_to_avro_schema(pa.schema([("id", pa.int32())]), "t")
     with pytest.raises(InvalidArgumentError) as error:
-        check_schema_evolution(old, pa.schema([("id", pa.int64())]), protected_fields={"id"})
+        evolve_schema(old, pa.schema([("id", pa.int64())]), protected_fields={"id"})
     assert error.value.field == "id"
+
+
+def test_an_incoming_int_key_is_promoted_to_the_tables_long_key() -> None:
+    """The key string of 7 is "7" either way, so Hudi's promotion is safe for keys too."""
+    old = arrow_to_avro_schema(pa.schema([("id", pa.int64()), ("p", pa.string())]), "t")
+    new = pa.schema([("id", pa.int32()), ("p", pa.string())])
+    protected = {"id", "p"}
+    assert evolve_schema(old, new, protected_fields=protected).field("id").type == pa.int64()
+    with pytest.raises(InvalidArgumentError) as error:
+        evolve_schema(
+            old, pa.schema([("id", pa.int64()), ("p", pa.binary())]), protected_fields=protected
+        )
+    assert error.value.field == "p"
 
 
 def test_unsupported_types_and_bad_schemas() -> None:

@@ -50,30 +50,70 @@ def avro_to_arrow_schema(avro_json: str) -> pa.Schema:
     return pa.schema([_arrow_field(field) for field in record["fields"]])
 
 
-def check_schema_evolution(
+def evolve_schema(
     old_avro: str, new_arrow: pa.Schema, *, protected_fields: Collection[str] = ()
-) -> None:
-    """Reject what Hudi would reject: dropped columns, narrowing or incompatible type
-    changes, and any type change of ``protected_fields`` (record key and partition fields).
-    Adding columns (always nullable here) is accepted."""
-    old_fields = {field["name"]: _non_null(field["type"]) for field in _parse(old_avro)["fields"]}
-    new_record = json.loads(arrow_to_avro_schema(new_arrow, "evolution"))
-    new_fields = {field["name"]: _non_null(field["type"]) for field in new_record["fields"]}
-    for name, old_type in old_fields.items():
-        if name not in new_fields:
-            raise InvalidArgumentError("column was dropped from the schema", field=name)
-        new_type = new_fields[name]
-        if _shape(old_type) == _shape(new_type):
-            continue
-        if name in protected_fields:
-            raise InvalidArgumentError(
-                "the type of a record key or partition field cannot change", field=name
-            )
-        if not (isinstance(old_type, str) and new_type in _WIDENINGS.get(old_type, set())):
-            raise InvalidArgumentError(
-                f"type change {_describe(old_type)} -> {_describe(new_type)} is not allowed",
-                field=name,
-            )
+) -> pa.Schema:
+    """The schema to write incoming data with, or an error naming the field (``a.b`` for a
+    nested one) where Hudi would refuse the change.
+
+    Accepted, as in Hudi: columns and nested struct fields added (always nullable here);
+    incoming types narrower than the table's (int -> long/float/double, long ->
+    float/double, float -> double, string <-> bytes), which the result promotes to the
+    table's type; a table type widened by the incoming one. Refused: dropped (nested)
+    fields, narrowing or incompatible changes, and any type change of ``protected_fields``
+    (record key and partition fields) other than an incoming integer promoted to the
+    table's wider integer, whose key string stays the same.
+    """
+    old_fields = _parse(old_avro)["fields"]
+    return pa.schema(_evolve_fields(old_fields, list(new_arrow), "", frozenset(protected_fields)))
+
+
+def _evolve_fields(
+    old_fields: list[dict[str, Any]],
+    new_fields: list[pa.Field],
+    prefix: str,
+    protected: frozenset[str],
+) -> list[pa.Field]:
+    by_name = {field.name: field for field in new_fields if field.name not in META_COLUMNS}
+    evolved = {field.name: field for field in new_fields}
+    for old_field in old_fields:
+        path = f"{prefix}{old_field['name']}"
+        new_field = by_name.get(old_field["name"])
+        if new_field is None:
+            raise InvalidArgumentError("column was dropped from the schema", field=path)
+        kind = _evolve_type(_non_null(old_field["type"]), new_field.type, path, path in protected)
+        evolved[new_field.name] = new_field.with_type(kind)
+    return [evolved[field.name] for field in new_fields]
+
+
+def _evolve_type(old: Any, new: pa.DataType, path: str, protected: bool) -> pa.DataType:
+    """``new``, with nested fields evolved and a narrower type promoted to ``old``."""
+    old_kind = old.get("type") if isinstance(old, dict) else None
+    if old_kind == "record" and pa.types.is_struct(new):
+        children = [new.field(i) for i in range(new.num_fields)]
+        return pa.struct(_evolve_fields(old["fields"], children, f"{path}.", frozenset()))
+    if old_kind == "array" and (pa.types.is_list(new) or pa.types.is_large_list(new)):
+        items = _evolve_type(_non_null(old["items"]), new.value_type, f"{path}.element", False)
+        return pa.list_(new.value_field.with_type(items))
+    if old_kind == "map" and pa.types.is_map(new):
+        values = _evolve_type(_non_null(old["values"]), new.item_type, f"{path}.value", False)
+        return pa.map_(new.key_field, new.item_field.with_type(values))
+    new_avro = _avro_type(new, path, "evolution")
+    if _shape(old) == _shape(new_avro):
+        return new
+    primitive = isinstance(old, str) and isinstance(new_avro, str)
+    promoted = primitive and old in _WIDENINGS.get(new_avro, set())
+    if protected and not (promoted and pa.types.is_integer(_PRIMITIVES[old])):
+        raise InvalidArgumentError(
+            "the type of a record key or partition field cannot change", field=path
+        )
+    if promoted:
+        return _PRIMITIVES[old]
+    if primitive and new_avro in _WIDENINGS.get(old, set()):
+        return new
+    raise InvalidArgumentError(
+        f"type change {_describe(old)} -> {_describe(new_avro)} is not allowed", field=path
+    )
 
 
 def _record(name: str, namespace: str, fields: list[pa.Field]) -> dict[str, Any]:
