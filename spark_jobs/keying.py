@@ -11,7 +11,7 @@ import operator
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
@@ -63,6 +63,11 @@ def arrow_schema(schema: StructType, spark: SparkSession) -> pa.Schema:
     """The Arrow schema Spark hands to Python for ``schema`` (timestamps in session time)."""
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     return to_arrow_schema(schema, timezone=timezone)
+
+
+def column(name: str) -> Column:
+    """A top-level column by name, even when the name contains dots or backticks."""
+    return sf.col(f"`{name.replace('`', '``')}`")
 
 
 def add_key_columns(batch: pa.RecordBatch, config: TableConfig) -> pa.RecordBatch:

@@ -26,13 +26,17 @@ import pyarrow.parquet as pq
 import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.types import DataType
 
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs import faults
 from spark_jobs.buckets import route, write_buckets
 from spark_jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
 from spark_jobs.context import WriteContext
+from spark_jobs.deletes import delete_keys
 from spark_jobs.errors import run_spark_action
+from spark_jobs.evolution import conform_to_table
 from spark_jobs.input import FORMATS, read_input
 from spark_jobs.keying import (
     arrow_schema,
@@ -79,7 +83,7 @@ from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.properties import TableConfig
-from tidemark.table.schema import arrow_to_avro_schema, check_schema_evolution
+from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 from tidemark.table.write_checks import check_writable
 
@@ -311,19 +315,24 @@ def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableReques
         check_writable(config, disable_hudi_metadata_table=request.disable_hudi_metadata_table)
     if request.precombine_field:
         config = replace(config, precombine_field=request.precombine_field)
-    check_fields(data, config)
+    if operation != "delete":
+        check_fields(data, config)
+        if table is not None:
+            data = conform_to_table(
+                data,
+                _current_avro_schema(table),
+                protected_fields=(*config.record_key_fields, *config.partition_fields),
+            )
     data_schema = arrow_schema(data.schema, data.sparkSession)
-    if table is not None and operation != "delete":
-        check_schema_evolution(
-            _current_avro_schema(table),
-            data_schema,
-            protected_fields=(*config.record_key_fields, *config.partition_fields),
-        )
     if operation == "bulk_insert":
         rows = data
         row_count = count_checking_keys(data, config)
     else:
-        rows = dedupe(with_keys(data, config), config.precombine_field)
+        rows = (
+            delete_keys(data, config)
+            if operation == "delete"
+            else dedupe(with_keys(data, config), config.precombine_field)
+        )
         rows.persist(StorageLevel.MEMORY_AND_DISK)
         row_count = run_spark_action(rows.count)
     if operation == "delete" and table is not None:
@@ -632,7 +641,7 @@ def _run(
 ) -> WriteResult:
     return write(
         spark,
-        read_input(spark, args.input, args.format),
+        read_input(spark, args.input, args.format, _column_types(args.table)),
         args.table,
         args.op,
         record_key_fields=args.key,
@@ -650,6 +659,17 @@ def _run(
         listener=listener,
         disable_hudi_metadata_table=args.disable_hudi_metadata_table,
     )
+
+
+def _column_types(table_uri: str) -> dict[str, DataType]:
+    """The existing table's column types, to read CSV and JSON values as (none for a new
+    table: its types are inferred from the input)."""
+    try:
+        table = HoodieTable.open(table_uri)
+    except NotFoundError:
+        return {}
+    schema = avro_to_arrow_schema(_current_avro_schema(table))
+    return {field.name: from_arrow_type(field.type) for field in schema}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

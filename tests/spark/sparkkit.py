@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 from hudi import HudiTableBuilder
 
+from tidemark.cli import main
 from tidemark.storage import open_storage
 from tidemark.table.keys import META_COLUMNS, RECORD_KEY
 from tidemark.table.reader import read_snapshot
@@ -68,6 +70,13 @@ def data_files(uri: str) -> set[str]:
     }
 
 
+def table_bytes(uri: str) -> dict[str, bytes]:
+    """Every file of the table (timeline, locks, markers and data) with its content: equal
+    before and after a refused command when the command changed nothing."""
+    storage = open_storage(uri)
+    return {info.path: storage.read(info.path) for info in storage.list("")}
+
+
 def files_in_view(uri: str) -> set[str]:
     return {f.path for f in HoodieTable.open(uri).view().latest_base_files()}
 
@@ -81,3 +90,18 @@ def copy_fixture(name: str, destination: Path) -> str:
     target = destination / name
     shutil.copytree(FIXTURES / name, target)
     return str(target)
+
+
+def cli_write(uri: str, path: Path, op: str, *flags: str) -> int:
+    """``tidemark write`` as a user runs it (direct markers keep the test short)."""
+    argv = ["write", "--table", uri, "--input", str(path), "--op", op, "--markers", "direct"]
+    return main([*argv, "--master", "local[2]", *flags])
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """Rows written by Python's csv module (RFC 4180, ``\\r\\n`` line ends)."""
+    with path.open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

@@ -1,0 +1,36 @@
+"""Incoming rows in the table's types: schema evolution checked, narrower types promoted.
+
+Hudi writes an ``int`` batch into a ``double`` column as doubles (and likewise int ->
+long/float, long -> float/double, float -> double, also inside structs), so every file of
+a table agrees on each column's type. This is one projection of JVM-side casts (no Python
+workers), applied to the input of every operation that writes rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import from_arrow_type
+
+from spark_jobs.keying import arrow_schema, column
+from tidemark.table.schema import evolve_schema
+
+
+def conform_to_table(
+    data: DataFrame, table_avro: str, *, protected_fields: Collection[str] = ()
+) -> DataFrame:
+    """``data`` with each column cast to the type ``evolve_schema`` gives it; raises the
+    evolution error (naming the nested field) when Hudi would refuse the change."""
+    incoming = arrow_schema(data.schema, data.sparkSession)
+    target = evolve_schema(table_avro, incoming, protected_fields=protected_fields)
+    if target == incoming:
+        return data
+    return data.select(
+        *[
+            column(field.name)
+            if field.type == incoming.field(field.name).type
+            else column(field.name).cast(from_arrow_type(field.type)).alias(field.name)
+            for field in target
+        ]
+    )
