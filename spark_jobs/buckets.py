@@ -21,7 +21,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from spark_jobs import faults
-from spark_jobs.base_file import BaseFileWriter
+from spark_jobs.base_file import BaseFileWriter, conform
 from spark_jobs.context import WriteContext
 from spark_jobs.sizing import WritePlan
 from spark_jobs.stats import STAT_DDL, stats_batch
@@ -106,12 +106,11 @@ def _with_bucket(
 
 def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> DataFrame:
     """Write stats, one per bucket that received rows."""
-    file_columns = context.file_schema.names
 
     def write_group(group: pa.Table) -> pa.Table:
         bucket = plan.buckets[group.column(BUCKET)[0].as_py()]
         deleting = group.column(IS_DELETE).combine_chunks()
-        incoming = group.filter(pc.invert(deleting)).select(file_columns)
+        incoming = conform(group.filter(pc.invert(deleting)), context.file_schema)
         deleted_keys = group.filter(deleting).column(RECORD_KEY)
         task = current_task()
         storage = storage_for(context.table_uri)

@@ -1,0 +1,27 @@
+"""Deletes by key: the record key columns are all a delete needs.
+
+A delete input may be just the key columns (for a partitioned table the partition columns
+may be there too, and any others): only the record key is kept. Where each key lives comes
+from the table, not from the input: tagging (``spark_jobs.tagging``, Hudi's global simple
+index) joins the keys with the latest base files and gives each its partition path and file
+group, so partition columns are optional and their values play no part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyspark.sql import DataFrame
+
+from spark_jobs.keying import check_fields, column, with_keys
+from tidemark.table.keys import RECORD_KEY
+from tidemark.table.properties import TableConfig
+
+
+def delete_keys(data: DataFrame, config: TableConfig) -> DataFrame:
+    """One keyed row per distinct record key in ``data``, with only the key columns; the
+    partition path is left empty (the key's location is found by tagging)."""
+    key_config = replace(config, partition_fields=(), precombine_field=None)
+    check_fields(data, key_config)
+    keys = data.select(*[column(name) for name in config.record_key_fields])
+    return with_keys(keys, key_config).dropDuplicates([RECORD_KEY])
