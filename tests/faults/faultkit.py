@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from tidemark.table.table import HoodieTable
 
 DATA = ["id", "name", "part", "ts"]
 PARTITIONS = ("p0", "p1", "p2", "p3")
-WRITER_LEASE_S = 4.0
-"""The child writers' lock lease: short, so a test waits seconds for it to run out."""
+WRITER_LEASE_S = 6.0
+"""The child writers' lock lease: short, so a test waits seconds for it to run out, yet
+3 s of safety margin, so a busy machine delaying a heartbeat does not lose the lock."""
 WAIT_S = 240.0
 
 
@@ -234,8 +235,3 @@ def temporary_files(uri: str) -> list[str]:
 def newest_pending(uri: str) -> str:
     [pending] = HoodieTable.open(uri).timeline.pending()
     return pending.timestamp
-
-
-def table_files_of(uri: str, instant: str) -> Sequence[str]:
-    """Data files named with ``instant`` (committed or not)."""
-    return sorted(path for path in data_files(uri) if f"_{instant}." in path)
