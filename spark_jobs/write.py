@@ -469,12 +469,25 @@ def _write_locked(
         with clock.stage("commit"):
             reconciled = complete_commit(table, instant, action, metadata, reader)
     except TidemarkError as error:
-        raise with_note(
-            error, f"instant {instant} was not committed (the next write rolls it back)"
-        ) from error
+        raise with_note(error, _outcome_of_failed_write(table, instant)) from error
     result = _result(instant, operation, stats, replaced, clock, table.storage)
     result.files_reconciled = len(reconciled)
     return result
+
+
+def _outcome_of_failed_write(table: HoodieTable, instant: str) -> str:
+    """Whether the instant of a write that raised committed, read from the timeline."""
+    try:
+        table.timeline.reload()
+        committed = table.timeline.find(instant).is_completed
+    except TidemarkError:
+        return (
+            f"whether instant {instant} committed is unknown (the timeline cannot be read); "
+            "a retry with the same idempotency key is safe"
+        )
+    if committed:
+        return f"instant {instant} is committed"
+    return f"instant {instant} was not committed (the next write rolls it back)"
 
 
 def _marker_reader(table: HoodieTable, options: _Options) -> MarkerReader:

@@ -11,7 +11,8 @@ runs in another process, maybe on another machine, and refuses relative paths.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -29,6 +30,8 @@ from tidemark.table.lock import LockHolder
 from tidemark.table.markers import DirectMarkerWriter, IOType, MarkerSpec
 
 log = structlog.get_logger(__name__)
+
+R = TypeVar("R")
 
 IO_TYPES: dict[IOType, pb.IOType] = {
     IOType.CREATE: pb.IO_TYPE_CREATE,
@@ -158,9 +161,7 @@ class ServiceMarkerReader:
 
     def dir_exists(self, instant: str) -> bool:
         request = pb.MarkerDirExistsRequest(table=self._table, instant_time=instant)
-        response = call(
-            self._stub.stub.MarkerDirExists, request, idempotent=True, config=self.config
-        )
+        response = self._call(self._stub.stub.MarkerDirExists, request)
         return bool(response.exists)
 
     def delete_dir(self, instant: str) -> bool:
@@ -176,9 +177,7 @@ class ServiceMarkerReader:
             stop=stop_after_delay(self.owner_wait_s),
             reraise=True,
         )
-        response = waiting(
-            call, self._stub.stub.DeleteMarkerDir, request, idempotent=True, config=self.config
-        )
+        response = waiting(self._call, self._stub.stub.DeleteMarkerDir, request)
         return bool(response.deleted)
 
     def _list(self, instant: str, marker_filter: pb.MarkerFilter) -> set[str]:
@@ -195,7 +194,14 @@ class ServiceMarkerReader:
         request = pb.ListMarkersRequest(
             table=self._table, instant_time=instant, filter=marker_filter
         )
-        return call(read_all, request, idempotent=True, config=self.config)
+        return self._call(read_all, request)
+
+    def _call(self, method: Callable[..., R], request: Any) -> R:
+        """An idempotent call; a service still unavailable after the retries is named."""
+        try:
+            return call(method, request, idempotent=True, config=self.config)
+        except UnavailableError as error:
+            raise unreachable(self._stub.address, error) from error
 
 
 def _marker(partition_path: str, data_file_name: str, io_type: IOType) -> pb.Marker:

@@ -11,6 +11,7 @@ import grpc
 import pytest
 from pyspark.sql import SparkSession
 
+from services.marker.config import MarkerConfig
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs.write import write
 from tidemark.common.v1.common_pb2 import TableRef
@@ -20,13 +21,15 @@ from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.process import ServeProcess
 from tidemark.s3local import free_port
 from tidemark.storage import open_storage
-from tidemark.table.markers import marker_lease_dir
+from tidemark.table.lock import LockHolder, TableLock
+from tidemark.table.markers import marker_dir, marker_lease_dir
 from tidemark.table.table import HoodieTable
 
 from .outcome_kit import (
     KEYS,
     LOCK_LEASE_S,
     SCHEMA,
+    StageHook,
     assert_clean,
     assert_table_holds,
     model_of,
@@ -161,3 +164,89 @@ def test_a_killed_writer_is_rolled_back_at_once_while_its_marker_service_lives(
     assert list(storage.list(marker_lease_dir(dead) + "/")) == []
     assert_table_holds(table, model_of(first, second))
     assert_clean(table)
+
+
+def test_a_killed_marker_service_fails_the_write_naming_it(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    serve_marker: ServeProcess,
+) -> None:
+    """The service dies (SIGKILL) before the commit: the write names it and says its
+    instant did not commit; the next write (another service) rolls that instant back."""
+    monkeypatch.setenv("TIDEMARK_CLIENT_MAX_ATTEMPTS", "2")
+    table = str(tmp_path / "table")
+    with pytest.raises(UnavailableError) as failed:
+        write(
+            spark,
+            spark.createDataFrame(rows(0, 20, "lost"), SCHEMA),
+            table,
+            "bulk_insert",
+            markers="service",
+            marker_service_address=serve_marker.address,
+            listener=StageHook(started={"commit": serve_marker.kill}),
+            **KEYS,
+        )
+    message = str(failed.value)
+    assert f"marker service at {serve_marker.address}" in message
+    assert "was not committed" in message
+
+    kept = rows(5, 10, "kept")
+    with start_embedded_marker_service() as other_service:
+        write(
+            spark,
+            spark.createDataFrame(kept, SCHEMA),
+            table,
+            "upsert",
+            markers="service",
+            marker_service_address=other_service.address,
+        )
+    assert_table_holds(table, model_of(kept))
+    assert_clean(table)
+
+
+def _delete_request(table: str, instant: str, holder: LockHolder) -> pb.DeleteMarkerDirRequest:
+    request = pb.DeleteMarkerDirRequest(table=TableRef(base_path=table), instant_time=instant)
+    request.table_lock.generation = holder.generation
+    request.table_lock.token = holder.token
+    return request
+
+
+def test_only_the_table_lock_holder_deletes_a_dir_another_service_leases(tmp_path: Path) -> None:
+    """A forged or stale lock is refused and deletes nothing; the holder's deletion
+    works at once, and the service that leased the dir gives it up at its next renewal
+    instead of writing its lease back."""
+    table, instant = str(tmp_path), "20240102030405006"
+    config = MarkerConfig(batch_interval_ms=5, lease_s=SERVICE_LEASE_S)
+    marker = pb.Marker(partition_path="p", data_file_name="f.parquet", io_type=pb.IO_TYPE_CREATE)
+    storage = open_storage(table)
+    with (
+        start_embedded_marker_service(config=config) as owner,
+        start_embedded_marker_service(config=config) as other,
+        grpc.insecure_channel(owner.address) as owner_channel,
+        grpc.insecure_channel(other.address) as other_channel,
+    ):
+        create = pb.CreateMarkerRequest(
+            table=TableRef(base_path=table), instant_time=instant, marker=marker
+        )
+        assert MarkerServiceStub(owner_channel).CreateMarker(create).created
+        deleting = MarkerServiceStub(other_channel).DeleteMarkerDir
+        with TableLock(storage, "test-writer", lease_s=30) as lock:
+            held = lock.holder
+            assert held is not None
+            forged = LockHolder(held.generation, "not-the-token")
+            with pytest.raises(grpc.RpcError) as refused:
+                deleting(_delete_request(table, instant, forged))
+            assert isinstance(refused.value, grpc.Call)
+            assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert "table_lock" in (refused.value.details() or "")
+            assert any(storage.list(marker_dir(instant) + "/"))
+
+            assert deleting(_delete_request(table, instant, held)).deleted
+        with pytest.raises(grpc.RpcError) as released:
+            deleting(_delete_request(table, instant, held))
+        assert isinstance(released.value, grpc.Call)
+        assert released.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        time.sleep(2 * SERVICE_LEASE_S / 3)
+        assert list(storage.list(marker_dir(instant) + "/")) == []
+        assert list(storage.list(marker_lease_dir(instant) + "/")) == []

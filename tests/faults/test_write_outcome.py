@@ -42,6 +42,7 @@ pytestmark = pytest.mark.spark
 
 DELETE_OBJECTS = r"[?&]delete"
 LOCK_OBJECTS = r"/\.hoodie/\.tidemark/lock/"
+COMPLETED_INSTANT = r"/\.hoodie/\d{17}\.commit$"
 DATA_NAMES = ["id", "name", "part", "ts"]
 ARROW_SCHEMA = pa.schema(
     [("id", pa.int32()), ("name", pa.string()), ("part", pa.string()), ("ts", pa.int64())]
@@ -91,6 +92,35 @@ def test_clean_up_failures_after_the_commit_are_warnings(
     assert_clean(s3_bucket)
 
 
+def test_a_publish_answered_with_errors_after_it_took_effect_is_a_commit(
+    spark: SparkSession, s3_bucket: str, proxy: FaultProxy
+) -> None:
+    """The completed instant is written but every answer to it is a 503 (the first
+    response lost, the retries refused): the write reports its instant as committed."""
+    batch = rows(0, 20, "v1")
+    hook = StageHook(
+        started={
+            "commit": lambda: proxy.fail_always(
+                method="PUT", path_pattern=COMPLETED_INSTANT, forward=True
+            )
+        }
+    )
+    result = write(
+        spark,
+        spark.createDataFrame(batch, SCHEMA),
+        s3_bucket,
+        "bulk_insert",
+        lock_lease_s=LOCK_LEASE_S,
+        listener=hook,
+        **KEYS,
+    )
+    assert proxy.injected >= 2
+    proxy.clear()
+    assert _completed(s3_bucket) == [result.instant]
+    assert_table_holds(s3_bucket, model_of(batch))
+    assert_clean(s3_bucket)
+
+
 def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     spark: SparkSession, s3_bucket: str, proxy: FaultProxy
 ) -> None:
@@ -100,7 +130,7 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
         started={
             "commit": lambda: proxy.fail_always(
                 method="PUT",
-                path_pattern=rf"/\.hoodie/\d{{17}}\.commit$|{LOCK_OBJECTS}",
+                path_pattern=f"{COMPLETED_INSTANT}|{LOCK_OBJECTS}",
                 status=403,
                 code="AccessDenied",
             )
@@ -117,9 +147,8 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
             **KEYS,
         )
     message = str(failed.value)
-    assert ".commit" in message and "access denied" in message
-    assert "was not committed" in message and "lock" not in message
-    assert "\n" not in message
+    assert "access denied" in message and "was not committed" in message
+    assert "release" not in message and "\n" not in message
 
     proxy.clear()
     time.sleep(LOCK_LEASE_S)

@@ -104,7 +104,7 @@ def complete_commit(
                 metadata.partition_to_write_stats,
             )
         )
-    table.timeline.complete(instant, action, metadata.to_json())
+    _publish(table, instant, action, metadata)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
     try:
         markers.delete_dir(instant)
@@ -117,6 +117,18 @@ def complete_commit(
             note="the instant is committed; the next write deletes the marker dir",
         )
     return deleted
+
+
+def _publish(table: HoodieTable, instant: str, action: str, metadata: CommitMetadata) -> None:
+    """Write the completed instant. A publish whose every answer was an error although it
+    took effect (the first response lost, the retries refused) is a success."""
+    try:
+        table.timeline.complete(instant, action, metadata.to_json())
+    except TidemarkError:
+        table.timeline.reload()
+        if not table.timeline.find(instant).is_completed:
+            raise
+        log.warning("commit.published_despite_error", table=table.uri, instant=instant)
 
 
 def committed_with_key(table: HoodieTable, key: str) -> str | None:
