@@ -70,7 +70,7 @@ def assert_clean(uri: str) -> None:
     assert list(storage.list(f"{TEMP_DIR}/")) == []
     assert list(storage.list(f"{MARKER_LEASE_ROOT}/")) == []
     if "://" not in uri:
-        assert list(Path(uri).rglob(f"*{TEMP_MARKER}*")) == []
+        assert [str(path) for path in Path(uri).rglob(f"*{TEMP_MARKER}*")] == []
 
 
 class StageHook:

@@ -18,9 +18,11 @@ from spark_jobs.write import write
 from tidemark.errors import InvalidArgumentError, PermissionDeniedError
 from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
+from tidemark.storage.local import TEMP_MARKER
 from tidemark.table.commit import IDEMPOTENCY_KEY
 from tidemark.table.instant import COMMIT
-from tidemark.table.markers import marker_dir
+from tidemark.table.lock import LOCK_DIR, TableLock
+from tidemark.table.markers import delete_marker_dir, marker_dir, marker_lease_dir
 from tidemark.table.table import HoodieTable
 
 from .outcome_kit import (
@@ -265,3 +267,21 @@ def test_a_race_to_create_the_table_with_another_layout_names_it(
     assert refused.value.field == "partition_fields"
     assert "another writer created the table concurrently" in str(refused.value)
     assert_table_holds(table, model_of(winner))
+
+
+def test_temporaries_of_killed_lease_and_marker_writes_are_deleted(tmp_path: Path) -> None:
+    """A process killed while renewing a lease or flushing a MARKERS file leaves a hidden
+    temporary; the next lock holder and the marker dir's deletion remove them."""
+    storage = open_storage(str(tmp_path))
+    instant = "20240102030405006"
+    temporaries = [
+        tmp_path / f"{LOCK_DIR}/.{1:020d}{TEMP_MARKER}a",
+        tmp_path / f"{marker_dir(instant)}/.MARKERS0{TEMP_MARKER}b",
+        tmp_path / f"{marker_lease_dir(instant)}/.{0:010d}{TEMP_MARKER}c",
+    ]
+    for temporary in temporaries:
+        temporary.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_bytes(b"partial")
+    with TableLock(storage, "next-writer", heartbeat=False):
+        delete_marker_dir(storage, instant)
+    assert [path for path in temporaries if path.exists()] == []

@@ -159,7 +159,12 @@ class TableLock:
         self._generation = claim
         self._renewed_at = started
         self.lost.clear()
-        self.storage.delete_many(self._path(g) for g in self._generations() if g < claim)
+        self.storage.delete_many(  # and temporaries of renewals a killed holder left
+            [
+                *(self._path(g) for g in self._generations() if g < claim),
+                *(partial.path for partial in self.storage.partial_files(LOCK_DIR)),
+            ]
+        )
         if lease is not None and not lease.released:
             log.warning("lock.taken_over", previous_owner=lease.owner, owner=self.owner)
         log.info("lock.acquired", owner=self.owner, generation=claim)

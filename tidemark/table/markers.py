@@ -159,9 +159,15 @@ def marker_dir_instants(storage: Storage) -> list[str]:
 
 def delete_marker_dir(storage: Storage, instant: str) -> bool:
     """Delete the marker directory, and the marker service's lease of it (left behind when
-    a service that wrote the dir died); True if the marker directory held anything."""
+    a service that wrote the dir died), with the temporaries of writes into either that a
+    killed process left; True if the marker directory held anything."""
     deleted = storage.delete_prefix(marker_dir(instant) + "/") > 0
     storage.delete_prefix(marker_lease_dir(instant) + "/")
+    storage.delete_many(
+        partial.path
+        for directory in (marker_dir(instant), marker_lease_dir(instant))
+        for partial in storage.partial_files(directory)
+    )
     return deleted
 
 
