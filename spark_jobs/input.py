@@ -17,7 +17,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as sf
-from pyspark.sql.types import AtomicType, DataType, StringType, StructField, StructType
+from pyspark.sql.types import AtomicType, BinaryType, DataType, StringType, StructField, StructType
 
 from spark_jobs.keying import column
 from tidemark.errors import InvalidArgumentError, NotFoundError
@@ -95,8 +95,14 @@ def _load(reader: DataFrameReader, kind: str, path: str) -> DataFrame:
 
 
 def _typed(field: StructField, column_types: Mapping[str, DataType]) -> StructField:
+    """``field`` as the table's plain type, except binary: Spark's JSON reader would take
+    the text as base64; read as a string, it is promoted to its UTF-8 bytes."""
     kind = column_types.get(field.name)
-    if isinstance(kind, AtomicType) and isinstance(field.dataType, AtomicType):
+    if (
+        isinstance(kind, AtomicType)
+        and not isinstance(kind, BinaryType)
+        and isinstance(field.dataType, AtomicType)
+    ):
         return StructField(field.name, kind, True)
     return field
 

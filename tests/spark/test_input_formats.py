@@ -39,23 +39,29 @@ def test_csv_from_pythons_csv_module_round_trips_exactly(
 def test_csv_and_json_values_are_read_as_the_tables_column_types(
     spark: SparkSession, local_or_s3_uri: str, tmp_path: Path
 ) -> None:
-    """A zip code column stays a string (inference would make 02134 the int 2134) and a
-    JSON number lands in the int key as an int (inference says long)."""
-    df = spark.createDataFrame([(1, "0150", 1.5)], "id int, zip string, amount double")
+    """A zip code column stays a string (inference would make 02134 the int 2134), a JSON
+    number lands in the int key as an int (inference says long), text in a binary column
+    is written as its UTF-8 bytes."""
+    df = spark.createDataFrame(
+        [(1, "0150", 1.5, b"\x00")], "id int, zip string, amount double, raw binary"
+    )
     write(spark, df, local_or_s3_uri, "bulk_insert", record_key_fields=["id"])
-    batch = write_csv(tmp_path / "batch.csv", [{"id": 2, "zip": "02134", "amount": 3}])
+    batch = write_csv(
+        tmp_path / "batch.csv", [{"id": 2, "zip": "02134", "amount": 3, "raw": "abc"}]
+    )
     assert cli_write(local_or_s3_uri, batch, "upsert") == 0
     lines = tmp_path / "batch.jsonl"
-    lines.write_text('{"id": 3, "zip": "10115", "amount": 4}\n')
+    lines.write_text('{"id": 3, "zip": "10115", "amount": 4, "raw": "de"}\n')
     assert cli_write(local_or_s3_uri, lines, "upsert") == 0
     table = hudi_rs_table(local_or_s3_uri)
     assert table is not None
     assert table.schema.field("id").type == pa.int32()
     rows = rows_by_key(table)
-    assert {key: {c: row[c] for c in ("id", "zip", "amount")} for key, row in rows.items()} == {
-        "1": {"id": 1, "zip": "0150", "amount": 1.5},
-        "2": {"id": 2, "zip": "02134", "amount": 3.0},
-        "3": {"id": 3, "zip": "10115", "amount": 4.0},
+    columns = ("id", "zip", "amount", "raw")
+    assert {key: {c: row[c] for c in columns} for key, row in rows.items()} == {
+        "1": {"id": 1, "zip": "0150", "amount": 1.5, "raw": b"\x00"},
+        "2": {"id": 2, "zip": "02134", "amount": 3.0, "raw": b"abc"},
+        "3": {"id": 3, "zip": "10115", "amount": 4.0, "raw": b"de"},
     }
 
 
