@@ -12,8 +12,6 @@ Tables with virtual keys (``hoodie.populate.meta.fields=false``) store no keys:
 
 from __future__ import annotations
 
-import urllib.parse
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,6 +38,7 @@ META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PART = "__null__"
 EMPTY_KEY_PART = "__empty__"
+_ESCAPED = frozenset([chr(code) for code in range(0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 SUPPORTED_KEY_GENERATORS = (
     SIMPLE_KEY_GENERATOR,
     COMPLEX_KEY_GENERATOR,
@@ -80,9 +79,21 @@ def record_keys(table: pa.Table, config: TableConfig) -> pa.Array:
 
 def partition_paths(table: pa.Table, config: TableConfig) -> pa.Array:
     """``_hoodie_partition_path`` for every row (``""`` for non-partitioned tables)."""
+    segments = partition_segments(table, config)
+    if not segments:
+        return pa.array([""] * table.num_rows, type=pa.string())
+    if len(segments) == 1:
+        return segments[0]
+    return pc.binary_join_element_wise(*segments, "/")
+
+
+def partition_segments(table: pa.Table, config: TableConfig) -> list[pa.Array]:
+    """What each partition field contributes to the partition path, in field order: the
+    value (``__HIVE_DEFAULT_PARTITION__`` when null or empty), URL-encoded when the table
+    says so, ``field=``-prefixed when hive-style. Empty for non-partitioned tables."""
     check_key_generator(config)
     if not config.partition_fields or config.key_generator_class == NON_PARTITIONED_KEY_GENERATOR:
-        return pa.array([""] * table.num_rows, type=pa.string())
+        return []
     segments = []
     props = dict(config.properties)
     for name, kind in zip(config.partition_fields, partition_field_kinds(config), strict=True):
@@ -98,9 +109,13 @@ def partition_paths(table: pa.Table, config: TableConfig) -> pa.Array:
         if config.hive_style:
             values = pc.binary_join_element_wise(f"{name}=", values, "")
         segments.append(values)
-    if len(segments) == 1:
-        return segments[0]
-    return pc.binary_join_element_wise(*segments, "/")
+    return segments
+
+
+def escape_partition_value(value: str) -> str:
+    """Hudi's ``PartitionPathEncodeUtils.escapePathName``: control characters and
+    ``"#%'*/:=?\\{[]^`` and DEL become ``%XX``; everything else (non-ASCII included) stays."""
+    return "".join(f"%{ord(char):02X}" if char in _ESCAPED else char for char in value)
 
 
 def stored_record_keys(rows: pa.Table, config: TableConfig) -> pa.Array:
@@ -210,6 +225,6 @@ def _url_encode(values: pa.Array) -> pa.Array:
     """URL-encode the distinct values only (few per batch), then map back."""
     unique = pc.unique(values)
     encoded = pa.array(
-        [urllib.parse.quote(value, safe="") for value in unique.to_pylist()], type=pa.string()
+        [escape_partition_value(value) for value in unique.to_pylist()], type=pa.string()
     )
     return pc.take(encoded, pc.index_in(values, value_set=unique))

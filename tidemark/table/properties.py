@@ -7,6 +7,7 @@ Hudi's own validation accepts the file.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ NON_PARTITIONED_KEY_GENERATOR = "org.apache.hudi.keygen.NonpartitionedKeyGenerat
 TIMESTAMP_KEY_GENERATOR = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 CUSTOM_KEY_GENERATOR = "org.apache.hudi.keygen.CustomKeyGenerator"
 POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
+AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""Avro's name rule; Hudi derives Avro record names from table names."""
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,10 @@ class TableConfig:
     """Every key of the hoodie.properties the config was read from (empty for new tables)."""
 
     def __post_init__(self) -> None:
-        if not self.name or not self.name.replace("_", "").isalnum():
+        if not AVRO_NAME.fullmatch(self.name):
             raise InvalidArgumentError(
-                f"table name {self.name!r} must be non-empty letters, digits or '_'",
+                f"table name {self.name!r} must be ASCII letters, digits or '_', not starting "
+                "with a digit (Hudi derives the Avro record name from it)",
                 field="name",
             )
         if not self.record_key_fields or not all(self.record_key_fields):

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.keys import META_COLUMNS
+from tidemark.table.names import avro_name
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -35,10 +36,12 @@ _WIDENINGS = {
 
 
 def arrow_to_avro_schema(schema: pa.Schema, table_name: str) -> str:
-    """Hudi's Avro record JSON for the data columns (meta columns are left out)."""
-    namespace = f"hoodie.{table_name}"
+    """Hudi's Avro record JSON for the data columns (meta columns are left out); the record
+    name comes from the table name made an Avro name, as Hudi does."""
+    name = avro_name(table_name)
+    namespace = f"hoodie.{name}"
     record = _record(
-        f"{table_name}_record",
+        f"{name}_record",
         namespace,
         [f for f in schema if f.name not in META_COLUMNS],
     )
