@@ -10,23 +10,27 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
+import structlog
 from pyspark.errors.exceptions.captured import PythonException
 
 from tidemark import errors
 
+log = structlog.get_logger(__name__)
 T = TypeVar("T")
 _DOMAIN_ERROR = re.compile(r"tidemark\.errors\.(?P<kind>\w+Error): (?P<text>[^\n]*)")
 _FIELD = re.compile(r"(?P<field>[\w.,]+): (?P<message>.*)")
 
 
 def run_spark_action(action: Callable[[], T]) -> T:
-    """Run a Spark action; a domain error from a task is re-raised as itself."""
+    """Run a Spark action; a domain error from a task is re-raised as itself (the task's
+    trace goes to the debug log: the user sees one line)."""
     try:
         return action()
     except PythonException as failure:
         restored = domain_error_from(str(failure))
         if restored is None:
             raise
+        log.debug("spark.task_failed", error=str(restored), trace=str(failure))
         raise restored from failure
 
 

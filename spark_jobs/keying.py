@@ -6,8 +6,6 @@ readers), computed column-wise on Arrow batches in the executors.
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -16,18 +14,15 @@ from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
-from spark_jobs.errors import run_spark_action
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.keys import (
     META_COLUMNS,
     PARTITION_PATH,
     RECORD_KEY,
-    check_key_generator,
-    check_key_type,
     partition_paths,
     record_keys,
 )
-from tidemark.table.properties import COMPLEX_KEY_GENERATOR, TableConfig
+from tidemark.table.properties import TableConfig
 
 _ARRIVAL = "_tm_arrival"
 
@@ -88,38 +83,6 @@ def with_keys(df: DataFrame, config: TableConfig) -> DataFrame:
             yield add_key_columns(batch, config)
 
     return df.mapInArrow(add_keys, keyed_schema(df))
-
-
-def count_checking_keys(df: DataFrame, config: TableConfig) -> int:
-    """Count the rows and find null or empty record keys in one JVM pass over the key
-    columns (no Python workers), so bad keys are reported before anything is written.
-
-    The same rules as ``tidemark.table.keys.record_keys``, which the writing tasks apply
-    again to every row they key.
-    """
-    check_key_generator(config)
-    schema = arrow_schema(df.schema, df.sparkSession)
-    for name in dict.fromkeys((*config.record_key_fields, *config.partition_fields)):
-        check_key_type(schema.field(name))
-    missing = [
-        sf.col(name).isNull() | (sf.col(name).cast("string") == "")
-        for name in config.record_key_fields
-    ]
-    complex_key = len(missing) > 1 or config.key_generator_class == COMPLEX_KEY_GENERATOR
-    bad = functools.reduce(operator.and_ if complex_key else operator.or_, missing)
-    counts = run_spark_action(
-        df.select(
-            sf.count(sf.lit(1)).alias("rows"),
-            sf.count_if(bad).alias("bad"),
-        ).collect
-    )[0]
-    if counts["bad"]:
-        raise InvalidArgumentError(
-            f"{'every record key field' if complex_key else 'record key'} is null or empty "
-            f"in {counts['bad']} rows",
-            field=",".join(config.record_key_fields),
-        )
-    return int(counts["rows"])
 
 
 def dedupe(keyed: DataFrame, precombine_field: str | None) -> DataFrame:

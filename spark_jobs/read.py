@@ -10,7 +10,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -19,7 +18,13 @@ from spark_jobs.base_file import conform
 from spark_jobs.task import storage_for
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.fsview import BaseFile
-from tidemark.table.reader import parse_partition_path, read_snapshot
+from tidemark.table.reader import (
+    parse_partition_path,
+    partition_value,
+    prepare_filters,
+    read_snapshot,
+    row_mask,
+)
 from tidemark.table.table import HoodieTable
 
 
@@ -40,6 +45,7 @@ def read_dataframe(
     for name in [*conditions, *(columns or [])]:
         if name not in schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
+    filters = prepare_filters(table.config, schema, [(n, "=", v) for n, v in conditions.items()])
     output = pa.schema([schema.field(n) for n in columns]) if columns else schema
     listing = [f.path for f in files]
     slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
@@ -54,8 +60,8 @@ def read_dataframe(
             for path in batch.column(0).to_pylist():
                 with storage.open_input(path) as stream:
                     rows = conform(pq.read_table(stream), schema)
-                for name, value in conditions.items():
-                    rows = rows.filter(pc.equal(rows.column(name), pa.scalar(value)))
+                for condition in filters:
+                    rows = rows.filter(row_mask(rows, condition))
                 yield from conform(rows, output).to_batches()
 
     return paths.mapInArrow(read_files, from_arrow_schema(output))
@@ -65,7 +71,7 @@ def _may_match(base: BaseFile, table: HoodieTable, conditions: Mapping[str, Any]
     decoded = parse_partition_path(base.partition_path, table.config)
     if decoded is None:
         return True
-    return all(decoded[n] == str(v) for n, v in conditions.items() if n in decoded)
+    return all(decoded[n] == partition_value(v) for n, v in conditions.items() if n in decoded)
 
 
 def _schema(table: HoodieTable, files: Sequence[BaseFile], as_of: str | None) -> pa.Schema:

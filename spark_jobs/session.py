@@ -13,6 +13,12 @@ from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 _FORWARDED_ENV_PREFIXES = ("AWS_", "TIDEMARK_")
+_TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+)
+"""They print a failed task's whole trace; the failure reaches the driver's action anyway,
+where ``spark_jobs.errors.run_spark_action`` logs it at debug level and raises one error."""
 
 
 def build_session(
@@ -50,6 +56,9 @@ def build_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    log4j = session.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+    for name in _TASK_FAILURE_LOGGERS:
+        log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
     return session
 
 

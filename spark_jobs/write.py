@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import socket
 import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import PurePosixPath
 from typing import Literal
 
 import pyarrow as pa
@@ -41,7 +39,6 @@ from spark_jobs.input import FORMATS, read_input
 from spark_jobs.keying import (
     arrow_schema,
     check_fields,
-    count_checking_keys,
     data_columns,
     dedupe,
     keyed_schema,
@@ -58,6 +55,7 @@ from spark_jobs.sizing import (
 from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.stats import stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
+from spark_jobs.validation import TableRequest, check_layout, validate_input
 from tidemark.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -82,6 +80,7 @@ from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
+from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -145,6 +144,7 @@ def write(
     partition_fields: Sequence[str] = (),
     precombine_field: str | None = None,
     hive_style: bool = False,
+    url_encode_partitions: bool = False,
     markers: MarkerKind = "direct",
     marker_service_address: str | None = None,
     marker_fallback_direct: bool = False,
@@ -197,6 +197,7 @@ def write(
         tuple(partition_fields),
         precombine_field,
         hive_style,
+        url_encode_partitions,
         disable_hudi_metadata_table,
     )
     with clock.stage("prepare"):
@@ -284,17 +285,6 @@ def _release(lock: TableLock) -> None:
 
 
 @dataclass(frozen=True)
-class TableRequest:
-    """The table layout asked for by the caller (used to create a table, checked otherwise)."""
-
-    record_key_fields: tuple[str, ...]
-    partition_fields: tuple[str, ...]
-    precombine_field: str | None
-    hive_style: bool
-    disable_hudi_metadata_table: bool = False
-
-
-@dataclass(frozen=True)
 class _Options:
     markers: MarkerKind
     marker_service_address: str | None
@@ -309,6 +299,7 @@ class _Options:
 def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableRequest) -> _Prepared:
     """Validate everything that can be validated without the lock; nothing is written."""
     data = data_columns(df)
+    check_column_names(arrow_schema(data.schema, data.sparkSession))
     table = _open_existing(table_uri, request)
     config = table.config if table else _new_config(table_uri, data, request)
     if table is not None:
@@ -324,9 +315,9 @@ def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableReques
                 protected_fields=(*config.record_key_fields, *config.partition_fields),
             )
     data_schema = arrow_schema(data.schema, data.sparkSession)
+    row_count = validate_input(data, config, operation, table)
     if operation == "bulk_insert":
         rows = data
-        row_count = count_checking_keys(data, config)
     else:
         rows = (
             delete_keys(data, config)
@@ -353,23 +344,12 @@ def _open_existing(table_uri: str, request: TableRequest) -> HoodieTable | None:
         if request.record_key_fields and missing.field == "table":
             return None
         raise
-    config = table.config
-    for name, asked, actual in (
-        ("record_key_fields", request.record_key_fields, config.record_key_fields),
-        ("partition_fields", request.partition_fields, config.partition_fields),
-    ):
-        if asked and asked != actual:
-            raise InvalidArgumentError(
-                f"the table has {','.join(actual) or '(none)'}, not {','.join(asked)}",
-                field=name,
-            )
+    check_layout(table.config, request)
     return table
 
 
 def _new_config(table_uri: str, data: DataFrame, request: TableRequest) -> TableConfig:
-    name = re.sub(r"\W", "_", PurePosixPath(table_uri.rstrip("/")).name) or "tidemark_table"
-    if name[0].isdigit():
-        name = f"t_{name}"
+    name = table_name_from_uri(table_uri)
     keys, partitions = request.record_key_fields, request.partition_fields
     return TableConfig(
         name=name,
@@ -379,6 +359,7 @@ def _new_config(table_uri: str, data: DataFrame, request: TableRequest) -> Table
         hive_style=request.hive_style,
         avro_schema=arrow_to_avro_schema(arrow_schema(data.schema, data.sparkSession), name),
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
+        url_encode_partitions=request.url_encode_partitions,
     )
 
 
@@ -587,6 +568,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precombine", help="field deciding between duplicate keys")
     parser.add_argument("--hive-style", action="store_true", help="field=value partitions")
     parser.add_argument(
+        "--urlencode-partitions",
+        action="store_true",
+        help="URL-encode partition values as Hudi does (table creation only)",
+    )
+    parser.add_argument(
         "--markers",
         choices=("direct", "service"),
         default="service",
@@ -661,6 +647,7 @@ def _run(
         partition_fields=args.partition,
         precombine_field=args.precombine,
         hive_style=args.hive_style,
+        url_encode_partitions=args.urlencode_partitions,
         markers=args.markers,
         marker_service_address=marker_service_address,
         marker_fallback_direct=args.marker_fallback_direct,

@@ -17,9 +17,10 @@ from rich.table import Table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.commit import rollback, rollback_target
-from tidemark.table.keys import META_COLUMNS, SUPPORTED_KEY_GENERATORS, record_keys
+from tidemark.table.keys import META_COLUMNS
 from tidemark.table.lock import TableLock
 from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.names import check_write_schema, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.reader import read_snapshot
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -42,6 +43,11 @@ def register(subparsers: Any) -> None:
     create.add_argument("--partition", default="", help="partition field(s), comma-separated")
     create.add_argument("--precombine", help="field deciding between duplicate keys")
     create.add_argument("--hive-style", action="store_true", help="field=value partition folders")
+    create.add_argument(
+        "--urlencode-partitions",
+        action="store_true",
+        help="URL-encode partition values in folder names, as Hudi does",
+    )
     create.add_argument("--name", help="table name (default: the last folder of --table)")
     create.set_defaults(handler=run_create)
 
@@ -71,7 +77,7 @@ def register(subparsers: Any) -> None:
 
 def run_create(args: argparse.Namespace) -> int:
     schema = _load_schema(args.schema_from, args.schema)
-    name = args.name or args.table.rstrip("/").rpartition("/")[2].replace("-", "_")
+    name = args.name or table_name_from_uri(args.table)
     keys = _fields(args.key)
     partitions = _fields(args.partition)
     for option, names in (("key", keys), ("partition", partitions)):
@@ -88,7 +94,9 @@ def run_create(args: argparse.Namespace) -> int:
         hive_style=args.hive_style,
         avro_schema=arrow_to_avro_schema(schema, name),
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
+        url_encode_partitions=args.urlencode_partitions,
     )
+    check_write_schema(schema, config)
     table = HoodieTable.create(args.table, config)
     print(f"created table {config.name} at {table.uri}")
     return 0
@@ -101,7 +109,6 @@ def run_read(args: argparse.Namespace) -> int:
         table.storage,
         columns=args.columns,
         filters=[(column, "=", value) for column, value in conditions],
-        record_keys=_record_keys_from(table.config, dict(conditions)),
     )
     if args.limit is not None:
         result = result.slice(0, args.limit)
@@ -203,25 +210,19 @@ def _parse_where(item: str) -> tuple[str, str]:
     return column, value
 
 
-def _record_keys_from(config: TableConfig, conditions: dict[str, str]) -> set[str] | None:
-    """Turn equality on every record key field into a record key lookup (file pruning)."""
-    fields = config.record_key_fields
-    if config.key_generator_class not in SUPPORTED_KEY_GENERATORS or not all(
-        name in conditions for name in fields
-    ):
-        return None
-    return set(
-        record_keys(pa.table({name: [conditions[name]] for name in fields}), config).to_pylist()
-    )
-
-
 def _write_output(result: pa.Table, path: str) -> None:
-    if path.endswith(".parquet"):
-        pq.write_table(result, path)
-    elif path.endswith(".json"):
-        Path(path).write_text(json.dumps(result.to_pylist(), default=str, indent=1))
-    else:
+    if not path.endswith((".parquet", ".json")):
         raise InvalidArgumentError("must end in .parquet or .json", field="output")
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise InvalidArgumentError(f"folder {folder} does not exist", field="output")
+    try:
+        if path.endswith(".parquet"):
+            pq.write_table(result, path)
+        else:
+            Path(path).write_text(json.dumps(result.to_pylist(), default=str, indent=1))
+    except OSError as error:
+        raise InvalidArgumentError(f"cannot write {path}: {error}", field="output") from error
 
 
 def _print_rows(result: pa.Table) -> None:

@@ -16,7 +16,13 @@ from pathlib import PurePosixPath
 import pyarrow as pa
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.keys import META_COLUMNS, check_key_generator, check_key_type
+from tidemark.table.keys import (
+    META_COLUMNS,
+    TIMESTAMP,
+    check_key_generator,
+    check_key_type,
+    partition_field_kinds,
+)
 from tidemark.table.properties import AVRO_NAME, TableConfig
 
 INTERNAL_COLUMN_PREFIX = "_tm_"
@@ -54,8 +60,10 @@ def check_write_schema(schema: pa.Schema, config: TableConfig) -> None:
     """Column names Hudi readers accept, and key and partition fields of key types."""
     check_key_generator(config)
     check_column_names(schema)
+    kinds = dict(zip(config.partition_fields, partition_field_kinds(config), strict=True))
     for name in dict.fromkeys((*config.record_key_fields, *config.partition_fields)):
-        check_key_type(schema.field(name))
+        if kinds.get(name) != TIMESTAMP:
+            check_key_type(schema.field(name))
 
 
 def check_column_names(schema: pa.Schema) -> None:

@@ -15,12 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tidemark.errors import InvalidArgumentError
+from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
 from tidemark.table.keys import (
+    DEFAULT_PARTITION,
     META_COLUMNS,
     RECORD_KEY,
     key_source_columns,
+    record_keys,
     stored_record_keys,
 )
 from tidemark.table.properties import CUSTOM_KEY_GENERATOR, TIMESTAMP_KEY_GENERATOR, TableConfig
@@ -46,8 +48,12 @@ def read_snapshot(
         table = HoodieTable.open(storage_or_uri)
     else:
         table = HoodieTable.from_storage(storage_or_uri)
-    filters = [_check_filter(f) for f in filters or []]
-    keys = set(record_keys) if record_keys is not None else None
+    declared = _table_schema(table)
+    filters = prepare_filters(table.config, declared, filters or [])
+    if record_keys is not None:
+        keys: set[str] | None = set(record_keys)
+    else:
+        keys = _keys_from_filters(table.config, declared, filters)
     accept_partition = _partition_predicate(table.config, partition_filter, filters)
     base_files = [
         f for f in table.view(as_of).latest_base_files() if accept_partition(f.partition_path)
@@ -59,9 +65,7 @@ def read_snapshot(
             schemas.append(parquet.schema_arrow)
             if _may_match(parquet, keys, filters):
                 pieces.append(_read_file(parquet, table.config, columns, keys, filters))
-    schema = (
-        pa.unify_schemas(schemas, promote_options="permissive") if schemas else _table_schema(table)
-    )
+    schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else declared
     for name in [f[0] for f in filters] + list(columns or []):
         if name not in schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
@@ -93,6 +97,83 @@ def parse_partition_path(partition_path: str, config: TableConfig) -> dict[str, 
     return values
 
 
+def prepare_filters(config: TableConfig, schema: pa.Schema, filters: list[Filter]) -> list[Filter]:
+    """Checked filters: each value valid for its column's type (an error, not an empty
+    result, otherwise), and equality with ``""`` or None on a partition field meaning null
+    or empty, as both are stored under ``__HIVE_DEFAULT_PARTITION__``."""
+    prepared: list[Filter] = []
+    for item in filters:
+        column, op, value = _check_filter(item)
+        if column in config.partition_fields and op == "=" and value in ("", None):
+            value = None
+        if column in schema.names:
+            for member in value if op in ("in", "not in") else [value]:
+                _coerce(member, schema.field(column).type, column)
+        prepared.append((column, op, value))
+    return prepared
+
+
+def row_mask(data: pa.Table, condition: Filter) -> pa.ChunkedArray:
+    """Rows of ``data`` meeting a prepared filter; equality with None matches null (and,
+    for strings, empty) values."""
+    column, op, value = condition
+    if column not in data.column_names:
+        return pa.chunked_array([pa.array([False] * data.num_rows)])
+    values = data.column(column)
+    if op == "=" and value is None:
+        missing = pc.is_null(values)
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            missing = pc.or_kleene(missing, pc.equal(values, ""))
+        return pc.fill_null(missing, False)
+    if op in ("in", "not in"):
+        members = pa.array([_coerce(v, values.type, column) for v in value], type=values.type)
+        hit = pc.is_in(values, value_set=members)
+        return pc.invert(hit) if op == "not in" else hit
+    scalar = pa.scalar(_coerce(value, values.type, column), type=values.type)
+    compare = {
+        "=": pc.equal,
+        "!=": pc.not_equal,
+        "<": pc.less,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        ">=": pc.greater_equal,
+    }[op]
+    return pc.fill_null(compare(values, scalar), False)
+
+
+def partition_value(value: Any) -> str:
+    """A filter value as it appears in a (decoded) partition path."""
+    if value is None or value == "":
+        return DEFAULT_PARTITION
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _keys_from_filters(
+    config: TableConfig, schema: pa.Schema, filters: list[Filter]
+) -> set[str] | None:
+    """Equality on every record key field becomes a record key lookup (file pruning): the
+    values typed like their columns, keyed as the writer keys them (``id=01`` is key 1)."""
+    wanted = {column: value for column, op, value in filters if op == "="}
+    fields = config.record_key_fields
+    if not fields or not all(name in wanted and name in schema.names for name in fields):
+        return None
+    row = pa.table(
+        {
+            name: pa.array(
+                [_coerce(wanted[name], schema.field(name).type, name)],
+                type=schema.field(name).type,
+            )
+            for name in fields
+        }
+    )
+    try:
+        return set(record_keys(row, config).to_pylist())
+    except TidemarkError:
+        return None
+
+
 def _check_filter(item: Filter) -> Filter:
     if not isinstance(item, tuple) or len(item) != 3:
         raise InvalidArgumentError(f"{item!r} is not (column, op, value)", field="filters")
@@ -114,11 +195,11 @@ def _partition_predicate(
         for name, value in partition_filter.items():
             if name not in config.partition_fields:
                 raise InvalidArgumentError("not a partition field", field=name)
-            wanted[name] = {_as_partition_value(value)}
+            wanted[name] = {partition_value(value)}
     for column, op, value in filters:
         if column in config.partition_fields and op in ("=", "in"):
             values = value if op == "in" else [value]
-            wanted[column] = wanted.get(column, set()) | {_as_partition_value(v) for v in values}
+            wanted[column] = wanted.get(column, set()) | {partition_value(v) for v in values}
 
     def accept(partition_path: str) -> bool:
         if callable(partition_filter) and not partition_filter(partition_path):
@@ -129,12 +210,6 @@ def _partition_predicate(
         return decoded is None or all(decoded[name] in values for name, values in wanted.items())
 
     return accept
-
-
-def _as_partition_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _may_match(parquet: pq.ParquetFile, keys: set[str] | None, filters: list[Filter]) -> bool:
@@ -204,34 +279,13 @@ def _read_file(
         stored = stored_record_keys(data, config)
         mask = pc.is_in(stored, value_set=pa.array(sorted(keys), pa.string()))
     for condition in filters:
-        row_mask = _mask(data, condition)
-        mask = row_mask if mask is None else pc.and_kleene(mask, row_mask)
+        matches = row_mask(data, condition)
+        mask = matches if mask is None else pc.and_kleene(mask, matches)
     if mask is not None:
         data = data.filter(mask)
     if columns is not None:
         data = data.select([n for n in columns if n in data.column_names])
     return data
-
-
-def _mask(data: pa.Table, condition: Filter) -> pa.ChunkedArray:
-    column, op, value = condition
-    if column not in data.column_names:
-        return pa.chunked_array([pa.array([False] * data.num_rows)])
-    values = data.column(column)
-    if op in ("in", "not in"):
-        members = pa.array([_coerce(v, values.type, column) for v in value], type=values.type)
-        hit = pc.is_in(values, value_set=members)
-        return pc.invert(hit) if op == "not in" else hit
-    scalar = pa.scalar(_coerce(value, values.type, column), type=values.type)
-    compare = {
-        "=": pc.equal,
-        "!=": pc.not_equal,
-        "<": pc.less,
-        "<=": pc.less_equal,
-        ">": pc.greater,
-        ">=": pc.greater_equal,
-    }[op]
-    return pc.fill_null(compare(values, scalar), False)
 
 
 def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:

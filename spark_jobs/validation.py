@@ -1,0 +1,198 @@
+"""One validation pass over a write's input, before anything touches the table.
+
+Names, types and the table layout are checked from the schema and ``hoodie.properties``.
+Everything about values is one Spark aggregation over the key, partition and precombine
+columns (JVM only, no Python workers): the row count, null or empty record keys, composite
+key parts that Hudi's ``field:value,field:value`` encoding cannot keep apart, null ordering
+values, and the distinct partition values. Their folder names and nesting are then checked
+on the driver with the code the writing tasks use to build partition paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as sf
+
+from spark_jobs.errors import run_spark_action
+from spark_jobs.keying import arrow_schema, check_fields
+from tidemark.errors import InvalidArgumentError
+from tidemark.table.fsview import partition_listings
+from tidemark.table.keys import (
+    EMPTY_KEY_PART,
+    NULL_KEY_PART,
+    partition_paths,
+    partition_segments,
+)
+from tidemark.table.names import (
+    check_partition_nesting,
+    check_partition_segment,
+    check_write_schema,
+    shown,
+)
+from tidemark.table.properties import COMPLEX_KEY_GENERATOR, TableConfig
+from tidemark.table.table import HoodieTable
+
+ORDERED_OPERATIONS = frozenset({"insert", "upsert", "insert_overwrite"})
+"""Operations that pick one row per key by the precombine field (Hudi's preCombine)."""
+
+_KEY_SEPARATORS = "[,:]"
+_ROWS = "rows"
+_PARTITIONS = "partitions"
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    """The table layout asked for by the caller (used to create a table, checked otherwise)."""
+
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    precombine_field: str | None
+    hive_style: bool
+    url_encode_partitions: bool = False
+    disable_hudi_metadata_table: bool = False
+
+
+def check_layout(config: TableConfig, request: TableRequest) -> None:
+    """What the caller asked for must be what ``hoodie.properties`` says. A precombine field
+    may be given for a table without one (Hudi orders that write by it)."""
+    for name, asked, actual in (
+        ("record_key_fields", request.record_key_fields, config.record_key_fields),
+        ("partition_fields", request.partition_fields, config.partition_fields),
+    ):
+        if asked and asked != actual:
+            raise InvalidArgumentError(
+                f"the table has {','.join(actual) or '(none)'}, not {','.join(asked)}",
+                field=name,
+            )
+    if request.precombine_field and config.precombine_field not in (
+        None,
+        request.precombine_field,
+    ):
+        raise InvalidArgumentError(
+            f"the table orders records by {config.precombine_field!r}, "
+            f"not {request.precombine_field!r}",
+            field="precombine_field",
+        )
+    for name, flag, kept, what in (
+        ("hive_style", request.hive_style, config.hive_style, "hive-style (field=value)"),
+        (
+            "url_encode_partitions",
+            request.url_encode_partitions,
+            config.url_encode_partitions,
+            "URL-encoded",
+        ),
+    ):
+        if flag and not kept:
+            raise InvalidArgumentError(
+                f"the table's partition folders are not {what}; the layout is fixed when "
+                "the table is created",
+                field=name,
+            )
+
+
+def validate_input(
+    df: DataFrame, config: TableConfig, operation: str, table: HoodieTable | None
+) -> int:
+    """The input's row count, after checking its schema and, in one aggregation, its values;
+    raises InvalidArgumentError naming the column and an offending value. A delete needs
+    only the key columns (``spark_jobs.deletes``)."""
+    if operation == "delete":
+        config = replace(config, partition_fields=(), precombine_field=None)
+    check_fields(df, config)
+    schema = arrow_schema(df.schema, df.sparkSession)
+    check_write_schema(schema, config)
+    key_checks = _key_checks(config)
+    aggregates = [sf.count(sf.lit(1)).alias(_ROWS), *key_checks.values()]
+    ordering = config.precombine_field if operation in ORDERED_OPERATIONS else None
+    if ordering:
+        aggregates.append(sf.count_if(sf.col(ordering).isNull()).alias("ordering_nulls"))
+    if config.partition_fields:
+        values = sf.struct(*[sf.col(name) for name in config.partition_fields])
+        aggregates.append(sf.collect_set(values).alias(_PARTITIONS))
+    row = run_spark_action(df.select(*aggregates).collect)[0]
+    _raise_key_problems(config, row.asDict())
+    if ordering and row["ordering_nulls"]:
+        raise InvalidArgumentError(
+            f"precombine value is null in {row['ordering_nulls']} rows (Hudi refuses a null "
+            "ordering value)",
+            field=ordering,
+        )
+    if config.partition_fields:
+        distinct = pa.Table.from_pylist(
+            [value.asDict() for value in row[_PARTITIONS]],
+            schema=pa.schema([schema.field(name) for name in config.partition_fields]),
+        )
+        _check_partitions(config, distinct, table)
+    return int(row[_ROWS])
+
+
+def _is_composite(config: TableConfig) -> bool:
+    return len(config.record_key_fields) > 1 or config.key_generator_class == COMPLEX_KEY_GENERATOR
+
+
+def _key_checks(config: TableConfig) -> dict[str, Column]:
+    """Aggregates over the key columns, by name: counts of bad rows and a sample value."""
+    fields = config.record_key_fields
+    text = {name: sf.col(name).cast("string") for name in fields}
+    if not _is_composite(config):
+        (name,) = fields
+        return {
+            "null_keys": sf.count_if(text[name].isNull()).alias("null_keys"),
+            "empty_keys": sf.count_if(text[name] == "").alias("empty_keys"),
+        }
+    missing = [text[name].isNull() | (text[name] == "") for name in fields]
+    checks = {"missing_keys": sf.count_if(functools.reduce(operator.and_, missing))}
+    for index, name in enumerate(fields):
+        ambiguous = text[name].rlike(_KEY_SEPARATORS) | text[name].isin(
+            NULL_KEY_PART, EMPTY_KEY_PART
+        )
+        checks[f"ambiguous_{index}"] = sf.count_if(ambiguous)
+        checks[f"ambiguous_sample_{index}"] = sf.min(sf.when(ambiguous, text[name]))
+    return {alias: column.alias(alias) for alias, column in checks.items()}
+
+
+def _raise_key_problems(config: TableConfig, row: dict[str, object]) -> None:
+    fields = config.record_key_fields
+    if not _is_composite(config):
+        for count, what in (("null_keys", "null"), ("empty_keys", "empty ('')")):
+            if row[count]:
+                raise InvalidArgumentError(
+                    f"record key is {what} in {row[count]} rows", field=fields[0]
+                )
+        return
+    if row["missing_keys"]:
+        raise InvalidArgumentError(
+            f"every record key field is null or empty in {row['missing_keys']} rows",
+            field=",".join(fields),
+        )
+    for index, name in enumerate(fields):
+        if row[f"ambiguous_{index}"]:
+            raise InvalidArgumentError(
+                f"composite record key value {shown(row[f'ambiguous_sample_{index}'])} "
+                f"(and {row[f'ambiguous_{index}']} rows in all) contains ',' or ':' or is "
+                f"{NULL_KEY_PART!r} or {EMPTY_KEY_PART!r}: Hudi's key field:value,field:value "
+                "could not tell such rows apart",
+                field=name,
+            )
+
+
+def _check_partitions(config: TableConfig, values: pa.Table, table: HoodieTable | None) -> None:
+    """Folder names of every distinct partition value, then nesting against each other and
+    the table's partitions (listed only when the table exists)."""
+    fields = config.partition_fields
+    segments = [column.to_pylist() for column in partition_segments(values, config)]
+    for index, name in enumerate(fields):
+        for value, segment in zip(values.column(name).to_pylist(), segments[index], strict=True):
+            check_partition_segment(name, "" if value is None else str(value), segment)
+    blame = {}
+    for position, path in enumerate(partition_paths(values, config).to_pylist()):
+        nested = [name for index, name in enumerate(fields) if "/" in segments[index][position]]
+        blame[path] = (nested or list(fields))[0]
+    existing: Collection[str] = partition_listings(table.storage) if table is not None else ()
+    check_partition_nesting(blame, existing)
