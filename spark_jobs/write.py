@@ -306,14 +306,14 @@ def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableReques
         check_writable(config, disable_hudi_metadata_table=request.disable_hudi_metadata_table)
     if request.precombine_field:
         config = replace(config, precombine_field=request.precombine_field)
-    if operation != "delete":
-        check_fields(data, config)
-        if table is not None:
-            data = conform_to_table(
-                data,
-                _current_avro_schema(table),
-                protected_fields=(*config.record_key_fields, *config.partition_fields),
-            )
+    if operation != "delete" or table is None:
+        check_fields(data, config)  # a delete that creates the table gives its layout
+    if operation != "delete" and table is not None:
+        data = conform_to_table(
+            data,
+            _current_avro_schema(table),
+            protected_fields=(*config.record_key_fields, *config.partition_fields),
+        )
     data_schema = arrow_schema(data.schema, data.sparkSession)
     row_count = validate_input(data, config, operation, table)
     if operation == "bulk_insert":

@@ -88,3 +88,20 @@ def test_a_delete_without_the_key_column_is_refused_and_changes_nothing(
     assert raised.value.field == "record_key_fields"
     assert "'id'" in str(raised.value)
     assert table_bytes(table) == before
+
+
+def test_a_delete_creating_the_table_needs_its_layout_columns(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """Keys alone cannot describe a new partitioned table: refused, nothing created."""
+    with pytest.raises(InvalidArgumentError) as raised:
+        write(
+            spark,
+            spark.createDataFrame([(1,)], "id int"),
+            table_uri,
+            "delete",
+            record_key_fields=["id"],
+            partition_fields=["part"],
+        )
+    assert raised.value.field == "partition_fields"
+    assert not Path(table_uri).exists()
