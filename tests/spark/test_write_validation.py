@@ -13,70 +13,18 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table
 from tidemark.cli import main
-from tidemark.storage import open_storage
 from tidemark.storage.s3 import s3_client
 from tidemark.table.table import HoodieTable
 
-Row = dict[str, Any]
 BASE_ROWS: list[Row] = [
     {"id": 1, "name": "one", "p": "x", "ts": 1},
     {"id": 2, "name": "two", "p": "a/b", "ts": 1},
     {"id": 3, "name": "three", "p": None, "ts": 1},
 ]
 COMPOSITE_ROWS: list[Row] = [{"k1": "a", "k2": "b", "p": "x", "ts": 1}]
-
-
-class Cli:
-    """``tidemark`` in-process: inputs as JSON Lines files, stderr captured at the fd (so
-    JVM output would show too)."""
-
-    def __init__(self, folder: Path, capfd: pytest.CaptureFixture[str]) -> None:
-        self.folder = folder
-        self.capfd = capfd
-
-    def write(self, table: str, rows: list[Row], *options: str) -> tuple[int, str]:
-        source = self.folder / f"in-{uuid.uuid4().hex[:8]}.jsonl"
-        source.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        return self.run(
-            "write",
-            "--table",
-            table,
-            "--input",
-            str(source),
-            "--markers",
-            "direct",
-            "--master",
-            "local[2]",
-            *options,
-        )
-
-    def run(self, *argv: str) -> tuple[int, str]:
-        self.capfd.readouterr()
-        code = main(list(argv))
-        return code, self.capfd.readouterr().err
-
-
-def refused_in_one_line(code: int, err: str, command: str = "write") -> str:
-    """The error line (its text after the prefix); nothing else looks like a failure."""
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert lines[-1].startswith(f"tidemark {command}: error: "), err
-    assert not any(word in err for word in ("Traceback", "ERROR", "Exception")), err
-    return lines[-1].removeprefix(f"tidemark {command}: error: ")
-
-
-def table_state(uri: str) -> dict[str, bytes]:
-    """Every object (and, locally, every folder) under the table, with contents."""
-    if uri.startswith("s3://"):
-        storage = open_storage(uri)
-        return {info.path: storage.read(info.path) for info in storage.list("")}
-    root = Path(uri)
-    return {
-        str(path.relative_to(root)): path.read_bytes() if path.is_file() else b"<dir>"
-        for path in root.rglob("*")
-    }
 
 
 def readable_rows(uri: str, columns: list[str]) -> list[tuple[Any, ...]]:
@@ -258,18 +206,12 @@ def test_read_where_matches_values_as_typed(cli: Cli, tables: dict[str, str]) ->
     """Item 12: ``p=`` finds the default partition, ``id=01`` the int key 1, ``id=abc``
     is an error; ``--output`` into a missing folder is one line."""
     uri = tables["simple"]
-    code, out = _read(cli, uri, "--where", "p=")
+    code, out = cli.output("read", "--table", uri, "--where", "p=")
     assert code == 0 and "three" in out and "one" not in out and "1 rows" in out
-    code, out = _read(cli, uri, "--where", "id=01")
+    code, out = cli.output("read", "--table", uri, "--where", "id=01")
     assert code == 0 and "one" in out and "1 rows" in out
     message = refused_in_one_line(*cli.run("read", "--table", uri, "--where", "id=abc"), "read")
     assert message.startswith("id: ") and "'abc'" in message
     missing = "/nonexistent-folder/out.parquet"
     message = refused_in_one_line(*cli.run("read", "--table", uri, "--output", missing), "read")
     assert message.startswith("output: ") and "does not exist" in message
-
-
-def _read(cli: Cli, uri: str, *argv: str) -> tuple[int, str]:
-    cli.capfd.readouterr()
-    code = main(["read", "--table", uri, *argv])
-    return code, cli.capfd.readouterr().out
