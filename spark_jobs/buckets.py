@@ -28,10 +28,11 @@ from spark_jobs.stats import STAT_DDL, stats_batch
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION
 from spark_jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
 from tidemark.table.keys import PARTITION_PATH, RECORD_KEY, stored_record_keys
+from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 
-BUCKET = "_tm_bucket"
-IS_DELETE = "_tm_delete"
-_HASH = "_tm_hash"
+BUCKET = f"{INTERNAL_COLUMN_PREFIX}bucket"
+IS_DELETE = f"{INTERNAL_COLUMN_PREFIX}delete"
+_HASH = f"{INTERNAL_COLUMN_PREFIX}hash"
 _HASH_RANGE = 1 << 31
 
 

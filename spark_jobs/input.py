@@ -21,11 +21,12 @@ from pyspark.sql.types import AtomicType, BinaryType, DataType, StringType, Stru
 
 from spark_jobs.keying import column
 from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 
 FORMATS = ("parquet", "csv", "json")
 _SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 _CSV_OPTIONS = {"header": "true", "multiLine": "true", "quote": '"', "escape": '"'}
-CORRUPT_RECORD = "_tm_corrupt_record"
+CORRUPT_RECORD = f"{INTERNAL_COLUMN_PREFIX}corrupt_record"
 """Spark's column for records it could not parse (reserved ``_tm_`` prefix)."""
 _SHOWN_CHARS = 80
 _MALFORMED = {

@@ -22,9 +22,11 @@ from tidemark.table.keys import (
     partition_paths,
     record_keys,
 )
+from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.properties import TableConfig
 
-_ARRIVAL = "_tm_arrival"
+_ARRIVAL = f"{INTERNAL_COLUMN_PREFIX}arrival"
+_RANK = f"{INTERNAL_COLUMN_PREFIX}rank"
 
 
 def data_columns(df: DataFrame) -> DataFrame:
@@ -93,4 +95,4 @@ def dedupe(keyed: DataFrame, precombine_field: str | None) -> DataFrame:
     if precombine_field:
         order.insert(0, sf.col(precombine_field).desc_nulls_last())
     rank = sf.row_number().over(Window.partitionBy(RECORD_KEY).orderBy(*order))
-    return arrival.withColumn("_tm_rank", rank).where("_tm_rank = 1").drop("_tm_rank", _ARRIVAL)
+    return arrival.withColumn(_RANK, rank).where(sf.col(_RANK) == 1).drop(_RANK, _ARRIVAL)

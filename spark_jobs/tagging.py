@@ -18,10 +18,11 @@ from pyspark.sql import functions as sf
 from spark_jobs.task import storage_for
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
+from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.properties import TableConfig
 
-OLD_PARTITION = "_tm_old_partition"
-OLD_FILE_ID = "_tm_old_file_id"
+OLD_PARTITION = f"{INTERNAL_COLUMN_PREFIX}old_partition"
+OLD_FILE_ID = f"{INTERNAL_COLUMN_PREFIX}old_file_id"
 _LOCATION_DDL = f"{RECORD_KEY} string, {OLD_PARTITION} string, {OLD_FILE_ID} string"
 
 

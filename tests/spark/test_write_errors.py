@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, timeline_listing
+from spark_jobs.errors import run_spark_action
 from spark_jobs.write import write
 from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
@@ -110,9 +113,22 @@ def test_cli_writes_csv_and_json_and_reports_errors_in_one_line(
     assert main([*base, "--input", str(tmp_path / "absent.csv"), "--op", "upsert"]) == 2
 
 
-def test_domain_errors_from_executors_keep_their_class(spark: SparkSession, table_uri: str) -> None:
-    df = spark.createDataFrame([("", "a", "p", 0)], "id string, name string, part string, ts long")
+def test_domain_errors_from_executors_keep_their_class_without_a_trace(
+    spark: SparkSession, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A task's domain error reaches the caller as itself; Spark's executor and task-set
+    loggers print nothing (the trace goes to the debug log)."""
+
+    def fail(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            raise InvalidArgumentError("bad value 'x'", field="col")
+            yield batch
+
+    df = spark.range(4)
+    capfd.readouterr()
     with pytest.raises(TidemarkError) as raised:
-        write(spark, df, table_uri, "upsert", **CREATE)
+        run_spark_action(df.mapInArrow(fail, df.schema).collect)
     assert isinstance(raised.value, InvalidArgumentError)
-    assert raised.value.field == "id"
+    assert raised.value.field == "col"
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "ERROR" not in err, err

@@ -15,7 +15,9 @@ from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table
+from spark_jobs.read import read_dataframe
 from tidemark.cli import main
+from tidemark.errors import InvalidArgumentError
 from tidemark.storage.s3 import s3_client
 from tidemark.table.table import HoodieTable
 
@@ -215,3 +217,15 @@ def test_read_where_matches_values_as_typed(cli: Cli, tables: dict[str, str]) ->
     missing = "/nonexistent-folder/out.parquet"
     message = refused_in_one_line(*cli.run("read", "--table", uri, "--output", missing), "read")
     assert message.startswith("output: ") and "does not exist" in message
+
+
+def test_read_dataframe_where_matches_values_as_typed(
+    spark: SparkSession, tables: dict[str, str]
+) -> None:
+    """Item 12 for the Spark reader: the same typing and default partition."""
+    uri = tables["simple"]
+    assert [r["id"] for r in read_dataframe(spark, uri, where={"p": ""}).collect()] == [3]
+    assert [r["name"] for r in read_dataframe(spark, uri, where={"id": "01"}).collect()] == ["one"]
+    with pytest.raises(InvalidArgumentError) as refused:
+        read_dataframe(spark, uri, where={"id": "abc"})
+    assert refused.value.field == "id"
