@@ -1,5 +1,6 @@
-"""Fixtures of the fault scenarios: a fault proxy for child writers, and child writers
-that are always killed at the end of a test (a failed scenario leaves no process)."""
+"""Fixtures of the fault scenarios: fault proxies (for child writers, or for this
+process), and child writers that are always killed at the end of a test (a failed
+scenario leaves no process)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from faults.faultkit import Writer
 from tidemark.s3local import FaultProxy
+from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 
 
 @pytest.fixture
@@ -19,6 +21,16 @@ def writer_proxy(s3_server: str) -> Iterator[FaultProxy]:
     server, so a second writer in the test is not hit by the faults."""
     with FaultProxy(s3_server) as proxy:
         yield proxy
+
+
+@pytest.fixture
+def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """A fault proxy between the driver (this process) and the S3 server; executors keep
+    talking to the server directly. Two attempts per storage request keep failures fast."""
+    with FaultProxy(s3_server) as fault_proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.endpoint)
+        monkeypatch.setenv(MAX_ATTEMPTS_ENV, "2")
+        yield fault_proxy
 
 
 @pytest.fixture

@@ -1,6 +1,13 @@
-"""Helpers of the fault scenarios: writers as child processes (``tidemark write``) that a
-test pauses, resumes or kills as a whole process tree, input files, and the end-of-scenario
-check that the table holds exactly the committed rows and nothing else."""
+"""Helpers of the fault scenarios (fencing, write outcome, marker service).
+
+Two kinds of child writer: ``Writer``, a ``tidemark write`` process that a test pauses,
+resumes or kills as a whole process tree, and ``start_stopping_writer``, a write
+(``outcome_writer.py``) that parks at a named stage until the test kills it. Two kinds of
+data: Parquet inputs of ``write_input`` (model: ``model_rows``) and ``rows`` batches
+(model: ``model_of``). Every scenario ends with ``assert_exactly_committed`` or
+``assert_committed_and_clean``: the table holds exactly the committed rows, and no
+pending instant, marker dir, marker-dir lease or temporary file is left.
+"""
 
 from __future__ import annotations
 
@@ -14,25 +21,55 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from spark.sparkkit import assert_readers_agree, data_files, hudi_rs_table
 
+from spark_jobs.write import WriteResult, write
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
+from tidemark.table.keys import RECORD_KEY
 from tidemark.table.lock import LOCK_DIR
 from tidemark.table.markers import MARKER_LEASE_ROOT, TEMP_DIR
 from tidemark.table.naming import is_base_file_name, parse_base_file_name
 from tidemark.table.table import HoodieTable
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 DATA = ["id", "name", "part", "ts"]
+"""The data columns of both kinds of input."""
 PARTITIONS = ("p0", "p1", "p2", "p3")
 WRITER_LEASE_S = 6.0
-"""The child writers' lock lease: short, so a test waits seconds for it to run out, yet
-3 s of safety margin, so a busy machine delaying a heartbeat does not lose the lock."""
+"""The ``tidemark write`` children's lock lease: short, so a test waits seconds for it to
+run out, yet 3 s of safety margin, so a busy machine delaying a heartbeat does not lose
+the lock."""
+LOCK_LEASE_S = 1.5
+"""Short table-lock leases of the ``rows`` writes, so a writer that could not release (or
+died) frees the table quickly."""
 WAIT_S = 240.0
+
+SCHEMA = "id int, name string, part string, ts long"
+ARROW_SCHEMA = pa.schema(
+    [("id", pa.int32()), ("name", pa.string()), ("part", pa.string()), ("ts", pa.int64())]
+)
+"""``SCHEMA`` as Arrow types."""
+KEYS: dict[str, Any] = {
+    "record_key_fields": ["id"],
+    "partition_fields": ["part"],
+    "precombine_field": "ts",
+}
+WRITER_SCRIPT = Path(__file__).with_name("outcome_writer.py")
+STOP_LINE = "stopped"
+
+Row = tuple[int, str, str, int]
+Model = dict[str, str]
+"""Record key -> the ``name`` column hudi-rs must read."""
+
+
+# Parquet inputs of the ``tidemark write`` children
 
 
 def write_input(path: Path, ids: range, name: str, ts: int = 1) -> Path:
@@ -57,6 +94,63 @@ def model_rows(ids: range, name: str) -> dict[str, dict[str, Any]]:
     }
 
 
+# ``rows`` batches, written in this process or by a stopping writer
+
+
+def rows(start: int, count: int, name: str, ts: int = 1) -> list[Row]:
+    """``count`` rows from id ``start``, all named ``name``, in partitions p and q."""
+    return [(i, name, "p" if i % 2 else "q", ts) for i in range(start, start + count)]
+
+
+def model_of(*batches: list[Row]) -> Model:
+    """The rows a reader must see after these batches committed (later ones win)."""
+    return {str(row[0]): row[1] for batch in batches for row in batch}
+
+
+def rows_to_parquet(path: Path, batch: list[Row]) -> Path:
+    """``batch`` as a Parquet input of ``ARROW_SCHEMA``."""
+    columns = {name: [row[i] for row in batch] for i, name in enumerate(DATA)}
+    pq.write_table(pa.table(columns, schema=ARROW_SCHEMA), path)
+    return path
+
+
+def write_rows(
+    spark: SparkSession, batch: list[Row], table: str, operation: str, **options: Any
+) -> WriteResult:
+    """``write`` of ``batch`` in this process; ``options`` are ``write``'s keywords."""
+    return write(spark, spark.createDataFrame(batch, SCHEMA), table, operation, **options)
+
+
+def bulk_insert(spark: SparkSession, batch: list[Row], table: str, **options: Any) -> WriteResult:
+    """A bulk insert of ``batch`` with ``KEYS`` (so it creates the table if there is none)."""
+    return write_rows(spark, batch, table, "bulk_insert", **KEYS, **options)
+
+
+# Child writers
+
+
+def write_command(table: str, input_path: Path, operation: str, *options: str) -> list[str]:
+    """The argv of a ``tidemark write`` of ``input_path`` keyed by id, partitioned by part;
+    ``options`` are more flags."""
+    return [
+        sys.executable,
+        "-m",
+        "tidemark.cli",
+        "write",
+        "--table",
+        table,
+        "--input",
+        str(input_path),
+        "--op",
+        operation,
+        "--key",
+        "id",
+        "--partition",
+        "part",
+        *options,
+    ]
+
+
 @dataclass
 class Writer:
     """A ``tidemark write`` child process, leader of a new session so that it (and the JVM
@@ -74,21 +168,10 @@ class Writer:
         env: dict[str, str] | None = None,
     ) -> Writer:
         """``options`` are more ``tidemark write`` flags; ``env`` overrides variables."""
-        command = [
-            sys.executable,
-            "-m",
-            "tidemark.cli",
-            "write",
-            "--table",
+        command = write_command(
             table,
-            "--input",
-            str(input_path),
-            "--op",
+            input_path,
             operation,
-            "--key",
-            "id",
-            "--partition",
-            "part",
             "--markers",
             "direct",
             "--master",
@@ -96,7 +179,7 @@ class Writer:
             "--lock-lease-s",
             str(WRITER_LEASE_S),
             *options,
-        ]
+        )
         process = subprocess.Popen(
             command,
             env={**os.environ, **(env or {})},
@@ -145,6 +228,67 @@ def process_tree(root: int) -> list[int]:
         tree.append(pid)
         pending.extend(children.get(pid, []))
     return tree
+
+
+def start_stopping_writer(
+    table: str,
+    batch: list[Row],
+    operation: str,
+    *,
+    stop_at: str,
+    marker_service: str | None = None,
+    idempotency_key: str | None = None,
+) -> subprocess.Popen[str]:
+    """A writer process (``outcome_writer.py``) that stops at ``stop_at``
+    (``started:<stage>`` or ``finished:<stage>``) and waits there to be killed."""
+    spec = {
+        "table": table,
+        "rows": batch,
+        "operation": operation,
+        "stop_at": stop_at,
+        "marker_service": marker_service,
+        "idempotency_key": idempotency_key,
+        "lock_lease_s": LOCK_LEASE_S,
+        "keys": KEYS,
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(WRITER_SCRIPT), json.dumps(spec)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.strip() == STOP_LINE:
+            return process
+    process.wait()
+    raise AssertionError(f"the writer exited ({process.returncode}) before {stop_at}")
+
+
+class StageHook:
+    """A write's stage listener running an action when a named stage starts or ends."""
+
+    def __init__(
+        self,
+        *,
+        started: dict[str, Callable[[], object]] | None = None,
+        finished: dict[str, Callable[[], object]] | None = None,
+    ) -> None:
+        self.started = started or {}
+        self.finished = finished or {}
+
+    def stage_started(self, name: str) -> None:
+        if name in self.started:
+            self.started[name]()
+
+    def stage_finished(self, name: str, seconds: float) -> None:
+        if name in self.finished:
+            self.finished[name]()
+
+
+# Waiting and looking at the table
 
 
 def wait_for(condition: Callable[[], bool], what: str, writer: Writer | None = None) -> None:
@@ -197,41 +341,66 @@ def error_line(stderr: str) -> str:
     return [line for line in stderr.splitlines() if line.strip()][-1]
 
 
-def completed_instants(uri: str) -> set[str]:
-    return {i.timestamp for i in HoodieTable.open(uri).timeline.completed()}
+def completed_instants(uri: str, actions: frozenset[str] | None = None) -> list[str]:
+    """The timestamps of the completed instants (of ``actions``, default all), in order."""
+    return [i.timestamp for i in HoodieTable.open(uri).timeline.completed(actions)]
 
 
-def assert_exactly_committed(uri: str, model: dict[str, dict[str, Any]]) -> None:
-    """The end state of every scenario, after the next write: both readers return exactly
-    the model, no key twice; no pending instant, marker dir, marker lease, held lock,
-    temporary file or data file of an uncommitted instant is left."""
-    rows = assert_readers_agree(uri, DATA)
-    assert {key: {c: row[c] for c in DATA} for key, row in rows.items()} == model
-    theirs = hudi_rs_table(uri)
-    assert theirs is not None and theirs.num_rows == len(model)
-    table = HoodieTable.open(uri)
-    assert table.timeline.pending() == []
-    storage = table.storage
-    assert list(storage.list(f"{TEMP_DIR}/")) == []
-    assert list(storage.list(f"{MARKER_LEASE_ROOT}/")) == []
-    lease = StoredLease.latest(uri)
-    assert lease is not None and lease.released
-    committed = completed_instants(uri)
-    for path in data_files(uri):
-        name = path.rpartition("/")[2]
-        assert is_base_file_name(name) and parse_base_file_name(name).instant in committed, path
-    assert temporary_files(uri) == []
+def newest_pending(uri: str) -> str:
+    """The timestamp of the one pending instant."""
+    [pending] = HoodieTable.open(uri).timeline.pending()
+    return pending.timestamp
 
 
 def temporary_files(uri: str) -> list[str]:
     """Unpublished temporaries anywhere in a local table (S3 never has any)."""
-    if uri.startswith("s3://"):
+    if "://" in uri:
         return []
     return sorted(
         str(path.relative_to(uri)) for path in Path(uri).rglob("*") if TEMP_MARKER in path.name
     )
 
 
-def newest_pending(uri: str) -> str:
-    [pending] = HoodieTable.open(uri).timeline.pending()
-    return pending.timestamp
+# End states
+
+
+def assert_clean(uri: str) -> None:
+    """No marker dir, marker-dir lease or temporary file anywhere in the table."""
+    storage = open_storage(uri)
+    assert list(storage.list(f"{TEMP_DIR}/")) == []
+    assert list(storage.list(f"{MARKER_LEASE_ROOT}/")) == []
+    assert temporary_files(uri) == []
+
+
+def assert_table_holds(uri: str, model: Model) -> None:
+    """hudi-rs reads exactly ``model``, no key twice, and no pending instant is left."""
+    table = hudi_rs_table(uri)
+    keys = table.column(RECORD_KEY).to_pylist() if table is not None else []
+    assert len(keys) == len(set(keys)), "a key is read twice"
+    names = dict(zip(keys, table.column("name").to_pylist(), strict=True)) if table else {}
+    assert names == model
+    assert HoodieTable.open(uri).timeline.pending() == []
+
+
+def assert_committed_and_clean(uri: str, model: Model) -> None:
+    """The end state of a ``rows`` scenario: ``assert_table_holds`` and ``assert_clean``."""
+    assert_table_holds(uri, model)
+    assert_clean(uri)
+
+
+def assert_exactly_committed(uri: str, model: dict[str, dict[str, Any]]) -> None:
+    """The end state of a ``write_input`` scenario, after the next write: both readers
+    return exactly the model, no key twice; no pending instant, marker dir, marker lease,
+    held lock, temporary file or data file of an uncommitted instant is left."""
+    read = assert_readers_agree(uri, DATA)
+    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
+    theirs = hudi_rs_table(uri)
+    assert theirs is not None and theirs.num_rows == len(model)
+    assert HoodieTable.open(uri).timeline.pending() == []
+    assert_clean(uri)
+    lease = StoredLease.latest(uri)
+    assert lease is not None and lease.released
+    committed = completed_instants(uri)
+    for path in data_files(uri):
+        name = path.rpartition("/")[2]
+        assert is_base_file_name(name) and parse_base_file_name(name).instant in committed, path

@@ -1,7 +1,7 @@
 """Run as a script by the fault tests: a write that stops at a named stage event, says so
 on stdout and waits there until the test kills it (SIGKILL, no clean-up).
 
-Usage: outcome_writer.py SPEC_JSON (see ``outcome_kit.start_stopping_writer``).
+Usage: outcome_writer.py SPEC_JSON (see ``faultkit.start_stopping_writer``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from spark_jobs.session import build_session
 from spark_jobs.write import write
 
 SCHEMA = "id int, name string, part string, ts long"
+"""``faultkit.SCHEMA`` (this script runs on its own, without the test packages)."""
 
 
 class StopAt:

@@ -13,6 +13,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -42,13 +43,18 @@ LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
 DATA_FILE_UPLOADS = r"\.parquet$"
 FAULT_S = 12.0
 
+SlowWriter = Callable[[Path, str], tuple[Writer, str]]
+"""``start_slow_writer``'s function: (input path, what to call it) -> writer, instant."""
 
-def _write(spark: SparkSession, uri: str, path: Path, operation: str) -> str:
-    """A write by a second writer, in this process; returns its instant."""
-    df = spark.read.parquet(str(path))
-    return write(
-        spark, df, uri, operation, record_key_fields=["id"], partition_fields=["part"]
-    ).instant
+
+def _write(
+    spark: SparkSession, uri: str, tmp_path: Path, ids: range, name: str, operation: str
+) -> dict[str, dict[str, Any]]:
+    """A write of ``write_input(ids, name)`` by a second writer, in this process; returns
+    the model of its rows."""
+    df = spark.read.parquet(str(write_input(tmp_path / f"{name}.parquet", ids, name)))
+    write(spark, df, uri, operation, record_key_fields=["id"], partition_fields=["part"])
+    return model_rows(ids, name)
 
 
 def _visible_rows(uri: str) -> dict[str, dict]:
@@ -66,79 +72,79 @@ def _assert_lost_lock(writer: Writer) -> None:
     assert "committed instant" not in out
 
 
+@pytest.fixture
+def start_slow_writer(
+    s3_bucket: str, writer_proxy: FaultProxy, start_writer: Callable[..., Writer]
+) -> SlowWriter:
+    """``start_slow_writer(input_path, what)``: a bulk insert into ``s3_bucket`` of 1 MB
+    files whose uploads through ``writer_proxy`` each take a second; returns once its
+    tasks run, with the writer and its pending instant."""
+
+    def start(input_path: Path, what: str) -> tuple[Writer, str]:
+        writer_proxy.delay(1000, method="PUT", path_pattern=DATA_FILE_UPLOADS)
+        writer = start_writer(
+            s3_bucket,
+            input_path,
+            "bulk_insert",
+            "--target-file-mb",
+            "1",
+            env={"AWS_ENDPOINT_URL": writer_proxy.endpoint},
+        )
+        wait_for(lambda: has_markers(s3_bucket), f"the {what} writer's tasks", writer)
+        return writer, newest_pending(s3_bucket)
+
+    return start
+
+
+def _assert_fenced_off(
+    spark: SparkSession,
+    uri: str,
+    tmp_path: Path,
+    writer: Writer,
+    failed: str,
+    model: dict[str, dict[str, Any]],
+    third: range,
+) -> None:
+    """``writer`` exits having lost the lock, its instant ``failed`` never completed and
+    readers see ``model``; after one more write (``third``) exactly the committed rows."""
+    _assert_lost_lock(writer)
+    assert failed not in completed_instants(uri)
+    assert _visible_rows(uri) == model
+    model = model | _write(spark, uri, tmp_path, third, "third", "upsert")
+    assert_exactly_committed(uri, model)
+
+
 def test_lock_renewals_failing_for_12_s_never_publish(
     spark: SparkSession,
     s3_bucket: str,
     tmp_path: Path,
     writer_proxy: FaultProxy,
-    start_writer: Callable[..., Writer],
+    start_slow_writer: SlowWriter,
 ) -> None:
     uri = s3_bucket
-    writer_proxy.delay(1000, method="PUT", path_pattern=DATA_FILE_UPLOADS)
     first_input = write_input(tmp_path / "first.parquet", range(200_000), "first")
-    first = start_writer(
-        uri,
-        first_input,
-        "bulk_insert",
-        "--target-file-mb",
-        "1",
-        env={"AWS_ENDPOINT_URL": writer_proxy.endpoint},
-    )
-    wait_for(lambda: has_markers(uri), "the first writer's tasks", first)
-    failed = newest_pending(uri)
+    first, failed = start_slow_writer(first_input, "first")
     writer_proxy.fail_always(path_pattern=LOCK_REQUESTS)
     faulted = time.monotonic()
     wait_for_lease_expiry(uri)
-    second = range(1_000_000, 1_000_500)
-    _write(spark, uri, write_input(tmp_path / "second.parquet", second, "second"), "bulk_insert")
-    model = model_rows(second, "second")
+    model = _write(spark, uri, tmp_path, range(1_000_000, 1_000_500), "second", "bulk_insert")
     time.sleep(max(0.0, FAULT_S - (time.monotonic() - faulted)))
     writer_proxy.clear()
-    _assert_lost_lock(first)
-    assert failed not in completed_instants(uri)
-    assert _visible_rows(uri) == model
-    third = range(1_000_000, 1_000_100)
-    _write(spark, uri, write_input(tmp_path / "third.parquet", third, "third"), "upsert")
-    model |= model_rows(third, "third")
-    assert_exactly_committed(uri, model)
+    _assert_fenced_off(spark, uri, tmp_path, first, failed, model, range(1_000_000, 1_000_100))
 
 
 def test_writer_paused_past_its_lease_never_publishes(
-    spark: SparkSession,
-    s3_bucket: str,
-    tmp_path: Path,
-    writer_proxy: FaultProxy,
-    start_writer: Callable[..., Writer],
+    spark: SparkSession, s3_bucket: str, tmp_path: Path, start_slow_writer: SlowWriter
 ) -> None:
     uri = s3_bucket
-    base = range(1_000)
-    _write(spark, uri, write_input(tmp_path / "base.parquet", base, "base"), "bulk_insert")
-    model = model_rows(base, "base")
-    writer_proxy.delay(1000, method="PUT", path_pattern=DATA_FILE_UPLOADS)
+    model = _write(spark, uri, tmp_path, range(1_000), "base", "bulk_insert")
     paused_input = write_input(tmp_path / "paused.parquet", range(1_000, 200_000), "paused")
-    paused = start_writer(
-        uri,
-        paused_input,
-        "bulk_insert",
-        "--target-file-mb",
-        "1",
-        env={"AWS_ENDPOINT_URL": writer_proxy.endpoint},
-    )
-    wait_for(lambda: has_markers(uri), "the paused writer's tasks", paused)
-    failed = newest_pending(uri)
+    paused, failed = start_slow_writer(paused_input, "paused")
     paused.signal_tree(signal.SIGSTOP)
     wait_for_lease_expiry(uri)
-    second = range(100)
-    _write(spark, uri, write_input(tmp_path / "second.parquet", second, "second"), "upsert")
-    model |= model_rows(second, "second")
+    model |= _write(spark, uri, tmp_path, range(100), "second", "upsert")
     paused.signal_tree(signal.SIGCONT)
-    _assert_lost_lock(paused)
-    assert failed not in completed_instants(uri)
-    assert _visible_rows(uri) == model
-    third = range(100, 200)
-    _write(spark, uri, write_input(tmp_path / "third.parquet", third, "third"), "upsert")
-    model |= model_rows(third, "third")
-    assert_exactly_committed(uri, model)
+    _assert_fenced_off(spark, uri, tmp_path, paused, failed, model, range(100, 200))
 
 
 def test_killed_writer_leaves_temporary_files_the_next_write_removes(
@@ -147,9 +153,7 @@ def test_killed_writer_leaves_temporary_files_the_next_write_removes(
     """On local disk a file is written to a hidden temporary and renamed when complete;
     with 64 MB files each task holds one open temporary per partition all along."""
     uri = str(tmp_path / "table")
-    base = range(1_000)
-    _write(spark, uri, write_input(tmp_path / "base.parquet", base, "base"), "bulk_insert")
-    model = model_rows(base, "base")
+    model = _write(spark, uri, tmp_path, range(1_000), "base", "bulk_insert")
     killed_input = write_input(tmp_path / "killed.parquet", range(1_000, 600_000), "killed")
     killed = start_writer(uri, killed_input, "bulk_insert", "--target-file-mb", "64")
     wait_for(lambda: temporary_files(uri) != [], "a file being written", killed)
@@ -158,7 +162,5 @@ def test_killed_writer_leaves_temporary_files_the_next_write_removes(
     assert temporary_files(uri) != []
     assert _visible_rows(uri) == model
     wait_for_lease_expiry(uri)
-    second = range(500, 600)
-    _write(spark, uri, write_input(tmp_path / "second.parquet", second, "second"), "upsert")
-    model |= model_rows(second, "second")
+    model |= _write(spark, uri, tmp_path, range(500, 600), "second", "upsert")
     assert_exactly_committed(uri, model)

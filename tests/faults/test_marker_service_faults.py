@@ -6,14 +6,26 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from pyspark.sql import SparkSession
 
+from faults.faultkit import (
+    KEYS,
+    LOCK_LEASE_S,
+    Row,
+    StageHook,
+    assert_committed_and_clean,
+    model_of,
+    newest_pending,
+    rows,
+    start_stopping_writer,
+    write_rows,
+)
 from services.marker.config import MarkerConfig
 from services.marker.embedded import start_embedded_marker_service
-from spark_jobs.write import write
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.errors import UnavailableError
 from tidemark.marker.v1 import marker_service_pb2 as pb
@@ -23,19 +35,6 @@ from tidemark.s3local import free_port
 from tidemark.storage import open_storage
 from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.markers import marker_dir, marker_lease_dir
-from tidemark.table.table import HoodieTable
-
-from .outcome_kit import (
-    KEYS,
-    LOCK_LEASE_S,
-    SCHEMA,
-    StageHook,
-    assert_clean,
-    assert_table_holds,
-    model_of,
-    rows,
-    start_stopping_writer,
-)
 
 pytestmark = pytest.mark.spark
 
@@ -53,6 +52,26 @@ def serve_marker() -> Iterator[ServeProcess]:
     )
     yield process
     process.kill()
+
+
+def _write_with_service(
+    spark: SparkSession,
+    batch: list[Row],
+    table: str,
+    operation: str,
+    address: str,
+    **options: Any,
+) -> None:
+    """``write_rows`` with markers in the marker service at ``address``."""
+    write_rows(
+        spark, batch, table, operation, markers="service", marker_service_address=address, **options
+    )
+
+
+def _upsert_through_another_service(spark: SparkSession, table: str, batch: list[Row]) -> None:
+    """An upsert of ``batch`` (the next write) with markers in a new embedded service."""
+    with start_embedded_marker_service() as other_service:
+        _write_with_service(spark, batch, table, "upsert", other_service.address)
 
 
 def test_the_service_refuses_a_relative_table_path(
@@ -83,17 +102,8 @@ def test_a_relative_table_path_is_written_with_service_markers(
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     batch = rows(0, 12, "rel")
-    write(
-        spark,
-        spark.createDataFrame(batch, SCHEMA),
-        "../t",
-        "bulk_insert",
-        markers="service",
-        marker_service_address=serve_marker.address,
-        **KEYS,
-    )
-    assert_table_holds(str(tmp_path / "t"), model_of(batch))
-    assert_clean(str(tmp_path / "t"))
+    _write_with_service(spark, batch, "../t", "bulk_insert", serve_marker.address, **KEYS)
+    assert_committed_and_clean(str(tmp_path / "t"), model_of(batch))
 
 
 def test_an_unreachable_marker_service_is_named_and_nothing_is_created(
@@ -103,15 +113,7 @@ def test_an_unreachable_marker_service_is_named_and_nothing_is_created(
     address = f"127.0.0.1:{free_port()}"
     table = tmp_path / "table"
     with pytest.raises(UnavailableError) as failed:
-        write(
-            spark,
-            spark.createDataFrame(rows(0, 4, "x"), SCHEMA),
-            str(table),
-            "bulk_insert",
-            markers="service",
-            marker_service_address=address,
-            **KEYS,
-        )
+        _write_with_service(spark, rows(0, 4, "x"), str(table), "bulk_insert", address, **KEYS)
     assert f"marker service at {address}" in str(failed.value)
     assert failed.value.field == "marker_service_address"
     assert not table.exists()
@@ -125,15 +127,7 @@ def test_a_killed_writer_is_rolled_back_at_once_while_its_marker_service_lives(
     the running service gives the dir up instead of renewing its lease."""
     table = str(tmp_path / "table")
     first = rows(0, 20, "v1")
-    write(
-        spark,
-        spark.createDataFrame(first, SCHEMA),
-        table,
-        "bulk_insert",
-        markers="service",
-        marker_service_address=serve_marker.address,
-        **KEYS,
-    )
+    _write_with_service(spark, first, table, "bulk_insert", serve_marker.address, **KEYS)
     writer = start_stopping_writer(
         table,
         rows(10, 20, "dead", ts=2),
@@ -141,9 +135,7 @@ def test_a_killed_writer_is_rolled_back_at_once_while_its_marker_service_lives(
         stop_at="started:commit",
         marker_service=serve_marker.address,
     )
-    timeline = HoodieTable.open(table).timeline
-    timeline.reload()
-    (dead,) = [instant.timestamp for instant in timeline.pending()]
+    dead = newest_pending(table)
     storage = open_storage(table)
     assert any(storage.list(marker_lease_dir(dead) + "/"))
     writer.kill()
@@ -151,19 +143,10 @@ def test_a_killed_writer_is_rolled_back_at_once_while_its_marker_service_lives(
 
     time.sleep(LOCK_LEASE_S)
     second = rows(25, 10, "v2", ts=3)
-    with start_embedded_marker_service() as other_service:
-        write(
-            spark,
-            spark.createDataFrame(second, SCHEMA),
-            table,
-            "upsert",
-            markers="service",
-            marker_service_address=other_service.address,
-        )
+    _upsert_through_another_service(spark, table, second)
     time.sleep(2 * SERVICE_LEASE_S / 3)
     assert list(storage.list(marker_lease_dir(dead) + "/")) == []
-    assert_table_holds(table, model_of(first, second))
-    assert_clean(table)
+    assert_committed_and_clean(table, model_of(first, second))
 
 
 def test_a_killed_marker_service_fails_the_write_naming_it(
@@ -177,13 +160,12 @@ def test_a_killed_marker_service_fails_the_write_naming_it(
     monkeypatch.setenv("TIDEMARK_CLIENT_MAX_ATTEMPTS", "2")
     table = str(tmp_path / "table")
     with pytest.raises(UnavailableError) as failed:
-        write(
+        _write_with_service(
             spark,
-            spark.createDataFrame(rows(0, 20, "lost"), SCHEMA),
+            rows(0, 20, "lost"),
             table,
             "bulk_insert",
-            markers="service",
-            marker_service_address=serve_marker.address,
+            serve_marker.address,
             listener=StageHook(started={"commit": serve_marker.kill}),
             **KEYS,
         )
@@ -192,17 +174,8 @@ def test_a_killed_marker_service_fails_the_write_naming_it(
     assert "was not committed" in message
 
     kept = rows(5, 10, "kept")
-    with start_embedded_marker_service() as other_service:
-        write(
-            spark,
-            spark.createDataFrame(kept, SCHEMA),
-            table,
-            "upsert",
-            markers="service",
-            marker_service_address=other_service.address,
-        )
-    assert_table_holds(table, model_of(kept))
-    assert_clean(table)
+    _upsert_through_another_service(spark, table, kept)
+    assert_committed_and_clean(table, model_of(kept))
 
 
 def _delete_request(table: str, instant: str, holder: LockHolder) -> pb.DeleteMarkerDirRequest:

@@ -5,16 +5,26 @@ instant did not commit, and a race to create the table is joined, not lost."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_jobs.write import write
+from faults.faultkit import (
+    LOCK_LEASE_S,
+    StageHook,
+    assert_committed_and_clean,
+    assert_table_holds,
+    bulk_insert,
+    completed_instants,
+    model_of,
+    rows,
+    rows_to_parquet,
+    start_stopping_writer,
+    write_command,
+    write_rows,
+)
 from tidemark.errors import InvalidArgumentError, PermissionDeniedError
 from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
@@ -25,36 +35,15 @@ from tidemark.table.lock import LOCK_DIR, TableLock
 from tidemark.table.markers import delete_marker_dir, marker_dir, marker_lease_dir
 from tidemark.table.table import HoodieTable
 
-from .outcome_kit import (
-    KEYS,
-    LOCK_LEASE_S,
-    SCHEMA,
-    StageHook,
-    assert_clean,
-    assert_table_holds,
-    model_of,
-    proxy,
-    rows,
-    start_stopping_writer,
-)
-
-__all__ = ["proxy"]
-
 pytestmark = pytest.mark.spark
 
 DELETE_OBJECTS = r"[?&]delete"
 LOCK_OBJECTS = r"/\.hoodie/\.tidemark/lock/"
 COMPLETED_INSTANT = r"/\.hoodie/\d{17}\.commit$"
-DATA_NAMES = ["id", "name", "part", "ts"]
-ARROW_SCHEMA = pa.schema(
-    [("id", pa.int32()), ("name", pa.string()), ("part", pa.string()), ("ts", pa.int64())]
-)
 
 
 def _completed(uri: str) -> list[str]:
-    timeline = HoodieTable.open(uri).timeline
-    timeline.reload()
-    return [instant.timestamp for instant in timeline.completed(frozenset({COMMIT}))]
+    return completed_instants(uri, frozenset({COMMIT}))
 
 
 def test_clean_up_failures_after_the_commit_are_warnings(
@@ -72,15 +61,8 @@ def test_clean_up_failures_after_the_commit_are_warnings(
         },
         finished={"commit": lambda: proxy.fail_always(method="PUT", path_pattern=LOCK_OBJECTS)},
     )
-    result = write(
-        spark,
-        spark.createDataFrame(first, SCHEMA),
-        s3_bucket,
-        "bulk_insert",
-        markers="direct",
-        lock_lease_s=LOCK_LEASE_S,
-        listener=hook,
-        **KEYS,
+    result = bulk_insert(
+        spark, first, s3_bucket, markers="direct", lock_lease_s=LOCK_LEASE_S, listener=hook
     )
     assert proxy.injected >= 2
     assert _completed(s3_bucket) == [result.instant]
@@ -89,9 +71,8 @@ def test_clean_up_failures_after_the_commit_are_warnings(
     proxy.clear()
     time.sleep(LOCK_LEASE_S)
     second = rows(20, 40, "v2", ts=2)
-    write(spark, spark.createDataFrame(second, SCHEMA), s3_bucket, "upsert", markers="direct")
-    assert_table_holds(s3_bucket, model_of(first, second))
-    assert_clean(s3_bucket)
+    write_rows(spark, second, s3_bucket, "upsert", markers="direct")
+    assert_committed_and_clean(s3_bucket, model_of(first, second))
 
 
 def test_a_publish_answered_with_errors_after_it_took_effect_is_a_commit(
@@ -107,20 +88,11 @@ def test_a_publish_answered_with_errors_after_it_took_effect_is_a_commit(
             )
         }
     )
-    result = write(
-        spark,
-        spark.createDataFrame(batch, SCHEMA),
-        s3_bucket,
-        "bulk_insert",
-        lock_lease_s=LOCK_LEASE_S,
-        listener=hook,
-        **KEYS,
-    )
+    result = bulk_insert(spark, batch, s3_bucket, lock_lease_s=LOCK_LEASE_S, listener=hook)
     assert proxy.injected >= 2
     proxy.clear()
     assert _completed(s3_bucket) == [result.instant]
-    assert_table_holds(s3_bucket, model_of(batch))
-    assert_clean(s3_bucket)
+    assert_committed_and_clean(s3_bucket, model_of(batch))
 
 
 def test_a_storage_failure_before_the_publish_is_reported_as_itself(
@@ -138,16 +110,9 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
             )
         }
     )
+    lost = rows(0, 30, "lost")
     with pytest.raises(PermissionDeniedError) as failed:
-        write(
-            spark,
-            spark.createDataFrame(rows(0, 30, "lost"), SCHEMA),
-            s3_bucket,
-            "bulk_insert",
-            lock_lease_s=LOCK_LEASE_S,
-            listener=hook,
-            **KEYS,
-        )
+        bulk_insert(spark, lost, s3_bucket, lock_lease_s=LOCK_LEASE_S, listener=hook)
     message = str(failed.value)
     assert "access denied" in message and "was not committed" in message
     assert "release" not in message and "\n" not in message
@@ -155,9 +120,8 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     proxy.clear()
     time.sleep(LOCK_LEASE_S)
     kept = rows(10, 10, "kept")
-    write(spark, spark.createDataFrame(kept, SCHEMA), s3_bucket, "upsert")
-    assert_table_holds(s3_bucket, model_of(kept))
-    assert_clean(s3_bucket)
+    write_rows(spark, kept, s3_bucket, "upsert")
+    assert_committed_and_clean(s3_bucket, model_of(kept))
 
 
 def test_a_bulk_insert_retried_with_its_idempotency_key_writes_nothing_twice(
@@ -177,29 +141,10 @@ def test_a_bulk_insert_retried_with_its_idempotency_key_writes_nothing_twice(
     metadata = timeline.read_metadata(timeline.find(committed))
     assert metadata.extra_metadata[IDEMPOTENCY_KEY] == "load-7"
 
-    source = tmp_path / "batch.parquet"
-    columns = {name: [row[i] for row in batch] for i, name in enumerate(DATA_NAMES)}
-    pq.write_table(pa.table(columns, schema=ARROW_SCHEMA), source)
+    source = rows_to_parquet(tmp_path / "batch.parquet", batch)
     time.sleep(LOCK_LEASE_S)
     retry = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tidemark.cli",
-            "write",
-            "--table",
-            table,
-            "--input",
-            str(source),
-            "--op",
-            "bulk_insert",
-            "--key",
-            "id",
-            "--partition",
-            "part",
-            "--idempotency-key",
-            "load-7",
-        ],
+        write_command(table, source, "bulk_insert", "--idempotency-key", "load-7"),
         capture_output=True,
         text=True,
         timeout=300,
@@ -208,8 +153,7 @@ def test_a_bulk_insert_retried_with_its_idempotency_key_writes_nothing_twice(
     assert retry.returncode == 0, retry.stderr
     assert f"already committed as instant {committed}" in retry.stdout
     assert _completed(table) == [committed]
-    assert_table_holds(table, model_of(batch))
-    assert_clean(table)
+    assert_committed_and_clean(table, model_of(batch))
 
 
 def test_the_loser_of_a_race_to_create_the_table_writes_into_it(
@@ -221,20 +165,12 @@ def test_the_loser_of_a_race_to_create_the_table_writes_into_it(
     winner, loser = rows(100, 10, "winner"), rows(0, 20, "loser")
 
     def other_writer() -> None:
-        write(spark, spark.createDataFrame(winner, SCHEMA), table, "bulk_insert", **KEYS)
+        bulk_insert(spark, winner, table)
 
-    write(
-        spark,
-        spark.createDataFrame(loser, SCHEMA),
-        table,
-        "bulk_insert",
-        markers="direct",
-        listener=StageHook(finished={"prepare": other_writer}),
-        **KEYS,
-    )
+    hook = StageHook(finished={"prepare": other_writer})
+    bulk_insert(spark, loser, table, markers="direct", listener=hook)
     assert len(_completed(table)) == 2
-    assert_table_holds(table, model_of(winner, loser))
-    assert_clean(table)
+    assert_committed_and_clean(table, model_of(winner, loser))
 
 
 def test_a_race_to_create_the_table_with_another_layout_names_it(
@@ -244,9 +180,9 @@ def test_a_race_to_create_the_table_with_another_layout_names_it(
     winner = rows(0, 4, "winner")
 
     def other_writer() -> None:
-        write(
+        write_rows(
             spark,
-            spark.createDataFrame(winner, SCHEMA),
+            winner,
             table,
             "bulk_insert",
             markers="direct",
@@ -254,16 +190,9 @@ def test_a_race_to_create_the_table_with_another_layout_names_it(
             partition_fields=["name"],
         )
 
+    hook = StageHook(finished={"prepare": other_writer})
     with pytest.raises(InvalidArgumentError) as refused:
-        write(
-            spark,
-            spark.createDataFrame(rows(0, 4, "loser"), SCHEMA),
-            table,
-            "bulk_insert",
-            markers="direct",
-            listener=StageHook(finished={"prepare": other_writer}),
-            **KEYS,
-        )
+        bulk_insert(spark, rows(0, 4, "loser"), table, markers="direct", listener=hook)
     assert refused.value.field == "partition_fields"
     assert "another writer created the table concurrently" in str(refused.value)
     assert_table_holds(table, model_of(winner))
