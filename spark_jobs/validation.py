@@ -4,23 +4,27 @@ Names, types and the table layout are checked from the schema and ``hoodie.prope
 Everything about values is one Spark aggregation over the key, partition and precombine
 columns (JVM only, no Python workers): the row count, null or empty record keys, composite
 key parts that Hudi's ``field:value,field:value`` encoding cannot keep apart, null ordering
-values, and the distinct partition values. Their folder names and nesting are then checked
-on the driver with the code the writing tasks use to build partition paths.
+values, grouped by the partition columns so the groups are the distinct partition values (a
+hash aggregation: measured 0.33 s on a million rows where ``collect_set`` took 0.5 s). Their
+folder names and nesting are then checked on the driver with the code the writing tasks use
+to build partition paths.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
+from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
 from spark_jobs.errors import run_spark_action
-from spark_jobs.keying import arrow_schema, check_fields
+from spark_jobs.keying import arrow_schema, check_fields, column
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.fsview import partition_listings
 from tidemark.table.keys import (
@@ -30,6 +34,7 @@ from tidemark.table.keys import (
     partition_segments,
 )
 from tidemark.table.names import (
+    INTERNAL_COLUMN_PREFIX,
     check_partition_nesting,
     check_partition_segment,
     check_write_schema,
@@ -42,8 +47,10 @@ ORDERED_OPERATIONS = frozenset({"insert", "upsert", "insert_overwrite"})
 """Operations that pick one row per key by the precombine field (Hudi's preCombine)."""
 
 _KEY_SEPARATORS = "[,:]"
-_ROWS = "rows"
-_PARTITIONS = "partitions"
+_ROWS = f"{INTERNAL_COLUMN_PREFIX}rows"
+_ORDERING_NULLS = f"{INTERNAL_COLUMN_PREFIX}ordering_nulls"
+_SAMPLE = f"{INTERNAL_COLUMN_PREFIX}sample_"
+"""Aggregate names carry the reserved prefix: they sit beside the user's partition columns."""
 
 
 @dataclass(frozen=True)
@@ -111,25 +118,42 @@ def validate_input(
     aggregates = [sf.count(sf.lit(1)).alias(_ROWS), *key_checks.values()]
     ordering = config.precombine_field if operation in ORDERED_OPERATIONS else None
     if ordering:
-        aggregates.append(sf.count_if(sf.col(ordering).isNull()).alias("ordering_nulls"))
-    if config.partition_fields:
-        values = sf.struct(*[sf.col(name) for name in config.partition_fields])
-        aggregates.append(sf.collect_set(values).alias(_PARTITIONS))
-    row = run_spark_action(df.select(*aggregates).collect)[0]
-    _raise_key_problems(config, row.asDict())
-    if ordering and row["ordering_nulls"]:
+        aggregates.append(sf.count_if(sf.col(ordering).isNull()).alias(_ORDERING_NULLS))
+    fields = config.partition_fields
+    groups = run_spark_action(
+        df.groupBy(*[column(name) for name in fields]).agg(*aggregates).collect
+    )
+    totals = _combine([group.asDict() for group in groups], fields)
+    _raise_key_problems(config, totals)
+    if ordering and totals[_ORDERING_NULLS]:
         raise InvalidArgumentError(
-            f"precombine value is null in {row['ordering_nulls']} rows (Hudi refuses a null "
+            f"precombine value is null in {totals[_ORDERING_NULLS]} rows (Hudi refuses a null "
             "ordering value)",
             field=ordering,
         )
-    if config.partition_fields:
+    if fields:
         distinct = pa.Table.from_pylist(
-            [value.asDict() for value in row[_PARTITIONS]],
-            schema=pa.schema([schema.field(name) for name in config.partition_fields]),
+            [{name: group[name] for name in fields} for group in groups],
+            schema=pa.schema([schema.field(name) for name in fields]),
         )
         _check_partitions(config, distinct, table)
-    return int(row[_ROWS])
+    return int(totals[_ROWS])
+
+
+def _combine(groups: list[dict[str, Any]], partition_fields: Collection[str]) -> dict[str, Any]:
+    """The whole input's aggregates from its partitions': counts add up, a sample is the
+    smallest of the partitions' samples. No groups (empty partitioned input) count zero."""
+    totals: dict[str, Any] = {}
+    for group in groups:
+        for name, value in group.items():
+            if name in partition_fields:
+                continue
+            if name.startswith(_SAMPLE):
+                present = [v for v in (totals.get(name), value) if v is not None]
+                totals[name] = min(present, default=None)
+            else:
+                totals[name] = totals.get(name, 0) + value
+    return defaultdict(int, totals)
 
 
 def _is_composite(config: TableConfig) -> bool:
@@ -142,40 +166,42 @@ def _key_checks(config: TableConfig) -> dict[str, Column]:
     text = {name: sf.col(name).cast("string") for name in fields}
     if not _is_composite(config):
         (name,) = fields
-        return {
-            "null_keys": sf.count_if(text[name].isNull()).alias("null_keys"),
-            "empty_keys": sf.count_if(text[name] == "").alias("empty_keys"),
+        checks = {
+            _check("null_keys"): sf.count_if(text[name].isNull()),
+            _check("empty_keys"): sf.count_if(text[name] == ""),
         }
-    missing = [text[name].isNull() | (text[name] == "") for name in fields]
-    checks = {"missing_keys": sf.count_if(functools.reduce(operator.and_, missing))}
-    for index, name in enumerate(fields):
-        ambiguous = text[name].rlike(_KEY_SEPARATORS) | text[name].isin(
-            NULL_KEY_PART, EMPTY_KEY_PART
-        )
-        checks[f"ambiguous_{index}"] = sf.count_if(ambiguous)
-        checks[f"ambiguous_sample_{index}"] = sf.min(sf.when(ambiguous, text[name]))
+    else:
+        missing = [text[name].isNull() | (text[name] == "") for name in fields]
+        checks = {_check("missing_keys"): sf.count_if(functools.reduce(operator.and_, missing))}
+        for index, name in enumerate(fields):
+            ambiguous = text[name].rlike(_KEY_SEPARATORS) | text[name].isin(
+                NULL_KEY_PART, EMPTY_KEY_PART
+            )
+            checks[_check(f"ambiguous_{index}")] = sf.count_if(ambiguous)
+            checks[f"{_SAMPLE}{index}"] = sf.min(sf.when(ambiguous, text[name]))
     return {alias: column.alias(alias) for alias, column in checks.items()}
 
 
-def _raise_key_problems(config: TableConfig, row: dict[str, object]) -> None:
+def _check(name: str) -> str:
+    return f"{INTERNAL_COLUMN_PREFIX}{name}"
+
+
+def _raise_key_problems(config: TableConfig, totals: dict[str, Any]) -> None:
     fields = config.record_key_fields
     if not _is_composite(config):
         for count, what in (("null_keys", "null"), ("empty_keys", "empty ('')")):
-            if row[count]:
-                raise InvalidArgumentError(
-                    f"record key is {what} in {row[count]} rows", field=fields[0]
-                )
+            if rows := totals[_check(count)]:
+                raise InvalidArgumentError(f"record key is {what} in {rows} rows", field=fields[0])
         return
-    if row["missing_keys"]:
+    if rows := totals[_check("missing_keys")]:
         raise InvalidArgumentError(
-            f"every record key field is null or empty in {row['missing_keys']} rows",
-            field=",".join(fields),
+            f"every record key field is null or empty in {rows} rows", field=",".join(fields)
         )
     for index, name in enumerate(fields):
-        if row[f"ambiguous_{index}"]:
+        if rows := totals[_check(f"ambiguous_{index}")]:
             raise InvalidArgumentError(
-                f"composite record key value {shown(row[f'ambiguous_sample_{index}'])} "
-                f"(and {row[f'ambiguous_{index}']} rows in all) contains ',' or ':' or is "
+                f"composite record key value {shown(totals[f'{_SAMPLE}{index}'])} "
+                f"(and {rows} rows in all) contains ',' or ':' or is "
                 f"{NULL_KEY_PART!r} or {EMPTY_KEY_PART!r}: Hudi's key field:value,field:value "
                 "could not tell such rows apart",
                 field=name,
