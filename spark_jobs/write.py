@@ -56,6 +56,7 @@ from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.stats import stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
 from spark_jobs.validation import TableRequest, check_layout, validate_input
+from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -63,7 +64,6 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
-from tidemark.marker_client import ServiceMarkerReader, check_reachable
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.commit import (

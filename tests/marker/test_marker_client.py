@@ -8,9 +8,9 @@ import socket
 import pytest
 
 from services.marker.config import MarkerConfig
+from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.config import ClientConfig
 from tidemark.errors import UnavailableError
-from tidemark.marker_client import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.storage import open_storage
 from tidemark.table.markers import IOType, MarkerSpec, marker_writer_for, read_markers_from_storage
 

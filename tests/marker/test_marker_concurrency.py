@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from services.marker.config import MarkerConfig
-from tidemark.marker_client import ServiceMarkerReader, ServiceMarkerWriter
+from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
 from .conftest import FAST_CLIENT, INSTANT, StartService, stored_markers

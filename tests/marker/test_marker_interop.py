@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.marker.config import MarkerConfig
-from tidemark.marker_client import ServiceMarkerReader, ServiceMarkerWriter
+from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.storage import open_storage
 from tidemark.table.commit import rollback
 from tidemark.table.instant import COMMIT

@@ -38,12 +38,12 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.marker.metrics import STORAGE_REQUESTS
+from tidemark.clients.marker import ServiceMarkerReader
 from tidemark.commands.args import positive_int
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
-from tidemark.marker_client import ServiceMarkerReader
 from tidemark.rpc.options import client_options
 from tidemark.rpc.process import ServeProcess
 from tidemark.s3local import FaultProxy, LocalS3Server, free_port

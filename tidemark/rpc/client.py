@@ -4,11 +4,13 @@ Channels are created on first use in the process that uses them (PySpark forks i
 workers, and a gRPC channel does not survive fork), cached by (pid, address, tls, config), and
 never pickled. ``call`` puts a deadline on every RPC, retries only what is safe to
 retry, and turns the final gRPC error back into the server's ``tidemark.errors``
-exception.
+exception. ``ServiceClient`` bundles both for one service's clients (``tidemark.clients``):
+a service still unreachable after the retries is one error naming it and its address.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import uuid
@@ -18,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 import structlog
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -28,7 +31,7 @@ from tenacity import (
 )
 
 from tidemark.config import ClientConfig
-from tidemark.errors import TidemarkError
+from tidemark.errors import TidemarkError, UnavailableError
 from tidemark.rpc.options import client_options
 from tidemark.rpc.status import REQUEST_ID_KEY, error_from_status
 
@@ -168,3 +171,74 @@ def _log_retry(state: RetryCallState) -> None:
     error = state.outcome.exception() if state.outcome else None
     code = error.code().name if isinstance(error, grpc.Call) else None
     log.warning("retrying rpc", attempt=state.attempt_number, code=code)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceName:
+    """A service as its clients name it: the gRPC name its health check answers for, the
+    words of an error (``marker service``) and the setting holding its address."""
+
+    full_name: str
+    label: str
+    address_field: str
+
+    def unreachable(self, address: str, error: UnavailableError) -> UnavailableError:
+        """The error a caller reports when the service stays unavailable after retries."""
+        return UnavailableError(
+            f"{self.label} at {address} is unreachable: {error.message}",
+            field=self.address_field,
+        )
+
+
+class ServiceClient(Generic[S]):
+    """One service's stub at an address (picklable, channel per process) whose calls are
+    retried and whose final unavailability names the service."""
+
+    def __init__(
+        self,
+        service: ServiceName,
+        address: str,
+        stub_class: Callable[[grpc.Channel], S],
+        config: ClientConfig | None = None,
+    ) -> None:
+        self.service = service
+        self.config = config or ClientConfig.from_env()
+        self._stub: LazyStub[S] = lazy_stub(address, stub_class, config=self.config)
+
+    @property
+    def address(self) -> str:
+        return self._stub.address
+
+    @property
+    def stub(self) -> S:
+        return self._stub.stub
+
+    def call(
+        self,
+        method: Callable[..., R],
+        request: Any,
+        *,
+        idempotent: bool = True,
+        timeout: float | None = None,
+    ) -> R:
+        """``call`` with this client's settings; UNAVAILABLE after the retries names the
+        service and its address."""
+        try:
+            return call(method, request, idempotent=idempotent, timeout=timeout, config=self.config)
+        except UnavailableError as error:
+            raise self.service.unreachable(self.address, error) from error
+
+    def check_reachable(self) -> None:
+        """Ask the service's health endpoint (before a job creates anything): unreachable
+        or not serving is an UnavailableError naming the service."""
+        health = lazy_stub(self.address, health_pb2_grpc.HealthStub, config=self.config)
+        request = health_pb2.HealthCheckRequest(service=self.service.full_name)
+        try:
+            response = call(health.stub.Check, request, idempotent=True, config=self.config)
+        except UnavailableError as error:
+            raise self.service.unreachable(self.address, error) from error
+        if response.status != health_pb2.HealthCheckResponse.SERVING:
+            raise UnavailableError(
+                f"{self.service.label} at {self.address} is not serving",
+                field=self.service.address_field,
+            )

@@ -130,7 +130,7 @@ def marker_writer_for(spec: MarkerSpec) -> MarkerWriter:
     lazily there)."""
     if spec.kind == "direct":
         return DirectMarkerWriter(open_storage(spec.table_uri), spec.instant)
-    client = importlib.import_module("tidemark.marker_client")
+    client = importlib.import_module("tidemark.clients.marker")
     writer: MarkerWriter = client.ServiceMarkerWriter(spec)
     return writer
 

@@ -11,11 +11,9 @@ runs in another process, maybe on another machine, and refuses relative paths.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import structlog
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from tidemark.common.v1.common_pb2 import TableRef
@@ -23,15 +21,13 @@ from tidemark.config import ClientConfig
 from tidemark.errors import ConflictError, InvalidArgumentError, UnavailableError
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
-from tidemark.rpc.client import LazyStub, call, lazy_stub
+from tidemark.rpc.client import ServiceClient, ServiceName
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.lock import LockHolder
 from tidemark.table.markers import DirectMarkerWriter, IOType, MarkerSpec
 
 log = structlog.get_logger(__name__)
-
-R = TypeVar("R")
 
 IO_TYPES: dict[IOType, pb.IOType] = {
     IOType.CREATE: pb.IO_TYPE_CREATE,
@@ -47,31 +43,17 @@ OWNER_WAIT_S = 90.0
 writer that crashed leaves its dir leased for up to one lease (60 s by default) while its
 table lock may expire sooner, so the next writer's rollback would otherwise fail."""
 OWNER_POLL_S = 1.0
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MarkerService"].full_name
+MARKER_SERVICE = ServiceName(
+    full_name=pb.DESCRIPTOR.services_by_name["MarkerService"].full_name,
+    label="marker service",
+    address_field="marker_service_address",
+)
 
 
 def check_reachable(address: str, config: ClientConfig | None = None) -> None:
     """Ask the service's health endpoint, before a write creates anything; an unreachable
     or not serving service is an UnavailableError naming it."""
-    config = config or ClientConfig.from_env()
-    stub = lazy_stub(address, health_pb2_grpc.HealthStub, config=config)
-    request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
-    try:
-        response = call(stub.stub.Check, request, idempotent=True, config=config)
-    except UnavailableError as error:
-        raise unreachable(address, error) from error
-    if response.status != health_pb2.HealthCheckResponse.SERVING:
-        raise UnavailableError(
-            f"marker service at {address} is not serving", field="marker_service_address"
-        )
-
-
-def unreachable(address: str, error: UnavailableError) -> UnavailableError:
-    """The error a writer reports when the marker service stays unavailable after retries."""
-    return UnavailableError(
-        f"marker service at {address} is unreachable: {error.message}",
-        field="marker_service_address",
-    )
+    ServiceClient(MARKER_SERVICE, address, MarkerServiceStub, config).check_reachable()
 
 
 class ServiceMarkerWriter:
@@ -81,9 +63,8 @@ class ServiceMarkerWriter:
         if spec.service_address is None:
             raise InvalidArgumentError("service markers need an address", field="service_address")
         self.spec = spec
-        self.config = config or ClientConfig.from_env()
-        self._stub: LazyStub[MarkerServiceStub] = lazy_stub(
-            spec.service_address, MarkerServiceStub, config=self.config
+        self._client = ServiceClient(
+            MARKER_SERVICE, spec.service_address, MarkerServiceStub, config
         )
         self._table = TableRef(base_path=canonical_uri(spec.table_uri))
 
@@ -96,9 +77,7 @@ class ServiceMarkerWriter:
         )
         marker = (partition_path, data_file_name, io_type)
         try:
-            response = call(
-                self._stub.stub.CreateMarker, request, idempotent=True, config=self.config
-            )
+            response = self._client.call(self._client.stub.CreateMarker, request)
         except UnavailableError as error:
             return self._direct([marker], error)[0]
         return bool(response.created)
@@ -111,9 +90,7 @@ class ServiceMarkerWriter:
             markers=[_marker(*marker) for marker in markers],
         )
         try:
-            response = call(
-                self._stub.stub.CreateMarkers, request, idempotent=True, config=self.config
-            )
+            response = self._client.call(self._client.stub.CreateMarkers, request)
         except UnavailableError as error:
             return self._direct(markers, error)
         return list(response.created)
@@ -121,7 +98,7 @@ class ServiceMarkerWriter:
     def _direct(self, markers: Sequence[MarkerTuple], error: UnavailableError) -> list[bool]:
         """Direct markers when the spec allows falling back, else the service's error."""
         if not self.spec.fallback_to_direct:
-            raise unreachable(self._stub.address, error) from error
+            raise error
         log.warning("marker service unavailable, writing direct markers", error=str(error))
         direct = DirectMarkerWriter(open_storage(self.spec.table_uri), self.spec.instant)
         return [direct.create(*marker) for marker in markers]
@@ -142,12 +119,9 @@ class ServiceMarkerReader:
         owner_wait_s: float = OWNER_WAIT_S,
         lock_holder: LockHolder | None = None,
     ) -> None:
-        self.config = config or ClientConfig.from_env()
         self.owner_wait_s = owner_wait_s
         self.lock_holder = lock_holder
-        self._stub: LazyStub[MarkerServiceStub] = lazy_stub(
-            address, MarkerServiceStub, config=self.config
-        )
+        self._client = ServiceClient(MARKER_SERVICE, address, MarkerServiceStub, config)
         self._table = TableRef(base_path=canonical_uri(table_uri))
 
     def all_markers(self, instant: str) -> set[str]:
@@ -161,7 +135,7 @@ class ServiceMarkerReader:
 
     def dir_exists(self, instant: str) -> bool:
         request = pb.MarkerDirExistsRequest(table=self._table, instant_time=instant)
-        response = self._call(self._stub.stub.MarkerDirExists, request)
+        response = self._client.call(self._client.stub.MarkerDirExists, request)
         return bool(response.exists)
 
     def delete_dir(self, instant: str) -> bool:
@@ -177,11 +151,11 @@ class ServiceMarkerReader:
             stop=stop_after_delay(self.owner_wait_s),
             reraise=True,
         )
-        response = waiting(self._call, self._stub.stub.DeleteMarkerDir, request)
+        response = waiting(self._client.call, self._client.stub.DeleteMarkerDir, request)
         return bool(response.deleted)
 
     def _list(self, instant: str, marker_filter: pb.MarkerFilter) -> set[str]:
-        stub = self._stub.stub
+        stub = self._client.stub
 
         def read_all(
             request: pb.ListMarkersRequest, *, timeout: float, metadata: tuple[tuple[str, str], ...]
@@ -194,14 +168,7 @@ class ServiceMarkerReader:
         request = pb.ListMarkersRequest(
             table=self._table, instant_time=instant, filter=marker_filter
         )
-        return self._call(read_all, request)
-
-    def _call(self, method: Callable[..., R], request: Any) -> R:
-        """An idempotent call; a service still unavailable after the retries is named."""
-        try:
-            return call(method, request, idempotent=True, config=self.config)
-        except UnavailableError as error:
-            raise unreachable(self._stub.address, error) from error
+        return self._client.call(read_all, request)
 
 
 def _marker(partition_path: str, data_file_name: str, io_type: IOType) -> pb.Marker:

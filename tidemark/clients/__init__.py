@@ -1,0 +1,1 @@
+"""Clients of Tidemark's gRPC services, one module per service."""
