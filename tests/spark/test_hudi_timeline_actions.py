@@ -4,9 +4,9 @@ next write rolls back (its ``.rollback`` then on the timeline for later writes).
 
 The timeline is shaped from ``v6_simplekeygen_nonhivestyle`` as Hudi's services would
 leave it: the first commit's instant files moved out of the active timeline into an
-archive log under ``.hoodie/archived/``; a clean that deleted the file slice the second
-commit superseded (its metadata is opaque to Tidemark, which never reads it); a write
-that failed after requesting its instant.
+archive log under ``.hoodie/archived/`` (made by ``hudi_archive``); a clean that deleted
+the file slice the second commit superseded (its metadata is opaque to Tidemark, which
+never reads it); a write that failed after requesting its instant.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
+from table.hudi_archive import archived_commit, write_archive
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
 from spark_jobs.write import write
@@ -32,8 +33,7 @@ def _shape_timeline(root: Path) -> None:
     meta = root / ".hoodie"
     for name in (f"{FIRST}.commit", f"{FIRST}.commit.requested", f"{FIRST}.inflight"):
         (meta / name).unlink()
-    (meta / "archived").mkdir(exist_ok=True)
-    (meta / "archived" / ".commits_.archive.1_1-0-1").write_bytes(b"#HUDI#archived-log")
+    write_archive(meta / "archived", 1, archived_commit(FIRST))
     (root / SUPERSEDED).unlink()
     for name in (f"{CLEAN}.clean.requested", f"{CLEAN}.clean.inflight", f"{CLEAN}.clean"):
         (meta / name).write_bytes(b"Obj\x01clean-metadata")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from table.hudi_archive import Entry, archived_commit, write_archive
 from table.table_testkit import Writer, copy_fixture, rows
-from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata
-from tidemark.table.fsview import ARCHIVE_FOLDER
-from tidemark.table.instant import ROLLBACK, State, new_instant_time
+from tidemark.table.instant import State
 from tidemark.table.table import HoodieTable
 
 FIRST = rows((1, "ann", "eu", 1.0), (2, "bob", "us", 2.0))
@@ -53,41 +52,39 @@ ARCHIVED_FIRST = "20240418172802262"
 SECOND = "20240418172804498"
 
 
-def _archive_first_commit(tmp_path: Path, *, archive_log: bool) -> HoodieTable:
+def _archive_first_commit(tmp_path: Path, archived: list[Entry] | None) -> HoodieTable:
     """The fixture as Hudi's archiver leaves it: the first commit gone from the active
-    timeline and, when ``archive_log``, recorded in a log file under .hoodie/archived."""
+    timeline and, unless ``archived`` is None, a log file under .hoodie/archived holding
+    those entries."""
     uri = copy_fixture("v6_simplekeygen_nonhivestyle", tmp_path)
     for suffix in ("commit", "commit.requested", "inflight"):
         (Path(uri) / ".hoodie" / f"{ARCHIVED_FIRST}.{suffix}").unlink()
-    archived = Path(uri) / ARCHIVE_FOLDER
-    archived.mkdir()
-    if archive_log:
-        (archived / ".commits_.archive.1_1-0-1").write_bytes(b"#HUDI#")
+    folder = Path(uri) / ".hoodie" / "archived"
+    folder.mkdir()
+    if archived is not None:
+        write_archive(folder, 1, archived)
     return HoodieTable.open(uri)
 
 
 def test_archived_commits_stay_visible(tmp_path: Path) -> None:
-    table = _archive_first_commit(tmp_path, archive_log=True)
+    table = _archive_first_commit(tmp_path, archived_commit(ARCHIVED_FIRST))
     files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
     assert files == {"10": SECOND, "20": ARCHIVED_FIRST, "30": SECOND}
 
 
 def test_older_than_the_active_timeline_is_no_proof_of_a_commit(tmp_path: Path) -> None:
     """An empty archive folder (Hudi creates one with the table) archived nothing."""
-    table = _archive_first_commit(tmp_path, archive_log=False)
+    table = _archive_first_commit(tmp_path, None)
     files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
     assert files == {"10": SECOND, "30": SECOND}
 
 
-def test_rolled_back_instant_older_than_the_active_timeline_stays_invisible(
+def test_instant_the_archive_does_not_list_as_completed_stays_invisible(
     tmp_path: Path,
 ) -> None:
-    table = _archive_first_commit(tmp_path, archive_log=True)
-    rollback = new_instant_time(after=table.timeline.latest_timestamp())
-    undone = [InstantInfo(ARCHIVED_FIRST, "commit")]
-    table.timeline.create_requested(rollback, ROLLBACK)
-    table.timeline.transition_inflight(rollback, ROLLBACK)
-    metadata = RollbackMetadata(rollback, 1, undone, {"20": []})
-    table.timeline.complete(rollback, ROLLBACK, metadata.to_avro())
+    """Archived entries of other instants, and of this one only requested and inflight (a
+    rolled-back write), prove nothing about its files."""
+    entries = [*archived_commit("20240418172700000"), *archived_commit(ARCHIVED_FIRST)[:2]]
+    table = _archive_first_commit(tmp_path, entries)
     files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
     assert files == {"10": SECOND, "30": SECOND}

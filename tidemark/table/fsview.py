@@ -4,12 +4,12 @@ Mirrors Hudi's view without the metadata table: list the partitions, keep base f
 instant is committed and not after ``as_of``, take the newest per file group, and drop
 groups replaced by a completed replacecommit.
 
-Committed means completed on the active timeline, or archived: older than the active
-timeline in a table whose archived timeline (``.hoodie/archived``) holds instants, and not
-undone by a rollback still on the active timeline. Being older than the first active
-instant alone proves nothing: a table that never archived has no archived commits, and
-the late files of a rolled-back write (a writer that lost its lock) carry such instants.
-Files of pending, failed or rolled-back instants are thereby invisible.
+Committed means completed on the active timeline, or older than the active timeline and
+listed by Hudi's archived timeline as a completed commit or replacecommit
+(``archived_timeline``). Being older than the first active instant alone proves nothing:
+a table that never archived has no archived commits, and the late files of a rolled-back
+write (a writer that lost its lock) carry such instants. Files of pending, failed or
+rolled-back instants are thereby invisible.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tidemark.storage.base import FileInfo, ListDirResult, Storage
+from tidemark.table.archived_timeline import META_FOLDER, ArchivedTimeline
 from tidemark.table.instant import REPLACE_COMMIT, validate_instant_time
 from tidemark.table.naming import (
     PARTITION_METADATA_FILE,
@@ -27,10 +28,6 @@ from tidemark.table.naming import (
     partition_of,
 )
 from tidemark.table.timeline import Timeline
-
-META_FOLDER = ".hoodie"
-ARCHIVE_FOLDER = ".hoodie/archived"
-"""Hudi's archived timeline (``hoodie.archivelog.folder``, ``archived`` by default)."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +40,19 @@ class BaseFile:
 
 
 class FileSystemView:
-    def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None) -> None:
+    """``archive`` is the table's archived timeline (a fresh reader of the default folder
+    when None), read only if a file is older than the active timeline."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        timeline: Timeline,
+        as_of: str | None = None,
+        archive: ArchivedTimeline | None = None,
+    ) -> None:
         self.storage = storage
         self.timeline = timeline
+        self.archive = archive or ArchivedTimeline(storage)
         self.as_of = validate_instant_time(as_of, field="as_of") if as_of else None
         instants = timeline.instants()
         self._completed = {
@@ -53,8 +60,7 @@ class FileSystemView:
         }
         self._pending = {i.timestamp for i in instants if not i.is_completed}
         self._timeline_start = instants[0].timestamp if instants else None
-        self._has_archive: bool | None = None
-        self._rolled_back: set[str] = set()
+        self._archived: frozenset[str] | None = None
         self._replaced = self._replaced_file_groups()
 
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
@@ -93,16 +99,10 @@ class FileSystemView:
         return before_start and self._in_range(timestamp) and self._is_archived(timestamp)
 
     def _is_archived(self, timestamp: str) -> bool:
-        """Read lazily (only tables with files older than the active timeline pay for it):
-        whether the table archived anything, and which instants rollbacks undid."""
-        if self._has_archive is None:
-            self._has_archive = bool(self.storage.list_dir(ARCHIVE_FOLDER).files)
-            self._rolled_back = {
-                undone.commit_time
-                for rollback in self.timeline.rollbacks()
-                for undone in rollback.instants_rollback
-            }
-        return self._has_archive and timestamp not in self._rolled_back
+        """Asked lazily: only tables with files older than the active timeline read it."""
+        if self._archived is None:
+            self._archived = self.archive.completed_writes()
+        return timestamp in self._archived
 
     def _visible_base_file(self, info: FileInfo) -> BaseFile | None:
         name = info.path.rpartition("/")[2]

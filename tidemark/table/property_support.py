@@ -190,9 +190,9 @@ RULES: tuple[PropertyRule, ...] = (
     ),
     PropertyRule(
         "hoodie.archivelog.folder",
-        "ignored",
-        "Tidemark never archives and reads only the active timeline; files of archived "
-        "instants count as committed, as in Hudi",
+        "honoured",
+        "where Hudi's archived timeline is read: a file older than the active timeline is "
+        "committed only if the archive lists its instant as a completed commit",
     ),
     PropertyRule(
         "hoodie.bootstrap.index.enable",

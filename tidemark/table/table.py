@@ -8,6 +8,7 @@ from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundEr
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.uri import LocalUri, parse_uri
+from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
 from tidemark.table.fsview import FileSystemView
 from tidemark.table.instant import validate_instant_time
 from tidemark.table.naming import PARTITION_METADATA_FILE, join_path
@@ -30,6 +31,7 @@ class HoodieTable:
         self.storage = storage
         self.config = config
         self.timeline = Timeline(storage)
+        self.archive = ArchivedTimeline(storage, archive_folder(dict(config.properties)))
 
     @property
     def uri(self) -> str:
@@ -64,7 +66,7 @@ class HoodieTable:
         return cls(storage, config)
 
     def view(self, as_of: str | None = None) -> FileSystemView:
-        return FileSystemView(self.storage, self.timeline, as_of)
+        return FileSystemView(self.storage, self.timeline, as_of, self.archive)
 
     def write_partition_metadata(self, partition_path: str, instant: str) -> bool:
         """``.hoodie_partition_metadata`` (Hudi's partition discovery needs it); kept if present."""
