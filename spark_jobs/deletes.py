@@ -14,14 +14,14 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 
 from spark_jobs.keying import check_fields, column, with_keys
-from tidemark.table.keys import RECORD_KEY
 from tidemark.table.properties import TableConfig
 
 
 def delete_keys(data: DataFrame, config: TableConfig) -> DataFrame:
-    """One keyed row per distinct record key in ``data``, with only the key columns; the
-    partition path is left empty (the key's location is found by tagging)."""
+    """A keyed row per row of ``data``, with only the key columns (the writer de-duplicates
+    them when the validation counted duplicate keys); the partition path is left empty (the
+    key's location is found by tagging)."""
     key_config = replace(config, partition_fields=(), precombine_field=None)
     check_fields(data, key_config)
     keys = data.select(*[column(name) for name in config.record_key_fields])
-    return with_keys(keys, key_config).dropDuplicates([RECORD_KEY])
+    return with_keys(keys, key_config)

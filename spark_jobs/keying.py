@@ -87,12 +87,15 @@ def with_keys(df: DataFrame, config: TableConfig) -> DataFrame:
     return df.mapInArrow(add_keys, keyed_schema(df))
 
 
-def dedupe(keyed: DataFrame, precombine_field: str | None) -> DataFrame:
+def dedupe(rows: DataFrame, config: TableConfig) -> DataFrame:
     """One row per record key: the largest precombine value wins, ties and no precombine
-    field go to the row that came last in the input."""
-    arrival = keyed.withColumn(_ARRIVAL, sf.monotonically_increasing_id())
+    field go to the row that came last in the input (numbered before any shuffle). Rows are
+    grouped by the key columns, which tell keys apart exactly as the key string does, so
+    this works before or after ``with_keys``."""
+    arrival = rows.withColumn(_ARRIVAL, sf.monotonically_increasing_id())
     order = [sf.col(_ARRIVAL).desc()]
-    if precombine_field:
-        order.insert(0, sf.col(precombine_field).desc_nulls_last())
-    rank = sf.row_number().over(Window.partitionBy(RECORD_KEY).orderBy(*order))
+    if config.precombine_field:
+        order.insert(0, column(config.precombine_field).desc_nulls_last())
+    keys = Window.partitionBy(*[column(name) for name in config.record_key_fields])
+    rank = sf.row_number().over(keys.orderBy(*order))
     return arrival.withColumn(_RANK, rank).where(sf.col(_RANK) == 1).drop(_RANK, _ARRIVAL)

@@ -2,12 +2,16 @@
 
 Names, types and the table layout are checked from the schema and ``hoodie.properties``.
 Everything about values is one Spark aggregation over the key, partition and precombine
-columns (JVM only, no Python workers): the row count, null or empty record keys, composite
-key parts that Hudi's ``field:value,field:value`` encoding cannot keep apart, null ordering
-values, grouped by the partition columns so the groups are the distinct partition values (a
-hash aggregation: measured 0.33 s on a million rows where ``collect_set`` took 0.5 s). Their
-folder names and nesting are then checked on the driver with the code the writing tasks use
-to build partition paths.
+columns (JVM only, no Python workers): the row count, the number of distinct record keys
+(so a batch without duplicate keys needs no de-duplicating shuffle), null or empty record
+keys, composite key parts that Hudi's ``field:value,field:value`` encoding cannot keep
+apart, null ordering values. It groups by the key columns first (the key columns, not the
+key string: for the supported key types they tell keys apart exactly as the string does),
+then by each key's partition values, so the second level's groups are the distinct
+partition values (hash aggregations, no ``collect_set``). Their folder names and nesting
+are then checked on the driver with the code the writing tasks use to build partition
+paths. Only when one key comes with several partition values (a duplicate key moving within
+the batch) are the partition values collected in a second pass.
 """
 
 from __future__ import annotations
@@ -49,6 +53,10 @@ ORDERED_OPERATIONS = frozenset({"insert", "upsert", "insert_overwrite"})
 _KEY_SEPARATORS = "[,:]"
 _ROWS = f"{INTERNAL_COLUMN_PREFIX}rows"
 _ORDERING_NULLS = f"{INTERNAL_COLUMN_PREFIX}ordering_nulls"
+_KEYS = f"{INTERNAL_COLUMN_PREFIX}keys"
+_SPREAD_KEYS = f"{INTERNAL_COLUMN_PREFIX}spread_keys"
+_FIRST_PARTITION = f"{INTERNAL_COLUMN_PREFIX}first_partition"
+_LAST_PARTITION = f"{INTERNAL_COLUMN_PREFIX}last_partition"
 _SAMPLE = f"{INTERNAL_COLUMN_PREFIX}sample_"
 """Aggregate names carry the reserved prefix: they sit beside the user's partition columns."""
 
@@ -103,12 +111,24 @@ def check_layout(config: TableConfig, request: TableRequest) -> None:
             )
 
 
+@dataclass(frozen=True)
+class InputCounts:
+    """Rows of a validated input and its distinct record keys."""
+
+    rows: int
+    keys: int
+
+    @property
+    def has_duplicate_keys(self) -> bool:
+        return self.keys < self.rows
+
+
 def validate_input(
     df: DataFrame, config: TableConfig, operation: str, table: HoodieTable | None
-) -> int:
-    """The input's row count, after checking its schema and, in one aggregation, its values;
-    raises InvalidArgumentError naming the column and an offending value. A delete needs
-    only the key columns (``spark_jobs.deletes``)."""
+) -> InputCounts:
+    """The input's row and distinct key counts, after checking its schema and, in one
+    aggregation, its values; raises InvalidArgumentError naming the column and an offending
+    value. A delete needs only the key columns (``spark_jobs.deletes``)."""
     if operation == "delete":
         config = replace(config, partition_fields=(), precombine_field=None)
     check_fields(df, config)
@@ -120,9 +140,7 @@ def validate_input(
     if ordering:
         aggregates.append(sf.count_if(sf.col(ordering).isNull()).alias(_ORDERING_NULLS))
     fields = config.partition_fields
-    groups = run_spark_action(
-        df.groupBy(*[column(name) for name in fields]).agg(*aggregates).collect
-    )
+    groups = run_spark_action(_per_partition(_per_key(df, config, aggregates), fields).collect)
     totals = _combine([group.asDict() for group in groups], fields)
     _raise_key_problems(config, totals)
     if ordering and totals[_ORDERING_NULLS]:
@@ -132,12 +150,42 @@ def validate_input(
             field=ordering,
         )
     if fields:
+        if totals[_SPREAD_KEYS]:
+            partitions = df.groupBy(*[column(name) for name in fields]).count()
+            groups = run_spark_action(partitions.collect)
         distinct = pa.Table.from_pylist(
             [{name: group[name] for name in fields} for group in groups],
             schema=pa.schema([schema.field(name) for name in fields]),
         )
         _check_partitions(config, distinct, table)
-    return int(totals[_ROWS])
+    return InputCounts(rows=int(totals[_ROWS]), keys=int(totals[_KEYS]))
+
+
+def _per_key(df: DataFrame, config: TableConfig, aggregates: list[Column]) -> DataFrame:
+    """One row per distinct key: the aggregates and the smallest and largest of its
+    partition values (equal unless the key comes with several)."""
+    per_key = [*aggregates]
+    if config.partition_fields:
+        values = sf.struct(*[column(name) for name in config.partition_fields])
+        per_key += [sf.min(values).alias(_FIRST_PARTITION), sf.max(values).alias(_LAST_PARTITION)]
+    return df.groupBy(*[column(name) for name in config.record_key_fields]).agg(*per_key)
+
+
+def _per_partition(per_key: DataFrame, fields: tuple[str, ...]) -> DataFrame:
+    """The per-key aggregates summed (samples: the smallest) per partition value of each key,
+    with the number of keys and of keys with several partition values."""
+    combined = [
+        (sf.min(name) if name.startswith(_SAMPLE) else sf.sum(name)).alias(name)
+        for name in per_key.columns
+        if name.startswith(INTERNAL_COLUMN_PREFIX)
+        and name not in (_FIRST_PARTITION, _LAST_PARTITION)
+    ]
+    combined.append(sf.count(sf.lit(1)).alias(_KEYS))
+    if not fields:
+        return per_key.agg(*combined)
+    first, last = sf.col(_FIRST_PARTITION), sf.col(_LAST_PARTITION)
+    combined.append(sf.count_if(~first.eqNullSafe(last)).alias(_SPREAD_KEYS))
+    return per_key.groupBy(*[first.getField(name).alias(name) for name in fields]).agg(*combined)
 
 
 def _combine(groups: list[dict[str, Any]], partition_fields: Collection[str]) -> dict[str, Any]:

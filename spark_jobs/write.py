@@ -96,6 +96,8 @@ OPERATION_TYPES = {
     "delete": "DELETE",
     "insert_overwrite": "INSERT_OVERWRITE",
 }
+DUPLICATING_OPERATIONS = ("bulk_insert", "insert")
+"""Operations ``--allow-duplicates`` applies to (Hudi's ``hoodie.combine.before.insert``)."""
 MIB = 1024 * 1024
 DEFAULT_LOCK_LEASE_S = 60.0
 _RECENT_COMMITS = 5
@@ -155,6 +157,7 @@ def write(
     idempotency_key: str | None = None,
     listener: StageListener | None = None,
     disable_hudi_metadata_table: bool = False,
+    allow_duplicates: bool = False,
 ) -> WriteResult:
     """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
     are given and there is no table yet. Raises tidemark.errors exceptions on bad input.
@@ -165,7 +168,9 @@ def write(
     whatever clean-up fails afterwards. With ``idempotency_key``, a key some completed
     instant already carries makes the write a no-op returning that instant.
     ``disable_hudi_metadata_table`` lets the write remove Hudi's metadata table, which
-    Tidemark does not maintain (refused otherwise)."""
+    Tidemark does not maintain (refused otherwise). ``allow_duplicates`` (bulk_insert and
+    insert) writes every row of a key that comes several times, as Hudi does with
+    ``hoodie.combine.before.insert=false``; otherwise each key's winning row is kept."""
     if operation not in OPERATION_TYPES:
         raise InvalidArgumentError(
             f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
@@ -188,6 +193,11 @@ def write(
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
     _check_idempotency_key(idempotency_key)
+    if allow_duplicates and operation not in DUPLICATING_OPERATIONS:
+        raise InvalidArgumentError(
+            f"only {' and '.join(DUPLICATING_OPERATIONS)} can keep duplicate keys, not {operation}",
+            field="allow_duplicates",
+        )
     table_uri = canonical_uri(table_uri)
     if markers == "service" and marker_service_address and not marker_fallback_direct:
         check_reachable(marker_service_address)
@@ -201,9 +211,11 @@ def write(
         disable_hudi_metadata_table,
     )
     with clock.stage("prepare"):
-        prepared = _prepare(df, table_uri, operation, request)
+        prepared = _prepare(df, table_uri, operation, request, allow_duplicates)
     try:
-        table, prepared = _create_or_join(df, table_uri, operation, request, prepared)
+        table, prepared = _create_or_join(
+            df, table_uri, operation, request, prepared, allow_duplicates
+        )
         owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
         with cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel:
             lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
@@ -250,7 +262,12 @@ def _check_idempotency_key(key: str | None) -> None:
 
 
 def _create_or_join(
-    df: DataFrame, table_uri: str, operation: str, request: TableRequest, prepared: _Prepared
+    df: DataFrame,
+    table_uri: str,
+    operation: str,
+    request: TableRequest,
+    prepared: _Prepared,
+    allow_duplicates: bool,
 ) -> tuple[HoodieTable, _Prepared]:
     """The table to write: the existing one, a new one, or, when another writer created
     it concurrently, that one (the input checked again against its layout)."""
@@ -262,7 +279,7 @@ def _create_or_join(
         log.info("write.table_created_concurrently", table=table_uri)
     prepared.rows.unpersist()
     try:
-        joined = _prepare(df, table_uri, operation, request)
+        joined = _prepare(df, table_uri, operation, request, allow_duplicates)
     except InvalidArgumentError as error:
         raise with_note(
             error, "another writer created the table concurrently with a different layout"
@@ -296,8 +313,16 @@ class _Options:
     lock_holder: LockHolder | None
 
 
-def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableRequest) -> _Prepared:
-    """Validate everything that can be validated without the lock; nothing is written."""
+def _prepare(
+    df: DataFrame,
+    table_uri: str,
+    operation: str,
+    request: TableRequest,
+    allow_duplicates: bool = False,
+) -> _Prepared:
+    """Validate everything that can be validated without the lock; nothing is written.
+    Rows with duplicate keys are reduced to one per key (``keying.dedupe``) unless
+    ``allow_duplicates``; a batch without duplicates is not shuffled."""
     data = data_columns(df)
     check_column_names(arrow_schema(data.schema, data.sparkSession))
     table = _open_existing(table_uri, request)
@@ -315,17 +340,21 @@ def _prepare(df: DataFrame, table_uri: str, operation: str, request: TableReques
             protected_fields=(*config.record_key_fields, *config.partition_fields),
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
-    row_count = validate_input(data, config, operation, table)
+    counts = validate_input(data, config, operation, table)
+    deduplicate = counts.has_duplicate_keys and not allow_duplicates
+    row_count = counts.keys if deduplicate else counts.rows
     if operation == "bulk_insert":
-        rows = data
+        rows = dedupe(data, config) if deduplicate else data
     else:
-        rows = (
-            delete_keys(data, config)
-            if operation == "delete"
-            else dedupe(with_keys(data, config), config.precombine_field)
-        )
+        if operation == "delete":
+            rows = delete_keys(data, config)
+            config_of_rows = replace(config, precombine_field=None)
+        else:
+            rows, config_of_rows = with_keys(data, config), config
+        if deduplicate:
+            rows = dedupe(rows, config_of_rows)
         rows.persist(StorageLevel.MEMORY_AND_DISK)
-        row_count = run_spark_action(rows.count)
+        run_spark_action(rows.count)
     if operation == "delete" and table is not None:
         file_schema = _latest_file_schema(table) or arrow_schema(
             keyed_schema(data), data.sparkSession
@@ -599,6 +628,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="remove Hudi's metadata table (.hoodie/metadata), which Tidemark does not "
         "update; without it writes to such tables are refused",
     )
+    parser.add_argument(
+        "--allow-duplicates",
+        action="store_true",
+        help="bulk_insert and insert: write every row of a key that comes several times "
+        "(Hudi's hoodie.combine.before.insert=false); default: one row per key, the largest "
+        "precombine value, ties to the last in input order",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument(
         "--lock-lease-s",
@@ -658,6 +694,7 @@ def _run(
         lock_lease_s=args.lock_lease_s,
         listener=listener,
         disable_hudi_metadata_table=args.disable_hudi_metadata_table,
+        allow_duplicates=args.allow_duplicates,
     )
 
 
