@@ -49,6 +49,10 @@ class UnavailableError(TidemarkError):
     """A transient failure of a dependency (storage, a peer service)."""
 
 
+class DataLossError(TidemarkError):
+    """Stored data failed its checksum or is truncated: nothing read from it is trusted."""
+
+
 class ConfigError(TidemarkError):
     """Configuration (flags, TIDEMARK_* env vars) is invalid."""
 

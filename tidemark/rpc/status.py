@@ -26,6 +26,7 @@ STATUS_CODES: dict[type[errors.TidemarkError], grpc.StatusCode] = {
     errors.AlreadyExistsError: grpc.StatusCode.ALREADY_EXISTS,
     errors.ResourceExhaustedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.UnavailableError: grpc.StatusCode.UNAVAILABLE,
+    errors.DataLossError: grpc.StatusCode.DATA_LOSS,
 }
 
 _CLASSES_BY_NAME: dict[str, type[errors.TidemarkError]] = {
@@ -41,6 +42,7 @@ _CLASSES_BY_CODE: dict[grpc.StatusCode, type[errors.TidemarkError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhaustedError,
     grpc.StatusCode.UNAVAILABLE: errors.UnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.UnavailableError,
+    grpc.StatusCode.DATA_LOSS: errors.DataLossError,
 }
 
 

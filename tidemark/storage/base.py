@@ -124,6 +124,11 @@ class Storage(abc.ABC):
         """A seekable stream for reading large objects (Parquet footers, row groups)."""
 
     @abc.abstractmethod
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """Bytes ``[start, start + length)`` of an object in one request (fewer at its end);
+        raises NotFoundError when absent. Index shards read only the blocks they need."""
+
+    @abc.abstractmethod
     def open_output(self, path: str) -> BinaryIO:
         """A stream whose content becomes visible as one object on close."""
 

@@ -1,0 +1,69 @@
+"""Building a table's record index: what the Spark bootstrap calls per shard, then once.
+
+``write_base_shard`` writes one shard's base file as of the instant the build read the
+table; ``publish_index`` writes ``index.properties`` last, so a build killed half-way
+leaves no index (a new build overwrites its stray base files). The shard count follows
+Hudi: sized from the record count at ``ESTIMATED_BYTES_PER_ENTRY`` per entry and a
+maximum shard size, between 10 and 10000 shards.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+
+from services.index import layout
+from services.index.shard_file import KIND_BASE, write_shard
+from tidemark.errors import InvalidArgumentError
+from tidemark.storage.base import Storage
+from tidemark.table.instant import validate_instant_time
+
+MIN_SHARDS = 10
+MAX_SHARDS = 10000
+MAX_SHARD_BYTES = 1 << 30
+ESTIMATED_BYTES_PER_ENTRY = 48
+"""Hudi's sizing estimate; our files are smaller, so shards stay well under the maximum."""
+GROWTH_FACTOR = 2.0
+"""Room for the table to grow before shards reach the maximum size (Hudi's factor)."""
+
+
+def shard_count_for(records: int, max_shard_bytes: int = MAX_SHARD_BYTES) -> int:
+    """Shards for ``records`` entries, as Hudi sizes its record index."""
+    if records < 0:
+        raise InvalidArgumentError(f"must not be negative, got {records}", field="records")
+    if max_shard_bytes <= 0:
+        raise InvalidArgumentError(
+            f"must be positive, got {max_shard_bytes}", field="max_shard_bytes"
+        )
+    needed = math.ceil(records * ESTIMATED_BYTES_PER_ENTRY * GROWTH_FACTOR / max_shard_bytes)
+    return min(MAX_SHARDS, max(MIN_SHARDS, needed))
+
+
+def write_base_shard(
+    storage: Storage,
+    shard: int,
+    num_shards: int,
+    keys: pa.Array,
+    partitions: pa.Array,
+    file_ids: pa.Array,
+    instants: pa.Array,
+    as_of: str,
+) -> int:
+    """Write shard ``shard``'s base file (the caller routed the keys with ``shard_of``);
+    returns its size in bytes. Idempotent: a retried task writes the same file."""
+    validate_instant_time(as_of, field="as_of")
+    if not 0 <= shard < num_shards:
+        raise InvalidArgumentError(f"{shard} is not in [0, {num_shards})", field="shard")
+    data = write_shard(keys, partitions, file_ids, instants, kind=KIND_BASE, as_of=as_of)
+    storage.write(layout.base_path(shard, as_of), data)
+    return len(data)
+
+
+def publish_index(storage: Storage, num_shards: int, as_of: str) -> None:
+    """Write ``index.properties`` once every shard's base file exists (the caller's
+    job); from then on the table has a record index as of ``as_of``."""
+    validate_instant_time(as_of, field="as_of")
+    if not MIN_SHARDS <= num_shards <= MAX_SHARDS and num_shards < 1:
+        raise InvalidArgumentError(f"must be positive, got {num_shards}", field="num_shards")
+    storage.write(layout.PROPERTIES_PATH, layout.IndexProperties(num_shards, as_of).to_bytes())

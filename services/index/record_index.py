@@ -1,0 +1,407 @@
+"""RecordIndex: one table's record index, a base file plus per-commit deltas per shard.
+
+Visibility follows the table's timeline (``tidemark.table.timeline``): a delta counts once
+its instant is a completed commit or replacecommit on the active timeline, or is older
+than the whole active timeline (archived: failed writes are rolled back, and their deltas
+discarded, before archiving can pass them). A delta whose instant is at or before its
+shard's base instant is already folded into the base. Among the rest, the newest instant
+wins and a tombstone deletes. Compaction folds the visible deltas before the earliest
+pending instant into new bases; ``discard`` deletes a never-completed instant's deltas.
+
+Lookups sort and de-duplicate the batch once, split it by shard and ask each shard's
+files for whole sorted runs of keys (``ShardReader.lookup``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from services.index import layout
+from services.index.block_cache import BlockCache
+from services.index.keys import sort_unique
+from services.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_shard
+from services.index.sharding import shard_of
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.storage.base import Storage
+from tidemark.table.instant import validate_instant_time
+from tidemark.table.timeline import WRITE_ACTIONS, Timeline
+
+COMPACT_AFTER_DELTAS = 8
+"""A shard is compacted once it has this many visible deltas."""
+MAX_STALENESS_S = 1.0
+"""A lookup without ``as_of`` re-reads the timeline when its view is older than this."""
+LOOKUP_COLUMNS = ("key", "partition", "file_id", "instant")
+CHANGE_COLUMNS = ("key", "partition", "file_id")
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    entries: int
+    shards: int
+    bytes: int
+    base_files: int
+    delta_files: int
+    cache_hits: int
+    cache_misses: int
+    cache_bytes: int
+
+
+@dataclass(frozen=True)
+class _View:
+    """What the index knows: timeline, each shard's base instant and every stage manifest."""
+
+    completed: frozenset[str]
+    earliest: str | None
+    pending: tuple[str, ...]
+    latest: str | None
+    bases: tuple[str, ...]
+    manifests: tuple[layout.StageManifest, ...]
+    loaded_at: float = field(default_factory=time.monotonic)
+
+    def visible(self, instant: str) -> bool:
+        return instant in self.completed or (self.earliest is not None and instant < self.earliest)
+
+    def deltas(self, shard: int, before: str | None = None) -> list[layout.StageManifest]:
+        """Visible manifests touching ``shard`` past its base, oldest first."""
+        return sorted(
+            (
+                manifest
+                for manifest in self.manifests
+                if shard in manifest.shards
+                and manifest.instant > self.bases[shard]
+                and self.visible(manifest.instant)
+                and (before is None or manifest.instant < before)
+            ),
+            key=lambda manifest: manifest.name,
+        )
+
+
+class RecordIndex:
+    """The record index of the table at ``storage``'s root. Thread-safe."""
+
+    def __init__(
+        self, storage: Storage, properties: layout.IndexProperties, cache: BlockCache
+    ) -> None:
+        self.storage = storage
+        self.properties = properties
+        self.cache = cache
+        self._lock = threading.Lock()
+        self._timeline = Timeline(storage)
+        self._manifests: dict[str, layout.StageManifest] = {}
+        self._view = self._load_view()
+
+    @staticmethod
+    def exists(storage: Storage) -> bool:
+        return storage.exists(layout.PROPERTIES_PATH)
+
+    @classmethod
+    def open(cls, storage: Storage, cache: BlockCache | None = None) -> RecordIndex:
+        """FailedPreconditionError(field="table") when the table has no record index."""
+        try:
+            data = storage.read(layout.PROPERTIES_PATH)
+        except NotFoundError as missing:
+            raise FailedPreconditionError(
+                f"{storage.uri} has no record index (run `tidemark index build`)", field="table"
+            ) from missing
+        return cls(storage, layout.IndexProperties.from_bytes(data), cache or BlockCache())
+
+    @property
+    def num_shards(self) -> int:
+        return self.properties.num_shards
+
+    def _load_view(self) -> _View:
+        """Re-read the timeline, the newest bases record and any new stage manifests."""
+        self._timeline.reload()
+        instants = self._timeline.instants()
+        bases = self._read_bases()
+        listed = {
+            info.path.rsplit("/", 1)[-1].removesuffix(".json"): info.path
+            for info in self.storage.list_dir(layout.STAGED_DIR).files
+        }
+        for name, path in listed.items():
+            if name not in self._manifests:
+                try:
+                    self._manifests[name] = layout.StageManifest.from_bytes(self.storage.read(path))
+                except NotFoundError:
+                    continue
+        self._manifests = {name: m for name, m in self._manifests.items() if name in listed}
+        return _View(
+            completed=frozenset(i.timestamp for i in self._timeline.completed(WRITE_ACTIONS)),
+            earliest=instants[0].timestamp if instants else None,
+            pending=tuple(i.timestamp for i in self._timeline.pending()),
+            latest=instants[-1].timestamp if instants else None,
+            bases=bases,
+            manifests=tuple(self._manifests.values()),
+        )
+
+    def _read_bases(self) -> tuple[str, ...]:
+        records = self.storage.list_dir(layout.BASES_DIR).files
+        if not records:
+            return (self.properties.as_of,) * self.num_shards
+        bases = json.loads(self.storage.read(records[-1].path))
+        return tuple(bases)
+
+    def refresh(self) -> None:
+        with self._lock:
+            self._view = self._load_view()
+
+    def _current_view(self, as_of: str | None) -> _View:
+        view = self._view
+        stale = (
+            view.latest is None or as_of > view.latest or as_of not in view.completed
+            if as_of is not None
+            else time.monotonic() - view.loaded_at > MAX_STALENESS_S
+        )
+        if stale:
+            self.refresh()
+        return self._view
+
+    def _reader(self, path: str) -> ShardReader:
+        key = ("reader", self.storage.uri, path)
+        reader = self.cache.get(key)
+        if reader is None:
+            reader = ShardReader.open(self.storage, path, self.cache)
+            self.cache.put(key, reader, reader.meta_bytes)
+        assert isinstance(reader, ShardReader)
+        return reader
+
+    def _shard_files(self, view: _View, shard: int) -> list[str]:
+        return [layout.base_path(shard, view.bases[shard])] + [
+            layout.delta_path(shard, m.instant, m.stage_id) for m in view.deltas(shard)
+        ]
+
+    def lookup(self, keys: pa.Array, as_of: str | None = None) -> pa.Table:
+        """Each key's location (columns key, partition, file_id, instant; nulls where the
+        key is absent), in the order of ``keys``. A file deleted under us by a concurrent
+        compaction makes one refresh and retry."""
+        if as_of is not None:
+            validate_instant_time(as_of, field="as_of")
+        try:
+            return self._lookup(keys, self._current_view(as_of))
+        except NotFoundError:
+            self.refresh()
+            return self._lookup(keys, self._view)
+
+    def _lookup(self, keys: pa.Array, view: _View) -> pa.Table:
+        unique, inverse = sort_unique(keys)
+        shards = np.zeros(len(unique), np.int64)
+        shards[inverse] = shard_of(keys, self.num_shards)
+        order = np.argsort(shards, kind="stable")
+        bounds = np.searchsorted(shards[order], np.arange(self.num_shards + 1))
+        winner = np.full(len(unique), -1, np.int64)
+        dictionaries: list[pa.Table] = []
+        dictionary_start = 0
+        for shard in np.unique(shards).tolist():
+            positions = order[bounds[shard] : bounds[shard + 1]]
+            batch = unique.take(positions)
+            for path in self._shard_files(view, shard):
+                reader = self._reader(path)
+                found, codes = reader.lookup(batch)
+                winner[positions[found]] = dictionary_start + codes[found].astype(np.int64)
+                dictionaries.append(reader.dictionary)
+                dictionary_start += len(reader.dictionary)
+        return _locations(keys, winner[inverse], dictionaries)
+
+    def stage(self, instant: str, changes: pa.Table) -> None:
+        """Write ``changes`` (key, partition, file_id; null partition and file_id delete
+        the key) as deltas tagged with ``instant``, invisible until it completes. Several
+        calls per instant add up; a retried call writes the same files again."""
+        validate_instant_time(instant)
+        missing = [name for name in CHANGE_COLUMNS if name not in changes.column_names]
+        if missing:
+            raise InvalidArgumentError(f"missing column {missing[0]!r}", field="changes")
+        keys = changes["key"].combine_chunks()
+        instants = pa.array(np.full(len(keys), instant, object), pa.string())
+        shards = shard_of(keys, self.num_shards)
+        order = np.argsort(shards, kind="stable")
+        bounds = np.searchsorted(shards[order], np.arange(self.num_shards + 1))
+        files: dict[int, bytes] = {}
+        for shard in np.unique(shards).tolist():
+            rows = pa.array(order[bounds[shard] : bounds[shard + 1]])
+            files[shard] = write_shard(
+                keys.take(rows),
+                changes["partition"].take(rows),
+                changes["file_id"].take(rows),
+                instants.take(rows),
+                kind=KIND_DELTA,
+                as_of=instant,
+            )
+        if not files:
+            return
+        digest = hashlib.sha256()
+        for shard, data in sorted(files.items()):
+            digest.update(shard.to_bytes(4, "little") + data)
+        manifest = layout.StageManifest(instant, digest.hexdigest()[:16], tuple(sorted(files)))
+        with self._lock:
+            self._timeline.reload()
+            if self._timeline.is_completed(instant) and manifest.name not in self._manifests:
+                raise FailedPreconditionError(
+                    f"instant {instant} is already completed; its changes are final",
+                    field="instant",
+                )
+            self.storage.write(manifest.path, manifest.to_bytes())
+            for shard, path in zip(manifest.shards, manifest.delta_paths(), strict=True):
+                self.storage.write(path, files[shard])
+            self._manifests[manifest.name] = manifest
+            self._view = self._load_view()
+
+    def discard(self, instant: str) -> int:
+        """Delete the deltas of a never-completed ``instant`` (rollback); returns how many
+        stage calls were discarded. FailedPreconditionError for a completed instant."""
+        validate_instant_time(instant)
+        with self._lock:
+            self._view = self._load_view()
+            if instant in self._view.completed:
+                raise FailedPreconditionError(
+                    f"instant {instant} is completed; its index changes cannot be discarded",
+                    field="instant",
+                )
+            doomed = [m for m in self._view.manifests if m.instant == instant]
+            self._delete_manifests(doomed)
+            return len(doomed)
+
+    def discard_rolled_back(self) -> int:
+        """Discard the deltas of instants gone from the timeline (rolled back) that are
+        older than its newest instant; pending instants keep theirs."""
+        with self._lock:
+            self._view = self._load_view()
+            view = self._view
+            doomed = [
+                m
+                for m in view.manifests
+                if m.instant not in view.completed
+                and m.instant not in view.pending
+                and view.latest is not None
+                and m.instant < view.latest
+                and not view.visible(m.instant)
+            ]
+            self._delete_manifests(doomed)
+            return len({m.instant for m in doomed})
+
+    def _delete_manifests(self, manifests: list[layout.StageManifest]) -> None:
+        """Delta files first, then the manifests that named them."""
+        self.storage.delete_many(path for m in manifests for path in m.delta_paths())
+        self.storage.delete_many(m.path for m in manifests)
+        for manifest in manifests:
+            self._manifests.pop(manifest.name, None)
+        self._view = self._load_view()
+
+    def compact(self, min_deltas: int = COMPACT_AFTER_DELTAS) -> list[int]:
+        """Fold visible deltas into new bases for shards with at least ``min_deltas`` of
+        them (only deltas before the earliest pending instant); returns those shards."""
+        with self._lock:
+            self._view = self._load_view()
+            view = self._view
+            before = min(view.pending) if view.pending else None
+            bases = list(view.bases)
+            compacted: dict[int, list[layout.StageManifest]] = {}
+            for shard in range(self.num_shards):
+                deltas = view.deltas(shard, before)
+                if deltas and len(deltas) >= min_deltas:
+                    compacted[shard] = deltas
+                    bases[shard] = deltas[-1].instant
+                    self.storage.write(
+                        layout.base_path(shard, bases[shard]), self._merged(view, shard, deltas)
+                    )
+            if not compacted:
+                return []
+            newest = max(bases)
+            old_records = self.storage.list_dir(layout.BASES_DIR).files
+            self.storage.write(layout.bases_path(newest), json.dumps(bases).encode())
+            self.storage.delete_many(
+                info.path for info in old_records if info.path != layout.bases_path(newest)
+            )
+            self.storage.delete_many(
+                path
+                for shard, deltas in compacted.items()
+                for path in [layout.base_path(shard, view.bases[shard])]
+                + [layout.delta_path(shard, m.instant, m.stage_id) for m in deltas]
+            )
+            folded = [
+                m
+                for m in view.manifests
+                if view.visible(m.instant) and all(m.instant <= bases[s] for s in m.shards)
+            ]
+            self.storage.delete_many(m.path for m in folded)
+            for manifest in folded:
+                self._manifests.pop(manifest.name, None)
+            self._view = self._load_view()
+            return sorted(compacted)
+
+    def _merged(self, view: _View, shard: int, deltas: list[layout.StageManifest]) -> bytes:
+        """Base + deltas of one shard as one base file (newest wins, tombstones dropped)."""
+        paths = [layout.base_path(shard, view.bases[shard])] + [
+            layout.delta_path(shard, m.instant, m.stage_id) for m in deltas
+        ]
+        tables = []
+        for rank, path in enumerate(paths):
+            reader = self._reader(path)
+            keys, codes = reader.scan()
+            located = reader.dictionary.take(pa.array(codes))
+            tables.append(
+                located.append_column("key", keys.to_arrow()).append_column(
+                    "rank", pa.array(np.full(len(keys), -rank, np.int64))
+                )
+            )
+        merged = pa.concat_tables(tables).sort_by([("key", "ascending"), ("rank", "ascending")])
+        keys = merged["key"].combine_chunks()
+        newest = np.ones(len(keys), bool)
+        if len(keys) > 1:
+            newest[1:] = pc.not_equal(keys[1:], keys[:-1]).to_numpy(False)
+        live = newest & pc.is_valid(merged["partition"]).to_numpy(False)
+        kept = merged.filter(pa.array(live))
+        return write_shard(
+            kept["key"],
+            kept["partition"],
+            kept["file_id"],
+            kept["instant"],
+            kind=KIND_BASE,
+            as_of=deltas[-1].instant,
+        )
+
+    def stats(self) -> IndexStats:
+        view = self._current_view(None)
+        entries = total_bytes = deltas = 0
+        for shard in range(self.num_shards):
+            for number, path in enumerate(self._shard_files(view, shard)):
+                reader = self._reader(path)
+                total_bytes += reader.size
+                if number == 0:
+                    entries += reader.entries
+                else:
+                    deltas += 1
+        cache = self.cache.stats()
+        return IndexStats(
+            entries,
+            self.num_shards,
+            total_bytes,
+            self.num_shards,
+            deltas,
+            cache.hits,
+            cache.misses,
+            cache.bytes,
+        )
+
+
+def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table]) -> pa.Table:
+    """The output table: each key's winning dictionary row, null for absent or deleted."""
+    schema = pa.schema([(name, pa.string()) for name in LOOKUP_COLUMNS[1:]])
+    combined = (
+        pa.concat_tables([d.cast(schema) for d in dictionaries])
+        if dictionaries
+        else schema.empty_table()
+    )
+    tombstone = np.append(pc.is_null(combined["partition"]).to_numpy(False), True)
+    absent = tombstone[np.where(winner < 0, len(combined), winner)]
+    rows = combined.take(pa.array(np.where(absent, 0, winner), mask=absent))
+    return pa.table(
+        {"key": pa.array(keys, pa.string()), **{n: rows[n] for n in LOOKUP_COLUMNS[1:]}}
+    )

@@ -1,0 +1,505 @@
+"""The shard file: an immutable, sorted, HFile-like map of record key -> location code.
+
+Layout (byte-exact description in docs/record-index.md)::
+
+    data block 0 | data block 1 | ... | block index | filter | locations | file info | trailer
+
+* Data blocks hold ~64 KiB of sorted entries, zstd-compressed, each with a CRC-32 kept in
+  the block index. A block whose keys are all canonical lowercase UUIDs stores each key
+  as its 16 raw bytes, as byte planes (all first bytes, then all second bytes, ...), so
+  the sorted high bytes compress; other blocks store the keys' common prefix once and the
+  suffixes with their lengths. Location codes follow as 1-, 2- or 4-byte integers.
+* The block index holds each block's offset, sizes, CRC, entry count and first key.
+* The filter is a Bloom filter over a 64-bit hash of every key (fast negatives).
+* Locations: the file's dictionary of (partition, file_id, instant) rows as an Arrow IPC
+  stream; a row with null partition and file id is a tombstone (a delete).
+* File info is JSON (format version, kind, as-of instant, entry count, key range).
+* The fixed 64-byte trailer locates the four sections and holds their CRCs and its own.
+
+Every byte is covered by a CRC, so a flipped byte raises ``DataLossError`` when read and
+never turns into a wrong answer. Lookups take a sorted batch of keys and work per block
+with ``np.searchsorted``; only the blocks the batch touches are read, adjacent ones in one
+ranged read.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from services.index.block_cache import BlockCache
+from services.index.keys import (
+    EncodedKeys,
+    encode_keys,
+    fit,
+    hash64,
+    matrix_of,
+    sort_order,
+    uuid_from_bytes,
+    uuid_mask,
+    uuid_to_bytes,
+)
+from tidemark.errors import DataLossError, InvalidArgumentError
+from tidemark.storage.base import Storage
+
+FORMAT_VERSION = 1
+MAGIC = b"TMRI"
+BLOCK_BYTES = 64 << 10
+FILTER_BITS_PER_KEY = 8
+FILTER_PROBES = 5
+ZSTD_LEVEL = 3
+TAIL_READ_BYTES = 64 << 10
+KIND_BASE = "base"
+KIND_DELTA = "delta"
+
+_KEYS_GENERAL = 0
+_KEYS_UUID = 1
+_TRAILER_BODY = struct.Struct("<4sHHQ4I4IQ")
+_TRAILER_END = struct.Struct("<I4s")
+TRAILER_SIZE = _TRAILER_BODY.size + _TRAILER_END.size
+_BLOCK_HEADER = struct.Struct("<BBBI")
+_SECTION_HEADER = struct.Struct("<I")
+_FILTER_HEADER = struct.Struct("<BQ")
+_CODEC = pa.Codec("zstd", compression_level=ZSTD_LEVEL)
+LOCATION_COLUMNS = ("partition", "file_id", "instant")
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """The file info section."""
+
+    format_version: int
+    kind: str
+    as_of: str
+    entries: int
+    blocks: int
+    min_key: str | None
+    max_key: str | None
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A decoded data block: sorted keys (``S16`` raw UUIDs or ``S<w>`` UTF-8) and codes."""
+
+    keys: np.ndarray
+    codes: np.ndarray
+    uuid: bool
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes + self.codes.nbytes) + 128
+
+
+def _compress(raw: bytes) -> bytes:
+    return _SECTION_HEADER.pack(len(raw)) + _CODEC.compress(raw, asbytes=True)
+
+
+def _decompress(data: bytes, what: str) -> bytes:
+    (size,) = _SECTION_HEADER.unpack_from(data)
+    raw = _CODEC.decompress(data[_SECTION_HEADER.size :], size, asbytes=True)
+    if len(raw) != size:
+        raise DataLossError(f"{what} decompresses to {len(raw)} bytes, expected {size}")
+    return bytes(raw)
+
+
+def _code_dtype(dictionary_size: int) -> np.dtype:
+    for dtype in (np.uint8, np.uint16):
+        if dictionary_size <= np.iinfo(dtype).max + 1:
+            return np.dtype(dtype)
+    return np.dtype(np.uint32)
+
+
+def encode_locations(
+    partitions: pa.Array, file_ids: pa.Array, instants: pa.Array
+) -> tuple[np.ndarray, pa.Table]:
+    """Per-entry codes (uint32) into a dictionary table of distinct (partition, file_id,
+    instant) rows. Null partition and file id together mean a tombstone."""
+    columns = [pa.array(column, pa.string()) for column in (partitions, file_ids, instants)]
+    if columns[2].null_count:
+        raise InvalidArgumentError("an instant is null", field="instant")
+    if not pc.equal(pc.is_null(columns[0]), pc.is_null(columns[1])).to_numpy(False).all():
+        raise InvalidArgumentError(
+            "partition and file_id must both be set, or both null for a delete", field="file_id"
+        )
+    encoded = [pc.dictionary_encode(column, null_encoding="encode") for column in columns]
+    indices = [np.asarray(column.indices.to_numpy(False), np.int64) for column in encoded]
+    pair = indices[0] * len(encoded[1].dictionary) + indices[1]
+    pairs, pair_codes = np.unique(pair, return_inverse=True)
+    triple = pair_codes.astype(np.int64) * len(encoded[2].dictionary) + indices[2]
+    triples, codes = np.unique(triple, return_inverse=True)
+    pair_rows = pairs[triples // len(encoded[2].dictionary)]
+    rows = [
+        pair_rows // len(encoded[1].dictionary),
+        pair_rows % len(encoded[1].dictionary),
+        triples % len(encoded[2].dictionary),
+    ]
+    dictionary = pa.table(
+        {
+            name: column.dictionary.take(pa.array(row))
+            for name, column, row in zip(LOCATION_COLUMNS, encoded, rows, strict=True)
+        }
+    )
+    return codes.astype(np.uint32), dictionary
+
+
+def _encode_block(
+    keys: EncodedKeys, is_uuid: bool, codes: np.ndarray, code_dtype: np.dtype
+) -> bytes:
+    count = len(keys)
+    if is_uuid:
+        planes = matrix_of(uuid_to_bytes(keys.values)).T.tobytes()
+        header = _BLOCK_HEADER.pack(_KEYS_UUID, code_dtype.itemsize, 0, count)
+        return header + planes + codes.astype(code_dtype).tobytes()
+    matrix = matrix_of(keys.values)
+    first, last = matrix[0], matrix[-1]
+    shortest = int(min(keys.lengths[0], keys.lengths[-1]))
+    differing = np.flatnonzero(first[:shortest] != last[:shortest])
+    prefix = int(differing[0]) if len(differing) else shortest
+    suffix_lengths = keys.lengths - prefix
+    length_dtype = np.dtype(np.uint16 if suffix_lengths.max() <= 0xFFFF else np.uint32)
+    mask = (np.arange(keys.width) >= prefix) & (np.arange(keys.width) < keys.lengths[:, None])
+    header = _BLOCK_HEADER.pack(_KEYS_GENERAL, code_dtype.itemsize, length_dtype.itemsize, count)
+    return b"".join(
+        [
+            header,
+            struct.pack("<I", prefix),
+            first[:prefix].tobytes(),
+            suffix_lengths.astype(length_dtype).tobytes(),
+            matrix[mask].tobytes(),
+            codes.astype(code_dtype).tobytes(),
+        ]
+    )
+
+
+def _decode_block(raw: bytes) -> _Block:
+    encoding, code_size, length_size, count = _BLOCK_HEADER.unpack_from(raw)
+    position = _BLOCK_HEADER.size
+    if encoding == _KEYS_UUID:
+        planes = np.frombuffer(raw, np.uint8, 16 * count, position).reshape(16, count)
+        keys = np.ascontiguousarray(planes.T).view("S16").ravel()
+        position += 16 * count
+    else:
+        (prefix,) = struct.unpack_from("<I", raw, position)
+        position += 4
+        prefix_bytes = np.frombuffer(raw, np.uint8, prefix, position)
+        position += prefix
+        suffix_lengths = np.frombuffer(raw, f"<u{length_size}", count, position).astype(np.int64)
+        position += count * length_size
+        lengths = suffix_lengths + prefix
+        width = max(int(lengths.max()), 1)
+        matrix = np.zeros((count, width), np.uint8)
+        matrix[:, :prefix] = prefix_bytes
+        mask = (np.arange(width) >= prefix) & (np.arange(width) < lengths[:, None])
+        total = int(suffix_lengths.sum())
+        matrix[mask] = np.frombuffer(raw, np.uint8, total, position)
+        position += total
+        keys = matrix.view(f"S{width}").ravel()
+    codes = np.frombuffer(raw, f"<u{code_size}", count, position)
+    return _Block(keys, codes, encoding == _KEYS_UUID)
+
+
+def _filter_positions(hashes: np.ndarray, bits: int, probes: int) -> list[np.ndarray]:
+    """Double hashing: probe i sets bit ``(h + i * (h >> 32 | 1)) mod bits``."""
+    step = (hashes >> np.uint64(32)) | np.uint64(1)
+    return [(hashes + np.uint64(probe) * step) % np.uint64(bits) for probe in range(probes)]
+
+
+def _build_filter(keys: EncodedKeys) -> bytes:
+    bits = max(64, -(-len(keys) * FILTER_BITS_PER_KEY // 64) * 64)
+    table = np.zeros(bits, bool)
+    for positions in _filter_positions(hash64(keys), bits, FILTER_PROBES):
+        table[positions] = True
+    packed = np.packbits(table, bitorder="little")
+    return _FILTER_HEADER.pack(FILTER_PROBES, bits) + packed.tobytes()
+
+
+def write_shard(
+    keys: pa.Array,
+    partitions: pa.Array,
+    file_ids: pa.Array,
+    instants: pa.Array,
+    *,
+    kind: str = KIND_BASE,
+    as_of: str,
+    block_bytes: int = BLOCK_BYTES,
+) -> bytes:
+    """The bytes of a shard file mapping each key to its location (input in any order;
+    a duplicate key is refused with InvalidArgumentError(field="key"))."""
+    codes, dictionary = encode_locations(partitions, file_ids, instants)
+    order = sort_order(keys)
+    sorted_keys = encode_keys(pa.array(keys).take(pa.array(order)))
+    codes = codes[order]
+    if len(sorted_keys) > 1 and (sorted_keys.values[1:] == sorted_keys.values[:-1]).any():
+        raise InvalidArgumentError("a key appears twice in one shard file", field="key")
+    code_dtype = _code_dtype(len(dictionary))
+    sizes = sorted_keys.lengths + code_dtype.itemsize
+    block_of = (np.cumsum(sizes) - sizes) // block_bytes
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(block_of)) + 1]).astype(np.int64)
+    ends = np.append(starts[1:], len(sorted_keys))
+    uuids = uuid_mask(sorted_keys)
+    parts: list[bytes] = []
+    offsets, compressed_sizes, raw_sizes, crcs = [], [], [], []
+    offset = 0
+    for start, end in zip(starts, ends, strict=True) if len(sorted_keys) else ():
+        raw = _encode_block(
+            sorted_keys.take(slice(start, end)),
+            bool(uuids[start:end].all()),
+            codes[start:end],
+            code_dtype,
+        )
+        block = _CODEC.compress(raw, asbytes=True)
+        parts.append(block)
+        offsets.append(offset)
+        compressed_sizes.append(len(block))
+        raw_sizes.append(len(raw))
+        crcs.append(zlib.crc32(block))
+        offset += len(block)
+    block_count = len(parts)
+    first_keys = sorted_keys.take(starts[:block_count])
+    first_offsets = np.concatenate([[0], np.cumsum(first_keys.lengths)]).astype("<u4")
+    index = b"".join(
+        [
+            struct.pack("<I", block_count),
+            np.asarray(offsets, "<u8").tobytes(),
+            np.asarray(compressed_sizes, "<u4").tobytes(),
+            np.asarray(raw_sizes, "<u4").tobytes(),
+            np.asarray(crcs, "<u4").tobytes(),
+            (ends - starts)[:block_count].astype("<u4").tobytes(),
+            first_offsets.tobytes(),
+            matrix_of(first_keys.values)[
+                np.arange(first_keys.width) < first_keys.lengths[:, None]
+            ].tobytes(),
+        ]
+    )
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, dictionary.schema) as stream:
+        stream.write_table(dictionary)
+    arrow_keys = sorted_keys.to_arrow()
+    info = ShardInfo(
+        FORMAT_VERSION,
+        kind,
+        as_of,
+        len(sorted_keys),
+        block_count,
+        arrow_keys[0].as_py() if len(arrow_keys) else None,
+        arrow_keys[-1].as_py() if len(arrow_keys) else None,
+    )
+    sections = [
+        _compress(index),
+        _compress(_build_filter(sorted_keys)),
+        _compress(sink.getvalue()),
+        _compress(json.dumps(info.__dict__).encode()),
+    ]
+    body = _TRAILER_BODY.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        0,
+        offset,
+        *(len(section) for section in sections),
+        *(zlib.crc32(section) for section in sections),
+        len(sorted_keys),
+    )
+    trailer = body + _TRAILER_END.pack(zlib.crc32(body), MAGIC)
+    return b"".join([*parts, *sections, trailer])
+
+
+ReadRange = Callable[[int, int], bytes]
+
+
+class ShardReader:
+    """A shard file opened by its trailer and metadata sections (one or two ranged reads);
+    data blocks are read on demand and kept in the block cache."""
+
+    def __init__(self, name: str, size: int, read: ReadRange, cache: BlockCache) -> None:
+        self.name = name
+        self.size = size
+        self._read = read
+        self._cache = cache
+        if size < TRAILER_SIZE:
+            raise self._corrupt(f"{size} bytes is shorter than the trailer")
+        tail_start = max(0, size - TAIL_READ_BYTES)
+        tail = read(tail_start, size - tail_start)
+        trailer = tail[-TRAILER_SIZE:]
+        crc, end_magic = _TRAILER_END.unpack_from(trailer, _TRAILER_BODY.size)
+        body = trailer[: _TRAILER_BODY.size]
+        if end_magic != MAGIC or zlib.crc32(body) != crc:
+            raise self._corrupt("bad trailer")
+        magic, version, _, meta_offset, *fields = _TRAILER_BODY.unpack(body)
+        lengths, crcs, self.entries = fields[:4], fields[4:8], fields[8]
+        if magic != MAGIC or version != FORMAT_VERSION:
+            raise self._corrupt(f"format version {version}, expected {FORMAT_VERSION}")
+        if meta_offset + sum(lengths) + TRAILER_SIZE != size:
+            raise self._corrupt("section lengths do not add up to the file size")
+        if meta_offset < tail_start:
+            tail = read(meta_offset, tail_start - meta_offset) + tail
+            tail_start = meta_offset
+        sections = []
+        position = meta_offset - tail_start
+        for what, length, expected in zip(
+            ("block index", "filter", "locations", "file info"), lengths, crcs, strict=True
+        ):
+            section = tail[position : position + length]
+            if zlib.crc32(section) != expected:
+                raise self._corrupt(f"{what} checksum mismatch")
+            sections.append(_decompress(section, what))
+            position += length
+        self._parse_index(sections[0])
+        self._filter_probes, self._filter_bits = _FILTER_HEADER.unpack_from(sections[1])
+        self._filter = np.frombuffer(sections[1], np.uint8, offset=_FILTER_HEADER.size)
+        self.dictionary = pa.ipc.open_stream(sections[2]).read_all()
+        self.info = ShardInfo(**json.loads(sections[3]))
+        self.meta_bytes = sum(len(section) for section in sections)
+
+    @classmethod
+    def open(cls, storage: Storage, path: str, cache: BlockCache) -> ShardReader:
+        size = storage.size(path)
+        return cls(
+            f"{storage.uri}/{path}",
+            size,
+            lambda start, n: storage.read_range(path, start, n),
+            cache,
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, cache: BlockCache, name: str = "<memory>") -> ShardReader:
+        return cls(name, len(data), lambda start, n: data[start : start + n], cache)
+
+    def _corrupt(self, what: str) -> DataLossError:
+        return DataLossError(f"shard file {self.name} is corrupt: {what}")
+
+    def _parse_index(self, raw: bytes) -> None:
+        (count,) = struct.unpack_from("<I", raw)
+        position = 4
+        arrays = []
+        for dtype in ("<u8", "<u4", "<u4", "<u4", "<u4"):
+            arrays.append(np.frombuffer(raw, dtype, count, position).astype(np.int64))
+            position += count * np.dtype(dtype).itemsize
+        self._offsets, self._sizes, self._raw_sizes, self._crcs, self._counts = arrays
+        first_offsets = np.frombuffer(raw, "<u4", count + 1, position).astype(np.int64)
+        position += (count + 1) * 4
+        first_bytes = np.frombuffer(raw, np.uint8, offset=position)
+        lengths = np.diff(first_offsets)
+        matrix = np.zeros((count, max(int(lengths.max()) if count else 1, 1)), np.uint8)
+        matrix[np.arange(matrix.shape[1]) < lengths[:, None]] = first_bytes
+        self._first_keys = matrix.view(f"S{matrix.shape[1]}").ravel()
+
+    @property
+    def block_count(self) -> int:
+        return len(self._offsets)
+
+    def might_contain(self, keys: EncodedKeys) -> np.ndarray:
+        """The filter's answer per key: False means certainly absent."""
+        result = np.ones(len(keys), bool)
+        hashes = hash64(keys)
+        for positions in _filter_positions(hashes, self._filter_bits, self._filter_probes):
+            byte = self._filter[positions >> np.uint64(3)]
+            result &= ((byte >> (positions & np.uint64(7))) & 1) == 1
+        return result
+
+    def _blocks(self, ids: np.ndarray) -> dict[int, _Block]:
+        """Decoded blocks by id, from the cache or read in runs of adjacent blocks."""
+        found: dict[int, _Block] = {}
+        missing = []
+        for block_id in ids.tolist():
+            cached = self._cache.get((self.name, self.size, block_id))
+            if cached is None:
+                missing.append(block_id)
+            else:
+                found[block_id] = cached  # type: ignore[assignment]
+        if not missing:
+            return found
+        runs = np.split(np.asarray(missing), np.flatnonzero(np.diff(missing) > 1) + 1)
+        for run in runs:
+            start = int(self._offsets[run[0]])
+            data = self._read(start, int(self._offsets[run[-1]] + self._sizes[run[-1]]) - start)
+            for block_id in run.tolist():
+                begin = int(self._offsets[block_id]) - start
+                compressed = data[begin : begin + int(self._sizes[block_id])]
+                if zlib.crc32(compressed) != self._crcs[block_id]:
+                    raise self._corrupt(f"block {block_id} checksum mismatch")
+                raw = _CODEC.decompress(compressed, int(self._raw_sizes[block_id]), asbytes=True)
+                block = _decode_block(raw)
+                if len(block.keys) != self._counts[block_id]:
+                    raise self._corrupt(f"block {block_id} entry count mismatch")
+                self._cache.put((self.name, self.size, block_id), block, block.nbytes)
+                found[block_id] = block
+        return found
+
+    def lookup(self, keys: EncodedKeys | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """For sorted, distinct keys: a found mask and each found key's location code
+        (an index into ``dictionary``; 0 where not found)."""
+        if not isinstance(keys, EncodedKeys):
+            keys = encode_keys(keys)
+        found = np.zeros(len(keys), bool)
+        codes = np.zeros(len(keys), np.uint32)
+        if self.block_count == 0 or len(keys) == 0:
+            return found, codes
+        candidates = np.flatnonzero(self.might_contain(keys))
+        values = keys.values[candidates]
+        first_width = self._first_keys.dtype.itemsize
+        routed = fit(values, min(values.dtype.itemsize, first_width + 1))
+        width = max(routed.dtype.itemsize, first_width)
+        block_of = np.searchsorted(fit(self._first_keys, width), fit(routed, width), "right") - 1
+        touched, starts = np.unique(block_of, return_index=True)
+        ends = np.append(starts[1:], len(block_of))
+        keep = touched >= 0
+        touched, starts, ends = touched[keep], starts[keep], ends[keep]
+        blocks = self._blocks(touched)
+        is_uuid = raw_uuids = None
+        for block_id, start, end in zip(
+            touched.tolist(), starts.tolist(), ends.tolist(), strict=True
+        ):
+            block = blocks[block_id]
+            positions = candidates[start:end]
+            if block.uuid:
+                if is_uuid is None:
+                    is_uuid = uuid_mask(EncodedKeys(values, keys.lengths[candidates]))
+                    raw_uuids = np.zeros(len(values), "S16")
+                    raw_uuids[is_uuid] = uuid_to_bytes(values[is_uuid])
+                assert raw_uuids is not None
+                select = is_uuid[start:end]
+                queries = raw_uuids[start:end][select]
+                positions = positions[select]
+                table = block.keys
+            else:
+                block_width = block.keys.dtype.itemsize
+                queries = fit(values[start:end], min(values.dtype.itemsize, block_width + 1))
+                table = fit(block.keys, max(queries.dtype.itemsize, block_width))
+                queries = fit(queries, table.dtype.itemsize)
+            index = np.minimum(np.searchsorted(table, queries), len(table) - 1)
+            hit = table[index] == queries
+            found[positions[hit]] = True
+            codes[positions[hit]] = block.codes[index[hit]]
+        return found, codes
+
+    def scan(self) -> tuple[EncodedKeys, np.ndarray]:
+        """Every entry in key order (compaction and ``verify``)."""
+        blocks = self._blocks(np.arange(self.block_count))
+        parts = [blocks[block_id] for block_id in range(self.block_count)]
+        values = [uuid_from_bytes(block.keys) if block.uuid else block.keys for block in parts]
+        width = max((part.dtype.itemsize for part in values), default=1)
+        merged = (
+            np.concatenate([fit(part, width) for part in values]) if values else np.zeros(0, "S1")
+        )
+        lengths = (matrix_of(merged) != 0).sum(axis=1)
+        codes = (
+            np.concatenate([block.codes.astype(np.uint32) for block in parts])
+            if parts
+            else np.zeros(0, np.uint32)
+        )
+        return EncodedKeys(merged, lengths.astype(np.int64)), codes
+
+    def verify(self) -> int:
+        """Read and check every block (those not cached); returns the entry count."""
+        keys, _ = self.scan()
+        if len(keys) != self.entries:
+            raise self._corrupt(f"{len(keys)} entries, the trailer says {self.entries}")
+        return len(keys)
