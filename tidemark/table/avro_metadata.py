@@ -36,7 +36,7 @@ _INSTANT_INFO = {
         {"name": "action", "type": "string"},
     ],
 }
-_VERSION = {"name": "version", "type": ["int", "null"], "default": METADATA_VERSION}
+VERSION_FIELD = {"name": "version", "type": ["int", "null"], "default": METADATA_VERSION}
 
 ROLLBACK_PLAN_SCHEMA: Schema = fastavro.parse_schema(
     {
@@ -74,7 +74,7 @@ ROLLBACK_PLAN_SCHEMA: Schema = fastavro.parse_schema(
                 ],
                 "default": None,
             },
-            _VERSION,
+            VERSION_FIELD,
         ],
     }
 )
@@ -110,7 +110,7 @@ ROLLBACK_METADATA_SCHEMA: Schema = fastavro.parse_schema(
                     },
                 },
             },
-            _VERSION,
+            VERSION_FIELD,
             {
                 "name": "instantsRollback",
                 "type": {"type": "array", "items": _INSTANT_INFO},
@@ -147,7 +147,7 @@ class RollbackPlan:
             "RollbackRequests": requests,
             "version": METADATA_VERSION,
         }
-        return _write_single_record(ROLLBACK_PLAN_SCHEMA, record)
+        return write_single_record(ROLLBACK_PLAN_SCHEMA, record)
 
 
 @dataclass(frozen=True)
@@ -184,13 +184,13 @@ class RollbackMetadata:
             "version": METADATA_VERSION,
             "instantsRollback": [info.to_avro() for info in self.instants_rollback],
         }
-        return _write_single_record(ROLLBACK_METADATA_SCHEMA, record)
+        return write_single_record(ROLLBACK_METADATA_SCHEMA, record)
 
     @classmethod
     def from_avro(cls, data: bytes) -> RollbackMetadata:
         """Decode a ``.rollback`` file (ours or Hudi's); InvalidArgumentError(field=
         "metadata") when it is not one HoodieRollbackMetadata record."""
-        record = _read_single_record(ROLLBACK_METADATA_SCHEMA, data)
+        record = read_single_record(ROLLBACK_METADATA_SCHEMA, data)
         return cls(
             start_rollback_time=record["startRollbackTime"],
             time_taken_ms=record["timeTakenInMillis"],
@@ -205,21 +205,22 @@ class RollbackMetadata:
         )
 
 
-def _write_single_record(schema: Schema, record: Mapping[str, Any]) -> bytes:
+def write_single_record(schema: Schema, record: Mapping[str, Any]) -> bytes:
     """An Avro container file (null codec) holding ``record``, as Hudi writes one."""
     buffer = io.BytesIO()
     fastavro.writer(buffer, schema, [record], validator=True)
     return buffer.getvalue()
 
 
-def _read_single_record(schema: Schema, data: bytes) -> dict[str, Any]:
-    """The one record of an Avro container file, resolved against ``schema``."""
+def read_single_record(
+    schema: Schema, data: bytes, what: str = "rollback metadata"
+) -> dict[str, Any]:
+    """The one record of an Avro container file, resolved against ``schema``;
+    InvalidArgumentError(field="metadata") naming ``what`` it is not."""
     try:
         records = list(fastavro.reader(io.BytesIO(data), reader_schema=schema))
     except (ValueError, EOFError, SchemaResolutionError) as error:
-        raise InvalidArgumentError(
-            f"not Avro rollback metadata: {error}", field="metadata"
-        ) from error
+        raise InvalidArgumentError(f"not Avro {what}: {error}", field="metadata") from error
     if len(records) != 1 or not isinstance(records[0], dict):
         raise InvalidArgumentError(
             f"expected one Avro record, found {len(records)}", field="metadata"

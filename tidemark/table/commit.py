@@ -22,6 +22,7 @@ import structlog
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
 from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata, RollbackPlan
+from tidemark.table.clustering_plan import plan_of_request
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import (
     COMMIT,
@@ -217,7 +218,8 @@ def rollback_failed_writes(
     exclude: Collection[str] = (),
 ) -> list[RollbackResult]:
     """Roll back every pending write except ``exclude``; run under the table lock before a
-    write. Pending replacecommits carrying a plan (scheduled clustering) are left alone,
+    write. Pending replacecommits carrying a clustering plan are left alone (an
+    insert_overwrite's requested replacecommit, empty or Hudi's plan-less one, is a write),
     and interrupted rollbacks are discarded (their target is rolled back afresh)."""
     if not lock_held:
         raise FailedPreconditionError(
@@ -275,7 +277,17 @@ def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
     if instant.action != REPLACE_COMMIT:
         return False
     requested = Instant(instant.timestamp, instant.action, State.REQUESTED)
-    return not table.storage.read(requested.path).strip()
+    try:
+        return plan_of_request(table.storage.read(requested.path)) is None
+    except InvalidArgumentError as error:
+        log.warning(
+            "rollback.unreadable_replace_request",
+            table=table.uri,
+            instant=instant.timestamp,
+            error=str(error),
+            note="left alone: it may be a clustering plan",
+        )
+        return False
 
 
 @dataclass(frozen=True)
