@@ -5,44 +5,25 @@ timeline server: ``tidemark write`` and the demo use it when no service address 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 
 from services.marker import marker_service
 from services.marker.config import MarkerConfig
 from services.marker.engine import MarkerEngine
-from tidemark.config import ServerConfig
-from tidemark.rpc.server import RunningServer, build_server
-
-STOP_GRACE_S = 5.0
+from tidemark.rpc.embedded import EmbeddedServer, start_loopback_server
+from tidemark.rpc.server import RunningServer
 
 
-class EmbeddedMarkerService:
-    """A running embedded service: ``address`` for MarkerSpec, ``stop()`` or ``with``."""
+class EmbeddedMarkerService(EmbeddedServer):
+    """A running embedded marker service; stopping it flushes in-flight creates and
+    releases the marker dir leases."""
 
     def __init__(self, server: RunningServer, engine: MarkerEngine) -> None:
-        self._server = server
+        super().__init__(server)
         self._engine = engine
-        self.address = f"127.0.0.1:{server.port}"
-        self.metrics_port = server.metrics_port
 
     def storage_requests(self) -> dict[str, int]:
         """Storage requests the service made for markers, by operation (for reports)."""
         return self._engine.storage_requests()
-
-    def stop(self) -> None:
-        """Let in-flight creates finish their flush, then release the marker dir leases."""
-        self._server.stop(STOP_GRACE_S)
-
-    def __enter__(self) -> EmbeddedMarkerService:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def start_embedded_marker_service(
@@ -51,12 +32,6 @@ def start_embedded_marker_service(
     config: MarkerConfig | None = None,
 ) -> EmbeddedMarkerService:
     """Start the service on 127.0.0.1 with a free gRPC port and a free metrics port."""
-    server_config = ServerConfig(
-        host="127.0.0.1",
-        port=0,
-        metrics_port=0,
-        allowed_roots=tuple(allowed_roots),
-    )
     engine = MarkerEngine(config or MarkerConfig.load())
-    server = build_server(server_config, [marker_service(engine=engine)])
+    server = start_loopback_server([marker_service(engine=engine)], allowed_roots=allowed_roots)
     return EmbeddedMarkerService(server, engine)

@@ -1,20 +1,15 @@
 """Validation of marker requests: every bad input is an InvalidArgumentError naming its field.
 
 Checks run before anything is queued, so a rejected request writes nothing. Table paths
-must be absolute (a relative one would resolve against the service's own working
-directory, a phantom tree outside the table) and are canonicalised (a local path
-resolved, an S3 URI normalised) before the allowed-roots check, so ``..`` or a
-``file://`` spelling cannot escape the roots.
+are checked by ``tidemark.rpc.requests.table_uri``.
 """
 
 from __future__ import annotations
 
 import re
 
-from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.storage.uri import canonical_uri
 from tidemark.table.instant import validate_instant_time
 from tidemark.table.lock import LockHolder
 from tidemark.table.markers import MARKER_INFIX, IOType, marker_name
@@ -30,26 +25,6 @@ _SEGMENT = r"(?!\.\.?(?:/|\Z))[^/\n\r\0\\]+"
 _VALID_PARTITION_PATH = re.compile(rf"(?:{_SEGMENT}(?:/{_SEGMENT})*)?")
 _VALID_FILE_NAME = re.compile(_SEGMENT)
 """What ``_check_segments`` accepts, as one match per field: a create's fast path."""
-
-
-def table_uri(base_path: str, config: ServerConfig, *, field: str = "table.base_path") -> str:
-    """The canonical URI of the table, checked against the server's allowed roots."""
-    if not base_path.strip():
-        raise InvalidArgumentError("must not be empty", field=field)
-    if "://" not in base_path and not base_path.startswith("/"):
-        raise InvalidArgumentError(
-            f"must be an absolute path or a URI, got the relative path {base_path!r} (the "
-            "service cannot know the writer's working directory)",
-            field=field,
-        )
-    if ".." in base_path.split("/"):
-        raise InvalidArgumentError(f"must not contain '..': {base_path!r}", field=field)
-    try:
-        canonical = canonical_uri(base_path)
-    except InvalidArgumentError as error:
-        raise InvalidArgumentError(error.message, field=field) from None
-    config.check_table_path(canonical, field=field)
-    return canonical
 
 
 def lock_holder(request: pb.DeleteMarkerDirRequest) -> LockHolder | None:

@@ -21,6 +21,7 @@ from services.marker.engine import MarkerEngine
 from tidemark.config import ServerConfig
 from tidemark.marker.v1 import marker_service_pb2 as pb
 from tidemark.marker.v1 import marker_service_pb2_grpc as pb_grpc
+from tidemark.rpc.requests import table_uri
 from tidemark.table.markers import IOType, parse_marker_name
 
 log = structlog.get_logger(__name__)
@@ -42,7 +43,7 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         self.engine = engine
         self.config = config
         self._table_uri = functools.lru_cache(maxsize=1024)(
-            functools.partial(requests.table_uri, config=config)
+            functools.partial(table_uri, config=config)
         )
         """Canonical table URI by requested base path: every create names its table, and
         resolving a local path is a syscall."""

@@ -1,0 +1,50 @@
+"""A service hosted inside another process on a loopback ephemeral port, like Hudi's
+embedded timeline server: ``tidemark write`` and the CLI use one when no service address
+is given. Each service's ``embedded`` module starts it with its own engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from tidemark.config import ServerConfig
+from tidemark.rpc.registry import ServiceDefinition
+from tidemark.rpc.server import RunningServer, build_server
+
+STOP_GRACE_S = 5.0
+
+
+class EmbeddedServer:
+    """A running embedded server: ``address`` for clients, ``stop()`` or ``with``."""
+
+    def __init__(self, server: RunningServer) -> None:
+        self._server = server
+        self.address = f"127.0.0.1:{server.port}"
+        self.metrics_port = server.metrics_port
+
+    def stop(self) -> None:
+        """Let in-flight calls finish, then close the services."""
+        self._server.stop(STOP_GRACE_S)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_loopback_server(
+    services: Sequence[ServiceDefinition], *, allowed_roots: Sequence[str] = ()
+) -> RunningServer:
+    """Start ``services`` on 127.0.0.1 with a free gRPC port and a free metrics port."""
+    config = ServerConfig(
+        host="127.0.0.1", port=0, metrics_port=0, allowed_roots=tuple(allowed_roots)
+    )
+    return build_server(config, services)
