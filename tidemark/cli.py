@@ -23,6 +23,7 @@ COMMAND_MODULES: dict[str, str] = {
     "rollback": "tidemark.commands.table",
     "write": "tidemark.commands.write",
     "bench": "tidemark.commands.bench",
+    "index": "tidemark.commands.index",
 }
 """Command name -> the module whose ``register(subparsers)`` adds it."""
 

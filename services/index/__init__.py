@@ -1,4 +1,49 @@
-"""The record-level index: sorted shard files per table, read and merged by ``RecordIndex``.
+"""The record-level index: sorted shard files per table, read and merged by ``RecordIndex``,
+served over gRPC by ``IndexService``.
 
-Format and layout: docs/record-index.md.
+Format and layout: docs/record-index.md. ``SERVICE`` is what ``tidemark serve index``
+loads from the runtime's registry; settings come from ``TIDEMARK_INDEX_*`` env vars (see
+``config.IndexConfig``).
 """
+
+from __future__ import annotations
+
+import grpc
+import structlog
+
+from services.index.config import IndexConfig
+from services.index.metrics import IndexMetrics
+from services.index.servicer import IndexServicer
+from services.index.tables import IndexTables
+from tidemark.index.v1 import index_service_pb2_grpc as pb_grpc
+from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
+
+log = structlog.get_logger(__name__)
+
+FULL_NAME = "tidemark.index.v1.IndexService"
+
+
+def index_service(
+    config: IndexConfig | None = None, tables: IndexTables | None = None
+) -> ServiceDefinition:
+    """The service definition; without ``config`` settings load from the env when served.
+    An embedding caller may pass its own ``tables`` to read its cache counters."""
+
+    def add_to_server(server: grpc.aio.Server, context: ServiceContext) -> Closeable:
+        served = tables or IndexTables(config or IndexConfig.load())
+        metrics = IndexMetrics(served)
+        pb_grpc.add_IndexServiceServicer_to_server(
+            IndexServicer(served, context.config, metrics), server
+        )
+        context.metrics.register(metrics)
+        log.info(
+            "index service ready",
+            block_cache_bytes=served.config.block_cache_bytes,
+            max_batch_keys=served.config.max_batch_keys,
+        )
+        return served
+
+    return ServiceDefinition(name="index", full_name=FULL_NAME, add_to_server=add_to_server)
+
+
+SERVICE = index_service()

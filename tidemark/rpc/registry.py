@@ -22,7 +22,10 @@ from tidemark.errors import ConfigError
 KNOWN_SERVICES: tuple[str, ...] = ("marker", "index", "planner")
 ALL = "all"
 
-AVAILABLE_SERVICES: dict[str, str] = {"marker": "services.marker:SERVICE"}
+AVAILABLE_SERVICES: dict[str, str] = {
+    "marker": "services.marker:SERVICE",
+    "index": "services.index:SERVICE",
+}
 
 
 class Closeable(Protocol):

@@ -1,0 +1,20 @@
+"""An in-process index service on a loopback ephemeral port: ``tidemark index lookup``
+and a writer's driver use it when no index service address is given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.index import index_service
+from services.index.config import IndexConfig
+from services.index.tables import IndexTables
+from tidemark.rpc.embedded import EmbeddedServer, start_loopback_server
+
+
+def start_embedded_index_service(
+    *, allowed_roots: Sequence[str] = (), config: IndexConfig | None = None
+) -> EmbeddedServer:
+    """Start the service on 127.0.0.1 with a free gRPC port and a free metrics port."""
+    tables = IndexTables(config or IndexConfig.load())
+    server = start_loopback_server([index_service(tables=tables)], allowed_roots=allowed_roots)
+    return EmbeddedServer(server)

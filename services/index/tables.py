@@ -1,0 +1,104 @@
+"""The tables an index service serves: each one's ``RecordIndex``, opened on first use and
+shared by every call, over one block cache with the service's memory budget.
+
+Opening checks the table first (a path that is not a Hudi table is NOT_FOUND, a table
+without a record index FAILED_PRECONDITION; neither is remembered, so a table built
+later is served at once). An open index re-reads ``index.properties`` at most once per
+``recheck_s`` and is reopened when a rebuild replaced it. Every method blocks on
+storage: the servicer calls them in threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import OrderedDict
+
+import structlog
+
+from services.index import layout
+from services.index.block_cache import BlockCache
+from services.index.config import IndexConfig
+from services.index.record_index import RecordIndex
+from tidemark.errors import NotFoundError
+from tidemark.table.table import HoodieTable
+
+log = structlog.get_logger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildStatus:
+    exists: bool
+    shards: int
+    as_of: str
+    build_in_progress: bool
+    format_version: int
+
+
+@dataclasses.dataclass
+class _Open:
+    index: RecordIndex
+    checked_at: float
+
+
+class IndexTables:
+    """Thread-safe map of canonical table URI -> open ``RecordIndex`` (LRU-bounded)."""
+
+    def __init__(self, config: IndexConfig) -> None:
+        self.config = config
+        self.cache = BlockCache(config.block_cache_bytes)
+        self._lock = threading.Lock()
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+
+    def index(self, uri: str) -> RecordIndex:
+        """The table's index, as current as ``recheck_s`` allows."""
+        with self._lock:
+            entry = self._open.get(uri)
+            if entry is not None:
+                self._open.move_to_end(uri)
+        now = time.monotonic()
+        if entry is not None:
+            if now - entry.checked_at < self.config.recheck_s or self._unchanged(entry.index):
+                entry.checked_at = now
+                return entry.index
+            log.info("record index replaced, reopening", table=uri)
+            with self._lock:
+                self._open.pop(uri, None)
+        index = RecordIndex.open(HoodieTable.open(uri).storage, self.cache)
+        with self._lock:
+            self._open[uri] = _Open(index, now)
+            self._open.move_to_end(uri)
+            while len(self._open) > self.config.max_open_tables:
+                self._open.popitem(last=False)
+        return index
+
+    def status(self, uri: str) -> BuildStatus:
+        """Read from storage on every call: a build in progress or just published shows."""
+        storage = HoodieTable.open(uri).storage
+        try:
+            properties = layout.IndexProperties.from_bytes(storage.read(layout.PROPERTIES_PATH))
+        except NotFoundError:
+            building = next(storage.list(layout.SHARDS_DIR + "/"), None) is not None
+            return BuildStatus(False, 0, "", building, 0)
+        return BuildStatus(
+            True, properties.num_shards, properties.as_of, False, properties.format_version
+        )
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    def close(self) -> None:
+        """Forget every open index and empty the cache (the service is stopping)."""
+        with self._lock:
+            self._open.clear()
+        self.cache.clear()
+
+    def _unchanged(self, index: RecordIndex) -> bool:
+        """Whether ``index.properties`` still says what it said when ``index`` opened."""
+        try:
+            data = index.storage.read(layout.PROPERTIES_PATH)
+        except NotFoundError:
+            return False
+        return layout.IndexProperties.from_bytes(data) == index.properties

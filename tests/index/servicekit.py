@@ -1,0 +1,119 @@
+"""Helpers for the index service tests: Hudi tables with small record indexes built by
+the engine's build API, a real timeline to complete or abandon instants, raw stubs."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pyarrow as pa
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.index.build import publish_index, write_base_shard
+from services.index.sharding import shard_of
+from tidemark.rpc import arrow_ipc
+from tidemark.storage import Storage
+from tidemark.table.instant import COMMIT, new_instant_time
+from tidemark.table.properties import TableConfig
+from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import Timeline
+
+BUILT_AS_OF = "20240101000000000"
+SHARDS = 10
+KEYS = [
+    *(f"uid-{number}" for number in range(200)),
+    *(f"ключ-{number}" for number in range(20)),
+    "🔑",
+    "a\tb\nc",
+    "k" * 3000,
+]
+"""Keys of the built indexes: ASCII, Cyrillic, an emoji, control characters, a long one."""
+
+
+def create_table(uri: str) -> HoodieTable:
+    """An empty COW table keyed by a string ``uid``, partitioned by ``dt``."""
+    schema = (
+        '{"type":"record","name":"t","fields":[{"name":"uid","type":"string"},'
+        '{"name":"dt","type":"string"}]}'
+    )
+    config = TableConfig(
+        name="t",
+        record_key_fields=("uid",),
+        partition_fields=("dt",),
+        precombine_field=None,
+        hive_style=False,
+        avro_schema=schema,
+        key_generator_class=TableConfig.default_key_generator(("uid",), ("dt",)),
+    )
+    return HoodieTable.create(uri, config)
+
+
+def location_of(key: str) -> tuple[str, str]:
+    """The (partition, file id) the built indexes give ``key``: a pure function of it."""
+    group = sum(key.encode()) % 5
+    return f"dt=2024-01-0{group}", f"0000000{group}-aaaa-bbbb-cccc-dddddddddddd-0"
+
+
+def build_index(storage: Storage, keys: list[str], num_shards: int = SHARDS) -> None:
+    """A published index holding ``keys`` at ``location_of`` as of ``BUILT_AS_OF``."""
+    array = pa.array(keys, pa.string())
+    shards = shard_of(array, num_shards)
+    for shard in range(num_shards):
+        rows = [index for index, owner in enumerate(shards.tolist()) if owner == shard]
+        chosen = [keys[row] for row in rows]
+        write_base_shard(
+            storage,
+            shard,
+            num_shards,
+            pa.array(chosen, pa.string()),
+            pa.array([location_of(key)[0] for key in chosen], pa.string()),
+            pa.array([location_of(key)[1] for key in chosen], pa.string()),
+            pa.array([BUILT_AS_OF] * len(chosen), pa.string()),
+            BUILT_AS_OF,
+        )
+    publish_index(storage, num_shards, BUILT_AS_OF)
+
+
+def keys_payload(keys: list[str]) -> bytes:
+    return arrow_ipc.encode(pa.table({"key": pa.array(keys, pa.string())}))
+
+
+def changes_payload(rows: list[tuple[str, str | None, str | None]]) -> bytes:
+    key, partition, file_id = zip(*rows, strict=True)
+    return arrow_ipc.encode(
+        pa.table(
+            {
+                "key": pa.array(key, pa.string()),
+                "partition": pa.array(partition, pa.string()),
+                "file_id": pa.array(file_id, pa.string()),
+            }
+        )
+    )
+
+
+class Commits:
+    """The table's real timeline: start an instant, complete it or abandon it."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.timeline = Timeline(storage)
+
+    def start(self) -> str:
+        instant = new_instant_time(self.timeline.latest_timestamp())
+        self.timeline.create_requested(instant, COMMIT)
+        self.timeline.transition_inflight(instant, COMMIT)
+        return instant
+
+    def complete(self, instant: str) -> None:
+        self.timeline.complete(instant, COMMIT, b"{}")
+
+
+def scrape(port: int) -> dict[str, float]:
+    """Every unlabelled sample and each labelled one as ``name{value,...}`` from a real
+    /metrics endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(sample.labels.values())
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples

@@ -1,0 +1,133 @@
+"""IndexClient against real services: batched and streamed lookups agree with the engine,
+staging in chunks, picklable for executors, errors come back as the server's domain
+errors, an unreachable service is named."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+
+import pyarrow as pa
+import pytest
+
+from services.index.record_index import RecordIndex
+from tidemark.clients.index import IndexClient
+from tidemark.config import ClientConfig
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
+from tidemark.rpc.embedded import EmbeddedServer
+from tidemark.storage import open_storage
+
+from .servicekit import BUILT_AS_OF, KEYS, SHARDS, Commits, create_table, location_of
+
+FAST = ClientConfig(timeout_s=10.0, max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.02)
+
+
+def closed_port_address() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_lookups_in_many_batches_agree_with_one_batch_and_the_engine(
+    indexed_table: str, index_service: EmbeddedServer
+) -> None:
+    asked = [*KEYS, "absent-1", KEYS[7], "absent-2"][::-1]
+    streamed = IndexClient(index_service.address, indexed_table, FAST, batch_keys=17)
+    unary = IndexClient(index_service.address, indexed_table, FAST)
+
+    located = streamed.lookup(asked)
+
+    assert located.equals(unary.lookup(pa.array(asked)))
+    engine = RecordIndex.open(open_storage(indexed_table))
+    assert located.equals(engine.lookup(pa.array(asked, pa.string())))
+    assert located["key"].to_pylist() == asked
+    assert located.slice(0, 1).to_pylist() == [
+        {"key": "absent-2", "partition": None, "file_id": None, "instant": None}
+    ]
+
+
+def test_no_keys_is_an_empty_answer(indexed_table: str, index_service: EmbeddedServer) -> None:
+    located = IndexClient(index_service.address, indexed_table, FAST).lookup([])
+    assert located.num_rows == 0
+    assert located.column_names == ["key", "partition", "file_id", "instant"]
+
+
+def test_a_pickled_client_looks_up_and_stages_in_chunks(
+    indexed_table: str, index_service: EmbeddedServer
+) -> None:
+    client = IndexClient(index_service.address, indexed_table, FAST, batch_keys=3)
+    client.lookup([KEYS[0]])
+    copy = pickle.loads(pickle.dumps(client))
+    commits = Commits(open_storage(indexed_table))
+    instant = commits.start()
+    moved = [f"moved-{number}" for number in range(7)]
+    changes = pa.table(
+        {
+            "key": [*moved, KEYS[0]],
+            "partition": [*["dt=2024-03-01"] * 7, None],
+            "file_id": [*["group-9"] * 7, None],
+        }
+    )
+
+    assert copy.stage(instant, changes) == 8
+    assert copy.lookup(moved)["file_id"].null_count == 7
+    commits.complete(instant)
+
+    located = copy.lookup([*moved, KEYS[0]], as_of=instant)
+    assert located["file_id"].to_pylist() == [*["group-9"] * 7, None]
+    assert set(located["instant"].to_pylist()) == {instant, None}
+
+
+def test_discard_status_and_stats(indexed_table: str, index_service: EmbeddedServer) -> None:
+    client = IndexClient(index_service.address, indexed_table, FAST)
+    commits = Commits(open_storage(indexed_table))
+    instant = commits.start()
+    client.stage(instant, pa.table({"key": ["x"], "partition": ["p"], "file_id": ["f"]}))
+
+    assert client.discard(instant)
+    assert not client.discard(instant)
+    status = client.status()
+    assert (status.exists, status.shards, status.as_of) == (True, SHARDS, BUILT_AS_OF)
+    client.lookup(KEYS[:3])
+    stats = client.stats()
+    assert (stats.entries, stats.shards) == (len(KEYS), SHARDS)
+    assert 0 < stats.cache_hit_rate < 1
+
+
+def test_server_errors_come_back_as_domain_errors_naming_the_field(
+    index_service: EmbeddedServer, local_root: str
+) -> None:
+    create_table(local_root)
+    client = IndexClient(index_service.address, local_root, FAST)
+
+    with pytest.raises(FailedPreconditionError) as no_index:
+        client.lookup(["a"])
+    assert no_index.value.field == "table"
+    assert "no record index" in no_index.value.message
+    with pytest.raises(InvalidArgumentError) as empty_key:
+        client.lookup(["a", ""])
+    assert empty_key.value.field == "keys[1]"
+    assert not client.status().exists
+
+
+def test_an_unreachable_service_is_named(local_root: str) -> None:
+    address = closed_port_address()
+    client = IndexClient(address, local_root, FAST)
+
+    with pytest.raises(UnavailableError) as caught:
+        client.lookup(["a"])
+
+    assert caught.value.field == "index_service_address"
+    assert f"index service at {address} is unreachable" in str(caught.value)
+    with pytest.raises(UnavailableError, match="index service"):
+        client.check_reachable()
+
+
+def test_keys_in_the_same_order_as_asked_whatever_the_shard(
+    indexed_table: str, index_service: EmbeddedServer
+) -> None:
+    client = IndexClient(index_service.address, indexed_table, FAST, batch_keys=50)
+    located = client.lookup(KEYS)
+    assert [(row["partition"], row["file_id"]) for row in located.to_pylist()] == [
+        location_of(key) for key in KEYS
+    ]
