@@ -246,7 +246,7 @@ def write(
                     raise lock.lost_error() from failure
                 raise
             finally:
-                _release(lock)
+                release_lock(lock)
     finally:
         prepared.rows.unpersist()
 
@@ -288,7 +288,7 @@ def _create_or_join(
     return joined.table, joined
 
 
-def _release(lock: TableLock) -> None:
+def release_lock(lock: TableLock) -> None:
     """Release after the outcome is decided: a release that fails (the lease then expires
     on its own) is a warning, never the write's result or error."""
     try:
@@ -336,7 +336,7 @@ def _prepare(
     if operation != "delete" and table is not None:
         data = conform_to_table(
             data,
-            _current_avro_schema(table),
+            current_avro_schema(table),
             protected_fields=(*config.record_key_fields, *config.partition_fields),
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
@@ -359,7 +359,7 @@ def _prepare(
         file_schema = _latest_file_schema(table) or arrow_schema(
             keyed_schema(data), data.sparkSession
         )
-        avro_schema = _current_avro_schema(table)
+        avro_schema = current_avro_schema(table)
     else:
         file_schema = arrow_schema(keyed_schema(data), data.sparkSession)
         avro_schema = arrow_to_avro_schema(data_schema, config.name)
@@ -392,7 +392,8 @@ def _new_config(table_uri: str, data: DataFrame, request: TableRequest) -> Table
     )
 
 
-def _current_avro_schema(table: HoodieTable) -> str:
+def current_avro_schema(table: HoodieTable) -> str:
+    """The latest completed commit's writer schema (the create schema before any)."""
     last = table.timeline.last_completed()
     if last is not None:
         schema = table.timeline.read_metadata(last).extra_metadata.get("schema")
@@ -705,7 +706,7 @@ def _column_types(table_uri: str) -> dict[str, DataType]:
         table = HoodieTable.open(table_uri)
     except NotFoundError:
         return {}
-    schema = avro_to_arrow_schema(_current_avro_schema(table))
+    schema = avro_to_arrow_schema(current_avro_schema(table))
     return {field.name: from_arrow_type(field.type) for field in schema}
 
 

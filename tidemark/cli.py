@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, str] = {
     "write": "tidemark.commands.write",
     "bench": "tidemark.commands.bench",
     "index": "tidemark.commands.index",
+    "cluster": "tidemark.commands.cluster",
 }
 """Command name -> the module whose ``register(subparsers)`` adds it."""
 

@@ -164,9 +164,13 @@ def delete_stale_marker_dirs(table: HoodieTable) -> list[str]:
     return stale
 
 
-def rollback(table: HoodieTable, instant: str, markers: MarkerReader) -> RollbackResult:
+def rollback(
+    table: HoodieTable, instant: str, markers: MarkerReader, *, keep_plan: bool = False
+) -> RollbackResult:
     """Undo a pending (failed) write: delete its data files, record a rollback instant,
-    then remove the failed instant's timeline files and markers."""
+    then remove the failed instant's timeline files and markers. With ``keep_plan`` (a
+    failed clustering run, as Hudi's rollbackInflightClustering) only the inflight file
+    goes: the requested plan stays pending, to be run again."""
     started = time.monotonic()
     timeline = table.timeline
     target = rollback_target(table, instant)
@@ -188,7 +192,10 @@ def rollback(table: HoodieTable, instant: str, markers: MarkerReader) -> Rollbac
         deleted_by_partition=full_paths,
     )
     timeline.complete(rollback_time, ROLLBACK, metadata.to_avro())
-    timeline.delete_pending(target)
+    if keep_plan:
+        timeline.revert_to_requested(target)
+    else:
+        timeline.delete_pending(target)
     markers.delete_dir(instant)
     log.info("rollback.completed", table=table.uri, instant=instant, deleted=len(files))
     return RollbackResult(rollback_time, target, files)

@@ -145,6 +145,21 @@ class Timeline:
         key = (instant.timestamp, instant.action)
         self._instants = [i for i in self._instants if (i.timestamp, i.action) != key]
 
+    def revert_to_requested(self, instant: Instant) -> None:
+        """Delete a pending instant's inflight file, keeping its requested file (and the
+        plan it carries); no-op for a requested instant."""
+        if instant.is_completed:
+            raise FailedPreconditionError(
+                f"instant {instant.timestamp} is completed", field="instant"
+            )
+        self._check_fence()
+        self.storage.delete(Instant(instant.timestamp, instant.action, State.INFLIGHT).path)
+        requested = Instant(instant.timestamp, instant.action, State.REQUESTED)
+        key = (instant.timestamp, instant.action)
+        self._instants = sorted(
+            [*(i for i in self._instants if (i.timestamp, i.action) != key), requested]
+        )
+
     def _expect_state(self, timestamp: str, action: str, state: State) -> None:
         """Check with two HEAD requests (not a listing, which would include every marker)
         that the instant is in ``state`` and has not moved past it."""

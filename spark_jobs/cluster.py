@@ -1,0 +1,435 @@
+"""The clustering executor: run pending plans (``<ts>.replacecommit.requested``).
+
+Under the table lock, for each pending plan, oldest first: a run of it that died earlier
+is rolled back to its plan (Hudi's rollbackInflightClustering), the plan moves to inflight,
+and one Spark task per clustering group reads the group's base files through
+``tidemark.storage``, orders the rows by the plan's layout (``spark_jobs/curves.py``) and
+writes them into the planned number of new file groups, each behind its marker like every
+write (``spark_jobs/base_file.py``). The replacecommit lists the old file groups in
+``partitionToReplaceFileIds``, so readers switch to the new ones at once.
+
+Rows are copied, never changed: meta columns included (Hudi's preserveHoodieMetadata),
+only ``_hoodie_file_name`` names the new file. A run that fails is rolled back to its
+plan, which stays pending for a re-run. A group is one task, so its rows must fit a
+Python worker's memory: the plan's max group size bounds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import structlog
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+
+from services.marker.embedded import start_embedded_marker_service
+from spark_jobs import faults
+from spark_jobs.base_file import BaseFileWriter, conform
+from spark_jobs.context import WriteContext
+from spark_jobs.curves import CURVE_METHODS, DEFAULT_CURVE_METHOD, check_sortable, layout_order
+from spark_jobs.errors import run_spark_action
+from spark_jobs.session import DEFAULT_MASTER, build_session, cancellable_jobs
+from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
+from spark_jobs.task import current_task, marker_writer, storage_for
+from spark_jobs.write import (
+    DEFAULT_LOCK_LEASE_S,
+    MIB,
+    MarkerKind,
+    current_avro_schema,
+    release_lock,
+)
+from tidemark.clients.marker import ServiceMarkerReader, check_reachable
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError, with_note
+from tidemark.storage.uri import canonical_uri
+from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
+from tidemark.table.commit import complete_commit, rollback
+from tidemark.table.commit_metadata import CommitMetadata, WriteStat
+from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
+from tidemark.table.lock import TableLock
+from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
+from tidemark.table.naming import new_file_id, parse_base_file_name
+from tidemark.table.table import HoodieTable
+
+log = structlog.get_logger(__name__)
+
+OPERATION_TYPE = "CLUSTER"
+CURVE_METHOD_PARAM = "hoodie.layout.optimize.build.curve.method"
+"""Strategy parameter choosing rank ranges (``sample``, our default) or raw 8-byte keys
+(``direct``, Hudi's default) for z-order and Hilbert."""
+DEFAULT_ROW_GROUP_BYTES = 120 * MIB
+"""Hudi's ``hoodie.parquet.block.size``: several row groups per clustered file, so a
+query's row-group statistics prune inside the files too."""
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """One clustering group as its task needs it (plain data, picklable)."""
+
+    partition_path: str
+    file_ids: tuple[str, ...]
+    paths: tuple[str, ...]
+    output_files: int
+    input_bytes: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a plan orders rows: no sort columns keeps the input order (stitching only)."""
+
+    sort_columns: tuple[str, ...]
+    layout: str
+    curve_method: str
+
+
+@dataclass
+class ClusterResult:
+    """What one plan's run did."""
+
+    instant: str
+    groups: int
+    rows: int
+    files_replaced: int
+    files_written: int
+    bytes_written: int
+    seconds: float
+    rolled_back_earlier_run: bool = False
+
+
+@dataclass(frozen=True)
+class _Options:
+    markers: MarkerKind
+    marker_service_address: str | None
+    marker_fallback_direct: bool
+    row_group_bytes: int
+
+
+def run_clustering(
+    spark: SparkSession,
+    table_uri: str,
+    instant: str | None = None,
+    *,
+    markers: MarkerKind = "direct",
+    marker_service_address: str | None = None,
+    marker_fallback_direct: bool = False,
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
+) -> list[ClusterResult]:
+    """Run the pending plan at ``instant``, or every pending plan when it is None (none
+    pending: nothing happens). Bad input (an instant that is not a pending plan, a sort
+    column the table lacks) is refused before the table lock is even taken."""
+    if markers == "service" and not marker_service_address:
+        raise InvalidArgumentError(
+            "service markers need a marker service address (or use direct markers)",
+            field="marker_service_address",
+        )
+    if row_group_bytes <= 0:
+        raise InvalidArgumentError(f"must be > 0, got {row_group_bytes}", field="row_group_bytes")
+    table = HoodieTable.open(canonical_uri(table_uri))
+    plans = plans_to_run(table, instant)
+    for pending in plans:
+        _check_layout(table, pending)
+    if not plans:
+        return []
+    if markers == "service" and marker_service_address and not marker_fallback_direct:
+        check_reachable(marker_service_address)
+    options = _Options(markers, marker_service_address, marker_fallback_direct, row_group_bytes)
+    owner = f"tidemark-cluster@{socket.gethostname()}:{os.getpid()}"
+    with cancellable_jobs(spark, f"tidemark-cluster-{uuid.uuid4().hex}") as cancel:
+        lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
+        lock.acquire()
+        table.timeline.fence = lock
+        try:
+            reader = _marker_reader(table, options, lock)
+            return [
+                _run_plan(spark, table, pending, options, reader)
+                for pending in plans_to_run(table, instant)
+            ]
+        except Exception as failure:
+            if lock.lost.is_set():
+                raise lock.lost_error() from failure
+            raise
+        finally:
+            release_lock(lock)
+
+
+def plans_to_run(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
+    """The pending plan at ``instant`` (FailedPreconditionError naming what the instant
+    is otherwise), or every pending plan, oldest first."""
+    if instant is None:
+        return pending_plans(table)
+    return [pending_plan(table, validate_instant_time(instant))]
+
+
+def _check_layout(table: HoodieTable, pending: PendingPlan) -> None:
+    """Refuse a plan this executor cannot carry out, before anything is touched."""
+    layout = layout_of(pending.plan)
+    if layout.curve_method not in CURVE_METHODS:
+        raise FailedPreconditionError(
+            f"plan {pending.timestamp} asks for curve method {layout.curve_method!r} "
+            f"(known: {', '.join(CURVE_METHODS)})",
+            field="instant",
+        )
+    if layout.sort_columns:
+        try:
+            check_sortable(_file_schema(table, pending.plan), layout.sort_columns)
+        except InvalidArgumentError as error:
+            raise with_note(error, f"in plan {pending.timestamp}") from error
+
+
+def _marker_reader(table: HoodieTable, options: _Options, lock: TableLock) -> MarkerReader:
+    if options.markers == "service" and options.marker_service_address:
+        return ServiceMarkerReader(
+            options.marker_service_address, table.uri, lock_holder=lock.holder
+        )
+    return StorageMarkerReader(table.storage)
+
+
+def _run_plan(
+    spark: SparkSession,
+    table: HoodieTable,
+    pending: PendingPlan,
+    options: _Options,
+    reader: MarkerReader,
+) -> ClusterResult:
+    started = time.perf_counter()
+    instant, plan = pending.timestamp, pending.plan
+    rolled_back = pending.instant.state is State.INFLIGHT
+    if rolled_back:
+        rollback(table, instant, reader, keep_plan=True)
+        log.info("cluster.earlier_run_rolled_back", table=table.uri, instant=instant)
+    tasks = group_tasks(table, instant, plan)
+    context = WriteContext(
+        table_uri=table.uri,
+        instant=instant,
+        markers=MarkerSpec(
+            options.markers,
+            table.uri,
+            instant,
+            options.marker_service_address,
+            options.marker_fallback_direct,
+        ),
+        file_schema=_file_schema(table, plan),
+        config=table.config,
+    )
+    schema = current_avro_schema(table)
+    table.timeline.transition_inflight(instant, REPLACE_COMMIT)
+    log.info("cluster.started", table=table.uri, instant=instant, groups=len(tasks))
+    try:
+        stats = _write_groups(spark, tasks, context, layout_of(plan), options.row_group_bytes)
+        faults.exit_if_requested("cluster_before_commit")
+        replaced: dict[str, list[str]] = {}
+        for task in tasks:
+            replaced.setdefault(task.partition_path, []).extend(task.file_ids)
+        metadata = CommitMetadata.from_write_stats(stats, OPERATION_TYPE, schema, replaced)
+        complete_commit(table, instant, REPLACE_COMMIT, metadata, reader)
+    except Exception as failure:
+        raise _undo_failed_run(table, instant, reader, failure) from failure
+    return ClusterResult(
+        instant=instant,
+        groups=len(tasks),
+        rows=sum(s.num_writes for s in stats),
+        files_replaced=sum(len(t.file_ids) for t in tasks),
+        files_written=len(stats),
+        bytes_written=sum(s.file_size_in_bytes for s in stats),
+        seconds=time.perf_counter() - started,
+        rolled_back_earlier_run=rolled_back,
+    )
+
+
+def _undo_failed_run(
+    table: HoodieTable, instant: str, reader: MarkerReader, failure: Exception
+) -> Exception:
+    """Roll the failed run back to its plan; the error says what became of it."""
+    try:
+        table.timeline.reload()
+        if table.timeline.find(instant).is_completed:
+            return failure
+        rollback(table, instant, reader, keep_plan=True)
+    except TidemarkError as error:
+        log.warning("cluster.rollback_failed", table=table.uri, instant=instant, error=str(error))
+        note = f"clustering {instant} failed and is left inflight: the next run rolls it back"
+    else:
+        note = f"clustering {instant} failed and was rolled back; its plan stays pending"
+    if isinstance(failure, TidemarkError):
+        return with_note(failure, note)
+    failure.add_note(note)
+    return failure
+
+
+def layout_of(plan: ClusteringPlan) -> Layout:
+    strategy = plan.strategy
+    method = strategy.extra_params.get(CURVE_METHOD_PARAM, DEFAULT_CURVE_METHOD).lower()
+    return Layout(tuple(strategy.sort_columns), strategy.layout, method)
+
+
+def group_tasks(table: HoodieTable, instant: str, plan: ClusteringPlan) -> list[GroupTask]:
+    """The plan's groups, each slice checked to still be its file group's latest base
+    file: a plan whose file groups changed since it was made would lose those changes."""
+    latest = {(f.partition_path, f.file_id): f for f in table.view().latest_base_files()}
+    tasks = []
+    for group in plan.groups:
+        paths, sizes = [], []
+        for piece in group.slices:
+            current = latest.get((piece.partition_path, piece.file_id))
+            if current is None or current.path != piece.path:
+                raise FailedPreconditionError(
+                    f"plan {instant} is stale: file group {piece.file_id} in partition "
+                    f"{piece.partition_path!r} changed since it was planned (cancel the plan)",
+                    field="instant",
+                )
+            paths.append(current.path)
+            sizes.append(current.size)
+        tasks.append(
+            GroupTask(
+                partition_path=group.partition_path,
+                file_ids=tuple(piece.file_id for piece in group.slices),
+                paths=tuple(paths),
+                output_files=max(1, group.num_output_file_groups),
+                input_bytes=sum(sizes),
+            )
+        )
+    return tasks
+
+
+def _file_schema(table: HoodieTable, plan: ClusteringPlan) -> pa.Schema:
+    """The newest input file's schema: older files are conformed to it (evolution only
+    adds columns and widens types)."""
+    newest = max(
+        (piece.path for group in plan.groups for piece in group.slices),
+        key=lambda path: parse_base_file_name(path.rpartition("/")[2]).instant,
+    )
+    with table.storage.open_input(newest) as stream:
+        return pq.read_schema(stream)
+
+
+def _write_groups(
+    spark: SparkSession,
+    tasks: Sequence[GroupTask],
+    context: WriteContext,
+    layout: Layout,
+    row_group_bytes: int,
+) -> list[WriteStat]:
+    indices = spark.sparkContext.parallelize([(i,) for i in range(len(tasks))], len(tasks))
+    groups = spark.createDataFrame(indices, "group int")
+    shipped = list(tasks)
+
+    def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                task = shipped[index]
+                yield stats_batch(cluster_group(task, context, layout, row_group_bytes))
+
+    return stats_from_rows(run_spark_action(groups.mapInArrow(write_task, STAT_DDL).collect))
+
+
+def cluster_group(
+    task: GroupTask, context: WriteContext, layout: Layout, row_group_bytes: int
+) -> list[WriteStat]:
+    """Read, order and rewrite one group into ``task.output_files`` files of near-equal
+    row counts, in row groups of about ``row_group_bytes`` (from the input's bytes/row)."""
+    storage = storage_for(context.table_uri)
+    parts = []
+    for path in task.paths:
+        with storage.open_input(path) as stream:
+            parts.append(conform(pq.read_table(stream), context.file_schema))
+    rows = pa.concat_tables(parts)
+    if layout.sort_columns and rows.num_rows:
+        rows = rows.take(
+            layout_order(rows, layout.sort_columns, layout.layout, curve_method=layout.curve_method)
+        )
+    files = max(1, min(task.output_files, rows.num_rows))
+    row_group_rows = max(1, row_group_bytes * rows.num_rows // max(1, task.input_bytes))
+    bounds = [rows.num_rows * i // files for i in range(files + 1)]
+    stats = []
+    identity = current_task()
+    for start, stop in itertools.pairwise(bounds):
+        with BaseFileWriter(
+            storage=storage,
+            markers=marker_writer(context.markers),
+            task=identity,
+            instant=context.instant,
+            partition_path=task.partition_path,
+            file_id=new_file_id(),
+            schema=context.file_schema,
+            populate_meta_fields=context.config.populate_meta_fields,
+        ) as writer:
+            for offset in range(start, stop, row_group_rows):
+                writer.write_carried(rows.slice(offset, min(row_group_rows, stop - offset)))
+            stats.append(writer.close())
+        spark_task = TaskContext.get()
+        if spark_task is not None:
+            faults.fail_task_after_file_written(spark_task)
+    return stats
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``tidemark cluster run`` and ``spark-submit spark_jobs/cluster.py``."""
+    parser.add_argument("--table", required=True, help="table base URI (path or s3://)")
+    parser.add_argument("--instant", help="the pending plan to run (default: every one)")
+    parser.add_argument(
+        "--markers",
+        choices=("direct", "service"),
+        default="service",
+        help="marker type (default service: batched by the marker service)",
+    )
+    parser.add_argument(
+        "--marker-service",
+        help="marker service address host:port (default: start an embedded one in the driver)",
+    )
+    parser.add_argument(
+        "--row-group-mb",
+        type=float,
+        default=DEFAULT_ROW_GROUP_BYTES / MIB,
+        help="Parquet row group size of the clustered files (Hudi's hoodie.parquet.block.size)",
+    )
+    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+    parser.add_argument(
+        "--lock-lease-s", type=float, default=DEFAULT_LOCK_LEASE_S, help="table lock lease"
+    )
+
+
+def run(args: argparse.Namespace) -> list[ClusterResult]:
+    """Run parsed ``add_arguments`` options; service markers with no address get an
+    embedded marker service in the driver."""
+    spark = build_session(args.master)
+
+    def run_with(address: str | None) -> list[ClusterResult]:
+        return run_clustering(
+            spark,
+            args.table,
+            args.instant,
+            markers=args.markers,
+            marker_service_address=address,
+            row_group_bytes=math.ceil(args.row_group_mb * MIB),
+            lock_lease_s=args.lock_lease_s,
+        )
+
+    if args.markers == "service" and not args.marker_service:
+        with start_embedded_marker_service() as service:
+            return run_with(service.address)
+    return run_with(args.marker_service)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit spark_jobs/cluster.py --table ...``."""
+    parser = argparse.ArgumentParser(prog="spark_jobs/cluster.py", description=__doc__)
+    add_arguments(parser)
+    parser.set_defaults(master=None)
+    for result in run(parser.parse_args(argv)):
+        print(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

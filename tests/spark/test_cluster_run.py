@@ -1,0 +1,311 @@
+"""The clustering executor (spark_jobs/cluster.py): rows unchanged (ours and hudi-rs),
+files ordered as the layout says and sized as planned, Hudi fixtures clustered, failed
+and killed runs rolled back to their plan and re-run, bad instants refused untouched."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from spark.sparkkit import (
+    copy_fixture,
+    data_files,
+    files_in_view,
+    hudi_rs_table,
+    table_bytes,
+)
+from spark_jobs.cluster import ClusterResult, run_clustering
+from spark_jobs.curves import layout_order
+from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from spark_jobs.write import write
+from tidemark.cli import main
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.table.clustering_plan import (
+    ClusteringGroup,
+    ClusteringPlan,
+    ClusteringStrategy,
+    SliceInfo,
+    save_plan,
+)
+from tidemark.table.fsview import BaseFile
+from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
+from tidemark.table.keys import FILE_NAME, META_COLUMNS, RECORD_KEY
+from tidemark.table.lock import TableLock
+from tidemark.table.table import HoodieTable
+
+ROWS = 3000
+SORT = ("a", "b")
+GIB = 1024**3
+
+
+@pytest.fixture(scope="module")
+def source_table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Two partitions of six small files each, rows in no useful order; ``b`` are
+    strings sharing a 20-character prefix."""
+    uri = str(tmp_path_factory.mktemp("cluster") / "source")
+    rows = [
+        (i, (i * 7919) % 1000 - 500, f"shared-prefix-00000/{(i * 104729) % 977:05d}", f"p{i % 2}")
+        for i in range(ROWS)
+    ]
+    df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(6)
+    write(spark, df, uri, "bulk_insert", record_key_fields=["id"], partition_fields=["part"])
+    return uri
+
+
+@pytest.fixture
+def table(source_table: str, tmp_path: Path) -> str:
+    target = tmp_path / "table"
+    shutil.copytree(source_table, target)
+    return str(target)
+
+
+def schedule(
+    uri: str,
+    sort_columns: Sequence[str] = SORT,
+    layout: str = "linear",
+    *,
+    output_files: int = 2,
+    groups_per_partition: int = 1,
+) -> str:
+    """Save a plan over every file group: per partition ``groups_per_partition`` groups
+    of ``output_files`` output files each."""
+    table = HoodieTable.open(uri)
+    groups = []
+    for files in table.view().file_groups_by_partition().values():
+        for part in range(groups_per_partition):
+            chosen = files[part::groups_per_partition]
+            groups.append(ClusteringGroup(tuple(map(_slice, chosen)), output_files))
+    plan = ClusteringPlan(
+        groups=tuple(groups),
+        strategy=ClusteringStrategy(tuple(sort_columns), layout, GIB),
+    )
+    with TableLock(table.storage, "test-scheduler") as lock:
+        table.timeline.fence = lock
+        return save_plan(table, plan).timestamp
+
+
+def _slice(base: BaseFile) -> SliceInfo:
+    return SliceInfo(base.partition_path, base.file_id, base.path, base.size)
+
+
+def rows_without_file_name(uri: str) -> dict[Any, dict[str, Any]]:
+    """What hudi-rs reads, by id (virtual-key tables have no stored key): every column
+    but the file name, which clustering changes (it names the new file)."""
+    read = hudi_rs_table(uri)
+    assert read is not None
+    kept = read.select([name for name in read.column_names if name != FILE_NAME])
+    rows = {row["id"]: row for row in kept.to_pylist()}
+    assert len(rows) == read.num_rows
+    return rows
+
+
+def cluster(spark: SparkSession, uri: str, instant: str | None = None) -> list[ClusterResult]:
+    return run_clustering(spark, uri, instant, row_group_bytes=4096)
+
+
+@pytest.mark.parametrize("layout", ["linear", "zorder", "hilbert"])
+def test_clustering_keeps_rows_and_orders_files_by_layout(
+    spark: SparkSession, table: str, layout: str
+) -> None:
+    before = rows_without_file_name(table)
+    plan_inputs = HoodieTable.open(table).view().file_groups_by_partition()
+    instant = schedule(table, SORT, layout, output_files=3)
+    [result] = cluster(spark, table)
+    assert (result.instant, result.groups, result.rows) == (instant, 2, ROWS)
+    assert (result.files_replaced, result.files_written) == (12, 6)
+    assert rows_without_file_name(table) == before
+    metadata = _completed_metadata(table, instant)
+    assert metadata.operation_type == "CLUSTER"
+    assert {p: sorted(ids) for p, ids in metadata.partition_to_replace_file_ids.items()} == {
+        p: sorted(f.file_id for f in files) for p, files in plan_inputs.items()
+    }
+    view = HoodieTable.open(table).view().file_groups_by_partition()
+    for partition, inputs in plan_inputs.items():
+        expected = _expected_files(table, inputs, layout, 3)
+        written = sorted(
+            view[partition], key=lambda f: _read(table, f.path).column("id")[0].as_py()
+        )
+        written_ids = [_read(table, f.path).column("id").to_pylist() for f in written]
+        assert sorted(written_ids) == sorted(expected)
+        for base in written:
+            file_rows = _read(table, base.path)
+            assert set(file_rows.column(FILE_NAME).to_pylist()) == {base.path.rpartition("/")[2]}
+            assert pq.ParquetFile(Path(table) / base.path).metadata.num_row_groups > 1
+
+
+def _expected_files(uri: str, inputs: list[BaseFile], layout: str, files: int) -> list[list[int]]:
+    """The ids of each output file, from the layout order of the inputs in plan order."""
+    rows = pa.concat_tables([_read(uri, f.path) for f in inputs])
+    ordered = rows.take(layout_order(rows, SORT, layout)).column("id").to_pylist()
+    bounds = [len(ordered) * i // files for i in range(files + 1)]
+    return [ordered[start:stop] for start, stop in itertools.pairwise(bounds)]
+
+
+def _read(uri: str, path: str) -> pa.Table:
+    return pq.read_table(Path(uri) / path)
+
+
+def _completed_metadata(uri: str, instant: str) -> Any:
+    table = HoodieTable.open(uri)
+    return table.timeline.read_metadata(table.timeline.find(instant))
+
+
+def test_linear_files_have_disjoint_ranges_and_meta_columns_are_kept(
+    spark: SparkSession, table: str
+) -> None:
+    before = {
+        row[RECORD_KEY]: row
+        for row in hudi_rs_table(table).select(list(META_COLUMNS)).to_pylist()  # type: ignore[union-attr]
+    }
+    schedule(table, ("a",), "linear", output_files=4)
+    cluster(spark, table)
+    view = HoodieTable.open(table).view().file_groups_by_partition()
+    for files in view.values():
+        ranges = sorted(
+            (pc.min(col).as_py(), pc.max(col).as_py())
+            for col in (_read(table, f.path).column("a") for f in files)
+        )
+        assert len(ranges) == 4
+        assert all(high <= low for (_, high), (low, _) in itertools.pairwise(ranges))
+    after = hudi_rs_table(table)
+    assert after is not None
+    for row in after.select(list(META_COLUMNS)).to_pylist():
+        kept = before[row[RECORD_KEY]]
+        assert {k: row[k] for k in META_COLUMNS if k != FILE_NAME} == {
+            k: kept[k] for k in META_COLUMNS if k != FILE_NAME
+        }
+
+
+def test_retried_task_attempts_leave_no_stray_files(spark: SparkSession, table: str) -> None:
+    before = rows_without_file_name(table)
+    schedule(table)
+    spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, "0")
+    try:
+        [result] = cluster(spark, table)
+    finally:
+        spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, None)  # type: ignore[arg-type]
+    assert rows_without_file_name(table) == before
+    committed = {s.path for s in _completed_metadata(table, result.instant).write_stats}
+    assert data_files(table) - _paths_before(table) == committed
+
+
+def _paths_before(uri: str) -> set[str]:
+    """Data files of the bulk insert (the clustered table keeps them until a clean)."""
+    table = HoodieTable.open(uri)
+    first = table.timeline.completed(frozenset({"commit"}))[0]
+    return {s.path for s in table.timeline.read_metadata(first).write_stats}
+
+
+def test_failed_run_is_rolled_back_to_its_plan_and_reruns(spark: SparkSession, table: str) -> None:
+    before_files = data_files(table)
+    before = rows_without_file_name(table)
+    instant = schedule(table, groups_per_partition=2)
+    plan_bytes = _requested_bytes(table, instant)
+    victim = sorted(files_in_view(table))[-1]  # not the file the schema is read from
+    good = (Path(table) / victim).read_bytes()
+    (Path(table) / victim).write_bytes(b"not parquet")
+    with pytest.raises(Exception, match="rolled back; its plan stays pending"):
+        cluster(spark, table)
+    (Path(table) / victim).write_bytes(good)
+    assert data_files(table) == before_files
+    hudi = HoodieTable.open(table)
+    assert hudi.timeline.find(instant).state is State.REQUESTED
+    assert _requested_bytes(table, instant) == plan_bytes
+    assert [i.action for i in hudi.timeline.completed()][-1] == ROLLBACK
+    assert rows_without_file_name(table) == before
+    [result] = cluster(spark, table, instant)
+    assert result.files_written == 8
+    assert rows_without_file_name(table) == before
+
+
+def _requested_bytes(uri: str, instant: str) -> bytes:
+    return (Path(uri) / ".hoodie" / f"{instant}.{REPLACE_COMMIT}.requested").read_bytes()
+
+
+def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) -> None:
+    before_files = data_files(table)
+    before = rows_without_file_name(table)
+    instant = schedule(table)
+    env = {**os.environ, EXIT_AT_ENV: "cluster_before_commit"}
+    command = [sys.executable, "-m", "spark_jobs.cluster", "--table", table]
+    killed = subprocess.run(
+        [*command, "--markers", "direct", "--master", "local[2]", "--lock-lease-s", "1"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
+    assert data_files(table) > before_files
+    assert rows_without_file_name(table) == before
+    [result] = cluster(spark, table)
+    assert result.rolled_back_earlier_run
+    assert rows_without_file_name(table) == before
+    committed = {s.path for s in _completed_metadata(table, instant).write_stats}
+    assert data_files(table) == before_files | committed
+
+
+def test_bad_instants_are_refused_without_touching_the_table(
+    spark: SparkSession, table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = HoodieTable.open(table).timeline.completed()[0].timestamp
+    untouched = table_bytes(table)
+    with pytest.raises(FailedPreconditionError, match=f"{written} is a completed commit"):
+        cluster(spark, table, written)
+    with pytest.raises(NotFoundError, match="no instant 20200101000000000"):
+        cluster(spark, table, "20200101000000000")
+    with pytest.raises(InvalidArgumentError, match="not an instant time"):
+        cluster(spark, table, "yesterday")
+    assert cluster(spark, table) == []
+    assert table_bytes(table) == untouched
+    code = main(["cluster", "run", "--table", table, "--instant", written, "--markers", "direct"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert lines == [
+        f"tidemark cluster: error: instant: instant {written} is a completed commit, "
+        "not a pending clustering plan"
+    ]
+    assert table_bytes(table) == untouched
+
+
+def test_plan_with_an_unknown_sort_column_is_refused(spark: SparkSession, table: str) -> None:
+    instant = schedule(table, ("a", "nope"))
+    untouched = table_bytes(table)
+    with pytest.raises(InvalidArgumentError, match=f"'nope'.*in plan {instant}"):
+        cluster(spark, table)
+    assert table_bytes(table) == untouched
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "v6_simplekeygen_nonhivestyle",
+        "v6_simplekeygen_hivestyle_no_metafields",
+        "v6_nonpartitioned",
+    ],
+)
+def test_hudi_written_tables_cluster_with_the_same_rows(
+    spark: SparkSession, tmp_path: Path, fixture: str
+) -> None:
+    uri = copy_fixture(fixture, tmp_path)
+    before = rows_without_file_name(uri)
+    schedule(
+        uri, ("name",), "hilbert" if fixture == "v6_nonpartitioned" else "linear", output_files=1
+    )
+    [result] = cluster(spark, uri)
+    assert result.rows == len(before) == 4
+    assert rows_without_file_name(uri) == before
+    assert len(files_in_view(uri)) == result.files_written
