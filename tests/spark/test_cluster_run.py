@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from tidemark.table.table import HoodieTable
 ROWS = 3000
 SORT = ("a", "b")
 GIB = 1024**3
+KILLED_LEASE_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +243,15 @@ def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) ->
     env = {**os.environ, EXIT_AT_ENV: "cluster_before_commit"}
     command = [sys.executable, "-m", "spark_jobs.cluster", "--table", table]
     killed = subprocess.run(
-        [*command, "--markers", "direct", "--master", "local[2]", "--lock-lease-s", "1"],
+        [
+            *command,
+            "--markers",
+            "direct",
+            "--master",
+            "local[2]",
+            "--lock-lease-s",
+            str(KILLED_LEASE_S),
+        ],
         env=env,
         capture_output=True,
         timeout=300,
@@ -251,6 +261,7 @@ def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) ->
     assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
     assert data_files(table) > before_files
     assert rows_without_file_name(table) == before
+    time.sleep(KILLED_LEASE_S * 1.5)  # the killed run's lock lease runs out
     [result] = cluster(spark, table)
     assert result.rolled_back_earlier_run
     assert rows_without_file_name(table) == before
