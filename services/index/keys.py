@@ -8,7 +8,7 @@ order for the writer's sort, the block index and ``np.searchsorted`` at lookup.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -23,12 +23,16 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 _MIX2 = np.uint64(0xBF58476D1CE4E5B9)
 
 
-@dataclass(frozen=True)
 class EncodedKeys:
-    """Keys as zero-padded UTF-8 bytes (``values``, dtype ``S<width>``) and byte lengths."""
+    """Keys as zero-padded UTF-8 bytes (``values``, dtype ``S<width>``) and byte lengths.
 
-    values: np.ndarray
-    lengths: np.ndarray
+    Derived arrays (8-byte prefixes, which keys are UUIDs and their raw bytes) are
+    computed once per batch, on first use, and carried along by ``take``."""
+
+    def __init__(self, values: np.ndarray, lengths: np.ndarray, **derived: np.ndarray) -> None:
+        self.values = values
+        self.lengths = lengths
+        self._derived = derived
 
     def __len__(self) -> int:
         return len(self.values)
@@ -38,7 +42,32 @@ class EncodedKeys:
         return int(self.values.dtype.itemsize)
 
     def take(self, index: np.ndarray | slice) -> EncodedKeys:
-        return EncodedKeys(self.values[index], self.lengths[index])
+        derived = {name: array[index] for name, array in self._derived.items()}
+        return EncodedKeys(self.values[index], self.lengths[index], **derived)
+
+    def _get(self, name: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        if name not in self._derived:
+            self._derived[name] = compute()
+        return self._derived[name]
+
+    def prefixes(self) -> np.ndarray:
+        """``prefix64`` of every key."""
+        return self._get("prefixes", lambda: prefix64(self.values))
+
+    def uuids(self) -> np.ndarray:
+        """Which keys are canonical lowercase UUIDs."""
+        if "uuids" not in self._derived:
+            self._derived["uuids"], self._derived["raw"] = parse_uuids(self.values, self.lengths)
+        return self._derived["uuids"]
+
+    def raw_uuids(self) -> np.ndarray:
+        """Each UUID key's 16 raw bytes (``S16``; zeros for other keys)."""
+        self.uuids()
+        return self._derived["raw"]
+
+    def raw_prefixes(self) -> np.ndarray:
+        """``prefix64`` of the raw UUID bytes (the UUID's high 64 bits)."""
+        return self._get("raw_prefixes", lambda: prefix64(self.raw_uuids()))
 
     def to_arrow(self) -> pa.Array:
         """The keys back as an Arrow string array."""
@@ -105,34 +134,51 @@ def matrix_of(values: np.ndarray) -> np.ndarray:
     return values.view(np.uint8).reshape(len(values), values.dtype.itemsize)
 
 
+def prefix64(values: np.ndarray) -> np.ndarray:
+    """Each key's first 8 bytes (zero padded) as a big-endian uint64: integer order of
+    prefixes is the keys' order wherever the prefixes differ."""
+    prefix = np.zeros((len(values), 8), np.uint8)
+    width = min(8, values.dtype.itemsize)
+    prefix[:, :width] = matrix_of(values)[:, :width]
+    return prefix.view(">u8").ravel().astype(np.uint64)
+
+
 def fit(values: np.ndarray, width: int) -> np.ndarray:
     """``values`` at ``width`` bytes: padded, or truncated past ``width`` (callers pass one
     more than the longest key they compare with, so a truncated key never equals one)."""
     return values if values.dtype.itemsize == width else values.astype(f"S{width}")
 
 
-def uuid_mask(keys: EncodedKeys) -> np.ndarray:
-    """Which keys are canonical lowercase UUIDs (36 chars, 8-4-4-4-12 hex digits)."""
-    if keys.width < UUID_LENGTH:
-        return np.zeros(len(keys), bool)
-    matrix = matrix_of(keys.values)[:, :UUID_LENGTH]
-    hexes = matrix[:, _HEX_COLUMNS]
-    is_hex = ((hexes >= ord("0")) & (hexes <= ord("9"))) | (
-        (hexes >= ord("a")) & (hexes <= ord("f"))
-    )
-    dashes = (matrix[:, list(_DASHES)] == ord("-")).all(axis=1)
-    return (keys.lengths == UUID_LENGTH) & dashes & is_hex.all(axis=1)
+_HEX_RUNS = ((0, 8), (9, 13), (14, 18), (19, 23), (24, 36))
 
 
-def uuid_to_bytes(values: np.ndarray) -> np.ndarray:
-    """Canonical UUID keys (``uuid_mask`` true) as their 16 raw bytes (``S16``); the order
-    of the raw bytes is the order of the strings."""
-    hexes = matrix_of(values)[:, _HEX_COLUMNS].astype(np.uint8)
-    nibbles = np.where(hexes <= ord("9"), hexes - ord("0"), hexes - (ord("a") - 10)).astype(
-        np.uint8
+def _hex_pair_table() -> np.ndarray:
+    """Two ASCII hex digits read as a little-endian uint16 -> their byte; else 0xFFFF."""
+    table = np.full(1 << 16, 0xFFFF, np.uint16)
+    digits = np.frombuffer(b"0123456789abcdef", np.uint8).astype(np.uint16)
+    table[digits[:, None] | (digits[None, :] << 8)] = np.arange(256, dtype=np.uint16).reshape(
+        16, 16
     )
-    raw = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
-    return np.ascontiguousarray(raw).view("S16").ravel()
+    return table
+
+
+_HEX_PAIRS = _hex_pair_table()
+
+
+def parse_uuids(values: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which keys are canonical lowercase UUIDs (36 chars, 8-4-4-4-12 hex digits) and
+    their 16 raw bytes (``S16``, zeros for other keys); raw order is string order. One
+    table lookup per pair of hex digits."""
+    if values.dtype.itemsize < UUID_LENGTH:
+        return np.zeros(len(values), bool), np.zeros(len(values), "S16")
+    text = matrix_of(values)[:, :UUID_LENGTH]
+    hexes = np.concatenate([text[:, start:end] for start, end in _HEX_RUNS], axis=1)
+    pairs = _HEX_PAIRS[hexes.view("<u2")]
+    dashes = (text[:, list(_DASHES)] == ord("-")).all(axis=1)
+    mask = (lengths == UUID_LENGTH) & dashes & (pairs < 256).all(axis=1)
+    raw = pairs.astype(np.uint8)
+    raw[~mask] = 0
+    return mask, raw.view("S16").ravel()
 
 
 def uuid_from_bytes(raw: np.ndarray) -> np.ndarray:
@@ -164,12 +210,25 @@ def hash64(keys: EncodedKeys) -> np.ndarray:
 
 
 def sort_unique(keys: pa.Array) -> tuple[EncodedKeys, np.ndarray]:
-    """Distinct keys in index order and, for each input key, its position among them."""
+    """Distinct keys in index order and, for each input key, its position among them.
+
+    Keys sort by their first 8 bytes as one big-endian integer (several times faster
+    than sorting strings); only keys sharing those bytes are then sorted as strings."""
     encoded = encode_keys(keys)
-    values, inverse = np.unique(encoded.values, return_inverse=True)
-    lengths = np.zeros(len(values), np.int64)
-    lengths[inverse] = encoded.lengths
-    return EncodedKeys(values, lengths), inverse
+    prefixes = prefix64(encoded.values)
+    order = np.argsort(prefixes)
+    equal = prefixes[order][1:] == prefixes[order][:-1]
+    if equal.any():
+        tied = np.flatnonzero(np.append(equal, False) | np.insert(equal, 0, False))
+        group = order[tied]
+        by_value = group[np.argsort(encoded.values[group], kind="stable")]
+        order[tied] = by_value[np.argsort(prefixes[by_value], kind="stable")]
+    ordered = encoded.values[order]
+    first = np.ones(len(order), bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    inverse = np.empty(len(order), np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return encoded.take(order[first]), inverse
 
 
 def sort_order(keys: pa.Array) -> np.ndarray:

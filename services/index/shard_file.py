@@ -30,6 +30,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -42,19 +43,21 @@ from services.index.keys import (
     fit,
     hash64,
     matrix_of,
+    prefix64,
     sort_order,
     uuid_from_bytes,
-    uuid_mask,
-    uuid_to_bytes,
 )
 from tidemark.errors import DataLossError, InvalidArgumentError
 from tidemark.storage.base import Storage
 
 FORMAT_VERSION = 1
 MAGIC = b"TMRI"
-BLOCK_BYTES = 64 << 10
+BLOCK_BYTES = 128 << 10
 FILTER_BITS_PER_KEY = 8
 FILTER_PROBES = 5
+FILTER_MAX_KEYS_PER_BLOCK = 2
+"""The filter is asked only for sparse batches: with more keys per block, nearly every
+block is read anyway and searching the negatives costs less than probing the filter."""
 ZSTD_LEVEL = 3
 TAIL_READ_BYTES = 64 << 10
 KIND_BASE = "base"
@@ -87,15 +90,17 @@ class ShardInfo:
 
 @dataclass(frozen=True)
 class _Block:
-    """A decoded data block: sorted keys (``S16`` raw UUIDs or ``S<w>`` UTF-8) and codes."""
+    """A decoded data block: sorted keys (``S16`` raw UUIDs or ``S<w>`` UTF-8), their
+    ``prefix64`` values (searched first, as integers) and location codes."""
 
     keys: np.ndarray
     codes: np.ndarray
+    prefixes: np.ndarray
     uuid: bool
 
     @property
     def nbytes(self) -> int:
-        return int(self.keys.nbytes + self.codes.nbytes) + 128
+        return int(self.keys.nbytes + self.codes.nbytes + self.prefixes.nbytes) + 128
 
 
 def _compress(raw: bytes) -> bytes:
@@ -155,7 +160,7 @@ def _encode_block(
 ) -> bytes:
     count = len(keys)
     if is_uuid:
-        planes = matrix_of(uuid_to_bytes(keys.values)).T.tobytes()
+        planes = matrix_of(keys.raw_uuids()).T.tobytes()
         header = _BLOCK_HEADER.pack(_KEYS_UUID, code_dtype.itemsize, 0, count)
         return header + planes + codes.astype(code_dtype).tobytes()
     matrix = matrix_of(keys.values)
@@ -203,7 +208,7 @@ def _decode_block(raw: bytes) -> _Block:
         position += total
         keys = matrix.view(f"S{width}").ravel()
     codes = np.frombuffer(raw, f"<u{code_size}", count, position)
-    return _Block(keys, codes, encoding == _KEYS_UUID)
+    return _Block(keys, codes, prefix64(keys), encoding == _KEYS_UUID)
 
 
 def _filter_positions(hashes: np.ndarray, bits: int, probes: int) -> list[np.ndarray]:
@@ -244,7 +249,7 @@ def write_shard(
     block_of = (np.cumsum(sizes) - sizes) // block_bytes
     starts = np.concatenate([[0], np.flatnonzero(np.diff(block_of)) + 1]).astype(np.int64)
     ends = np.append(starts[1:], len(sorted_keys))
-    uuids = uuid_mask(sorted_keys)
+    uuids = sorted_keys.uuids()
     parts: list[bytes] = []
     offsets, compressed_sizes, raw_sizes, crcs = [], [], [], []
     offset = 0
@@ -309,6 +314,29 @@ def write_shard(
     )
     trailer = body + _TRAILER_END.pack(zlib.crc32(body), MAGIC)
     return b"".join([*parts, *sections, trailer])
+
+
+def _search(
+    table: np.ndarray, table_prefixes: np.ndarray, queries: np.ndarray, prefixes: np.ndarray
+) -> np.ndarray:
+    """Where each query is or would be in the sorted ``table`` (clipped to its last
+    index): by integer prefix, and by whole key only where the table shares a prefix."""
+    index = np.searchsorted(table_prefixes, prefixes, "left")
+    shared = np.searchsorted(table_prefixes, prefixes, "right") - index > 1
+    if shared.any():
+        index[shared] = _search_keys(table, queries[shared], "left")
+    return np.minimum(index, len(table) - 1)
+
+
+def _search_keys(
+    table: np.ndarray, queries: np.ndarray, side: Literal["left", "right"]
+) -> np.ndarray:
+    """``np.searchsorted`` of whole keys; queries longer than every key are cut one byte
+    past the longest, which keeps their order and keeps them unequal."""
+    width = table.dtype.itemsize
+    queries = fit(queries, min(queries.dtype.itemsize, width + 1))
+    width = max(width, queries.dtype.itemsize)
+    return np.searchsorted(fit(table, width), fit(queries, width), side)
 
 
 ReadRange = Callable[[int, int], bytes]
@@ -390,6 +418,7 @@ class ShardReader:
         matrix = np.zeros((count, max(int(lengths.max()) if count else 1, 1)), np.uint8)
         matrix[np.arange(matrix.shape[1]) < lengths[:, None]] = first_bytes
         self._first_keys = matrix.view(f"S{matrix.shape[1]}").ravel()
+        self._first_prefixes = prefix64(self._first_keys)
 
     @property
     def block_count(self) -> int:
@@ -433,6 +462,16 @@ class ShardReader:
                 found[block_id] = block
         return found
 
+    def _route(self, keys: EncodedKeys) -> np.ndarray:
+        """Each sorted key's block: the last whose first key is not greater (-1: before
+        the first block). Integer prefixes decide unless a first key shares the prefix."""
+        prefixes = keys.prefixes()
+        block_of = np.searchsorted(self._first_prefixes, prefixes, "right") - 1
+        shared = np.searchsorted(self._first_prefixes, prefixes, "left") <= block_of
+        if shared.any():
+            block_of[shared] = _search_keys(self._first_keys, keys.values[shared], "right") - 1
+        return block_of
+
     def lookup(self, keys: EncodedKeys | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For sorted, distinct keys: a found mask and each found key's location code
         (an index into ``dictionary``; 0 where not found)."""
@@ -442,40 +481,33 @@ class ShardReader:
         codes = np.zeros(len(keys), np.uint32)
         if self.block_count == 0 or len(keys) == 0:
             return found, codes
-        candidates = np.flatnonzero(self.might_contain(keys))
-        values = keys.values[candidates]
-        first_width = self._first_keys.dtype.itemsize
-        routed = fit(values, min(values.dtype.itemsize, first_width + 1))
-        width = max(routed.dtype.itemsize, first_width)
-        block_of = np.searchsorted(fit(self._first_keys, width), fit(routed, width), "right") - 1
+        candidates = (
+            np.flatnonzero(self.might_contain(keys))
+            if len(keys) < FILTER_MAX_KEYS_PER_BLOCK * self.block_count
+            else np.arange(len(keys))
+        )
+        chosen = keys.take(candidates)
+        block_of = self._route(chosen)
         touched, starts = np.unique(block_of, return_index=True)
         ends = np.append(starts[1:], len(block_of))
         keep = touched >= 0
         touched, starts, ends = touched[keep], starts[keep], ends[keep]
         blocks = self._blocks(touched)
-        is_uuid = raw_uuids = None
         for block_id, start, end in zip(
             touched.tolist(), starts.tolist(), ends.tolist(), strict=True
         ):
             block = blocks[block_id]
             positions = candidates[start:end]
             if block.uuid:
-                if is_uuid is None:
-                    is_uuid = uuid_mask(EncodedKeys(values, keys.lengths[candidates]))
-                    raw_uuids = np.zeros(len(values), "S16")
-                    raw_uuids[is_uuid] = uuid_to_bytes(values[is_uuid])
-                assert raw_uuids is not None
-                select = is_uuid[start:end]
-                queries = raw_uuids[start:end][select]
+                select = chosen.uuids()[start:end]
                 positions = positions[select]
-                table = block.keys
+                queries = chosen.raw_uuids()[start:end][select]
+                prefixes = chosen.raw_prefixes()[start:end][select]
             else:
-                block_width = block.keys.dtype.itemsize
-                queries = fit(values[start:end], min(values.dtype.itemsize, block_width + 1))
-                table = fit(block.keys, max(queries.dtype.itemsize, block_width))
-                queries = fit(queries, table.dtype.itemsize)
-            index = np.minimum(np.searchsorted(table, queries), len(table) - 1)
-            hit = table[index] == queries
+                queries = chosen.values[start:end]
+                prefixes = chosen.prefixes()[start:end]
+            index = _search(block.keys, block.prefixes, queries, prefixes)
+            hit = block.keys[index] == queries
             found[positions[hit]] = True
             codes[positions[hit]] = block.codes[index[hit]]
         return found, codes
