@@ -174,6 +174,9 @@ class ServerConfig:
     log_json: bool = True
     log_level: str = "info"
     allowed_roots: tuple[str, ...] = ()
+    workers: int = 1
+    """Processes serving on the one port (SO_REUSEPORT; the kernel spreads connections
+    over them), for services that allow it. One Python process uses one core."""
 
     def __post_init__(self) -> None:
         require_port("port", self.port)
@@ -184,6 +187,7 @@ class ServerConfig:
             "keepalive_timeout_ms",
             "max_concurrent_rpcs",
             "gc_young_threshold",
+            "workers",
         ):
             require_positive(field, getattr(self, field))
         if self.grace_period_s < 0:

@@ -43,7 +43,9 @@ def index_service(
         )
         return served
 
-    return ServiceDefinition(name="index", full_name=FULL_NAME, add_to_server=add_to_server)
+    return ServiceDefinition(
+        name="index", full_name=FULL_NAME, add_to_server=add_to_server, replicable=True
+    )
 
 
 SERVICE = index_service()

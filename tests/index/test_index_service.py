@@ -5,6 +5,9 @@ status naming its field and changes nothing, and the runtime serves it."""
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -401,3 +404,44 @@ def test_serve_all_runs_the_index_service_next_to_the_marker_service(
     with grpc.insecure_channel(served_all.address) as channel:
         located = lookup(IndexServiceStub(channel), indexed_table, [KEYS[5], "absent"])
     assert rows(located) == {KEYS[5]: (*location_of(KEYS[5]), BUILT_AS_OF), "absent": None}
+
+
+def free_port_pair() -> int:
+    """A port P with P and P + 1 free (the metrics ports of two workers)."""
+    while True:
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return int(port)
+
+
+def children_of(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_workers_share_the_port_and_stop_together(indexed_table: str) -> None:
+    metrics_port = free_port_pair()
+    served = ServeProcess(
+        "index",
+        args=("--workers", "2", "--metrics-port", str(metrics_port), "--log-level", "error"),
+    )
+    try:
+        for _ in range(24):
+            with grpc.insecure_channel(served.address) as channel:
+                lookup(IndexServiceStub(channel), indexed_table, [KEYS[0], "absent"])
+        found = [
+            scrape(port).get("tidemark_index_keys_total{found}", 0.0)
+            for port in (metrics_port, metrics_port + 1)
+        ]
+        (worker,) = children_of(served.pid)
+        os.kill(worker, signal.SIGKILL)
+        assert served.process.wait(timeout=60) == 1
+    finally:
+        if served.process.poll() is None:
+            served.kill()
+    assert sum(found) == 24
+    assert min(found) > 0, "the kernel spread 24 connections over both workers"

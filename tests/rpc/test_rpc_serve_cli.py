@@ -104,3 +104,10 @@ def test_tune_gc_sets_only_the_young_generation() -> None:
         assert gc.get_threshold() == (12_345, *before[1:])
     finally:
         gc.set_threshold(*before)
+
+
+def test_workers_of_a_service_that_keeps_state_in_memory_are_refused() -> None:
+    assert_one_line_error(
+        run_serve("marker", "--port", "0", "--workers", "2"),
+        "workers: marker must run in one process per port (got 2)",
+    )

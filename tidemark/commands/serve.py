@@ -15,10 +15,13 @@ from tidemark.config import LOG_LEVELS, ServerConfig
 from tidemark.logs import configure_logging
 from tidemark.rpc.registry import ALL, KNOWN_SERVICES, resolve_services
 from tidemark.rpc.server import build_server
+from tidemark.rpc.workers import REUSE_PORT_FLAG, Workers, check_replicable
 
 log = structlog.get_logger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+WORKER_POLL_S = 1.0
+EXIT_WORKER_DIED = 1
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +61,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, help="default info (TIDEMARK_LOG_LEVEL)")
     parser.add_argument(
+        "--workers",
+        type=int,
+        help="processes serving the port, for services that allow it (index); one Python "
+        "process uses one core (TIDEMARK_WORKERS, default 1)",
+    )
+    parser.add_argument(REUSE_PORT_FLAG, action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
         "--allowed-root",
         dest="allowed_roots",
         action="append",
@@ -75,8 +85,11 @@ def tune_gc(young_threshold: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0), or until a worker process dies (exit 1, so
+    the pod restarts whole)."""
     services = resolve_services(args.service)
     config = ServerConfig.from_args_and_env(args)
+    check_replicable(config, services)
     configure_logging(json=config.log_json, level=config.log_level)
     tune_gc(config.gc_young_threshold)
     if not services:
@@ -88,11 +101,22 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {signum: signal.signal(signum, request_stop) for signum in STOP_SIGNALS}
     try:
-        running = build_server(config, services)
+        reuse_port = config.workers > 1 or args.reuse_port
+        running = build_server(config, services, reuse_port=reuse_port)
+        try:
+            workers = Workers(args.service, config, running.port)
+        except BaseException:
+            running.stop(0)
+            raise
         print(f"listening on {config.host}:{running.port}", flush=True)
-        stop_requested.wait()
+        while not stop_requested.wait(WORKER_POLL_S):
+            code = workers.exited()
+            if code is not None:
+                log.error("a worker process stopped, stopping the others", exit_code=code)
+                break
+        workers.stop()
         running.stop(config.grace_period_s)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return 0
+    return 0 if stop_requested.is_set() else EXIT_WORKER_DIED

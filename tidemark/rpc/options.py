@@ -22,11 +22,16 @@ def client_options(
 
 
 def server_options(
-    *, max_message_bytes: int, keepalive_time_ms: int, keepalive_timeout_ms: int
+    *,
+    max_message_bytes: int,
+    keepalive_time_ms: int,
+    keepalive_timeout_ms: int,
+    reuse_port: bool = False,
 ) -> list[tuple[str, int]]:
     """Same limits as the client, and accept client pings at the client's keepalive rate.
 
-    ``so_reuseport`` is off so binding a port that another process holds fails loudly.
+    ``so_reuseport`` is off so binding a port that another process holds fails loudly;
+    only the worker processes of one ``tidemark serve --workers N`` share their port.
     """
     return [
         *client_options(
@@ -35,5 +40,5 @@ def server_options(
             keepalive_timeout_ms=keepalive_timeout_ms,
         ),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", keepalive_time_ms),
-        ("grpc.so_reuseport", 0),
+        ("grpc.so_reuseport", int(reuse_port)),
     ]

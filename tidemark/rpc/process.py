@@ -1,5 +1,5 @@
 """``tidemark serve`` in a child process: for benchmarks and crash tests that need a real
-server they can SIGTERM or kill -9."""
+server they can SIGTERM or kill -9, and for the workers of ``tidemark serve --workers N``."""
 
 from __future__ import annotations
 
@@ -24,13 +24,16 @@ class ServeProcess:
         *,
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
+        show_logs: bool = False,
     ) -> None:
+        """``args`` come after ``--port 0`` (a later ``--port`` wins); the child's logs go
+        to this process's stderr with ``show_logs``, else nowhere."""
         command = [sys.executable, "-m", "tidemark.cli", "serve", service, "--port", "0", *args]
         self.process = subprocess.Popen(
             command,
             env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=None if show_logs else subprocess.DEVNULL,
             text=True,
         )
         assert self.process.stdout is not None

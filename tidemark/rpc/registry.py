@@ -44,11 +44,13 @@ class ServiceContext:
 class ServiceDefinition:
     """``add_to_server`` registers an asyncio servicer (it runs on the server's event
     loop) and returns what to close after the server has stopped (flushing batches,
-    releasing leases)."""
+    releasing leases). ``replicable``: any process may answer any call (no state between
+    calls but caches), so ``tidemark serve --workers N`` may run it in N processes."""
 
     name: str
     full_name: str
     add_to_server: Callable[[grpc.aio.Server, ServiceContext], Closeable]
+    replicable: bool = False
 
 
 def resolve_services(

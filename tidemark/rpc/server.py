@@ -114,15 +114,24 @@ class RunningServer:
         return self._stopped.wait(timeout)
 
 
-def build_server(config: ServerConfig, services: Sequence[ServiceDefinition]) -> RunningServer:
-    """Start a server for ``services`` on ``config.port`` (0 = a free port)."""
+def build_server(
+    config: ServerConfig, services: Sequence[ServiceDefinition], *, reuse_port: bool = False
+) -> RunningServer:
+    """Start a server for ``services`` on ``config.port`` (0 = a free port). With
+    ``reuse_port`` other processes of the same user may bind the port too (workers)."""
     registry = CollectorRegistry()
     metrics = MetricsEndpoint(registry, config.host, config.metrics_port)
     loop = _LoopThread()
     closeables: list[Closeable] = []
     try:
         server, health_servicer, port = loop.run(
-            _start(config, services, ServiceContext(config=config, metrics=registry), closeables)
+            _start(
+                config,
+                services,
+                ServiceContext(config=config, metrics=registry),
+                closeables,
+                reuse_port,
+            )
         )
     except BaseException:
         _close_all(closeables)
@@ -145,6 +154,7 @@ async def _start(
     services: Sequence[ServiceDefinition],
     context: ServiceContext,
     closeables: list[Closeable],
+    reuse_port: bool,
 ) -> tuple[grpc.aio.Server, HealthServicer, int]:
     server = grpc.aio.server(
         interceptors=[ServerCallInterceptor(RpcMetrics(context.metrics))],
@@ -152,6 +162,7 @@ async def _start(
             max_message_bytes=config.max_message_bytes,
             keepalive_time_ms=config.keepalive_time_ms,
             keepalive_timeout_ms=config.keepalive_timeout_ms,
+            reuse_port=reuse_port,
         ),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
@@ -168,7 +179,7 @@ async def _start(
         ],
         server,
     )
-    port = _bind(server, config)
+    port = _bind(server, config, reuse_port)
     await server.start()
     return server, health_servicer, port
 
@@ -178,9 +189,10 @@ def _close_all(closeables: list[Closeable]) -> None:
         closeable.close()
 
 
-def _check_port_free(config: ServerConfig) -> None:
+def _check_port_free(config: ServerConfig, reuse_port: bool) -> None:
     """Probe the port before gRPC binds it: gRPC reports a busy port with a multi-line
-    C-core log, the operator should see one line naming the port."""
+    C-core log, the operator should see one line naming the port. With ``reuse_port``
+    the probe succeeds where a sibling worker holds the port, as the bind will."""
     if config.port == 0:
         return
     try:
@@ -189,6 +201,8 @@ def _check_port_free(config: ServerConfig) -> None:
         )[0]
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             probe.bind(address)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
@@ -198,8 +212,8 @@ def _check_port_free(config: ServerConfig) -> None:
         ) from None
 
 
-def _bind(server: grpc.aio.Server, config: ServerConfig) -> int:
-    _check_port_free(config)
+def _bind(server: grpc.aio.Server, config: ServerConfig, reuse_port: bool) -> int:
+    _check_port_free(config, reuse_port)
     address = f"{config.host}:{config.port}"
     try:
         if config.tls_cert_path is not None and config.tls_key_path is not None:
