@@ -78,10 +78,14 @@ class IndexClient:
     def check_reachable(self) -> None:
         self._client.check_reachable()
 
-    def lookup(self, keys: Sequence[str] | pa.Array, as_of: str | None = None) -> pa.Table:
+    def lookup(
+        self, keys: Sequence[str] | pa.Array | pa.ChunkedArray, as_of: str | None = None
+    ) -> pa.Table:
         """Each key's location: columns key, partition, file_id, instant (null when the key
         is absent), in the order of ``keys``. ``as_of``: the newest completed instant the
         caller has seen, so the service answers at least as of it."""
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
         array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
         batches = [
             array.slice(start, self.batch_keys) for start in range(0, len(array), self.batch_keys)
