@@ -10,14 +10,26 @@ import socket
 import pyarrow as pa
 import pytest
 
+from services.index.embedded import start_embedded_index_service
 from services.index.record_index import RecordIndex
+from services.index.sharding import shard_of
 from tidemark.clients.index import IndexClient
 from tidemark.config import ClientConfig
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from tidemark.rpc.embedded import EmbeddedServer
+from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
 
-from .servicekit import BUILT_AS_OF, KEYS, SHARDS, Commits, create_table, location_of
+from .servicekit import (
+    BUILT_AS_OF,
+    KEYS,
+    SHARDS,
+    Commits,
+    build_index,
+    create_table,
+    location_of,
+    scrape,
+)
 
 FAST = ClientConfig(timeout_s=10.0, max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.02)
 
@@ -131,4 +143,29 @@ def test_keys_in_the_same_order_as_asked_whatever_the_shard(
     located = client.lookup(KEYS)
     assert [(row["partition"], row["file_id"]) for row in located.to_pylist()] == [
         location_of(key) for key in KEYS
+    ]
+
+
+def test_a_stream_broken_by_an_unavailable_shard_resumes_at_the_unanswered_batch(
+    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = create_table(s3_bucket).storage
+    build_index(storage, KEYS)
+    by_shard: dict[int, list[str]] = {}
+    for key, shard in zip(KEYS, shard_of(pa.array(KEYS), SHARDS).tolist(), strict=True):
+        by_shard.setdefault(shard, []).append(key)
+    (_, first), (second_shard, second) = list(by_shard.items())[:2]
+    first, second = first[:4], second[:4]
+    monkeypatch.setenv("TIDEMARK_STORAGE_MAX_ATTEMPTS", "1")
+    proxy.fail_next(1, method="GET", path_pattern=f"/shards/{second_shard:05d}/")
+
+    with start_embedded_index_service() as service:
+        client = IndexClient(service.address, s3_bucket, FAST, batch_keys=4)
+        located = client.lookup([*first, *second])
+        batches = scrape(service.metrics_port)["tidemark_index_lookup_keys_count"]
+
+    assert proxy.injected == 1
+    assert batches == 2, "the retry sent only the batch the broken stream had not answered"
+    assert [(row["partition"], row["file_id"]) for row in located.to_pylist()] == [
+        location_of(key) for key in [*first, *second]
     ]
