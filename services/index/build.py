@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pyarrow as pa
 
 from services.index import layout
 from services.index.shard_file import KIND_BASE, write_shard
+from services.index.sharding import shard_of
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.table.instant import validate_instant_time
@@ -64,6 +66,32 @@ def publish_index(storage: Storage, num_shards: int, as_of: str) -> None:
     """Write ``index.properties`` once every shard's base file exists (the caller's
     job); from then on the table has a record index as of ``as_of``."""
     validate_instant_time(as_of, field="as_of")
-    if not MIN_SHARDS <= num_shards <= MAX_SHARDS and num_shards < 1:
+    if num_shards < 1:
         raise InvalidArgumentError(f"must be positive, got {num_shards}", field="num_shards")
     storage.write(layout.PROPERTIES_PATH, layout.IndexProperties(num_shards, as_of).to_bytes())
+
+
+def build_index(
+    storage: Storage,
+    keys: pa.Array,
+    partitions: pa.Array,
+    file_ids: pa.Array,
+    instants: pa.Array,
+    *,
+    as_of: str,
+    num_shards: int | None = None,
+) -> int:
+    """The whole build in this process (small tables, tests, benchmarks): route keys to
+    shards, write every shard's base, publish. Returns the shard count."""
+    shards = num_shards or shard_count_for(len(keys))
+    owners = shard_of(keys, shards)
+    order = np.argsort(owners, kind="stable")
+    bounds = np.searchsorted(owners[order], np.arange(shards + 1))
+    for shard in range(shards):
+        rows = pa.array(order[bounds[shard] : bounds[shard + 1]])
+        key, partition, file_id, instant = (
+            pa.array(column).take(rows) for column in (keys, partitions, file_ids, instants)
+        )
+        write_base_shard(storage, shard, shards, key, partition, file_id, instant, as_of)
+    publish_index(storage, shards, as_of)
+    return shards

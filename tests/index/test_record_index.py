@@ -8,9 +8,8 @@ import pytest
 
 from services.index import layout
 from services.index.block_cache import BlockCache
-from services.index.build import publish_index, shard_count_for, write_base_shard
+from services.index.build import build_index, shard_count_for
 from services.index.record_index import RecordIndex
-from services.index.sharding import shard_of
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage import Storage, open_storage
 
@@ -23,23 +22,8 @@ Indexed = tuple[Storage, Commits, dict[str, Location]]
 def build(storage: Storage, entries: dict[str, Location], num_shards: int, as_of: str) -> None:
     """What the Spark bootstrap does: one base file per shard, then index.properties."""
     keys = pa.array(list(entries), pa.string())
-    shards = shard_of(keys, num_shards)
-    partitions, file_ids, instants = (
-        pa.array([location[i] for location in entries.values()], pa.string()) for i in range(3)
-    )
-    for shard in range(num_shards):
-        rows = pa.array((shards == shard).nonzero()[0], pa.int64())
-        write_base_shard(
-            storage,
-            shard,
-            num_shards,
-            keys.take(rows),
-            partitions.take(rows),
-            file_ids.take(rows),
-            instants.take(rows),
-            as_of=as_of,
-        )
-    publish_index(storage, num_shards, as_of)
+    columns = (pa.array([loc[i] for loc in entries.values()], pa.string()) for i in range(3))
+    build_index(storage, keys, *columns, as_of=as_of, num_shards=num_shards)
 
 
 def answers(

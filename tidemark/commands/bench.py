@@ -14,6 +14,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_write",
     "tidemark.commands.bench_markers",
     "tidemark.commands.bench_small_files",
+    "tidemark.commands.bench_index",
 )
 
 

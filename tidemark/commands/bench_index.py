@@ -1,0 +1,284 @@
+"""``tidemark bench index``: the record index's shard files against RocksDB and Parquet,
+and the index service's throughput.
+
+(a) One shard of ``--entries`` random UUID keys (locations spread over a thousand file
+groups) answers a ``--batch`` lookup, half present, in input order: warm (blocks cached)
+and cold (a fresh copy of the file, a new cache: every block read, checked and
+decompressed), against RocksDB's multi-get (``rocksdict``, zstd, fully cached) on the
+same entries. Hudi's HFile anchor: 600 ms for 100k keys in a 1M-entry file.
+(b) Bytes per entry on storage: the shard file, RocksDB's SST files after a full
+compaction, and a plain zstd Parquet file of the same (key, partition, file id, instant).
+(c) Keys per second through the gRPC service at 1k, 10k and 100k-key calls, over an
+index of ``--entries`` keys built for a table here.
+Timings are medians of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from services.index.block_cache import BlockCache
+from services.index.build import build_index
+from services.index.embedded import start_embedded_index_service
+from services.index.keys import EncodedKeys, sort_unique, uuid_from_bytes
+from services.index.shard_file import ShardReader, write_shard
+from tidemark.clients.index import IndexClient
+from tidemark.commands.args import positive_int
+from tidemark.logs import configure_logging
+from tidemark.storage import LocalStorage
+from tidemark.table.properties import TableConfig
+from tidemark.table.table import HoodieTable
+
+AS_OF = "20240101000000000"
+FILE_GROUPS = 1000
+PARTITIONS = 100
+SERVICE_BATCHES = (1_000, 10_000, 100_000)
+SERVICE_KEYS_PER_SIZE = 300_000
+"""Keys looked up per service batch size (at least one call)."""
+
+
+def register(bench_subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = bench_subparsers.add_parser(
+        "index",
+        help="record index: shard lookups vs RocksDB, size vs Parquet, service throughput",
+        description=__doc__,
+    )
+    parser.add_argument("--entries", type=positive_int, default=1_000_000, help="shard entries")
+    parser.add_argument("--batch", type=positive_int, default=100_000, help="keys per lookup")
+    parser.add_argument(
+        "--table-rows", type=positive_int, default=5_000_000, help="rows of the tagged table"
+    )
+    parser.add_argument("--repeat", type=positive_int, default=5, help="runs per timing")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.set_defaults(handler=run)
+
+
+def uuid_keys(count: int, rng: np.random.Generator) -> pa.Array:
+    """``count`` random canonical UUID strings, generated without a Python loop."""
+    raw = np.frombuffer(rng.bytes(16 * count), "S16")
+    text = uuid_from_bytes(raw)
+    return EncodedKeys(text, np.full(count, 36, np.int64)).to_arrow()
+
+
+def entry_columns(keys: pa.Array) -> dict[str, pa.Array]:
+    """Locations: key i in file group i % FILE_GROUPS, each group in one partition."""
+    groups = np.arange(len(keys)) % FILE_GROUPS
+    group_ids = uuid_keys(FILE_GROUPS, np.random.default_rng(7))
+    file_ids = pa.array([f"{group}-0" for group in group_ids.to_pylist()])
+    partitions = pa.array([f"dt=2024-01-{g % PARTITIONS:03d}" for g in range(FILE_GROUPS)])
+    rows = pa.array(groups)
+    return {
+        "partition": partitions.take(rows),
+        "file_id": file_ids.take(rows),
+        "instant": pa.array(np.full(len(keys), AS_OF, object), pa.string()),
+    }
+
+
+def lookup_batch(reader: ShardReader, batch: pa.Array) -> int:
+    """One batch lookup answered in input order; returns how many keys were found."""
+    unique, inverse = sort_unique(batch)
+    found, codes = reader.lookup(unique)
+    answer = np.where(found[inverse], codes[inverse].astype(np.int64), -1)
+    return int((answer >= 0).sum())
+
+
+def median_ms(runs: list[float]) -> float:
+    return statistics.median(runs) * 1000
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    began = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - began, value
+
+
+def measure_shard(
+    root: Path, keys: pa.Array, columns: dict[str, pa.Array], batch: pa.Array, repeat: int
+) -> dict[str, Any]:
+    """Part (a) and the shard file's size for (b)."""
+    data = write_shard(keys, *columns.values(), as_of=AS_OF)
+    storage = LocalStorage(str(root / "shard"))
+    storage.write("base.tmi", data)
+    reader = ShardReader.open(storage, "base.tmi", BlockCache())
+    expected = lookup_batch(reader, batch)
+    warm = [timed(lambda: lookup_batch(reader, batch))[0] for _ in range(repeat)]
+    cold = []
+    for run in range(repeat):
+        storage.write(f"copy-{run}.tmi", data)
+
+        def cold_lookup(path: str = f"copy-{run}.tmi") -> int:
+            return lookup_batch(ShardReader.open(storage, path, BlockCache()), batch)
+
+        seconds, found = timed(cold_lookup)
+        if found != expected:
+            raise RuntimeError(f"cold lookup found {found} keys, warm found {expected}")
+        cold.append(seconds)
+    return {
+        "found": expected,
+        "warm_ms": median_ms(warm),
+        "cold_ms": median_ms(cold),
+        "bytes_per_entry": len(data) / len(keys),
+    }
+
+
+def measure_rocksdb(
+    root: Path, keys: pa.Array, codes: np.ndarray, batch: pa.Array, repeat: int
+) -> dict[str, Any]:
+    """RocksDB multi-get on the same entries (value: the 2-byte location code)."""
+    from rocksdict import DBCompressionType, Options, Rdict, WriteBatch
+
+    options = Options(raw_mode=True)
+    options.set_compression_type(DBCompressionType.zstd())
+    options.set_bottommost_compression_type(DBCompressionType.zstd())
+    path = str(root / "rocksdb")
+    db = Rdict(path, options)
+    values = codes.astype("<u2")
+    written = WriteBatch(raw_mode=True)
+    for key, value in zip(keys.to_pylist(), values.tolist(), strict=True):
+        written.put(key.encode(), value.to_bytes(2, "little"))
+    db.write(written)
+    db.flush()
+    db.compact_range(None, None)
+    queries = [key.encode() for key in batch.to_pylist()]
+
+    def multi_get() -> int:
+        values = db.get(queries)
+        assert isinstance(values, list)
+        return sum(value is not None for value in values)
+
+    found = multi_get()
+    runs = [timed(multi_get)[0] for _ in range(repeat)]
+    db.close()
+    sst_bytes = sum(f.stat().st_size for f in Path(path).glob("*.sst"))
+    return {
+        "rocksdb_found": found,
+        "rocksdb_ms": median_ms(runs),
+        "rocksdb_bytes_per_entry": sst_bytes / len(keys),
+    }
+
+
+def measure_parquet(root: Path, keys: pa.Array, columns: dict[str, pa.Array]) -> float:
+    path = root / "entries.parquet"
+    pq.write_table(pa.table({"key": keys, **columns}), path, compression="zstd")
+    return path.stat().st_size / len(keys)
+
+
+def measure_service(root: Path, keys: pa.Array, columns: dict[str, pa.Array]) -> dict[str, Any]:
+    """Part (c): keys/s through the embedded gRPC service, one client, per batch size."""
+    table_uri = str(root / "table")
+    table = HoodieTable.create(table_uri, bench_table_config())
+    build_index(table.storage, keys, *columns.values(), as_of=AS_OF)
+    rng = np.random.default_rng(11)
+    rates = {}
+    with start_embedded_index_service() as service:
+        client = IndexClient(service.address, table_uri)
+        for size in SERVICE_BATCHES:
+            size = min(size, len(keys))
+            calls = max(1, SERVICE_KEYS_PER_SIZE // size)
+            batches = [
+                keys.take(pa.array(rng.integers(0, len(keys), size))) for _ in range(calls + 1)
+            ]
+            client.lookup(batches[0])
+            began = time.perf_counter()
+            for timed_batch in batches[1:]:
+                client.lookup(timed_batch)
+            rates[size] = calls * size / (time.perf_counter() - began)
+    return {
+        "service_keys_per_s_by_batch": {str(size): rate for size, rate in rates.items()},
+        "service_keys_per_s": rates[max(rates)],
+    }
+
+
+def bench_table_config() -> TableConfig:
+    schema = (
+        '{"type":"record","name":"bench","fields":[{"name":"uid","type":"string"},'
+        '{"name":"dt","type":"string"}]}'
+    )
+    return TableConfig(
+        name="bench",
+        record_key_fields=("uid",),
+        partition_fields=("dt",),
+        precombine_field=None,
+        hive_style=False,
+        avro_schema=schema,
+        key_generator_class=TableConfig.default_key_generator(("uid",), ("dt",)),
+    )
+
+
+def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    rng = np.random.default_rng(2024)
+    keys = uuid_keys(args.entries, rng)
+    columns = entry_columns(keys)
+    present = min(args.batch // 2, args.entries)
+    chosen = keys.take(pa.array(rng.choice(args.entries, present, replace=False)))
+    batch = pa.concat_arrays([chosen, uuid_keys(args.batch - present, rng)])
+    batch = batch.take(pa.array(rng.permutation(len(batch))))
+    shard = measure_shard(root, keys, columns, batch, args.repeat)
+    codes = np.arange(args.entries) % FILE_GROUPS
+    rocksdb = measure_rocksdb(root, keys, codes, batch, args.repeat)
+    if rocksdb["rocksdb_found"] != shard["found"]:
+        raise RuntimeError(f"RocksDB found {rocksdb['rocksdb_found']}, the shard {shard['found']}")
+    return {
+        "entries": args.entries,
+        "batch": args.batch,
+        "present": shard["found"],
+        "warm_ms": shard["warm_ms"],
+        "cold_ms": shard["cold_ms"],
+        "rocksdb_ms": rocksdb["rocksdb_ms"],
+        "hudi_hfile_ms": 600.0 * (args.batch / 100_000),
+        "bytes_per_entry": shard["bytes_per_entry"],
+        "rocksdb_bytes_per_entry": rocksdb["rocksdb_bytes_per_entry"],
+        "parquet_bytes_per_entry": measure_parquet(root, keys, columns),
+        **measure_service(root, keys, columns),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(json=False, level="warning")
+    root = Path(tempfile.mkdtemp(prefix="tidemark-bench-index-"))
+    try:
+        report = measure(args, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(format_report(report))
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+def format_report(report: dict[str, Any]) -> str:
+    def ratio(theirs: float, ours: float) -> str:
+        return f"{theirs / ours:,.1f}x" if ours else "-"
+
+    lines = [
+        f"record index: one shard of {report['entries']:,} UUID keys, "
+        f"lookups of {report['batch']:,} keys ({report['present']:,} present)",
+        f"{'':34} {'tidemark':>12} {'RocksDB':>12} {'RocksDB/ours':>13}",
+        f"{'warm lookup (ms)':34} {report['warm_ms']:>12,.1f} {report['rocksdb_ms']:>12,.1f} "
+        f"{ratio(report['rocksdb_ms'], report['warm_ms']):>13}",
+        f"{'cold lookup (ms)':34} {report['cold_ms']:>12,.1f} {'':>12} {'':>13}",
+        f"{'bytes per entry':34} {report['bytes_per_entry']:>12,.1f} "
+        f"{report['rocksdb_bytes_per_entry']:>12,.1f} "
+        f"{ratio(report['rocksdb_bytes_per_entry'], report['bytes_per_entry']):>13}",
+        f"plain Parquet: {report['parquet_bytes_per_entry']:.1f} bytes per entry; "
+        f"Hudi HFile: ~48 bytes per entry, {report['hudi_hfile_ms']:,.0f} ms per batch "
+        f"(cold {ratio(report['hudi_hfile_ms'], report['cold_ms'])} faster here)",
+        "service throughput (keys/s): "
+        + ", ".join(
+            f"{int(size):,}-key calls {rate:,.0f}"
+            for size, rate in report["service_keys_per_s_by_batch"].items()
+        ),
+    ]
+    return "\n".join(lines)
