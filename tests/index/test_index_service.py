@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.index import FULL_NAME, layout
+from services.index.embedded import start_embedded_index_service
 from services.index.record_index import RecordIndex
 from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.index.v1 import index_service_pb2 as pb
@@ -445,3 +446,16 @@ def test_workers_share_the_port_and_stop_together(indexed_table: str) -> None:
             served.kill()
     assert sum(found) == 24
     assert min(found) > 0, "the kernel spread 24 connections over both workers"
+
+
+def test_a_table_outside_the_allowed_roots_is_refused(indexed_table: str, tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    with (
+        start_embedded_index_service(allowed_roots=[str(allowed)]) as service,
+        grpc.insecure_channel(service.address) as channel,
+        pytest.raises(grpc.RpcError) as caught,
+    ):
+        lookup(IndexServiceStub(channel), indexed_table, [KEYS[0]])
+    assert error_of(caught) == (grpc.StatusCode.INVALID_ARGUMENT, "table.base_path")
+    assert "not under an allowed root" in (caught.value.details() or "")
