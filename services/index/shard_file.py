@@ -97,6 +97,8 @@ class _Block:
     codes: np.ndarray
     prefixes: np.ndarray
     uuid: bool
+    shared_prefixes: bool
+    """Whether two keys share a prefix (then prefixes alone cannot place a query)."""
 
     @property
     def nbytes(self) -> int:
@@ -208,7 +210,9 @@ def _decode_block(raw: bytes) -> _Block:
         position += total
         keys = matrix.view(f"S{width}").ravel()
     codes = np.frombuffer(raw, f"<u{code_size}", count, position)
-    return _Block(keys, codes, prefix64(keys), encoding == _KEYS_UUID)
+    prefixes = prefix64(keys)
+    shared = bool((prefixes[1:] == prefixes[:-1]).any())
+    return _Block(keys, codes, prefixes, encoding == _KEYS_UUID, shared)
 
 
 def _filter_positions(hashes: np.ndarray, bits: int, probes: int) -> list[np.ndarray]:
@@ -316,16 +320,14 @@ def write_shard(
     return b"".join([*parts, *sections, trailer])
 
 
-def _search(
-    table: np.ndarray, table_prefixes: np.ndarray, queries: np.ndarray, prefixes: np.ndarray
-) -> np.ndarray:
-    """Where each query is or would be in the sorted ``table`` (clipped to its last
-    index): by integer prefix, and by whole key only where the table shares a prefix."""
-    index = np.searchsorted(table_prefixes, prefixes, "left")
-    shared = np.searchsorted(table_prefixes, prefixes, "right") - index > 1
-    if shared.any():
-        index[shared] = _search_keys(table, queries[shared], "left")
-    return np.minimum(index, len(table) - 1)
+def _search(block: _Block, queries: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
+    """Where each query is or would be in the block's sorted keys (clipped to the last
+    index): by integer prefix, and by whole key only where keys share a prefix."""
+    index = np.searchsorted(block.prefixes, prefixes, "left")
+    if block.shared_prefixes:
+        shared = np.searchsorted(block.prefixes, prefixes, "right") - index > 1
+        index[shared] = _search_keys(block.keys, queries[shared], "left")
+    return np.minimum(index, len(block.keys) - 1)
 
 
 def _search_keys(
@@ -506,7 +508,7 @@ class ShardReader:
             else:
                 queries = chosen.values[start:end]
                 prefixes = chosen.prefixes()[start:end]
-            index = _search(block.keys, block.prefixes, queries, prefixes)
+            index = _search(block, queries, prefixes)
             hit = block.keys[index] == queries
             found[positions[hit]] = True
             codes[positions[hit]] = block.codes[index[hit]]

@@ -47,9 +47,34 @@ def _code_units(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.n
     return units, counts.astype(np.int64)
 
 
+HORNER_MAX_WIDTH = 64
+"""Up to this length, ASCII keys hash column by column (Horner's rule over a padded
+matrix, one vector operation per character position); longer or non-ASCII ones term by
+term."""
+
+
+def _horner(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """``h = 31*h + c`` down the columns of the zero-padded (n, width) matrix of ASCII
+    keys, only where the column is inside the key."""
+    lengths = np.diff(offsets)
+    width = int(lengths.max())
+    if int(lengths.min()) == width:
+        matrix = data.reshape(len(lengths), width)
+    else:
+        matrix = np.zeros((len(lengths), width), np.uint8)
+        matrix[np.arange(width) < lengths[:, None]] = data
+    hashes = np.zeros(len(lengths), np.uint32)
+    for column in range(width):
+        stepped = hashes * np.uint32(31) + matrix[:, column]
+        hashes = np.where(lengths > column, stepped, hashes)
+    return hashes.view(np.int32)
+
+
 def java_string_hash(keys: pa.Array) -> np.ndarray:
     """Java's ``String.hashCode`` of every key, as int32."""
     offsets, data = string_buffers(keys)
+    if len(data) and int(data.max()) < 0x80 and int(np.diff(offsets).max()) <= HORNER_MAX_WIDTH:
+        return _horner(offsets, data)
     units, counts = _code_units(offsets, data)
     if len(units) == 0:
         return np.zeros(len(counts), np.int32)

@@ -104,6 +104,13 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - began, value
 
 
+def timed_cpu(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Wall and CPU seconds of ``fn`` (CPU time shows the cost on a busy machine)."""
+    began, began_cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return time.perf_counter() - began, time.process_time() - began_cpu, value
+
+
 def measure_shard(
     root: Path, keys: pa.Array, columns: dict[str, pa.Array], batch: pa.Array, repeat: int
 ) -> dict[str, Any]:
@@ -113,7 +120,7 @@ def measure_shard(
     storage.write("base.tmi", data)
     reader = ShardReader.open(storage, "base.tmi", BlockCache())
     expected = lookup_batch(reader, batch)
-    warm = [timed(lambda: lookup_batch(reader, batch))[0] for _ in range(repeat)]
+    warm = [timed_cpu(lambda: lookup_batch(reader, batch)) for _ in range(repeat)]
     cold = []
     for run in range(repeat):
         storage.write(f"copy-{run}.tmi", data)
@@ -121,14 +128,16 @@ def measure_shard(
         def cold_lookup(path: str = f"copy-{run}.tmi") -> int:
             return lookup_batch(ShardReader.open(storage, path, BlockCache()), batch)
 
-        seconds, found = timed(cold_lookup)
+        seconds, cpu_seconds, found = timed_cpu(cold_lookup)
         if found != expected:
             raise RuntimeError(f"cold lookup found {found} keys, warm found {expected}")
-        cold.append(seconds)
+        cold.append((seconds, cpu_seconds, found))
     return {
         "found": expected,
-        "warm_ms": median_ms(warm),
-        "cold_ms": median_ms(cold),
+        "warm_ms": median_ms([run[0] for run in warm]),
+        "warm_cpu_ms": median_ms([run[1] for run in warm]),
+        "cold_ms": median_ms([run[0] for run in cold]),
+        "cold_cpu_ms": median_ms([run[1] for run in cold]),
         "bytes_per_entry": len(data) / len(keys),
     }
 
@@ -159,12 +168,13 @@ def measure_rocksdb(
         return sum(value is not None for value in values)
 
     found = multi_get()
-    runs = [timed(multi_get)[0] for _ in range(repeat)]
+    runs = [timed_cpu(multi_get) for _ in range(repeat)]
     db.close()
     sst_bytes = sum(f.stat().st_size for f in Path(path).glob("*.sst"))
     return {
         "rocksdb_found": found,
-        "rocksdb_ms": median_ms(runs),
+        "rocksdb_ms": median_ms([run[0] for run in runs]),
+        "rocksdb_cpu_ms": median_ms([run[1] for run in runs]),
         "rocksdb_bytes_per_entry": sst_bytes / len(keys),
     }
 
@@ -237,6 +247,9 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "warm_ms": shard["warm_ms"],
         "cold_ms": shard["cold_ms"],
         "rocksdb_ms": rocksdb["rocksdb_ms"],
+        "warm_cpu_ms": shard["warm_cpu_ms"],
+        "cold_cpu_ms": shard["cold_cpu_ms"],
+        "rocksdb_cpu_ms": rocksdb["rocksdb_cpu_ms"],
         "hudi_hfile_ms": 600.0 * (args.batch / 100_000),
         "bytes_per_entry": shard["bytes_per_entry"],
         "rocksdb_bytes_per_entry": rocksdb["rocksdb_bytes_per_entry"],
@@ -268,7 +281,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"{'':34} {'tidemark':>12} {'RocksDB':>12} {'RocksDB/ours':>13}",
         f"{'warm lookup (ms)':34} {report['warm_ms']:>12,.1f} {report['rocksdb_ms']:>12,.1f} "
         f"{ratio(report['rocksdb_ms'], report['warm_ms']):>13}",
+        f"{'warm lookup, CPU (ms)':34} {report['warm_cpu_ms']:>12,.1f} "
+        f"{report['rocksdb_cpu_ms']:>12,.1f} "
+        f"{ratio(report['rocksdb_cpu_ms'], report['warm_cpu_ms']):>13}",
         f"{'cold lookup (ms)':34} {report['cold_ms']:>12,.1f} {'':>12} {'':>13}",
+        f"{'cold lookup, CPU (ms)':34} {report['cold_cpu_ms']:>12,.1f} {'':>12} {'':>13}",
         f"{'bytes per entry':34} {report['bytes_per_entry']:>12,.1f} "
         f"{report['rocksdb_bytes_per_entry']:>12,.1f} "
         f"{ratio(report['rocksdb_bytes_per_entry'], report['bytes_per_entry']):>13}",
