@@ -1,4 +1,6 @@
-"""Writing one Hudi base file from a task: marker first, then Parquet through storage.
+"""Writing one Hudi base file from a task: marker first, then a check that the instant is
+still inflight (a rollback deletes the inflight file before it reads the markers, so a
+fenced writer's task starts no file the rollback cannot see), then Parquet through storage.
 
 Rows arrive with ``_hoodie_record_key``/``_hoodie_partition_path`` already set; this stamps
 the other meta columns (new rows get this instant and a fresh seqno, rows carried over from
@@ -29,6 +31,7 @@ from tidemark.table.keys import (
 )
 from tidemark.table.markers import IOType, MarkerWriter
 from tidemark.table.naming import base_file_name, join_path
+from tidemark.table.timeline import require_inflight
 
 COMPRESSION = "snappy"
 UNIQUE_COLUMNS = frozenset({COMMIT_SEQNO, RECORD_KEY})
@@ -85,6 +88,7 @@ class BaseFileWriter:
         markers: MarkerWriter,
         task: TaskIdentity,
         instant: str,
+        action: str,
         partition_path: str,
         file_id: str,
         schema: pa.Schema,
@@ -107,6 +111,7 @@ class BaseFileWriter:
         self._max_key: str | None = None
         io_type = IOType.CREATE if prev_commit == NULL_COMMIT else IOType.MERGE
         markers.create(partition_path, self.file_name, io_type)
+        require_inflight(storage, instant, action)
         self._sink = _CountingSink(storage.open_output(self.path))
         self._writer = pq.ParquetWriter(
             self._sink,

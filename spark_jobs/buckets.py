@@ -131,6 +131,7 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
             markers=marker_writer(context.markers),
             task=task,
             instant=context.instant,
+            action=context.action,
             partition_path=bucket.partition_path,
             file_id=bucket.file_id,
             schema=context.file_schema,

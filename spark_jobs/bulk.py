@@ -163,6 +163,7 @@ class _RollingFile:
                 markers=marker_writer(self._context.markers),
                 task=self._task,
                 instant=self._context.instant,
+                action=self._context.action,
                 partition_path=self._partition,
                 file_id=new_file_id(),
                 schema=self._context.file_schema,

@@ -212,6 +212,7 @@ def _run_plan(
     context = WriteContext(
         table_uri=table.uri,
         instant=instant,
+        action=REPLACE_COMMIT,
         markers=MarkerSpec(
             options.markers,
             table.uri,
@@ -359,6 +360,7 @@ def cluster_group(
             markers=marker_writer(context.markers),
             task=identity,
             instant=context.instant,
+            action=context.action,
             partition_path=task.partition_path,
             file_id=new_file_id(),
             schema=context.file_schema,

@@ -12,10 +12,12 @@ from tidemark.table.properties import TableConfig
 
 @dataclass(frozen=True)
 class WriteContext:
-    """The instant being written and where; ``file_schema`` is every base file's schema."""
+    """The instant (and its action) being written and where; ``file_schema`` is every base
+    file's schema."""
 
     table_uri: str
     instant: str
+    action: str
     markers: MarkerSpec
     file_schema: pa.Schema
     config: TableConfig

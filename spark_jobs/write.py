@@ -435,6 +435,7 @@ def _write_locked(
     context = WriteContext(
         table_uri=table.uri,
         instant=instant,
+        action=action,
         markers=MarkerSpec(
             options.markers,
             table.uri,

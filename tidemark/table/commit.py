@@ -167,13 +167,19 @@ def delete_stale_marker_dirs(table: HoodieTable) -> list[str]:
 def rollback(
     table: HoodieTable, instant: str, markers: MarkerReader, *, keep_plan: bool = False
 ) -> RollbackResult:
-    """Undo a pending (failed) write: delete its data files, record a rollback instant,
-    then remove the failed instant's timeline files and markers. With ``keep_plan`` (a
-    failed clustering run, as Hudi's rollbackInflightClustering) only the inflight file
-    goes: the requested plan stays pending, to be run again."""
+    """Undo a pending (failed) write: revert it to requested (its tasks start no file from
+    then on), read its markers, delete its data files, record a rollback instant naming
+    every partition the markers name, then remove the failed instant's timeline files and
+    markers. Files of tasks that started before the revert and publish later lie in those
+    partitions, where the leftover clean-up of later writes finds them. With ``keep_plan``
+    (a failed clustering run, as Hudi's rollbackInflightClustering) the requested plan
+    stays pending, to be run again. The outcome is the completed rollback: failing to
+    delete the marker dir after it is only logged (the next write deletes marker dirs of
+    instants that are not pending)."""
     started = time.monotonic()
     timeline = table.timeline
     target = rollback_target(table, instant)
+    timeline.revert_to_requested(target)
     written = _files_of_failed_write(table, instant, markers)
     files = written.base_files
     rollback_time = new_instant_time(after=timeline.latest_timestamp())
@@ -192,11 +198,18 @@ def rollback(
         deleted_by_partition=full_paths,
     )
     timeline.complete(rollback_time, ROLLBACK, metadata.to_avro())
-    if keep_plan:
-        timeline.revert_to_requested(target)
-    else:
+    if not keep_plan:
         timeline.delete_pending(target)
-    markers.delete_dir(instant)
+    try:
+        markers.delete_dir(instant)
+    except TidemarkError as error:
+        log.warning(
+            "rollback.marker_dir_left",
+            table=table.uri,
+            instant=instant,
+            error=str(error),
+            note="the rollback is complete; the next write deletes the marker dir",
+        )
     log.info("rollback.completed", table=table.uri, instant=instant, deleted=len(files))
     return RollbackResult(rollback_time, target, files)
 

@@ -10,7 +10,12 @@ from typing import Protocol
 
 import structlog
 
-from tidemark.errors import AlreadyExistsError, FailedPreconditionError, NotFoundError
+from tidemark.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    FailedPreconditionError,
+    NotFoundError,
+)
 from tidemark.storage.base import Storage
 from tidemark.table.avro_metadata import RollbackMetadata
 from tidemark.table.commit_metadata import CommitMetadata
@@ -147,7 +152,11 @@ class Timeline:
 
     def revert_to_requested(self, instant: Instant) -> None:
         """Delete a pending instant's inflight file, keeping its requested file (and the
-        plan it carries); no-op for a requested instant."""
+        plan it carries); no-op for a requested instant. A rollback's first step: the
+        write's tasks check that file after creating each marker and before writing the
+        file (``require_inflight``), so from then on none of them starts a file, and the
+        markers read afterwards name every file the write can still publish. A crash
+        after this leaves a requested instant, rolled back again by the next writer."""
         if instant.is_completed:
             raise FailedPreconditionError(
                 f"instant {instant.timestamp} is completed", field="instant"
@@ -198,3 +207,16 @@ class Timeline:
         others = [i for i in self._instants if (i.timestamp, i.action) != key]
         self._instants = sorted([*others, instant])
         return instant
+
+
+def require_inflight(storage: Storage, timestamp: str, action: str) -> None:
+    """A write task's check after creating a file's marker and before writing the file:
+    ConflictError(field="instant") unless the instant is still inflight. A rollback first
+    deletes the inflight file (``Timeline.revert_to_requested``) and only then reads the
+    markers, so a task that passes this check created its marker before that read."""
+    if not storage.exists(Instant(timestamp, action, State.INFLIGHT).path):
+        raise ConflictError(
+            f"{action} instant {timestamp} is no longer inflight (it was rolled back); "
+            "the task writes no file",
+            field="instant",
+        )
