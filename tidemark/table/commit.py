@@ -19,7 +19,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
+from tidemark.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    TidemarkError,
+)
 from tidemark.storage.base import Storage
 from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata, RollbackPlan
 from tidemark.table.clustering_plan import plan_of_request
@@ -30,8 +35,10 @@ from tidemark.table.instant import (
     ROLLBACK,
     Instant,
     State,
+    instant_time_ago,
     is_instant_time,
     new_instant_time,
+    validate_instant_time,
 )
 from tidemark.table.markers import (
     MARKER_LEASE_ROOT,
@@ -259,36 +266,77 @@ def rollback_failed_writes(
     return results
 
 
+LEFTOVERS_WATERMARK = ".hoodie/.tidemark/leftovers-watermark"
+"""The newest rollback whose late files every later leftover clean-up may take as removed."""
+LATE_FILE_GRACE_S = 24 * 3600.0
+"""How long after its rollback a fenced writer may still publish a file: only a task that
+started before the rollback, in a writer paused (SIGSTOP, a frozen VM) past its lease,
+does; a running writer cancels its tasks within half a lease of its last renewal, before
+any rollback of its instant may start."""
+
+
 def remove_rolled_back_leftovers(table: HoodieTable) -> list[str]:
     """Delete what rolled-back writes published after their rollback ran: a writer that lost
     its lock keeps writing until it notices, a paused one until it resumes. Such files are
-    found by instant time in the partitions each rollback on the active timeline named, and
-    through the markers the late tasks wrote into a marker dir recreated after the rollback
-    (an orphan dir: its instant is not on the timeline; ``delete_stale_marker_dirs`` then
-    deletes it). Costs one read per rollback and one listing per partition it named;
-    returns the deleted paths."""
+    found by instant time in the partitions each rollback named (a rollback reads the
+    markers after reverting the write, so they name every partition a late file can be
+    in), and through the markers late tasks wrote into a marker dir recreated after the
+    rollback (an orphan dir: its instant is not on the timeline; ``delete_stale_marker_dirs``
+    then deletes it).
+
+    Only rollbacks newer than the watermark are read. Once a scan ran at least
+    ``LATE_FILE_GRACE_S`` after a rollback, that rollback's writer has published whatever
+    it could, so the watermark moves past it. Costs one read for the watermark, one per
+    newer rollback and one listing per partition they named; returns the deleted paths."""
     storage = table.storage
     on_timeline = {instant.timestamp for instant in table.timeline.instants()}
-    partitions_of: dict[str, set[str]] = {}
-    for metadata in table.timeline.rollbacks():
+    watermark = _read_watermark(storage)
+    rollbacks = table.timeline.rollbacks(after=watermark)
+    undone_in: dict[str, set[str]] = {}
+    for _, metadata in rollbacks:
         for undone in metadata.instants_rollback:
-            partitions = partitions_of.setdefault(undone.commit_time, set())
-            partitions.update(metadata.deleted_by_partition)
+            for partition in metadata.deleted_by_partition:
+                undone_in.setdefault(partition, set()).add(undone.commit_time)
     orphans = [instant for instant in marker_dir_instants(storage) if instant not in on_timeline]
     for instant in orphans:
-        partitions_of.setdefault(instant, set()).update(
-            partition_of(data_file_path(marker))
-            for marker in read_markers_from_storage(storage, instant)
-        )
+        for marker in read_markers_from_storage(storage, instant):
+            undone_in.setdefault(partition_of(data_file_path(marker)), set()).add(instant)
     leftovers: list[str] = []
-    for instant, partitions in sorted(partitions_of.items()):
-        if instant not in on_timeline:
-            written = _written_by_instant(storage, instant, partitions)
-            leftovers += [*written.base_files, *written.partial_files]
+    for partition, instants in sorted(undone_in.items()):
+        gone = instants - on_timeline
+        if gone:
+            leftovers += _written_by_any(storage, gone, partition)
     if leftovers:
         storage.delete_many(leftovers)
         log.warning("rollback.leftovers_removed", table=table.uri, deleted=len(leftovers))
+    settled = [
+        i.timestamp for i, _ in rollbacks if i.timestamp <= instant_time_ago(LATE_FILE_GRACE_S)
+    ]
+    if settled:
+        storage.write(LEFTOVERS_WATERMARK, settled[-1].encode())
     return leftovers
+
+
+def _read_watermark(storage: Storage) -> str | None:
+    try:
+        return validate_instant_time(storage.read(LEFTOVERS_WATERMARK).decode().strip())
+    except NotFoundError:
+        return None
+
+
+def _written_by_any(storage: Storage, instants: set[str], partition: str) -> list[str]:
+    """Base files and temporaries in ``partition`` of any of ``instants`` (one listing)."""
+    base_files = [
+        info.path
+        for info in storage.list_dir(partition).files
+        if _instant_of(info.path) in instants
+    ]
+    partials = [
+        partial.path
+        for partial in storage.partial_files(partition)
+        if _instant_of(partial.target) in instants
+    ]
+    return sorted(base_files) + partials
 
 
 def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
@@ -363,8 +411,13 @@ def _list_base_files(storage: Storage, partitions: set[str] | None) -> list[str]
 
 
 def _written_by(path: str, instant: str) -> bool:
+    return _instant_of(path) == instant
+
+
+def _instant_of(path: str) -> str | None:
+    """The instant in a base file's name; None for any other file."""
     name = path.rpartition("/")[2]
-    return is_base_file_name(name) and parse_base_file_name(name).instant == instant
+    return parse_base_file_name(name).instant if is_base_file_name(name) else None
 
 
 def _by_partition(paths: Iterable[str]) -> dict[str, list[str]]:

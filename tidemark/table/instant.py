@@ -135,6 +135,11 @@ def new_instant_time(after: str | None = None) -> str:
     return _from_epoch_ms(chosen)
 
 
+def instant_time_ago(seconds: float) -> str:
+    """The instant time ``seconds`` before now (to compare instants with a point in time)."""
+    return _from_epoch_ms(time.time_ns() // 1_000_000 - int(seconds * 1000))
+
+
 def _to_epoch_ms(instant_time: str) -> int:
     seconds = datetime.strptime(instant_time[:14], _SECONDS_FORMAT).replace(tzinfo=UTC)
     return int(seconds.timestamp()) * 1000 + int(instant_time[14:])

@@ -130,11 +130,13 @@ class Timeline:
             )
         return CommitMetadata.from_json(self.storage.read(instant.path))
 
-    def rollbacks(self) -> list[RollbackMetadata]:
-        """The metadata of every completed rollback on the active timeline, oldest first."""
+    def rollbacks(self, after: str | None = None) -> list[tuple[Instant, RollbackMetadata]]:
+        """Every completed rollback on the active timeline later than ``after`` (all when
+        None), oldest first, with its metadata: one read each."""
         return [
-            RollbackMetadata.from_avro(self.storage.read(instant.path))
+            (instant, RollbackMetadata.from_avro(self.storage.read(instant.path)))
             for instant in self.completed(frozenset({ROLLBACK}))
+            if after is None or instant.timestamp > after
         ]
 
     def delete_pending(self, instant: Instant) -> None:
