@@ -114,17 +114,26 @@ def complete_commit(
         )
     _publish(table, instant, action, metadata)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
+    _delete_marker_dir_after(table, instant, markers, "commit")
+    return deleted
+
+
+def _delete_marker_dir_after(
+    table: HoodieTable, instant: str, markers: MarkerReader, outcome: str
+) -> None:
+    """Delete the marker dir once ``outcome`` (the commit, the rollback) is decided: a
+    failure is only logged, as the next write deletes marker dirs of instants that are not
+    pending."""
     try:
         markers.delete_dir(instant)
     except TidemarkError as error:
         log.warning(
-            "commit.marker_dir_left",
+            f"{outcome}.marker_dir_left",
             table=table.uri,
             instant=instant,
             error=str(error),
-            note="the instant is committed; the next write deletes the marker dir",
+            note=f"the {outcome} is complete; the next write deletes the marker dir",
         )
-    return deleted
 
 
 def _publish(table: HoodieTable, instant: str, action: str, metadata: CommitMetadata) -> None:
@@ -207,16 +216,7 @@ def rollback(
     timeline.complete(rollback_time, ROLLBACK, metadata.to_avro())
     if not keep_plan:
         timeline.delete_pending(target)
-    try:
-        markers.delete_dir(instant)
-    except TidemarkError as error:
-        log.warning(
-            "rollback.marker_dir_left",
-            table=table.uri,
-            instant=instant,
-            error=str(error),
-            note="the rollback is complete; the next write deletes the marker dir",
-        )
+    _delete_marker_dir_after(table, instant, markers, "rollback")
     log.info("rollback.completed", table=table.uri, instant=instant, deleted=len(files))
     return RollbackResult(rollback_time, target, files)
 
