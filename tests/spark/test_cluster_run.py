@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from services.marker.embedded import start_embedded_marker_service
 from spark.sparkkit import (
     copy_fixture,
     data_files,
@@ -320,3 +321,19 @@ def test_hudi_written_tables_cluster_with_the_same_rows(
     assert result.rows == len(before) == 4
     assert rows_without_file_name(uri) == before
     assert len(files_in_view(uri)) == result.files_written
+
+
+def test_clustering_on_s3_with_service_markers(spark: SparkSession, s3_bucket: str) -> None:
+    """Through the local S3 server, markers batched by an embedded marker service."""
+    rows = [(i, i % 7, f"name-{i}", "p") for i in range(200)]
+    df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(4)
+    write(spark, df, s3_bucket, "bulk_insert", record_key_fields=["id"], partition_fields=["part"])
+    before = rows_without_file_name(s3_bucket)
+    schedule(s3_bucket, ("a",), "hilbert", output_files=2)
+    with start_embedded_marker_service() as service:
+        [result] = run_clustering(
+            spark, s3_bucket, markers="service", marker_service_address=service.address
+        )
+    assert (result.files_replaced, result.files_written, result.rows) == (4, 2, 200)
+    assert rows_without_file_name(s3_bucket) == before
+    assert len(files_in_view(s3_bucket)) == 2
