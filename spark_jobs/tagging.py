@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from spark_jobs.task import storage_for
+from tidemark.storage import Storage
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
@@ -43,9 +44,7 @@ def existing_keys(
             for path, partition, file_id in zip(
                 *(c.to_pylist() for c in batch.columns), strict=True
             ):
-                with storage.open_input(path) as stream:
-                    stored = pq.read_table(stream, columns=key_source_columns(config))
-                keys = stored_record_keys(stored, config)
+                keys = file_keys(storage, path, config)
                 yield pa.RecordBatch.from_arrays(
                     [
                         keys,
@@ -56,6 +55,13 @@ def existing_keys(
                 )
 
     return files.mapInArrow(read_keys, _LOCATION_DDL)
+
+
+def file_keys(storage: Storage, path: str, config: TableConfig) -> pa.Array:
+    """The record keys of one base file, reading only the columns they come from."""
+    with storage.open_input(path) as stream:
+        stored = pq.read_table(stream, columns=key_source_columns(config))
+    return stored_record_keys(stored, config)
 
 
 def tag(keyed: DataFrame, existing: DataFrame | None) -> DataFrame:

@@ -1,0 +1,267 @@
+"""Bootstrap a table's record index from its latest base files, one Spark task per shard.
+
+Under the table lock (no write can commit meanwhile), as of the latest completed instant:
+executors read each latest base file's keys (``tagging.file_keys``: the meta column, or the
+key fields in tables with virtual keys), route each key to its shard with Hudi's hash
+(``services.index.sharding``), and each shard's task writes its base file
+(``services.index.build.write_base_shard``). The driver writes the base files of shards
+that received no key, then ``index.properties`` last: a build that fails leaves no index
+(its base files are deleted). Works on any table the file-system view reads, Apache Hudi's
+included. A key found twice is an error naming it and both locations: the table violates
+uniqueness and an index could not answer for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import structlog
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from services.index import layout
+from services.index.build import MAX_SHARDS, publish_index, shard_count_for, write_base_shard
+from services.index.record_index import RecordIndex
+from services.index.sharding import shard_of
+from spark_jobs.errors import run_spark_action
+from spark_jobs.session import DEFAULT_MASTER, build_session
+from spark_jobs.stages import StageClock, StageListener
+from spark_jobs.tagging import file_keys
+from spark_jobs.task import storage_for
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
+from tidemark.table.fsview import BaseFile
+from tidemark.table.lock import TableLock
+from tidemark.table.properties import TableConfig
+from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
+
+log = structlog.get_logger(__name__)
+
+_KEY, _PARTITION, _FILE_ID, _INSTANT, _SHARD = "key", "partition", "file_id", "instant", "shard"
+_ENTRIES_DDL = "key string, partition string, file_id string, instant string, shard int"
+_WRITTEN_DDL = "shard int, entries long, bytes long"
+
+
+@dataclass
+class BuildResult:
+    """What a build wrote: shards, entries (keys), bytes of base files, the instant it is
+    as of, and seconds per stage."""
+
+    as_of: str
+    shards: int
+    entries: int
+    bytes: int
+    base_files_read: int
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def build_index(
+    spark: SparkSession,
+    table_uri: str,
+    shards: int | None = None,
+    listener: StageListener | None = None,
+) -> BuildResult:
+    """Build the record index of the table at ``table_uri`` with ``shards`` shards (default:
+    sized from the record count as Hudi does). Refused when the table already has an index
+    or has no completed commit."""
+    if shards is not None and not 1 <= shards <= MAX_SHARDS:
+        raise InvalidArgumentError(f"must be 1 to {MAX_SHARDS}, got {shards}", field="shards")
+    table = HoodieTable.open(table_uri)
+    clock = StageClock(listener)
+    owner = f"tidemark-index-build@{socket.gethostname()}:{os.getpid()}"
+    with TableLock(table.storage, owner) as lock:
+        table.timeline.fence = lock
+        _check_buildable(table)
+        last = table.timeline.last_completed(WRITE_ACTIONS)
+        assert last is not None
+        with clock.stage("list base files"):
+            files = table.view().latest_base_files()
+        try:
+            return _build(spark, table, files, last.timestamp, shards, clock)
+        except BaseException:
+            _delete_partial_build(table)
+            raise
+
+
+def _check_buildable(table: HoodieTable) -> None:
+    if RecordIndex.exists(table.storage):
+        raise FailedPreconditionError(
+            f"{table.uri} already has a record index (delete {layout.ROOT} to build it again)",
+            field="table",
+        )
+    table.timeline.reload()
+    if table.timeline.last_completed(WRITE_ACTIONS) is None:
+        raise FailedPreconditionError(
+            "the table has no completed commit to build the index from", field="table"
+        )
+
+
+def _build(
+    spark: SparkSession,
+    table: HoodieTable,
+    files: list[BaseFile],
+    as_of: str,
+    shards: int | None,
+    clock: StageClock,
+) -> BuildResult:
+    entries = _entries(spark, table.uri, table.config, files).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        with clock.stage("read keys"):
+            records = run_spark_action(entries.count)
+        num_shards = shards if shards is not None else shard_count_for(records)
+        with clock.stage(f"write {num_shards} shards"):
+            written = run_spark_action(
+                entries.mapInArrow(_with_shard(num_shards), _ENTRIES_DDL)
+                .groupBy(_SHARD)
+                .applyInArrow(_shard_writer(table.uri, num_shards, as_of), _WRITTEN_DDL)
+                .collect
+            )
+    finally:
+        entries.unpersist()
+    with clock.stage("publish"):
+        done = {row[_SHARD] for row in written}
+        total_bytes = sum(row["bytes"] for row in written)
+        empty = pa.array([], pa.string())
+        for shard in sorted(set(range(num_shards)) - done):
+            total_bytes += write_base_shard(
+                table.storage, shard, num_shards, empty, empty, empty, empty, as_of
+            )
+        publish_index(table.storage, num_shards, as_of)
+    log.info("index.built", table=table.uri, as_of=as_of, shards=num_shards, entries=records)
+    return BuildResult(
+        as_of=as_of,
+        shards=num_shards,
+        entries=records,
+        bytes=total_bytes,
+        base_files_read=len(files),
+        stage_seconds=dict(clock.seconds),
+    )
+
+
+def _entries(
+    spark: SparkSession, table_uri: str, config: TableConfig, files: Sequence[BaseFile]
+) -> DataFrame:
+    """(key, partition, file id, instant of the file) of every record in ``files``; the
+    shard column is left null (filled once the shard count is known)."""
+    listing = [(f.path, f.partition_path, f.file_id, f.instant) for f in files]
+    slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
+    paths = spark.createDataFrame(
+        spark.sparkContext.parallelize(listing, slices),
+        "path string, partition string, file_id string, instant string",
+    )
+
+    def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = storage_for(table_uri)
+        for batch in batches:
+            for path, partition, file_id, instant in zip(
+                *(column.to_pylist() for column in batch.columns), strict=True
+            ):
+                keys = file_keys(storage, path, config)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        keys,
+                        *(
+                            pa.repeat(pa.scalar(v), len(keys))
+                            for v in (partition, file_id, instant)
+                        ),
+                        pa.nulls(len(keys), pa.int32()),
+                    ],
+                    names=[_KEY, _PARTITION, _FILE_ID, _INSTANT, _SHARD],
+                )
+
+    return paths.mapInArrow(read_keys, _ENTRIES_DDL)
+
+
+def _with_shard(num_shards: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            shards = shard_of(batch.column(_KEY), num_shards).astype(np.int32)
+            yield batch.set_column(batch.schema.get_field_index(_SHARD), _SHARD, pa.array(shards))
+
+    return assign
+
+
+def _shard_writer(table_uri: str, num_shards: int, as_of: str) -> Callable[[pa.Table], pa.Table]:
+    def write(group: pa.Table) -> pa.Table:
+        shard = group.column(_SHARD)[0].as_py()
+        _check_unique(group)
+        key, partition, file_id, instant = (
+            group.column(name).combine_chunks() for name in (_KEY, _PARTITION, _FILE_ID, _INSTANT)
+        )
+        size = write_base_shard(
+            storage_for(table_uri), shard, num_shards, key, partition, file_id, instant, as_of
+        )
+        return pa.table(
+            {
+                _SHARD: pa.array([shard], pa.int32()),
+                "entries": pa.array([group.num_rows], pa.int64()),
+                "bytes": pa.array([size], pa.int64()),
+            }
+        )
+
+    return write
+
+
+def _check_unique(entries: pa.Table) -> None:
+    """A key held by two records: FailedPreconditionError naming it and both locations."""
+    ordered = entries.take(pc.sort_indices(entries.column(_KEY)))
+    keys = ordered.column(_KEY).combine_chunks()
+    if len(keys) < 2:
+        return
+    same = pc.equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+    repeated = pc.indices_nonzero(same)
+    if len(repeated) == 0:
+        return
+    second = repeated[0].as_py() + 1
+    first, again = ordered.slice(second - 1, 2).to_pylist()
+    raise FailedPreconditionError(
+        f"key {first[_KEY]!r} is in file group {first[_FILE_ID]} of partition "
+        f"{first[_PARTITION]!r} and in file group {again[_FILE_ID]} of partition "
+        f"{again[_PARTITION]!r}: the table violates key uniqueness, no index was built",
+        field="table",
+    )
+
+
+def _delete_partial_build(table: HoodieTable) -> None:
+    """Remove the base files of a build that failed (its index was never published)."""
+    try:
+        written = [info.path for info in table.storage.list(layout.ROOT + "/")]
+        table.storage.delete_many(written)
+    except TidemarkError as error:
+        log.warning("index.build_leftovers", table=table.uri, error=str(error))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The build options, shared by ``tidemark index build`` and ``spark-submit``."""
+    parser.add_argument("--table", required=True, help="table base URI (path or s3://)")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        help="shard count (default: sized from the record count as Hudi does, 10 to 10000)",
+    )
+    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+
+
+def run(args: argparse.Namespace, listener: StageListener | None = None) -> BuildResult:
+    return build_index(build_session(args.master), args.table, args.shards, listener)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit spark_jobs/index_build.py --table ...``."""
+    parser = argparse.ArgumentParser(prog="spark_jobs/index_build.py", description=__doc__)
+    add_arguments(parser)
+    parser.set_defaults(master=None)
+    print(run(parser.parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
