@@ -32,12 +32,15 @@ from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 
 BUCKET = f"{INTERNAL_COLUMN_PREFIX}bucket"
 IS_DELETE = f"{INTERNAL_COLUMN_PREFIX}delete"
+INDEX_CHANGE = f"{INTERNAL_COLUMN_PREFIX}index_change"
+"""Whether the row changes its key's index entry: an insert, a move's insert, a delete."""
 _HASH = f"{INTERNAL_COLUMN_PREFIX}hash"
 _HASH_RANGE = 1 << 31
 
 
 def route(tagged: DataFrame, plan: WritePlan, *, deleting: bool) -> DataFrame:
-    """Rows of the file columns plus their bucket and whether they delete their key.
+    """Rows of the file columns plus their bucket, whether they delete their key and
+    whether they change its index entry (``INDEX_CHANGE``).
 
     ``tagged`` has the old location columns (null for new keys). With ``deleting`` every
     known key becomes a delete and unknown keys are dropped.
@@ -45,7 +48,12 @@ def route(tagged: DataFrame, plan: WritePlan, *, deleting: bool) -> DataFrame:
     hashed = tagged.withColumn(_HASH, sf.pmod(sf.xxhash64(RECORD_KEY), sf.lit(_HASH_RANGE)))
     fields = [f for f in tagged.schema.fields if f.name not in (OLD_PARTITION, OLD_FILE_ID)]
     schema = StructType(
-        [*fields, StructField(BUCKET, IntegerType(), False), StructField(IS_DELETE, BooleanType())]
+        [
+            *fields,
+            StructField(BUCKET, IntegerType(), False),
+            StructField(IS_DELETE, BooleanType()),
+            StructField(INDEX_CHANGE, BooleanType()),
+        ]
     )
     names = [f.name for f in fields]
     file_ids = pa.array(list(plan.bucket_of_file), type=pa.string())
@@ -61,18 +69,26 @@ def route(tagged: DataFrame, plan: WritePlan, *, deleting: bool) -> DataFrame:
                 positions = pc.index_in(old_file, value_set=file_ids).to_numpy(zero_copy_only=False)
                 old_bucket[known] = file_buckets[positions[known].astype(np.int64)]
             if deleting:
-                yield _with_bucket(rows.filter(pa.array(known)), names, old_bucket[known], True)
+                yield _with_bucket(
+                    rows.filter(pa.array(known)), names, old_bucket[known], True, True
+                )
                 continue
             moved = known & _partition_changed(rows)
             inserts = ~known | moved
             yield _with_bucket(
-                rows.filter(pa.array(known & ~moved)), names, old_bucket[known & ~moved], False
+                rows.filter(pa.array(known & ~moved)),
+                names,
+                old_bucket[known & ~moved],
+                False,
+                False,
             )
             if moved.any():
-                yield _with_bucket(rows.filter(pa.array(moved)), names, old_bucket[moved], True)
+                yield _with_bucket(
+                    rows.filter(pa.array(moved)), names, old_bucket[moved], True, False
+                )
             if inserts.any():
                 new_rows = rows.filter(pa.array(inserts))
-                yield _with_bucket(new_rows, names, _insert_buckets(new_rows, plan), False)
+                yield _with_bucket(new_rows, names, _insert_buckets(new_rows, plan), False, True)
 
     return hashed.mapInArrow(assign, schema)
 
@@ -96,12 +112,13 @@ def _insert_buckets(rows: pa.Table, plan: WritePlan) -> np.ndarray:
 
 
 def _with_bucket(
-    rows: pa.Table, names: list[str], buckets: np.ndarray, is_delete: bool
+    rows: pa.Table, names: list[str], buckets: np.ndarray, is_delete: bool, index_change: bool
 ) -> pa.RecordBatch:
     selected = rows.select(names).combine_chunks()
     columns = [*selected.columns, pa.array(buckets, type=pa.int32())]
     columns.append(pa.repeat(pa.scalar(is_delete), rows.num_rows))
-    table = pa.Table.from_arrays(columns, names=[*names, BUCKET, IS_DELETE])
+    columns.append(pa.repeat(pa.scalar(index_change), rows.num_rows))
+    table = pa.Table.from_arrays(columns, names=[*names, BUCKET, IS_DELETE, INDEX_CHANGE])
     return table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], table.schema)
 
 

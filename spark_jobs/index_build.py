@@ -13,10 +13,8 @@ uniqueness and an index could not answer for it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -32,7 +30,6 @@ from services.index.build import MAX_SHARDS, publish_index, shard_count_for, wri
 from services.index.record_index import RecordIndex
 from services.index.sharding import shard_of
 from spark_jobs.errors import run_spark_action
-from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.tagging import file_keys
 from spark_jobs.task import storage_for
@@ -75,11 +72,12 @@ def build_index(
     if shards is not None and not 1 <= shards <= MAX_SHARDS:
         raise InvalidArgumentError(f"must be 1 to {MAX_SHARDS}, got {shards}", field="shards")
     table = HoodieTable.open(table_uri)
+    _check_buildable(table)  # refusals leave the table untouched: no lock either
     clock = StageClock(listener)
     owner = f"tidemark-index-build@{socket.gethostname()}:{os.getpid()}"
     with TableLock(table.storage, owner) as lock:
         table.timeline.fence = lock
-        _check_buildable(table)
+        _check_buildable(table)  # again under the lock
         last = table.timeline.last_completed(WRITE_ACTIONS)
         assert last is not None
         with clock.stage("list base files"):
@@ -237,31 +235,3 @@ def _delete_partial_build(table: HoodieTable) -> None:
         table.storage.delete_many(written)
     except TidemarkError as error:
         log.warning("index.build_leftovers", table=table.uri, error=str(error))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The build options, shared by ``tidemark index build`` and ``spark-submit``."""
-    parser.add_argument("--table", required=True, help="table base URI (path or s3://)")
-    parser.add_argument(
-        "--shards",
-        type=int,
-        help="shard count (default: sized from the record count as Hudi does, 10 to 10000)",
-    )
-    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
-
-
-def run(args: argparse.Namespace, listener: StageListener | None = None) -> BuildResult:
-    return build_index(build_session(args.master), args.table, args.shards, listener)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit spark_jobs/index_build.py --table ...``."""
-    parser = argparse.ArgumentParser(prog="spark_jobs/index_build.py", description=__doc__)
-    add_arguments(parser)
-    parser.set_defaults(master=None)
-    print(run(parser.parse_args(argv)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,8 @@
 """Roll back failed writes (or one pending instant) of a table; for ``spark-submit``.
 
 Rolling back needs no executors: it deletes the files named by the failed instant's
-markers and records a rollback instant, under the table lock.
+markers and records a rollback instant, under the table lock, then deletes the record
+index changes the failed write staged (never visible: their instant never completed).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from services.index.record_index import RecordIndex
 from tidemark.table.commit import RollbackResult, rollback, rollback_failed_writes
 from tidemark.table.lock import TableLock
 from tidemark.table.markers import StorageMarkerReader
@@ -26,8 +28,14 @@ def rollback_table(table_uri: str, instant: str | None = None) -> list[RollbackR
     with TableLock(table.storage, owner) as lock:
         table.timeline.fence = lock
         if instant is None:
-            return rollback_failed_writes(table, markers, lock_held=True)
-        return [rollback(table, instant, markers)]
+            results = rollback_failed_writes(table, markers, lock_held=True)
+        else:
+            results = [rollback(table, instant, markers)]
+        if results and RecordIndex.exists(table.storage):
+            index = RecordIndex.open(table.storage)
+            for result in results:
+                index.discard(result.rolled_back.timestamp)
+        return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:

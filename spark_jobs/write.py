@@ -15,7 +15,8 @@ import os
 import socket
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -27,6 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DataType
 
+from services.index.embedded import start_embedded_index_service
+from services.index.record_index import RecordIndex
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs import faults
 from spark_jobs.buckets import route, write_buckets
@@ -35,6 +38,15 @@ from spark_jobs.context import WriteContext
 from spark_jobs.deletes import delete_keys
 from spark_jobs.errors import run_spark_action
 from spark_jobs.evolution import conform_to_table
+from spark_jobs.index_writes import (
+    TAGGINGS,
+    bucket_changes,
+    choose_tagging,
+    file_changes,
+    replaced_changes,
+    stage_changes,
+    tag_with_index,
+)
 from spark_jobs.input import FORMATS, read_input
 from spark_jobs.keying import (
     arrow_schema,
@@ -56,9 +68,11 @@ from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.stats import stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
 from spark_jobs.validation import TableRequest, check_layout, validate_input
+from tidemark.clients.index import IndexClient
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import (
     AlreadyExistsError,
+    FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     TidemarkError,
@@ -121,6 +135,8 @@ class WriteResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     storage_requests: dict[str, int] = field(default_factory=dict)
     already_committed: bool = False
+    tagging: str = "simple"
+    """How keys were tagged: ``record`` (the record index) or ``simple`` (a join)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +150,8 @@ class _Prepared:
     row_count: int
     file_schema: pa.Schema
     avro_schema: str
+    indexed: bool
+    tagging: str
 
 
 def write(
@@ -158,6 +176,8 @@ def write(
     listener: StageListener | None = None,
     disable_hudi_metadata_table: bool = False,
     allow_duplicates: bool = False,
+    index: str | None = None,
+    index_service_address: str | None = None,
 ) -> WriteResult:
     """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
     are given and there is no table yet. Raises tidemark.errors exceptions on bad input.
@@ -170,7 +190,11 @@ def write(
     ``disable_hudi_metadata_table`` lets the write remove Hudi's metadata table, which
     Tidemark does not maintain (refused otherwise). ``allow_duplicates`` (bulk_insert and
     insert) writes every row of a key that comes several times, as Hudi does with
-    ``hoodie.combine.before.insert=false``; otherwise each key's winning row is kept."""
+    ``hoodie.combine.before.insert=false``; otherwise each key's winning row is kept.
+    ``index`` tags keys with the record index (``record``, the default once the table has
+    one) or by joining with the base files (``simple``); a table with a record index has
+    it kept in step through the index service at ``index_service_address`` (default: one
+    embedded in the driver)."""
     if operation not in OPERATION_TYPES:
         raise InvalidArgumentError(
             f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
@@ -201,6 +225,8 @@ def write(
     table_uri = canonical_uri(table_uri)
     if markers == "service" and marker_service_address and not marker_fallback_direct:
         check_reachable(marker_service_address)
+    if index_service_address:
+        IndexClient(index_service_address, table_uri).check_reachable()
     clock = StageClock(listener)
     request = TableRequest(
         tuple(record_key_fields),
@@ -211,13 +237,16 @@ def write(
         disable_hudi_metadata_table,
     )
     with clock.stage("prepare"):
-        prepared = _prepare(df, table_uri, operation, request, allow_duplicates)
+        prepared = _prepare(df, table_uri, operation, request, _Input(allow_duplicates, index))
     try:
         table, prepared = _create_or_join(
-            df, table_uri, operation, request, prepared, allow_duplicates
+            df, table_uri, operation, request, prepared, _Input(allow_duplicates, index)
         )
         owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
-        with cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel:
+        with (
+            _index_client(table.uri, prepared.indexed, index_service_address) as index_client,
+            cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel,
+        ):
             lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
             lock.acquire()
             table.timeline.fence = lock
@@ -238,6 +267,8 @@ def write(
                         sort_mode,
                         idempotency_key,
                         lock.holder,
+                        prepared.tagging,
+                        index_client,
                     ),
                     clock,
                 )
@@ -267,7 +298,7 @@ def _create_or_join(
     operation: str,
     request: TableRequest,
     prepared: _Prepared,
-    allow_duplicates: bool,
+    given: _Input,
 ) -> tuple[HoodieTable, _Prepared]:
     """The table to write: the existing one, a new one, or, when another writer created
     it concurrently, that one (the input checked again against its layout)."""
@@ -279,7 +310,7 @@ def _create_or_join(
         log.info("write.table_created_concurrently", table=table_uri)
     prepared.rows.unpersist()
     try:
-        joined = _prepare(df, table_uri, operation, request, allow_duplicates)
+        joined = _prepare(df, table_uri, operation, request, given)
     except InvalidArgumentError as error:
         raise with_note(
             error, "another writer created the table concurrently with a different layout"
@@ -311,14 +342,35 @@ class _Options:
     sort_mode: str
     idempotency_key: str | None
     lock_holder: LockHolder | None
+    tagging: str
+    index_client: IndexClient | None
+
+
+@dataclass(frozen=True)
+class _Input:
+    """How the input's keys are treated: duplicates kept, and the tagging asked for."""
+
+    allow_duplicates: bool = False
+    index: str | None = None
+
+
+@contextmanager
+def _index_client(
+    table_uri: str, indexed: bool, address: str | None
+) -> Iterator[IndexClient | None]:
+    """A client of the index service for a table with a record index (an embedded service
+    in the driver when no address is given), None for a table without one."""
+    if not indexed:
+        yield None
+    elif address:
+        yield IndexClient(address, table_uri)
+    else:
+        with start_embedded_index_service() as service:
+            yield IndexClient(service.address, table_uri)
 
 
 def _prepare(
-    df: DataFrame,
-    table_uri: str,
-    operation: str,
-    request: TableRequest,
-    allow_duplicates: bool = False,
+    df: DataFrame, table_uri: str, operation: str, request: TableRequest, given: _Input
 ) -> _Prepared:
     """Validate everything that can be validated without the lock; nothing is written.
     Rows with duplicate keys are reduced to one per key (``keying.dedupe``) unless
@@ -331,6 +383,13 @@ def _prepare(
         check_writable(config, disable_hudi_metadata_table=request.disable_hudi_metadata_table)
     if request.precombine_field:
         config = replace(config, precombine_field=request.precombine_field)
+    indexed = table is not None and RecordIndex.exists(table.storage)
+    tagging = choose_tagging(given.index, indexed)
+    if given.allow_duplicates and indexed:
+        raise InvalidArgumentError(
+            "the table has a record index, which maps each key to one file group",
+            field="allow_duplicates",
+        )
     if operation != "delete" or table is None:
         check_fields(data, config)  # a delete that creates the table gives its layout
     if operation != "delete" and table is not None:
@@ -341,7 +400,7 @@ def _prepare(
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
     counts = validate_input(data, config, operation, table)
-    deduplicate = counts.has_duplicate_keys and not allow_duplicates
+    deduplicate = counts.has_duplicate_keys and not given.allow_duplicates
     row_count = counts.keys if deduplicate else counts.rows
     if operation == "bulk_insert":
         rows = dedupe(data, config) if deduplicate else data
@@ -363,7 +422,7 @@ def _prepare(
     else:
         file_schema = arrow_schema(keyed_schema(data), data.sparkSession)
         avro_schema = arrow_to_avro_schema(data_schema, config.name)
-    return _Prepared(config, table, rows, row_count, file_schema, avro_schema)
+    return _Prepared(config, table, rows, row_count, file_schema, avro_schema, indexed, tagging)
 
 
 def _open_existing(table_uri: str, request: TableRequest) -> HoodieTable | None:
@@ -428,7 +487,10 @@ def _write_locked(
             )
     reader = _marker_reader(table, options)
     with clock.stage("rollback failed writes"):
-        rollback_failed_writes(table, reader, lock_held=True)
+        rolled_back = rollback_failed_writes(table, reader, lock_held=True)
+        if options.index_client is not None:
+            for undone in rolled_back:
+                options.index_client.discard(undone.rolled_back.timestamp)
         delete_stale_marker_dirs(table)
     instant = new_instant_time(after=table.timeline.latest_timestamp())
     action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
@@ -448,6 +510,7 @@ def _write_locked(
     )
     replaced: dict[str, list[str]] = {}
     tagged: DataFrame | None = None
+    routed: tuple[DataFrame, WritePlan] | None = None
     if operation == "bulk_insert":
         expected_bytes = prepared.row_count * average_record_size(_recent_commits(table))
         stats_df = bulk_insert(
@@ -461,7 +524,8 @@ def _write_locked(
     else:
         with clock.stage("index lookup and sizing"):
             tagged, plan, replaced = _plan(spark, table, prepared.rows, operation, options)
-        stats_df = write_buckets(route(tagged, plan, deleting=operation == "delete"), plan, context)
+        routed = route(tagged, plan, deleting=operation == "delete"), plan
+        stats_df = write_buckets(routed[0], plan, context)
     table.timeline.create_requested(instant, action)
     try:
         table.timeline.transition_inflight(instant, action)
@@ -469,6 +533,11 @@ def _write_locked(
         try:
             with clock.stage("write files"):
                 stats = stats_from_rows(run_spark_action(stats_df.collect))
+            if options.index_client is not None:
+                with clock.stage("stage index changes"):
+                    _stage_index_changes(
+                        spark, table, instant, operation, stats, routed, replaced, options
+                    )
         finally:
             if tagged is not None:
                 tagged.unpersist()
@@ -484,6 +553,7 @@ def _write_locked(
         raise with_note(error, _outcome_of_failed_write(table, instant)) from error
     result = _result(instant, operation, stats, replaced, clock, table.storage)
     result.files_reconciled = len(reconciled)
+    result.tagging = options.tagging
     return result
 
 
@@ -512,6 +582,35 @@ def _marker_reader(table: HoodieTable, options: _Options) -> MarkerReader:
     return StorageMarkerReader(table.storage)
 
 
+def _stage_index_changes(
+    spark: SparkSession,
+    table: HoodieTable,
+    instant: str,
+    operation: str,
+    stats: list[WriteStat],
+    routed: tuple[DataFrame, WritePlan] | None,
+    replaced: dict[str, list[str]],
+    options: _Options,
+) -> None:
+    """Stage the commit's index changes (``spark_jobs.index_writes``) before it completes:
+    from the routed rows, or the keys of a bulk_insert's new files; an insert_overwrite
+    also removes the keys of the file groups it replaced."""
+    assert options.index_client is not None
+    if routed is None:
+        written = [
+            BaseFile(s.partition_path, s.file_id, instant, s.path, s.file_size_in_bytes)
+            for s in stats
+        ]
+        changes = file_changes(spark, table.uri, table.config, written)
+    else:
+        changes = run_spark_action(lambda: bucket_changes(*routed))
+    if replaced:
+        gone = {(p, f) for p, ids in replaced.items() for f in ids}
+        old = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in gone]
+        changes = replaced_changes(spark, table.uri, table.config, old, changes)
+    stage_changes(options.index_client, instant, changes, stats, operation == "delete")
+
+
 def _plan(
     spark: SparkSession,
     table: HoodieTable,
@@ -522,9 +621,17 @@ def _plan(
     """Tag keys with their file groups (upsert, delete) and size the output files."""
     view = table.view()
     latest = view.latest_base_files()
-    lookup = operation in ("upsert", "delete") and latest
-    existing = existing_keys(spark, table.uri, table.config, latest) if lookup else None
-    tagged = tag(keyed, existing).persist(StorageLevel.MEMORY_AND_DISK)
+    looked_up = ("upsert", "delete", "insert") if options.index_client else ("upsert", "delete")
+    if not (operation in looked_up and latest):
+        tagged = tag(keyed, None)
+    elif options.tagging == "record":
+        assert options.index_client is not None
+        last = table.timeline.last_completed()
+        as_of = last.timestamp if last else None
+        tagged = tag_with_index(keyed, options.index_client, as_of)
+    else:
+        tagged = tag(keyed, existing_keys(spark, table.uri, table.config, latest))
+    tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     profile = run_spark_action(
         tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
     )
@@ -534,6 +641,13 @@ def _plan(
     for row in profile:
         old_file = row[OLD_FILE_ID]
         if old_file is not None:
+            if old_file not in by_file:
+                raise FailedPreconditionError(
+                    f"the record index places keys in file group {old_file} "
+                    f"(partition {row[OLD_PARTITION]!r}), which the table does not have "
+                    "(rebuild the index with `tidemark index build`)",
+                    field="index",
+                )
             touched.append(by_file[old_file])
         moved = old_file is not None and row[OLD_PARTITION] != row[PARTITION_PATH]
         if operation != "delete" and (old_file is None or moved):
@@ -637,6 +751,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(Hudi's hoodie.combine.before.insert=false); default: one row per key, the largest "
         "precombine value, ties to the last in input order",
     )
+    parser.add_argument(
+        "--index",
+        choices=TAGGINGS,
+        help="how keys are tagged with their file groups: record (the record index; the "
+        "default once the table has one) or simple (join with the latest base files); a "
+        "table's record index is kept in step either way",
+    )
+    parser.add_argument(
+        "--index-service",
+        metavar="HOST:PORT",
+        help="index service address (default: start an embedded one in the driver when the "
+        "table has a record index)",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument(
         "--lock-lease-s",
@@ -697,6 +824,8 @@ def _run(
         listener=listener,
         disable_hudi_metadata_table=args.disable_hudi_metadata_table,
         allow_duplicates=args.allow_duplicates,
+        index=args.index,
+        index_service_address=args.index_service,
     )
 
 

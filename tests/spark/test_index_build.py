@@ -12,11 +12,12 @@ from pyspark.sql import SparkSession
 
 from services.index import layout
 from services.index.record_index import RecordIndex
+from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import copy_fixture
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.errors import FailedPreconditionError
 from tidemark.storage import open_storage
 
 HUDI_TABLES = [
@@ -40,16 +41,22 @@ def test_build_over_hudi_written_tables(spark: SparkSession, tmp_path: Path, nam
         build_index(spark, uri)
 
 
-def test_default_shards_and_refusals(spark: SparkSession, tmp_path: Path) -> None:
+def test_cli_default_shards_and_refusals(
+    spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    cli = Cli(tmp_path, capfd)
     uri = copy_fixture("v6_nonpartitioned", tmp_path)
-    with pytest.raises(InvalidArgumentError) as refused:
-        build_index(spark, uri, shards=0)
-    assert refused.value.field == "shards"
-    assert build_index(spark, uri).shards == 10  # Hudi's minimum for a small table
+    code, err = cli.run("index", "build", "--table", uri, "--shards", "0")
+    assert refused_in_one_line(code, err, "index") == "shards: must be 1 to 10000, got 0"
+    code, out = cli.output("index", "build", "--table", uri, "--master", "local[2]")
+    assert code == 0
+    assert out.startswith("record index built as of 20") and "4 keys in 10 shards" in out
+    assert RecordIndex.open(open_storage(uri)).num_shards == 10  # Hudi's minimum
     empty = copy_fixture("v6_empty", tmp_path)
-    with pytest.raises(FailedPreconditionError, match="no completed commit"):
-        build_index(spark, empty)
-    assert not open_storage(empty).exists(layout.ROOT)
+    before = table_state(empty)
+    code, err = cli.run("index", "build", "--table", empty)
+    assert "no completed commit" in refused_in_one_line(code, err, "index")
+    assert table_state(empty) == before
 
 
 def test_a_key_held_twice_is_named_and_nothing_is_published(

@@ -1,4 +1,5 @@
-"""``tidemark index lookup|stats``: ask a table's record index through the index service.
+"""``tidemark index lookup|stats|build``: ask a table's record index through the index
+service, or build it (``tidemark.commands.index_build``, Spark).
 
 Without ``--index-service`` the command starts an embedded service in this process for
 the one call, so the answer always comes through the same gRPC path executors use. Each
@@ -17,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from tidemark.clients.index import IndexClient
+from tidemark.commands.index_build import add_build
 from tidemark.errors import InvalidArgumentError
 from tidemark.logs import configure_logging
 
@@ -30,7 +32,7 @@ def register(subparsers: Any) -> None:
         description="Query a table's record-level index (record key -> file group).",
     )
     commands = parser.add_subparsers(dest="index_command", required=True)
-    for add in (_add_lookup, _add_stats):
+    for add in (_add_lookup, _add_stats, add_build):
         add(commands)
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +12,11 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
+from spark_jobs.rollback import rollback_table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.commit import rollback, rollback_target
+from tidemark.table.commit import rollback_target
 from tidemark.table.keys import META_COLUMNS
-from tidemark.table.lock import TableLock
-from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.names import check_write_schema, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.reader import read_snapshot
@@ -153,10 +150,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_rollback(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
     rollback_target(table, args.instant)
-    owner = f"tidemark-cli@{socket.gethostname()}:{os.getpid()}"
-    with TableLock(table.storage, owner) as lock:
-        table.timeline.fence = lock
-        result = rollback(table, args.instant, StorageMarkerReader(table.storage))
+    (result,) = rollback_table(args.table, args.instant)
     print(
         f"rolled back {result.rolled_back.action} {args.instant} as rollback "
         f"{result.rollback_instant}: deleted {len(result.deleted_files)} files"

@@ -1,0 +1,157 @@
+"""Writes and the record index: tagging keys through the index service, and staging each
+commit's index changes before its completed instant is published.
+
+A table has a record index once ``tidemark index build`` published it. Then every write
+keeps it in step, whatever tags its keys (``--index record|simple``): after the files are
+written the driver collects what changed — new and moved keys with their new file group,
+deleted keys as tombstones — checks the count against the write stats and stages it with
+the index service (``IndexClient.stage``) under the write's instant, so the index changes
+exactly when the commit completes. Carried and in-place updated keys keep their entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+from pyspark.sql.types import StringType, StructField, StructType
+
+from spark_jobs.buckets import BUCKET, INDEX_CHANGE, IS_DELETE
+from spark_jobs.sizing import WritePlan
+from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
+from tidemark.clients.index import IndexClient
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.table.commit_metadata import WriteStat
+from tidemark.table.fsview import BaseFile
+from tidemark.table.keys import RECORD_KEY
+from tidemark.table.properties import TableConfig
+
+TAGGINGS = ("record", "simple")
+CHANGES = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
+"""What ``IndexClient.stage`` takes: a null partition and file id delete the key."""
+
+
+def choose_tagging(requested: str | None, has_index: bool) -> str:
+    """``record`` by default once the table has a record index, ``simple`` otherwise."""
+    if requested is not None and requested not in TAGGINGS:
+        raise InvalidArgumentError(
+            f"unknown index {requested!r} (use {' or '.join(TAGGINGS)})", field="index"
+        )
+    if requested == "record" and not has_index:
+        raise FailedPreconditionError(
+            "the table has no record index (build one with `tidemark index build`)",
+            field="index",
+        )
+    return requested or ("record" if has_index else "simple")
+
+
+def tag_with_index(keyed: DataFrame, client: IndexClient, as_of: str | None) -> DataFrame:
+    """``keyed`` plus each key's file group as the record index knows it (the columns
+    ``tagging.tag`` adds), looked up by the executors one Arrow batch per call."""
+    schema = StructType(
+        [
+            *keyed.schema.fields,
+            StructField(OLD_PARTITION, StringType()),
+            StructField(OLD_FILE_ID, StringType()),
+        ]
+    )
+
+    def lookup(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            located = client.lookup(batch.column(RECORD_KEY), as_of)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    *batch.columns,
+                    located["partition"].combine_chunks(),
+                    located["file_id"].combine_chunks(),
+                ],
+                names=[*batch.schema.names, OLD_PARTITION, OLD_FILE_ID],
+            )
+
+    return keyed.mapInArrow(lookup, schema)
+
+
+def bucket_changes(routed: DataFrame, plan: WritePlan) -> pa.Table:
+    """The index changes of routed rows: each new or moved key to its bucket's file group,
+    each key a delete removes as a tombstone."""
+    rows = routed.where(sf.col(INDEX_CHANGE)).select(RECORD_KEY, BUCKET, IS_DELETE).toArrow()
+    buckets = rows.column(BUCKET).to_numpy()
+    deleted = rows.column(IS_DELETE).to_numpy(zero_copy_only=False)
+    partitions = np.array([b.partition_path for b in plan.buckets], dtype=object)
+    file_ids = np.array([b.file_id for b in plan.buckets], dtype=object)
+    return pa.table(
+        [
+            rows.column(RECORD_KEY),
+            pa.array(partitions[buckets], pa.string(), mask=deleted),
+            pa.array(file_ids[buckets], pa.string(), mask=deleted),
+        ],
+        schema=CHANGES,
+    )
+
+
+def file_changes(
+    spark: SparkSession, table_uri: str, config: TableConfig, files: Sequence[BaseFile]
+) -> pa.Table:
+    """Every key of ``files`` at its file group (the new files of a bulk_insert)."""
+    if not files:
+        return CHANGES.empty_table()
+    located = existing_keys(spark, table_uri, config, files).toArrow()
+    return pa.table(
+        [located.column(RECORD_KEY), located.column(OLD_PARTITION), located.column(OLD_FILE_ID)],
+        schema=CHANGES,
+    )
+
+
+def replaced_changes(
+    spark: SparkSession,
+    table_uri: str,
+    config: TableConfig,
+    replaced: Sequence[BaseFile],
+    written: pa.Table,
+) -> pa.Table:
+    """Tombstones for the keys of file groups an insert_overwrite replaced that it did not
+    write again, after the changes ``written``."""
+    if not replaced:
+        return written
+    gone = existing_keys(spark, table_uri, config, replaced).toArrow().column(RECORD_KEY)
+    gone = gone.filter(pc.invert(pc.is_in(gone, value_set=written.column("key"))))
+    tombstones = pa.table(
+        [gone, pa.nulls(len(gone), pa.string()), pa.nulls(len(gone), pa.string())],
+        schema=CHANGES,
+    )
+    return pa.concat_tables([written, tombstones])
+
+
+def stage_changes(
+    client: IndexClient,
+    instant: str,
+    changes: pa.Table,
+    stats: Sequence[WriteStat],
+    deleting: bool,
+) -> int:
+    """Stage ``changes`` for ``instant`` once they agree with the write stats: as many new
+    locations as inserted rows, as many tombstones as deleted rows for a delete."""
+    placed = len(changes) - changes.column("file_id").null_count
+    removed = changes.column("file_id").null_count
+    inserted = sum(stat.num_inserts for stat in stats)
+    checks = [("new locations", placed, inserted)]
+    if deleting:
+        checks.append(("tombstones", removed, sum(stat.num_deletes for stat in stats)))
+    for what, staged, written in checks:
+        if staged != written:
+            raise FailedPreconditionError(
+                f"the index changes hold {staged} {what} but the files hold {written}: the "
+                f"record index disagrees with the table, instant {instant} is not committed "
+                "(rebuild the index with `tidemark index build`)",
+                field="index",
+            )
+    staged = client.stage(instant, changes) if len(changes) else 0
+    if staged != len(changes):
+        raise FailedPreconditionError(
+            f"the index service staged {staged} of {len(changes)} changes", field="index"
+        )
+    return staged

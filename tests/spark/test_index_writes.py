@@ -1,0 +1,130 @@
+"""Writes to a table with a record index keep it in step (issue 9): after every write the
+index answers for exactly the snapshot's keys at their file groups (``indexkit``), on the
+local file system and the local S3 server, whatever tags the keys (``--index record`` or
+``simple``), for moves, deletes, inserts of existing keys, bulk_insert and insert_overwrite;
+a writer killed before its commit changes no lookup."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from services.index import layout
+from services.index.record_index import RecordIndex
+from spark.clikit import Cli, refused_in_one_line, table_state
+from spark.indexkit import assert_index_agrees
+from spark.sparkkit import SCHEMA
+from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE
+from spark_jobs.index_build import build_index
+from spark_jobs.write import write
+from tidemark.storage import open_storage
+
+CREATE = {"record_key_fields": ["id"], "partition_fields": ["part"], "precombine_field": "ts"}
+
+
+def rows(spark: SparkSession, *values: tuple[int, str, str, int]):  # type: ignore[no-untyped-def]
+    return spark.createDataFrame(list(values), SCHEMA)
+
+
+def indexed_table(spark: SparkSession, uri: str) -> dict[str, tuple[str, str]]:
+    """Keys 0-11 over partitions a, b, c, then a record index of 3 shards."""
+    first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)]
+    write(spark, rows(spark, *first), uri, "bulk_insert", **CREATE)  # type: ignore[arg-type]
+    build_index(spark, uri, shards=3)
+    return assert_index_agrees(uri)
+
+
+def test_upserts_moves_and_deletes_keep_the_index(
+    spark: SparkSession, local_or_s3_uri: str
+) -> None:
+    uri = local_or_s3_uri
+    before = indexed_table(spark, uri)
+    upsert = rows(spark, (1, "updated", "b", 2), (3, "moved", "b", 2), (20, "new", "c", 2))
+    result = write(spark, upsert, uri, "upsert")
+    assert (result.rows_inserted, result.rows_updated, result.tagging) == (2, 1, "record")
+    after = assert_index_agrees(uri)
+    assert after["3"][0] == "b" and before["3"][0] == "a"
+    assert after["20"][0] == "c"
+    deleted = write(
+        spark, rows(spark, (3, "", "b", 0), (4, "", "b", 0), (99, "", "a", 0)), uri, "delete"
+    )
+    assert deleted.rows_deleted == 2
+    assert set(assert_index_agrees(uri)) == {str(k) for k in [*range(12), 20]} - {"3", "4"}
+
+
+def test_every_operation_and_tagging_keeps_the_index(
+    spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "t")
+    indexed_table(spark, uri)
+    write(
+        spark,
+        rows(spark, (5, "simple-move", "a", 3), (21, "simple", "a", 3)),
+        uri,
+        "upsert",
+        index="simple",
+    )
+    assert assert_index_agrees(uri)["5"][0] == "a"
+    write(spark, rows(spark, (6, "inserted-again", "a", 4), (22, "fresh", "b", 4)), uri, "insert")
+    located = assert_index_agrees(uri)
+    assert located["6"][0] == "a" and "22" in located
+    write(spark, rows(spark, (30, "bulk", "c", 5), (31, "bulk", "a", 5)), uri, "bulk_insert")
+    assert {"30", "31"} <= set(assert_index_agrees(uri))
+    write(spark, rows(spark, (40, "over", "b", 6)), uri, "insert_overwrite")
+    located = assert_index_agrees(uri)
+    assert [k for k, (p, _) in located.items() if p == "b"] == ["40"]
+
+    cli = Cli(tmp_path, capfd)
+    before = table_state(uri)
+    code, err = cli.write(
+        uri, [{"id": 1, "name": "x", "part": "a", "ts": 9}], "--op", "insert", "--allow-duplicates"
+    )
+    assert "allow_duplicates: the table has a record index" in refused_in_one_line(code, err)
+    plain = str(tmp_path / "plain")
+    create = ["--key", "id", "--partition", "part", "--precombine", "ts"]
+    assert (
+        cli.write(
+            plain, [{"id": 1, "name": "x", "part": "a", "ts": 1}], "--op", "bulk_insert", *create
+        )[0]
+        == 0
+    )
+    plain_before = table_state(plain)
+    code, err = cli.write(
+        plain, [{"id": 1, "name": "y", "part": "a", "ts": 2}], "--op", "upsert", "--index", "record"
+    )
+    assert refused_in_one_line(code, err).startswith("index: the table has no record index")
+    assert table_state(plain) == plain_before
+    assert table_state(uri) == before
+
+
+def test_a_writer_killed_before_its_commit_changes_no_lookup(
+    spark: SparkSession, table_uri: str
+) -> None:
+    indexed_table(spark, table_uri)
+    storage = open_storage(table_uri)
+    keys = pa.array(["1", "2", "10", "50"])
+    answers = RecordIndex.open(storage).lookup(keys)
+    script = Path(__file__).with_name("killed_writer.py")
+    killed = subprocess.run(
+        [sys.executable, str(script), table_uri, "1,2,50"],
+        env={**os.environ, EXIT_AT_ENV: "before_commit"},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    staged = [info.path for info in storage.list(layout.STAGED_DIR + "/")]
+    assert len(staged) == 1  # the killed write staged its changes: they must not show
+    assert RecordIndex.open(storage).lookup(keys) == answers
+    time.sleep(1.5)  # the dead writer's 1 s lock lease runs out
+    write(spark, rows(spark, (60, "next", "c", 9)), table_uri, "upsert")
+    assert [info.path for info in storage.list(layout.STAGED_DIR + "/")] != staged
+    located = assert_index_agrees(table_uri)
+    assert "50" not in located and "60" in located
