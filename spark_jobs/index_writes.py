@@ -31,6 +31,8 @@ from tidemark.table.keys import RECORD_KEY
 from tidemark.table.properties import TableConfig
 
 TAGGINGS = ("record", "simple")
+UNTAGGED_OPERATIONS = ("bulk_insert", "insert_overwrite")
+"""Operations that never look keys up: on an indexed table their keys must be new."""
 CHANGES = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
 """What ``IndexClient.stage`` takes: a null partition and file id delete the key."""
 
@@ -124,6 +126,29 @@ def replaced_changes(
         schema=CHANGES,
     )
     return pa.concat_tables([written, tombstones])
+
+
+def check_new_keys(
+    client: IndexClient, changes: pa.Table, replaced: set[str], as_of: str | None
+) -> None:
+    """The keys a bulk_insert or insert_overwrite placed must not be in the table already,
+    except in the file groups an insert_overwrite replaced: the index would point at the
+    new copy and the old one would stay. FailedPreconditionError naming one such key."""
+    placed = changes.filter(pc.is_valid(changes.column("file_id"))).column("key")
+    located = client.lookup(placed.combine_chunks(), as_of)
+    file_ids = located.column("file_id")
+    held = pc.and_(
+        pc.is_valid(file_ids),
+        pc.invert(pc.is_in(file_ids, pa.array(sorted(replaced), pa.string()))),
+    )
+    if pc.any(held).as_py():
+        first = located.filter(held).slice(0, 1).to_pylist()[0]
+        raise FailedPreconditionError(
+            f"key {first['key']!r} is already in the table (file group {first['file_id']} of "
+            f"partition {first['partition']!r}); with a record index, bulk_insert and "
+            "insert_overwrite only add new keys: use upsert or insert",
+            field="key",
+        )
 
 
 def stage_changes(

@@ -1,7 +1,8 @@
 """Snapshot read of a table as a Spark DataFrame, without Hadoop's S3 connector.
 
-The driver lists the latest base files (pruned by partition values in ``where``); executors
-read them through ``tidemark.storage`` with pyarrow and apply ``where`` as equality filters.
+The driver lists the latest base files (pruned by partition values in ``where``, and by the
+record index when ``where`` names every record key field); executors read them through
+``tidemark.storage`` with pyarrow and apply ``where`` as equality (a list: ``in``) filters.
 """
 
 from __future__ import annotations
@@ -11,14 +12,19 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from services.index.pruning import index_locator
 from spark_jobs.base_file import conform
 from spark_jobs.task import storage_for
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.fsview import BaseFile
 from tidemark.table.reader import (
+    Filter,
+    files_holding,
+    keys_from_filters,
     parse_partition_path,
     partition_value,
     prepare_filters,
@@ -26,6 +32,8 @@ from tidemark.table.reader import (
     row_mask,
 )
 from tidemark.table.table import HoodieTable
+
+log = structlog.get_logger(__name__)
 
 
 def read_dataframe(
@@ -36,8 +44,9 @@ def read_dataframe(
     columns: Sequence[str] | None = None,
     as_of: str | None = None,
 ) -> DataFrame:
-    """Rows visible at ``as_of`` (default latest) with ``column == value`` for each item of
-    ``where``; meta columns included unless ``columns`` says otherwise."""
+    """Rows visible at ``as_of`` (default latest) with ``column == value`` (a list or tuple:
+    ``column in value``) for each item of ``where``; meta columns included unless
+    ``columns`` says otherwise."""
     table = HoodieTable.open(table_uri)
     conditions = dict(where or {})
     files = [f for f in table.view(as_of).latest_base_files() if _may_match(f, table, conditions)]
@@ -45,7 +54,12 @@ def read_dataframe(
     for name in [*conditions, *(columns or [])]:
         if name not in schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
-    filters = prepare_filters(table.config, schema, [(n, "=", v) for n, v in conditions.items()])
+    filters = prepare_filters(
+        table.config,
+        schema,
+        [(n, "in" if isinstance(v, list | tuple) else "=", v) for n, v in conditions.items()],
+    )
+    files = _holding_keys(table, schema, filters, files)
     output = pa.schema([schema.field(n) for n in columns]) if columns else schema
     listing = [f.path for f in files]
     slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
@@ -71,7 +85,21 @@ def _may_match(base: BaseFile, table: HoodieTable, conditions: Mapping[str, Any]
     decoded = parse_partition_path(base.partition_path, table.config)
     if decoded is None:
         return True
-    return all(decoded[n] == partition_value(v) for n, v in conditions.items() if n in decoded)
+    return all(
+        decoded[n] in {partition_value(m) for m in (v if isinstance(v, list | tuple) else [v])}
+        for n, v in conditions.items()
+        if n in decoded
+    )
+
+
+def _holding_keys(
+    table: HoodieTable, schema: pa.Schema, filters: list[Filter], files: list[BaseFile]
+) -> list[BaseFile]:
+    """``files`` reduced to the file groups the record index places the filtered keys in
+    (all of them without an index or a filter on every key field)."""
+    keys = keys_from_filters(table.config, schema, filters)
+    locate = index_locator(table.storage) if keys is not None else None
+    return files_holding(table.uri, files, keys, locate)
 
 
 def _schema(table: HoodieTable, files: Sequence[BaseFile], as_of: str | None) -> pa.Schema:

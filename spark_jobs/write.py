@@ -40,7 +40,9 @@ from spark_jobs.errors import run_spark_action
 from spark_jobs.evolution import conform_to_table
 from spark_jobs.index_writes import (
     TAGGINGS,
+    UNTAGGED_OPERATIONS,
     bucket_changes,
+    check_new_keys,
     choose_tagging,
     file_changes,
     replaced_changes,
@@ -604,6 +606,14 @@ def _stage_index_changes(
         changes = file_changes(spark, table.uri, table.config, written)
     else:
         changes = run_spark_action(lambda: bucket_changes(*routed))
+    if operation in UNTAGGED_OPERATIONS:
+        last = table.timeline.last_completed()
+        check_new_keys(
+            options.index_client,
+            changes,
+            {f for ids in replaced.values() for f in ids},
+            last.timestamp if last else None,
+        )
     if replaced:
         gone = {(p, f) for p, ids in replaced.items() for f in ids}
         old = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in gone]

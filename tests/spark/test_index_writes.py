@@ -15,16 +15,21 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from structlog.testing import capture_logs
 
 from services.index import layout
+from services.index.pruning import index_locator
 from services.index.record_index import RecordIndex
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees
-from spark.sparkkit import SCHEMA
+from spark.sparkkit import SCHEMA, files_in_view
 from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE
 from spark_jobs.index_build import build_index
+from spark_jobs.read import read_dataframe
 from spark_jobs.write import write
+from tidemark.errors import FailedPreconditionError
 from tidemark.storage import open_storage
+from tidemark.table.reader import read_snapshot
 
 CREATE = {"record_key_fields": ["id"], "partition_fields": ["part"], "precombine_field": "ts"}
 
@@ -52,6 +57,17 @@ def test_upserts_moves_and_deletes_keep_the_index(
     after = assert_index_agrees(uri)
     assert after["3"][0] == "b" and before["3"][0] == "a"
     assert after["20"][0] == "c"
+    holders = {after["1"], after["20"]}
+    assert len(files_in_view(uri)) > len(holders)
+    with capture_logs() as logs:
+        read = read_snapshot(
+            uri, filters=[("id", "in", ["1", "20"])], locate=index_locator(open_storage(uri))
+        )
+        frame = read_dataframe(spark, uri, where={"id": [1, 20]}).toArrow()
+    assert [e["files"] for e in logs if e["event"] == "read.files_opened"] == [len(holders)] * 2
+    assert (
+        sorted(read.column("id").to_pylist()) == sorted(frame.column("id").to_pylist()) == [1, 20]
+    )
     deleted = write(
         spark, rows(spark, (3, "", "b", 0), (4, "", "b", 0), (99, "", "a", 0)), uri, "delete"
     )
@@ -77,6 +93,9 @@ def test_every_operation_and_tagging_keeps_the_index(
     assert located["6"][0] == "a" and "22" in located
     write(spark, rows(spark, (30, "bulk", "c", 5), (31, "bulk", "a", 5)), uri, "bulk_insert")
     assert {"30", "31"} <= set(assert_index_agrees(uri))
+    with pytest.raises(FailedPreconditionError, match="key '30' is already in the table"):
+        write(spark, rows(spark, (30, "again", "a", 6)), uri, "bulk_insert")
+    assert_index_agrees(uri)
     write(spark, rows(spark, (40, "over", "b", 6)), uri, "insert_overwrite")
     located = assert_index_agrees(uri)
     assert [k for k, (p, _) in located.items() if p == "b"] == ["40"]
@@ -102,6 +121,10 @@ def test_every_operation_and_tagging_keeps_the_index(
     assert refused_in_one_line(code, err).startswith("index: the table has no record index")
     assert table_state(plain) == plain_before
     assert table_state(uri) == before
+    code, out = cli.output(
+        "read", "--table", uri, "--where", "id in (40, 6,99)", "--output", str(tmp_path / "r.json")
+    )
+    assert code == 0 and out.startswith("wrote 2 rows")
 
 
 def test_a_writer_killed_before_its_commit_changes_no_lookup(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
+from services.index.pruning import index_locator
 from spark_jobs.rollback import rollback_table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
@@ -19,11 +21,12 @@ from tidemark.table.commit import rollback_target
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.names import check_write_schema, table_name_from_uri
 from tidemark.table.properties import TableConfig
-from tidemark.table.reader import read_snapshot
+from tidemark.table.reader import Filter, read_snapshot
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 
 PIPE_WIDTH = 240
+_IN_LIST = re.compile(r"\s*(?P<column>[^\s=]+)\s+in\s*\((?P<values>[^)]*)\)\s*", re.IGNORECASE)
 
 
 def register(subparsers: Any) -> None:
@@ -55,7 +58,9 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="COLUMN=VALUE",
-        help="keep rows where COLUMN equals VALUE; repeatable",
+        help="keep rows where COLUMN equals VALUE (or 'COLUMN in (V1,V2)'); repeatable; on "
+        "every record key field of a table with a record index, only the file groups "
+        "holding those keys are read",
     )
     read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
@@ -101,11 +106,11 @@ def run_create(args: argparse.Namespace) -> int:
 
 def run_read(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
-    conditions = [_parse_where(item) for item in args.where]
     result = read_snapshot(
         table.storage,
         columns=args.columns,
-        filters=[(column, "=", value) for column, value in conditions],
+        filters=[_parse_where(item) for item in args.where],
+        locate=index_locator(table.storage),
     )
     if args.limit is not None:
         result = result.slice(0, args.limit)
@@ -197,11 +202,18 @@ def _load_schema(parquet_path: str | None, schema_json: str | None) -> pa.Schema
     return pa.schema(fields)
 
 
-def _parse_where(item: str) -> tuple[str, str]:
+def _parse_where(item: str) -> Filter:
+    """``COLUMN=VALUE`` or ``COLUMN in (V1,V2,...)``."""
+    members = _IN_LIST.fullmatch(item)
+    if members is not None:
+        values = [value.strip() for value in members.group("values").split(",")]
+        return members.group("column"), "in", [value for value in values if value]
     column, sep, value = item.partition("=")
     if not sep or not column:
-        raise InvalidArgumentError(f"{item!r} is not COLUMN=VALUE", field="where")
-    return column, value
+        raise InvalidArgumentError(
+            f"{item!r} is not COLUMN=VALUE or COLUMN in (V1,V2,...)", field="where"
+        )
+    return column, "=", value
 
 
 def _write_output(result: pa.Table, path: str) -> None:

@@ -7,6 +7,7 @@ through ``Storage.open_input`` so local and S3 tables behave the same.
 
 from __future__ import annotations
 
+import itertools
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -14,9 +15,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import structlog
 
 from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
+from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import (
     DEFAULT_PARTITION,
     META_COLUMNS,
@@ -32,6 +35,10 @@ from tidemark.table.table import HoodieTable
 Filter = tuple[str, str, Any]
 PartitionFilter = Callable[[str], bool] | Mapping[str, Any]
 OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
+Locator = Callable[[set[str]], Collection[str]]
+"""Record keys -> ids of the file groups holding them (a record index lookup)."""
+
+log = structlog.get_logger(__name__)
 
 
 def read_snapshot(
@@ -42,8 +49,11 @@ def read_snapshot(
     record_keys: Collection[str] | None = None,
     filters: list[Filter] | None = None,
     as_of: str | None = None,
+    locate: Locator | None = None,
 ) -> pa.Table:
-    """Rows visible at ``as_of`` (default: latest), meta columns first, Hudi's snapshot."""
+    """Rows visible at ``as_of`` (default: latest), meta columns first, Hudi's snapshot.
+    With ``locate`` (a record index) and filters naming every record key field, only the
+    file groups holding those keys are opened."""
     if isinstance(storage_or_uri, str):
         table = HoodieTable.open(storage_or_uri)
     else:
@@ -53,14 +63,17 @@ def read_snapshot(
     if record_keys is not None:
         keys: set[str] | None = set(record_keys)
     else:
-        keys = _keys_from_filters(table.config, declared, filters)
+        keys = keys_from_filters(table.config, declared, filters)
     accept_partition = _partition_predicate(table.config, partition_filter, filters)
     base_files = [
         f for f in table.view(as_of).latest_base_files() if accept_partition(f.partition_path)
     ]
     pieces: list[pa.Table] = []
     schemas: list[pa.Schema] = []
-    for base_file in base_files:
+    pruned = files_holding(table.uri, base_files, keys, locate)
+    if len(pruned) < len(base_files):
+        schemas.append(declared)  # columns of the files left unopened
+    for base_file in pruned:
         with table.storage.open_input(base_file.path) as stream, pq.ParquetFile(stream) as parquet:
             schemas.append(parquet.schema_arrow)
             if _may_match(parquet, keys, filters):
@@ -72,6 +85,18 @@ def read_snapshot(
     if pieces:
         return pa.concat_tables(pieces, promote_options="permissive")
     return (pa.schema([schema.field(n) for n in columns]) if columns else schema).empty_table()
+
+
+def files_holding(
+    table_uri: str, files: list[BaseFile], keys: set[str] | None, locate: Locator | None
+) -> list[BaseFile]:
+    """``files`` reduced to the file groups ``locate`` places ``keys`` in (all of them when
+    either is None); the count is logged at debug level (``read.files_opened``)."""
+    if keys is not None and locate is not None:
+        holding = set(locate(keys))
+        files = [f for f in files if f.file_id in holding]
+    log.debug("read.files_opened", table=table_uri, files=len(files))
+    return files
 
 
 def parse_partition_path(partition_path: str, config: TableConfig) -> dict[str, str] | None:
@@ -150,26 +175,29 @@ def partition_value(value: Any) -> str:
     return str(value)
 
 
-def _keys_from_filters(
+def keys_from_filters(
     config: TableConfig, schema: pa.Schema, filters: list[Filter]
 ) -> set[str] | None:
-    """Equality on every record key field becomes a record key lookup (file pruning): the
-    values typed like their columns, keyed as the writer keys them (``id=01`` is key 1)."""
-    wanted = {column: value for column, op, value in filters if op == "="}
+    """Equality (or ``in``) on every record key field becomes a record key lookup (file
+    pruning): the values typed like their columns, keyed as the writer keys them (``id=01``
+    is key 1; ``in`` on several key fields gives every combination)."""
+    wanted = {column: [value] for column, op, value in filters if op == "="}
+    wanted |= {column: list(value) for column, op, value in filters if op == "in"}
     fields = config.record_key_fields
     if not fields or not all(name in wanted and name in schema.names for name in fields):
         return None
-    row = pa.table(
+    combinations = list(itertools.product(*(wanted[name] for name in fields)))
+    rows = pa.table(
         {
             name: pa.array(
-                [_coerce(wanted[name], schema.field(name).type, name)],
+                [_coerce(values[index], schema.field(name).type, name) for values in combinations],
                 type=schema.field(name).type,
             )
-            for name in fields
+            for index, name in enumerate(fields)
         }
     )
     try:
-        return set(record_keys(row, config).to_pylist())
+        return set(record_keys(rows, config).to_pylist())
     except TidemarkError:
         return None
 
