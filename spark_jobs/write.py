@@ -74,6 +74,7 @@ from tidemark.clients.index import IndexClient
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import (
     AlreadyExistsError,
+    ConflictError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -480,6 +481,11 @@ def _write_locked(
     options: _Options,
     clock: StageClock,
 ) -> WriteResult:
+    if options.index_client is None and RecordIndex.exists(table.storage):
+        raise ConflictError(
+            "a record index was built while this write prepared; nothing was written, retry",
+            field="index",
+        )
     if options.idempotency_key is not None:
         earlier = committed_with_key(table, options.idempotency_key)
         if earlier is not None:
