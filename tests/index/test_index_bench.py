@@ -16,6 +16,8 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
     output = capsys.readouterr().out.strip().splitlines()
     report = json.loads(output[-1])
     assert (report["entries"], report["batch"], report["present"]) == (3000, 600, 300)
+    assert (report["table_rows"], report["tag_keys"]) == (2000, 2)
+    assert (report["point_index_files"], report["point_scan_files"]) == (1, 20)
     for key in (
         "warm_ms",
         "cold_ms",
@@ -24,10 +26,15 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
         "rocksdb_bytes_per_entry",
         "parquet_bytes_per_entry",
         "service_keys_per_s",
+        "tag_index_s",
+        "tag_join_s",
+        "point_index_s",
+        "point_scan_s",
     ):
         assert report[key] > 0, key
     assert set(report["service_keys_per_s_by_batch"]) == {"1000", "3000"}
     assert "warm lookup (ms)" in "\n".join(output)
+    assert "tagging an upsert of 2 keys" in "\n".join(output)
 
 
 def test_bench_index_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:

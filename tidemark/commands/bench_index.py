@@ -10,7 +10,12 @@ same entries. Hudi's HFile anchor: 600 ms for 100k keys in a 1M-entry file.
 compaction, and a plain zstd Parquet file of the same (key, partition, file id, instant).
 (c) Keys per second through the gRPC service at 1k, 10k and 100k-key calls, over an
 index of ``--entries`` keys built for a table here.
-Timings are medians of ``--repeat`` runs.
+(d) Tagging an upsert of 0.1% of a ``--table-rows`` table (bulk-inserted here, its index
+built from its stored keys): Spark's join of the incoming keys with every base file's
+keys (``--index simple``) vs Spark tasks asking the index service for their keys.
+(e) A point query by key: reading every base file (row groups pruned by statistics) vs
+reading the one file the index names.
+Timings are medians of ``--repeat`` runs (at most 3 for (d); (e) is one run).
 """
 
 from __future__ import annotations
@@ -21,23 +26,30 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 
 from services.index.block_cache import BlockCache
 from services.index.build import build_index
 from services.index.embedded import start_embedded_index_service
 from services.index.keys import EncodedKeys, sort_unique, uuid_from_bytes
 from services.index.shard_file import ShardReader, write_shard
+from spark_jobs.session import build_session
+from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from tidemark.clients.index import IndexClient
 from tidemark.commands.args import positive_int
+from tidemark.commands.bench_write import bulk_insert_generated, generate
 from tidemark.logs import configure_logging
 from tidemark.storage import LocalStorage
+from tidemark.table.fsview import BaseFile
+from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 
@@ -47,6 +59,7 @@ PARTITIONS = 100
 SERVICE_BATCHES = (1_000, 10_000, 100_000)
 SERVICE_KEYS_PER_SIZE = 300_000
 """Keys looked up per service batch size (at least one call)."""
+UPSERT_FRACTION = 0.001
 
 
 def register(bench_subparsers: Any) -> None:
@@ -185,26 +198,25 @@ def measure_parquet(root: Path, keys: pa.Array, columns: dict[str, pa.Array]) ->
     return path.stat().st_size / len(keys)
 
 
-def measure_service(root: Path, keys: pa.Array, columns: dict[str, pa.Array]) -> dict[str, Any]:
+def measure_service(
+    root: Path, keys: pa.Array, columns: dict[str, pa.Array], address: str
+) -> dict[str, Any]:
     """Part (c): keys/s through the embedded gRPC service, one client, per batch size."""
     table_uri = str(root / "table")
     table = HoodieTable.create(table_uri, bench_table_config())
     build_index(table.storage, keys, *columns.values(), as_of=AS_OF)
     rng = np.random.default_rng(11)
     rates = {}
-    with start_embedded_index_service() as service:
-        client = IndexClient(service.address, table_uri)
-        for size in SERVICE_BATCHES:
-            size = min(size, len(keys))
-            calls = max(1, SERVICE_KEYS_PER_SIZE // size)
-            batches = [
-                keys.take(pa.array(rng.integers(0, len(keys), size))) for _ in range(calls + 1)
-            ]
-            client.lookup(batches[0])
-            began = time.perf_counter()
-            for timed_batch in batches[1:]:
-                client.lookup(timed_batch)
-            rates[size] = calls * size / (time.perf_counter() - began)
+    client = IndexClient(address, table_uri)
+    for size in SERVICE_BATCHES:
+        size = min(size, len(keys))
+        calls = max(1, SERVICE_KEYS_PER_SIZE // size)
+        batches = [keys.take(pa.array(rng.integers(0, len(keys), size))) for _ in range(calls + 1)]
+        client.lookup(batches[0])
+        began = time.perf_counter()
+        for timed_batch in batches[1:]:
+            client.lookup(timed_batch)
+        rates[size] = calls * size / (time.perf_counter() - began)
     return {
         "service_keys_per_s_by_batch": {str(size): rate for size, rate in rates.items()},
         "service_keys_per_s": rates[max(rates)],
@@ -228,6 +240,9 @@ def bench_table_config() -> TableConfig:
 
 
 def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    # The JVM starts before any gRPC thread exists: forking it from a process whose gRPC
+    # threads are running can lose the gateway.
+    spark = build_session("local[2]", app_name="tidemark-bench-index", shuffle_partitions=2)
     rng = np.random.default_rng(2024)
     keys = uuid_keys(args.entries, rng)
     columns = entry_columns(keys)
@@ -240,7 +255,12 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rocksdb = measure_rocksdb(root, keys, codes, batch, args.repeat)
     if rocksdb["rocksdb_found"] != shard["found"]:
         raise RuntimeError(f"RocksDB found {rocksdb['rocksdb_found']}, the shard {shard['found']}")
+    with start_embedded_index_service() as service:
+        service_report = measure_service(root, keys, columns, service.address)
+        table_report = measure_table(spark, args, root, service.address)
     return {
+        **service_report,
+        **table_report,
         "entries": args.entries,
         "batch": args.batch,
         "present": shard["found"],
@@ -254,7 +274,6 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "bytes_per_entry": shard["bytes_per_entry"],
         "rocksdb_bytes_per_entry": rocksdb["rocksdb_bytes_per_entry"],
         "parquet_bytes_per_entry": measure_parquet(root, keys, columns),
-        **measure_service(root, keys, columns),
     }
 
 
@@ -292,6 +311,12 @@ def format_report(report: dict[str, Any]) -> str:
         f"plain Parquet: {report['parquet_bytes_per_entry']:.1f} bytes per entry; "
         f"Hudi HFile: ~48 bytes per entry, {report['hudi_hfile_ms']:,.0f} ms per batch "
         f"(cold {ratio(report['hudi_hfile_ms'], report['cold_ms'])} faster here)",
+        f"tagging an upsert of {report['tag_keys']:,} keys in a {report['table_rows']:,}-row "
+        f"table: index {report['tag_index_s']:.2f} s, join {report['tag_join_s']:.2f} s "
+        f"({ratio(report['tag_join_s'], report['tag_index_s'])} faster)",
+        f"point query by key: index {report['point_index_s'] * 1000:,.1f} ms "
+        f"({report['point_index_files']} file), scan {report['point_scan_s'] * 1000:,.1f} ms "
+        f"({report['point_scan_files']} files)",
         "service throughput (keys/s): "
         + ", ".join(
             f"{int(size):,}-key calls {rate:,.0f}"
@@ -299,3 +324,113 @@ def format_report(report: dict[str, Any]) -> str:
         ),
     ]
     return "\n".join(lines)
+
+
+def measure_table(
+    spark: SparkSession, args: argparse.Namespace, root: Path, address: str
+) -> dict[str, Any]:
+    """Parts (d) and (e) on a ``--table-rows`` table bulk-inserted here, indexed from its
+    stored keys: tagging 0.1% of its keys (Spark join against every base file's keys vs
+    executors asking the index service), and a point query by key (reading every base
+    file vs the one file the index names)."""
+    table_uri = str(root / "tagged")
+    bulk_insert_generated(spark, generate(spark, args.table_rows), table_uri)
+    table = HoodieTable.open(table_uri)
+    base_files = table.view().latest_base_files()
+    index_table(table, base_files)
+    step = max(1, round(1 / UPSERT_FRACTION))
+    keyed = spark.range(0, args.table_rows, step).select(
+        sf.col("id").cast("string").alias(RECORD_KEY)
+    )
+    keyed = keyed.cache()
+    tagged_keys = keyed.count()
+
+    def join_tagging() -> int:
+        existing = existing_keys(spark, table_uri, table.config, base_files)
+        return found_count(tag(keyed, existing))
+
+    client = IndexClient(address, table_uri)
+
+    def lookups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            located = client.lookup(batch.column(0))
+            yield pa.RecordBatch.from_arrays(
+                [located[name].combine_chunks() for name in ("key", "file_id")],
+                names=[RECORD_KEY, OLD_FILE_ID],
+            )
+
+    def index_tagging() -> int:
+        located = keyed.mapInArrow(lookups, f"{RECORD_KEY} string, {OLD_FILE_ID} string")
+        return found_count(located)
+
+    runs = max(1, min(3, args.repeat))
+    join = [timed(join_tagging) for _ in range(runs + 1)][1:]
+    index = [timed(index_tagging) for _ in range(runs + 1)][1:]
+    if any(found != tagged_keys for _, found in join + index):
+        raise RuntimeError(f"tagging found {join[0][1]} (join) and {index[0][1]} (index) keys")
+    keyed.unpersist()
+    key = str(args.table_rows // 2)
+    scan_s, scan_rows = timed(lambda: point_query(table, base_files, key))
+    index_s, (index_files, index_rows) = timed(lambda: indexed_point_query(table, client, key))
+    if scan_rows != index_rows or index_rows != 1:
+        raise RuntimeError(f"point query found {scan_rows} rows by scan, {index_rows} by index")
+    return {
+        "table_rows": args.table_rows,
+        "tag_keys": tagged_keys,
+        "tag_join_s": statistics.median(seconds for seconds, _ in join),
+        "tag_index_s": statistics.median(seconds for seconds, _ in index),
+        "point_scan_s": scan_s,
+        "point_scan_files": len(base_files),
+        "point_index_s": index_s,
+        "point_index_files": index_files,
+    }
+
+
+def found_count(tagged: DataFrame) -> int:
+    """Keys tagged with a file group (forces the whole tagging job)."""
+    (row,) = tagged.agg(sf.count(OLD_FILE_ID)).collect()
+    return int(row[0])
+
+
+def index_table(table: HoodieTable, base_files: list[BaseFile]) -> None:
+    """The record index of ``table`` from its base files' stored keys, in this process."""
+    keys, partitions, file_ids, instants = [], [], [], []
+    for base in base_files:
+        with table.storage.open_input(base.path) as stream:
+            stored = pq.read_table(stream, columns=key_source_columns(table.config))
+        count = len(stored)
+        keys.append(stored_record_keys(stored, table.config))
+        partitions.append(pa.array([base.partition_path] * count, pa.string()))
+        file_ids.append(pa.array([base.file_id] * count, pa.string()))
+        instants.append(pa.array([base.instant] * count, pa.string()))
+    last = table.timeline.last_completed()
+    assert last is not None
+    build_index(
+        table.storage,
+        *(pa.concat_arrays(column) for column in (keys, partitions, file_ids, instants)),
+        as_of=last.timestamp,
+    )
+
+
+def read_rows(table: HoodieTable, base: BaseFile, key: str) -> int:
+    with table.storage.open_input(base.path) as stream:
+        return len(pq.read_table(stream, filters=[(RECORD_KEY, "=", key)]))
+
+
+def point_query(table: HoodieTable, base_files: list[BaseFile], key: str) -> int:
+    """Rows holding ``key``, reading every base file (row groups pruned by statistics)."""
+    return sum(read_rows(table, base, key) for base in base_files)
+
+
+def indexed_point_query(table: HoodieTable, client: IndexClient, key: str) -> tuple[int, int]:
+    """Files opened and rows holding ``key``, reading only the file the index names."""
+    located = client.lookup([key]).to_pylist()[0]
+    if located["file_id"] is None:
+        return 0, 0
+    partition = [located["partition"]]
+    files = [
+        base
+        for base in table.view().latest_base_files(partition)
+        if base.file_id == located["file_id"]
+    ]
+    return len(files), sum(read_rows(table, base, key) for base in files)
