@@ -483,12 +483,9 @@ class ShardReader:
         codes = np.zeros(len(keys), np.uint32)
         if self.block_count == 0 or len(keys) == 0:
             return found, codes
-        candidates = (
-            np.flatnonzero(self.might_contain(keys))
-            if len(keys) < FILTER_MAX_KEYS_PER_BLOCK * self.block_count
-            else np.arange(len(keys))
-        )
-        chosen = keys.take(candidates)
+        sparse = len(keys) < FILTER_MAX_KEYS_PER_BLOCK * self.block_count
+        candidates = np.flatnonzero(self.might_contain(keys)) if sparse else np.arange(len(keys))
+        chosen = keys.take(candidates) if sparse else keys
         block_of = self._route(chosen)
         touched, starts = np.unique(block_of, return_index=True)
         ends = np.append(starts[1:], len(block_of))

@@ -64,9 +64,10 @@ def _horner(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
         matrix = np.zeros((len(lengths), width), np.uint8)
         matrix[np.arange(width) < lengths[:, None]] = data
     hashes = np.zeros(len(lengths), np.uint32)
+    ragged = int(lengths.min()) < width
     for column in range(width):
         stepped = hashes * np.uint32(31) + matrix[:, column]
-        hashes = np.where(lengths > column, stepped, hashes)
+        hashes = np.where(lengths > column, stepped, hashes) if ragged else stepped
     return hashes.view(np.int32)
 
 
