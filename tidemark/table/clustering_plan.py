@@ -18,15 +18,21 @@ when rolling back failed writes (``tidemark.table.commit``).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastavro
 import structlog
 from fastavro.types import Schema
 
-from tidemark.errors import ConflictError, FailedPreconditionError, InvalidArgumentError
+from tidemark.errors import (
+    ConflictError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from tidemark.table.avro_metadata import (
     METADATA_VERSION,
     NAMESPACE,
@@ -133,10 +139,10 @@ REQUESTED_REPLACE_SCHEMA: Schema = fastavro.parse_schema(
 )
 
 
-@dataclass(frozen=True)
-class SliceInfo:
+class SliceInfo(NamedTuple):
     """One file slice to rewrite: a file group's latest base file (COW tables have no
-    log files). ``path`` is table-relative; the Avro form holds the full path."""
+    log files). ``path`` is table-relative; the Avro form holds the full path. A named
+    tuple: a planner builds one per small file, 100k of them in milliseconds."""
 
     partition_path: str
     file_id: str
@@ -252,17 +258,15 @@ class ClusteringPlan:
     def __post_init__(self) -> None:
         if not self.groups:
             raise InvalidArgumentError("a clustering plan needs groups", field="groups")
-        seen: set[tuple[str, str]] = set()
-        for group in self.groups:
-            for piece in group.slices:
-                key = (piece.partition_path, piece.file_id)
-                if key in seen:
-                    raise InvalidArgumentError(
-                        f"file group {piece.file_id} of partition {piece.partition_path!r} "
-                        "is in more than one slice of the plan",
-                        field="groups",
-                    )
-                seen.add(key)
+        keys = [(p, f) for group in self.groups for p, f, _, _ in group.slices]
+        if len(set(keys)) == len(keys):
+            return
+        repeated = next(key for key, count in Counter(keys).items() if count > 1)
+        raise InvalidArgumentError(
+            f"file group {repeated[1]} of partition {repeated[0]!r} is in more than one "
+            "slice of the plan",
+            field="groups",
+        )
 
     def file_groups(self) -> set[tuple[str, str]]:
         """(partition path, file id) of every file group the plan rewrites."""
@@ -415,7 +419,13 @@ def pending_plan(table: HoodieTable, timestamp: str) -> PendingPlan:
     for candidate in pending_plans(table):
         if candidate.timestamp == timestamp:
             return candidate
-    instant = table.timeline.find(timestamp)
+    try:
+        instant = table.timeline.find(timestamp)
+    except NotFoundError:
+        raise FailedPreconditionError(
+            f"no instant {timestamp} on the timeline, so no pending clustering plan",
+            field="instant",
+        ) from None
     state = "completed" if instant.is_completed else instant.state.name.lower()
     raise FailedPreconditionError(
         f"instant {timestamp} is a {state} {instant.action}, not a pending clustering plan",

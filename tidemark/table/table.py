@@ -65,6 +65,16 @@ class HoodieTable:
             ) from missing
         return cls(storage, config)
 
+    def current_avro_schema(self) -> str:
+        """The schema of the latest completed write (evolution changes it), else the
+        table's creation schema."""
+        last = self.timeline.last_completed()
+        if last is not None:
+            schema = self.timeline.read_metadata(last).extra_metadata.get("schema")
+            if schema:
+                return schema
+        return self.config.avro_schema
+
     def view(self, as_of: str | None = None) -> FileSystemView:
         return FileSystemView(self.storage, self.timeline, as_of, self.archive)
 

@@ -1,0 +1,79 @@
+"""File groups a new clustering plan must leave alone: those in a pending plan, and
+those a pending write touches.
+
+A pending write (a commit, or a replacecommit without a clustering plan) names its file
+groups in its markers (``<partition>/<fileId>_<token>_<instant>.parquet.marker.<IO>``) and,
+when Hudi wrote it, in its inflight metadata (the workload profile's write stats). An
+insert_overwrite replaces whole partitions, so every live file group of the partitions it
+names is busy. Read under the table lock, so no write is running: pending writes here
+are failed ones the next writer rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.table.clustering_plan import PendingPlan, file_groups_in
+from tidemark.table.commit_metadata import CommitMetadata
+from tidemark.table.fsview import BaseFile
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State
+from tidemark.table.markers import data_file_path, read_markers_from_storage
+from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
+from tidemark.table.table import HoodieTable
+
+FileGroupKey = tuple[str, str]
+"""(partition path, file id)."""
+
+
+@dataclass(frozen=True)
+class BusyFileGroups:
+    """Busy file groups with the instant holding each: a pending plan or a pending write."""
+
+    in_plans: dict[FileGroupKey, str]
+    in_writes: dict[FileGroupKey, str]
+
+    def keys(self) -> set[FileGroupKey]:
+        return self.in_plans.keys() | self.in_writes.keys()
+
+
+def busy_file_groups(
+    table: HoodieTable, plans: Sequence[PendingPlan], live: Sequence[BaseFile]
+) -> BusyFileGroups:
+    """What ``plans`` and the pending writes on ``table``'s timeline hold, among ``live``."""
+    plan_instants = {plan.timestamp for plan in plans}
+    in_writes: dict[FileGroupKey, str] = {}
+    for instant in table.timeline.pending():
+        if instant.action not in (COMMIT, REPLACE_COMMIT) or instant.timestamp in plan_instants:
+            continue
+        touched, partitions = _touched_by(table, instant)
+        if instant.action == REPLACE_COMMIT:
+            touched |= {
+                (f.partition_path, f.file_id) for f in live if f.partition_path in partitions
+            }
+        in_writes.update(dict.fromkeys(touched, instant.timestamp))
+    return BusyFileGroups(file_groups_in(plans), in_writes)
+
+
+def _touched_by(table: HoodieTable, instant: Instant) -> tuple[set[FileGroupKey], set[str]]:
+    """File groups and partitions a pending write names in its markers and inflight
+    metadata."""
+    touched: set[FileGroupKey] = set()
+    for marker in read_markers_from_storage(table.storage, instant.timestamp):
+        path = data_file_path(marker)
+        name = path.rpartition("/")[2]
+        if is_base_file_name(name):
+            touched.add((partition_of(path), parse_base_file_name(name).file_id))
+    inflight = Instant(instant.timestamp, instant.action, State.INFLIGHT)
+    try:
+        metadata = CommitMetadata.from_json(table.storage.read(inflight.path))
+    except (NotFoundError, InvalidArgumentError):
+        metadata = None
+    if metadata is not None:
+        for partition, stats in metadata.partition_to_write_stats.items():
+            touched.update((partition, stat.file_id) for stat in stats if stat.file_id)
+        for partition, file_ids in metadata.partition_to_replace_file_ids.items():
+            touched.update((partition, file_id) for file_id in file_ids)
+    partitions = {partition for partition, _ in touched}
+    return touched, partitions
