@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tidemark.commands import cluster_run
+from tidemark.commands import cluster_plans, cluster_run
 
 
 def register(subparsers: Any) -> None:
@@ -13,4 +13,5 @@ def register(subparsers: Any) -> None:
         "cluster", help="cluster a table's small files", description=__doc__
     )
     commands = parser.add_subparsers(dest="cluster_command", required=True)
+    cluster_plans.register(commands)
     cluster_run.register(commands)

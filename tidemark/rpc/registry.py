@@ -25,6 +25,7 @@ ALL = "all"
 AVAILABLE_SERVICES: dict[str, str] = {
     "marker": "services.marker:SERVICE",
     "index": "services.index:SERVICE",
+    "planner": "services.planner:SERVICE",
 }
 
 

@@ -1,0 +1,46 @@
+"""Planner service: size-based clustering plans saved on Hudi timelines, over gRPC.
+
+``SERVICE`` is what ``tidemark serve planner`` loads from the runtime's registry.
+Settings come from ``TIDEMARK_PLANNER_*`` env vars (see ``config.PlannerConfig``).
+"""
+
+from __future__ import annotations
+
+import grpc
+import structlog
+
+from services.planner.config import PlannerConfig
+from services.planner.engine import PlannerEngine
+from services.planner.metrics import PlannerMetrics
+from services.planner.servicer import PlannerServicer
+from tidemark.planner.v1 import planner_service_pb2_grpc as pb_grpc
+from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
+
+log = structlog.get_logger(__name__)
+
+FULL_NAME = "tidemark.planner.v1.PlannerService"
+
+
+def planner_service(
+    config: PlannerConfig | None = None, engine: PlannerEngine | None = None
+) -> ServiceDefinition:
+    """The service definition; without ``config`` settings load from the env when served."""
+
+    def add_to_server(server: grpc.aio.Server, context: ServiceContext) -> Closeable:
+        running = engine or PlannerEngine(config or PlannerConfig.load())
+        pb_grpc.add_PlannerServiceServicer_to_server(
+            PlannerServicer(running, context.config), server
+        )
+        context.metrics.register(PlannerMetrics(running))
+        log.info(
+            "planner service ready",
+            owner=running.owner,
+            lock_wait_s=running.config.lock_wait_s,
+            tables=list(running.config.tables),
+        )
+        return running
+
+    return ServiceDefinition(name="planner", full_name=FULL_NAME, add_to_server=add_to_server)
+
+
+SERVICE = planner_service()

@@ -1,0 +1,40 @@
+"""Planner service settings, from ``TIDEMARK_PLANNER_*`` env vars (or overrides), validated."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from tidemark.config import load_config, require_positive
+from tidemark.errors import ConfigError
+
+SECTION = "planner"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerConfig:
+    lock_wait_s: float = 30.0
+    """How long a schedule or cancel waits for the table lock a writer holds before
+    answering FAILED_PRECONDITION."""
+    lock_lease_s: float = 60.0
+    """Lease of the table lock the planner takes (renewed by a heartbeat)."""
+    trigger_poll_s: float = 10.0
+    """How often the trigger loop looks at the watched tables' timelines."""
+    tables: tuple[str, ...] = ()
+    """Tables whose trigger policies the service follows from its start; a table given a
+    policy through this service is followed too."""
+
+    def __post_init__(self) -> None:
+        for name in ("lock_wait_s", "lock_lease_s", "trigger_poll_s"):
+            require_positive(name, getattr(self, name))
+        if self.lock_lease_s < 1:
+            raise ConfigError(
+                f"must be at least 1 second, got {self.lock_lease_s}", field="lock_lease_s"
+            )
+
+    @classmethod
+    def load(
+        cls, overrides: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
+    ) -> PlannerConfig:
+        """Overrides beat ``TIDEMARK_PLANNER_<FIELD>`` env vars, which beat defaults."""
+        return load_config(cls, section=SECTION, overrides=overrides, environ=environ)

@@ -1,0 +1,164 @@
+"""The planner's operations on tables: schedule, list, get and cancel plans, and the
+trigger policies.
+
+Scheduling validates everything it can before touching the table (a table without
+commits, unknown or unorderable sort columns), then takes the table lock, waiting up to
+``lock_wait_s`` for a writer or another planner, and inside it reads the pending plans
+and pending writes again, plans, and saves the plan with the lock's fencing check. Two
+schedulers of one table, in one process or in two, therefore never plan the same file
+group. Every operation is blocking (storage); the servicer runs them in threads.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random
+
+from services.planner.config import PlannerConfig
+from services.planner.exclusions import busy_file_groups
+from services.planner.policy import TriggerPolicy
+from services.planner.strategy import FileSlices, PlanOptions, plan_clustering
+from services.planner.triggers import TriggerLoop, load_policy, save_policy
+from spark_jobs.curves import check_sortable
+from tidemark.errors import ConflictError, FailedPreconditionError
+from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
+from tidemark.table.commit import RollbackResult, rollback
+from tidemark.table.lock import TableLock
+from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.schema import avro_to_arrow_schema
+from tidemark.table.table import HoodieTable
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """The saved plan, or None and why there is nothing to cluster."""
+
+    plan: PendingPlan | None
+    reason: str = ""
+
+
+class PlannerEngine:
+    def __init__(self, config: PlannerConfig) -> None:
+        self.config = config
+        self.owner = f"tidemark-planner@{socket.gethostname()}:{os.getpid()}"
+        self.counts: Counter[str] = Counter()
+        """Outcomes by name (``scheduled.<trigger>``, ``nothing.<trigger>``, ``cancelled``),
+        read by the metrics collector."""
+        self._counts_lock = threading.Lock()
+        self.triggers = TriggerLoop(self._trigger, config.trigger_poll_s)
+        for table_uri in config.tables:
+            self.triggers.watch(table_uri)
+        self.triggers.start()
+
+    def close(self) -> None:
+        self.triggers.close()
+
+    def schedule(
+        self, table_uri: str, options: PlanOptions, trigger: str = "request"
+    ) -> ScheduleResult:
+        table = HoodieTable.open(table_uri)
+        if table.timeline.last_completed() is None:
+            raise FailedPreconditionError(
+                f"the table at {table.uri} has no completed commits to cluster", field="table"
+            )
+        check_sortable(avro_to_arrow_schema(table.current_avro_schema()), options.sort_columns)
+        with self._locked(table):
+            plans = pending_plans(table)
+            live = table.view().latest_base_files()
+            busy = busy_file_groups(table, plans, live)
+            outcome = plan_clustering(FileSlices.from_base_files(live), options, busy.keys())
+            if outcome.plan is None:
+                self._count(f"nothing.{trigger}")
+                log.info("planner.nothing_to_cluster", table=table.uri, reason=outcome.reason)
+                return ScheduleResult(None, outcome.reason)
+            instant = save_plan(table, outcome.plan)
+        self._count(f"scheduled.{trigger}")
+        return ScheduleResult(PendingPlan(instant, outcome.plan))
+
+    def list_plans(self, table_uri: str) -> list[PendingPlan]:
+        return pending_plans(HoodieTable.open(table_uri))
+
+    def get_plan(self, table_uri: str, instant: str) -> PendingPlan:
+        return pending_plan(HoodieTable.open(table_uri), instant)
+
+    def cancel(self, table_uri: str, instant: str) -> RollbackResult:
+        """Roll the pending plan back as Hudi rolls back a pending replacecommit (any files
+        an interrupted executor wrote are deleted too)."""
+        table = HoodieTable.open(table_uri)
+        pending_plan(table, instant)
+        with self._locked(table):
+            pending_plan(table, instant)
+            result = rollback(table, instant, StorageMarkerReader(table.storage))
+        self._count("cancelled")
+        return result
+
+    def set_policy(self, table_uri: str, policy: TriggerPolicy) -> TriggerPolicy:
+        table = HoodieTable.open(table_uri)
+        check_sortable(
+            avro_to_arrow_schema(table.current_avro_schema()), policy.options.sort_columns
+        )
+        save_policy(table.storage, policy)
+        self.triggers.watch(table.uri)
+        log.info("planner.policy_set", table=table.uri, policy=policy.describe())
+        return policy
+
+    def get_policy(self, table_uri: str) -> TriggerPolicy:
+        table = HoodieTable.open(table_uri)
+        self.triggers.watch(table.uri)
+        return load_policy(table.storage)
+
+    def _trigger(self, table_uri: str, options: PlanOptions, trigger: str) -> ScheduleResult:
+        result = self.schedule(table_uri, options, trigger)
+        log.info(
+            "planner.triggered",
+            table=table_uri,
+            trigger=trigger,
+            instant=result.plan.timestamp if result.plan else None,
+            reason=result.reason or None,
+        )
+        return result
+
+    def _count(self, name: str) -> None:
+        with self._counts_lock:
+            self.counts[name] += 1
+
+    @contextmanager
+    def _locked(self, table: HoodieTable) -> Iterator[TableLock]:
+        """The table lock, waited for up to ``lock_wait_s``; its fence guards every
+        timeline change made inside."""
+        lock = TableLock(table.storage, self.owner, lease_s=self.config.lock_lease_s)
+        _retrying(self.config.lock_wait_s, lock.acquire)
+        table.timeline.fence = lock
+        try:
+            yield lock
+        finally:
+            table.timeline.fence = None
+            lock.release()
+
+
+def _retrying(wait_s: float, attempt: Callable[[], T]) -> T:
+    """``attempt()`` again while it raises ConflictError (the lock is held), for up to
+    ``wait_s``; then that ConflictError."""
+    started = time.monotonic()
+    result = Retrying(
+        retry=retry_if_exception_type(ConflictError),
+        stop=stop_after_delay(wait_s),
+        wait=wait_random(0.05, 0.5),
+        reraise=True,
+    )(attempt)
+    log.debug("planner.lock_acquired", waited_s=round(time.monotonic() - started, 3))
+    return result

@@ -1,0 +1,43 @@
+"""Prometheus view of the planner engine: plans scheduled and "nothing to cluster"
+answers by trigger, plans cancelled, and the tables whose policies it follows. Read from
+the engine's counters at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from services.planner.engine import PlannerEngine
+
+
+class PlannerMetrics(Collector):
+    def __init__(self, engine: PlannerEngine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        outcomes = CounterMetricFamily(
+            "tidemark_planner_schedules",
+            "Schedule attempts by outcome (scheduled, nothing) and trigger "
+            "(request, commits, periodic).",
+            labels=["outcome", "trigger"],
+        )
+        cancelled = 0
+        for name, count in sorted(self.engine.counts.copy().items()):
+            if name == "cancelled":
+                cancelled = count
+                continue
+            outcome, _, trigger = name.partition(".")
+            outcomes.add_metric([outcome, trigger], count)
+        yield outcomes
+        yield CounterMetricFamily(
+            "tidemark_planner_cancelled", "Plans cancelled (rolled back).", value=cancelled
+        )
+        yield GaugeMetricFamily(
+            "tidemark_planner_watched_tables",
+            "Tables whose trigger policies this service follows.",
+            value=len(self.engine.triggers.watched()),
+        )

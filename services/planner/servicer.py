@@ -1,0 +1,75 @@
+"""gRPC servicer of tidemark.planner.v1.PlannerService over the planner engine.
+
+Handlers validate the request, run the engine's blocking work (storage, the table lock)
+in a thread and build the answer; the runtime's interceptor maps ``tidemark.errors`` to
+status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from services.planner import messages, requests
+from services.planner.engine import PlannerEngine
+from tidemark.config import ServerConfig
+from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.planner.v1 import planner_service_pb2_grpc as pb_grpc
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class PlannerServicer(pb_grpc.PlannerServiceServicer):
+    def __init__(self, engine: PlannerEngine, config: ServerConfig) -> None:
+        self.engine = engine
+        self.config = config
+
+    async def SchedulePlan(  # noqa: N802 (gRPC method name)
+        self, request: pb.SchedulePlanRequest, context: Context
+    ) -> pb.SchedulePlanResponse:
+        table = requests.table(request.table.base_path, self.config)
+        options = requests.plan_options(request.options)
+        result = await asyncio.to_thread(self.engine.schedule, table, options)
+        if result.plan is None:
+            return pb.SchedulePlanResponse(reason=result.reason)
+        return pb.SchedulePlanResponse(plan=messages.plan_message(result.plan))
+
+    async def ListPlans(  # noqa: N802 (gRPC method name)
+        self, request: pb.ListPlansRequest, context: Context
+    ) -> pb.ListPlansResponse:
+        table = requests.table(request.table.base_path, self.config)
+        plans = await asyncio.to_thread(self.engine.list_plans, table)
+        return pb.ListPlansResponse(plans=[messages.plan_message(plan) for plan in plans])
+
+    async def GetPlan(  # noqa: N802 (gRPC method name)
+        self, request: pb.GetPlanRequest, context: Context
+    ) -> pb.GetPlanResponse:
+        table = requests.table(request.table.base_path, self.config)
+        instant = requests.instant_time(request.instant_time)
+        plan = await asyncio.to_thread(self.engine.get_plan, table, instant)
+        return pb.GetPlanResponse(plan=messages.plan_message(plan))
+
+    async def CancelPlan(  # noqa: N802 (gRPC method name)
+        self, request: pb.CancelPlanRequest, context: Context
+    ) -> pb.CancelPlanResponse:
+        table = requests.table(request.table.base_path, self.config)
+        instant = requests.instant_time(request.instant_time)
+        result = await asyncio.to_thread(self.engine.cancel, table, instant)
+        return pb.CancelPlanResponse(rollback_instant_time=result.rollback_instant)
+
+    async def SetTriggerPolicy(  # noqa: N802 (gRPC method name)
+        self, request: pb.SetTriggerPolicyRequest, context: Context
+    ) -> pb.SetTriggerPolicyResponse:
+        table = requests.table(request.table.base_path, self.config)
+        policy = requests.trigger_policy(request.policy)
+        saved = await asyncio.to_thread(self.engine.set_policy, table, policy)
+        return pb.SetTriggerPolicyResponse(policy=messages.policy_message(saved))
+
+    async def GetTriggerPolicy(  # noqa: N802 (gRPC method name)
+        self, request: pb.GetTriggerPolicyRequest, context: Context
+    ) -> pb.GetTriggerPolicyResponse:
+        table = requests.table(request.table.base_path, self.config)
+        policy = await asyncio.to_thread(self.engine.get_policy, table)
+        return pb.GetTriggerPolicyResponse(policy=messages.policy_message(policy))

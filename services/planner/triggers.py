@@ -1,0 +1,151 @@
+"""The trigger loop: the planner schedules a table's clustering by itself.
+
+A policy is on demand (nothing scheduled by itself), after every N completed commits
+since the table's last clustering plan (Hudi's ``hoodie.clustering.inline.max.commits``),
+or every S seconds. It is kept in the table (``.hoodie/.tidemark/planner/trigger-policy.json``,
+a folder Hudi readers never list), so a restarted service, or another service process,
+follows the same policy. The trigger loop schedules through the same path as a request:
+under the table lock, never on top of a pending plan's file groups.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import structlog
+from google.protobuf import json_format
+
+from services.planner import messages, requests
+from services.planner.policy import TriggerPolicy
+from services.planner.strategy import PlanOptions
+from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
+from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.storage import open_storage
+from tidemark.storage.base import Storage
+from tidemark.table.clustering_plan import plan_of_request
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State
+from tidemark.table.table import HoodieTable
+
+log = structlog.get_logger(__name__)
+
+POLICY_PATH = ".hoodie/.tidemark/planner/trigger-policy.json"
+
+
+def load_policy(storage: Storage) -> TriggerPolicy:
+    """The table's policy (on demand when none is stored), stored as the JSON form of
+    the ``TriggerPolicy`` message that set it."""
+    try:
+        data = storage.read(POLICY_PATH)
+    except NotFoundError:
+        return TriggerPolicy()
+    try:
+        message = json_format.Parse(data, pb.TriggerPolicy())
+    except json_format.ParseError as error:
+        raise InvalidArgumentError(
+            f"unreadable trigger policy {POLICY_PATH}: {error}", field="policy"
+        ) from error
+    return requests.trigger_policy(message)
+
+
+def save_policy(storage: Storage, policy: TriggerPolicy) -> None:
+    """Store the policy; on demand deletes it."""
+    if policy.on_demand:
+        storage.delete(POLICY_PATH)
+    else:
+        storage.write(
+            POLICY_PATH, json_format.MessageToJson(messages.policy_message(policy)).encode()
+        )
+
+
+def commits_since_last_plan(table: HoodieTable) -> int:
+    """Completed writes after the newest clustering plan (pending or completed) on the
+    active timeline; all completed writes when there is none."""
+    table.timeline.reload()
+    instants = table.timeline.instants()
+    last_plan = ""
+    for instant in reversed(instants):
+        if instant.action != REPLACE_COMMIT:
+            continue
+        requested = Instant(instant.timestamp, REPLACE_COMMIT, State.REQUESTED)
+        try:
+            if plan_of_request(table.storage.read(requested.path)) is not None:
+                last_plan = instant.timestamp
+                break
+        except (NotFoundError, InvalidArgumentError):
+            continue
+    return sum(
+        1
+        for instant in table.timeline.completed(frozenset({COMMIT, REPLACE_COMMIT}))
+        if instant.timestamp > last_plan
+    )
+
+
+Schedule = Callable[[str, PlanOptions, str], object]
+"""``schedule(table_uri, options, trigger)``: the engine's scheduling path."""
+
+
+class TriggerLoop:
+    """A daemon thread looking at every watched table each ``poll_s``: due policies
+    schedule a plan. A table whose N commits found nothing to cluster waits for the next
+    commit before trying again, so a quiet table never takes its lock on every poll."""
+
+    def __init__(self, schedule: Schedule, poll_s: float) -> None:
+        self._schedule = schedule
+        self._poll_s = poll_s
+        self._tables: dict[str, float] = {}
+        """Watched table URI -> when it was last scheduled periodically (or watched)."""
+        self._checked: dict[str, str] = {}
+        """Table URI -> latest instant when its commit trigger last ran."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="planner-triggers", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def watch(self, table_uri: str) -> None:
+        with self._lock:
+            self._tables.setdefault(table_uri, time.monotonic())
+
+    def watched(self) -> list[str]:
+        with self._lock:
+            return sorted(self._tables)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._poll_s):
+            for table_uri in self.watched():
+                try:
+                    self.check(table_uri)
+                except TidemarkError as error:
+                    log.warning("planner.trigger_failed", table=table_uri, error=str(error))
+
+    def check(self, table_uri: str) -> bool:
+        """Schedule ``table_uri`` if its policy is due; True if it tried."""
+        policy = load_policy(open_storage(table_uri))
+        if policy.every_n_commits:
+            table = HoodieTable.open(table_uri)
+            latest = table.timeline.latest_timestamp() or ""
+            if self._checked.get(table_uri) == latest:
+                return False
+            if commits_since_last_plan(table) < policy.every_n_commits:
+                return False
+            self._checked[table_uri] = latest
+            self._schedule(table_uri, policy.options, "commits")
+            return True
+        if policy.every_seconds:
+            now = time.monotonic()
+            with self._lock:
+                due = now - self._tables.get(table_uri, now) >= policy.every_seconds
+                if due:
+                    self._tables[table_uri] = now
+            if due:
+                self._schedule(table_uri, policy.options, "periodic")
+            return due
+        return False

@@ -1,0 +1,171 @@
+"""The planner service over real gRPC: schedule, list, get, cancel; refusals name their
+field and change nothing; hudi-rs reads the table unchanged while a plan is pending."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from table.table_testkit import Writer, hudi_rs_rows, people_config
+
+from planner.plankit import hoodie_files
+from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
+from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.table.clustering_plan import pending_plans
+from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
+from tidemark.table.markers import IOType, MarkerSpec, marker_writer_for
+from tidemark.table.naming import base_file_name, write_token
+from tidemark.table.table import HoodieTable
+
+MIB = 1024 * 1024
+
+
+def test_schedule_list_get_cancel(planner: PlannerClient, small_files: HoodieTable) -> None:
+    uri = small_files.uri
+    rows = hudi_rs_rows(uri)
+    sizes = {f.file_id: f.size for f in small_files.view().latest_base_files()}
+    response = planner.schedule(
+        uri, plan_options(sort_columns=["name", "score"], layout="hilbert", target_file_bytes=8000)
+    )
+    plan = response.plan
+    assert response.reason == ""
+    assert plan.state == pb.PLAN_STATE_REQUESTED
+    assert [g.partition_path for g in plan.groups] == ["eu", "us"]
+    assert [len(g.slices) for g in plan.groups] == [4, 2]
+    for group in plan.groups:
+        assert [s.size_bytes for s in group.slices] == sorted(
+            (sizes[s.file_id] for s in group.slices), reverse=True
+        )
+        assert group.num_output_file_groups == -(-group.size_bytes // 8000)
+    assert list(plan.sort_columns) == ["name", "score"] and plan.layout == pb.LAYOUT_HILBERT
+    assert plan.num_files == 6 and plan.size_bytes == sum(g.size_bytes for g in plan.groups)
+
+    (listed,) = planner.list_plans(uri)
+    assert listed == plan
+    assert planner.get_plan(uri, plan.instant_time) == plan
+    (saved,) = pending_plans(HoodieTable.open(uri))
+    assert saved.instant.state is State.REQUESTED and saved.instant.action == REPLACE_COMMIT
+    assert hudi_rs_rows(uri) == rows
+
+    again = planner.schedule(uri, plan_options())
+    assert not again.HasField("plan")
+    assert "pending plan" in again.reason
+
+    rollback = planner.cancel_plan(uri, plan.instant_time)
+    timeline = HoodieTable.open(uri).timeline
+    assert [(i.timestamp, i.action) for i in timeline.completed(frozenset({ROLLBACK}))] == [
+        (rollback, ROLLBACK)
+    ]
+    assert planner.list_plans(uri) == []
+    assert hudi_rs_rows(uri) == rows
+
+
+def test_partition_filters_and_limits(planner: PlannerClient, small_files: HoodieTable) -> None:
+    recent = planner.schedule(small_files.uri, plan_options(partitions="recent:1"))
+    assert [g.partition_path for g in recent.plan.groups] == ["us"]
+    listed = planner.schedule(
+        small_files.uri, plan_options(partitions="list:eu,asia", max_groups=1)
+    )
+    assert [g.partition_path for g in listed.plan.groups] == ["eu"]
+    nothing = planner.schedule(small_files.uri, plan_options(partitions="regex:a.*"))
+    assert nothing.reason == "only 1 file in the selected partitions is below the small-file limit"
+
+
+def table_without_commits(tmp_path: Path) -> str:
+    return HoodieTable.create(str(tmp_path / "empty"), people_config()).uri
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "field"),
+    [
+        (
+            lambda c, t: c.schedule(t, plan_options(sort_columns=["nope"])),
+            InvalidArgumentError,
+            "sort_columns",
+        ),
+        (
+            lambda c, t: c.schedule(t, plan_options(target_file_bytes=0)),
+            InvalidArgumentError,
+            "options.target_file_bytes",
+        ),
+        (
+            lambda c, t: c.schedule(t, plan_options(target_file_bytes=-5)),
+            InvalidArgumentError,
+            "options.target_file_bytes",
+        ),
+        (
+            lambda c, t: c.schedule(t, plan_options(max_groups=0)),
+            InvalidArgumentError,
+            "options.max_groups",
+        ),
+        (
+            lambda c, t: c.schedule(t, plan_options(partitions="regex:(")),
+            InvalidArgumentError,
+            "options.partitions.regex",
+        ),
+        (
+            lambda c, t: c.schedule(t, plan_options(partitions="recent:0")),
+            InvalidArgumentError,
+            "options.partitions.recent.count",
+        ),
+        (
+            lambda c, t: c.schedule(t, plan_options(layout="zorder")),
+            InvalidArgumentError,
+            "options.sort_columns",
+        ),
+        (lambda c, t: c.cancel_plan(t, "2024"), InvalidArgumentError, "instant_time"),
+        (
+            lambda c, t: c.cancel_plan(t, HoodieTable.open(t).timeline.instants()[0].timestamp),
+            FailedPreconditionError,
+            "instant",
+        ),
+        (lambda c, t: c.get_plan(t, "20200101000000000"), FailedPreconditionError, "instant"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_field(
+    planner: PlannerClient,
+    small_files: HoodieTable,
+    call: Callable[[PlannerClient, str], object],
+    error: type[TidemarkError],
+    field: str,
+) -> None:
+    before = hoodie_files(small_files)
+    with pytest.raises(error) as raised:
+        call(planner, small_files.uri)
+    assert raised.value.field == field
+    assert hoodie_files(small_files) == before
+
+
+def test_a_table_with_no_commits_is_refused(planner: PlannerClient, tmp_path: Path) -> None:
+    uri = table_without_commits(tmp_path)
+    table = HoodieTable.open(uri)
+    before = hoodie_files(table)
+    with pytest.raises(FailedPreconditionError, match="no completed commits") as raised:
+        planner.schedule(uri, plan_options())
+    assert raised.value.field == "table"
+    assert hoodie_files(table) == before
+
+
+def test_a_plan_never_takes_file_groups_of_a_pending_write(
+    planner: PlannerClient, small_files: HoodieTable
+) -> None:
+    """A failed upsert left MERGE markers naming the "us" file groups."""
+    stuck = Writer(small_files).begin()
+    markers = marker_writer_for(MarkerSpec("direct", small_files.uri, stuck))
+    for base in small_files.view().latest_base_files():
+        if base.partition_path == "us":
+            name = base_file_name(base.file_id, write_token(0, 1, 0), stuck)
+            markers.create("us", name, IOType.MERGE)
+    response = planner.schedule(small_files.uri, plan_options())
+    assert [g.partition_path for g in response.plan.groups] == ["eu"]
+
+
+def test_unreachable_service_is_one_error_naming_it(tmp_path: Path) -> None:
+    client = PlannerClient("127.0.0.1:9", None)
+    with pytest.raises(
+        TidemarkError, match=re.escape("planner service at 127.0.0.1:9 is unreachable")
+    ):
+        client.list_plans(str(tmp_path))

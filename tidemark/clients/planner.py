@@ -1,0 +1,126 @@
+"""Client of the planner service: schedule, list, get and cancel clustering plans, and
+set or read a table's trigger policy.
+
+Table paths travel absolute and normalised (the service may run elsewhere). Scheduling
+and cancelling change the timeline, so only an unreachable service is retried; their
+deadline covers the service's wait for the table lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.config import ClientConfig
+from tidemark.errors import InvalidArgumentError
+from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.planner.v1.planner_service_pb2_grpc import PlannerServiceStub
+from tidemark.rpc.client import ServiceClient, ServiceName
+from tidemark.storage.uri import canonical_uri
+
+PLANNER_SERVICE = ServiceName(
+    full_name=pb.DESCRIPTOR.services_by_name["PlannerService"].full_name,
+    label="planner service",
+    address_field="planner_service_address",
+)
+LAYOUTS: dict[str, pb.Layout] = {
+    "linear": pb.LAYOUT_LINEAR,
+    "zorder": pb.LAYOUT_ZORDER,
+    "hilbert": pb.LAYOUT_HILBERT,
+}
+LAYOUT_NAMES = {value: name for name, value in LAYOUTS.items()}
+TIMELINE_CHANGE_TIMEOUT_S = 120.0
+"""Deadline of a schedule or cancel: the service waits up to 30 s for the table lock."""
+
+
+def partition_filter(text: str, field: str = "partitions") -> pb.PartitionFilter:
+    """``all``, ``recent:N``, ``regex:R`` or ``list:p1,p2`` as a message (the service
+    checks the values: a positive N, a valid regex)."""
+    kind, sep, value = text.partition(":")
+    if text == "all":
+        return pb.PartitionFilter(all=pb.AllPartitions())
+    if kind == "recent" and sep:
+        if not value.isdigit():
+            raise InvalidArgumentError(f"recent:N needs a count, got {value!r}", field=field)
+        return pb.PartitionFilter(recent=pb.RecentPartitions(count=int(value)))
+    if kind == "regex" and sep:
+        return pb.PartitionFilter(regex=value)
+    if kind == "list" and sep:
+        paths = [path.strip() for path in value.split(",")]
+        return pb.PartitionFilter(list=pb.PartitionList(partition_paths=paths))
+    raise InvalidArgumentError(f"{text!r} is not all, recent:N, regex:R or list:p1,p2", field=field)
+
+
+def plan_options(
+    *,
+    sort_columns: Sequence[str] = (),
+    layout: str = "linear",
+    partitions: str = "all",
+    target_file_bytes: int | None = None,
+    small_file_limit_bytes: int | None = None,
+    max_bytes_per_group: int | None = None,
+    max_groups: int | None = None,
+) -> pb.PlanOptions:
+    """Options of a plan; None leaves a size to the service's (Hudi's) default."""
+    if layout not in LAYOUTS:
+        raise InvalidArgumentError(
+            f"unknown layout {layout!r} (use {', '.join(LAYOUTS)})", field="layout"
+        )
+    return pb.PlanOptions(
+        sort_columns=sort_columns,
+        layout=LAYOUTS[layout],
+        partitions=partition_filter(partitions),
+        target_file_bytes=target_file_bytes,
+        small_file_limit_bytes=small_file_limit_bytes,
+        max_bytes_per_group=max_bytes_per_group,
+        max_groups=max_groups,
+    )
+
+
+class PlannerClient:
+    def __init__(self, address: str, config: ClientConfig | None = None) -> None:
+        self._client = ServiceClient(PLANNER_SERVICE, address, PlannerServiceStub, config)
+
+    @property
+    def address(self) -> str:
+        return self._client.address
+
+    def schedule(self, table: str, options: pb.PlanOptions) -> pb.SchedulePlanResponse:
+        request = pb.SchedulePlanRequest(table=_table(table), options=options)
+        return self._client.call(
+            self._client.stub.SchedulePlan,
+            request,
+            idempotent=False,
+            timeout=TIMELINE_CHANGE_TIMEOUT_S,
+        )
+
+    def list_plans(self, table: str) -> list[pb.Plan]:
+        request = pb.ListPlansRequest(table=_table(table))
+        return list(self._client.call(self._client.stub.ListPlans, request).plans)
+
+    def get_plan(self, table: str, instant: str) -> pb.Plan:
+        request = pb.GetPlanRequest(table=_table(table), instant_time=instant)
+        return self._client.call(self._client.stub.GetPlan, request).plan
+
+    def cancel_plan(self, table: str, instant: str) -> str:
+        """Roll the plan back; returns the rollback's instant time."""
+        request = pb.CancelPlanRequest(table=_table(table), instant_time=instant)
+        response = self._client.call(
+            self._client.stub.CancelPlan,
+            request,
+            idempotent=False,
+            timeout=TIMELINE_CHANGE_TIMEOUT_S,
+        )
+        return response.rollback_instant_time
+
+    def set_policy(self, table: str, policy: pb.TriggerPolicy) -> pb.TriggerPolicy:
+        request = pb.SetTriggerPolicyRequest(table=_table(table), policy=policy)
+        return self._client.call(self._client.stub.SetTriggerPolicy, request).policy
+
+    def get_policy(self, table: str) -> pb.TriggerPolicy:
+        request = pb.GetTriggerPolicyRequest(table=_table(table))
+        return self._client.call(self._client.stub.GetTriggerPolicy, request).policy
+
+
+def _table(table: str) -> TableRef:
+    return TableRef(base_path=canonical_uri(table))

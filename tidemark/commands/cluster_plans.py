@@ -1,0 +1,153 @@
+"""``tidemark cluster schedule|list|cancel``: clustering plans through the planner service.
+
+Without ``--planner-service HOST:PORT`` the commands start an embedded planner service in
+this process (like ``tidemark write``'s embedded marker service) and talk to it over
+loopback gRPC, so both paths run the same code. ``--json`` prints one JSON object on one
+line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tidemark.clients.planner import LAYOUT_NAMES, LAYOUTS, PlannerClient, plan_options
+from tidemark.logs import configure_logging
+from tidemark.planner.v1 import planner_service_pb2 as pb
+
+MIB = 1024 * 1024
+PLAN_STATES = {pb.PLAN_STATE_REQUESTED: "requested", pb.PLAN_STATE_INFLIGHT: "inflight"}
+
+
+def register(actions: Any) -> None:
+    """Add ``schedule``, ``list`` and ``cancel`` to the ``tidemark cluster`` subcommands."""
+    schedule = _subcommand(actions, "schedule", "plan the table's small files", run_schedule)
+    schedule.add_argument(
+        "--sort-columns", default="", help="columns ordering the rewritten rows, a,b"
+    )
+    schedule.add_argument(
+        "--layout", choices=tuple(LAYOUTS), default="linear", help="row order (default linear)"
+    )
+    schedule.add_argument(
+        "--partitions",
+        default="all",
+        help="all (default), recent:N (the N greatest partition paths), regex:R, list:p1,p2",
+    )
+    schedule.add_argument("--target-file-mb", type=int, help="size of written files (1024)")
+    schedule.add_argument("--small-file-mb", type=int, help="cluster files below this (300)")
+    schedule.add_argument("--max-group-mb", type=int, help="input per group at most (2048)")
+    schedule.add_argument("--max-groups", type=int, help="groups per plan at most (30)")
+
+    _subcommand(actions, "list", "list the pending plans", run_list)
+
+    cancel = _subcommand(actions, "cancel", "roll a pending plan back", run_cancel)
+    cancel.add_argument("--instant", required=True, help="instant time of the plan")
+
+
+def _subcommand(
+    actions: Any, name: str, summary: str, handler: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=summary, description=summary)
+    parser.add_argument("--table", required=True, help="table base URI (path or s3://)")
+    parser.add_argument(
+        "--planner-service",
+        metavar="HOST:PORT",
+        help="planner service address (default: an embedded service in this process)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+@contextmanager
+def planner_client(address: str | None) -> Iterator[PlannerClient]:
+    """A client of the service at ``address``, or of an embedded one for this command.
+    Logs go to stderr, warnings only: stdout carries the answer."""
+    configure_logging(json=False, level="warning")
+    if address:
+        yield PlannerClient(address)
+        return
+    from services.planner.embedded import start_embedded_planner_service
+
+    with start_embedded_planner_service() as service:
+        yield PlannerClient(service.address)
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    options = plan_options(
+        sort_columns=[c.strip() for c in args.sort_columns.split(",") if c.strip()],
+        layout=args.layout,
+        partitions=args.partitions,
+        target_file_bytes=_bytes(args.target_file_mb),
+        small_file_limit_bytes=_bytes(args.small_file_mb),
+        max_bytes_per_group=_bytes(args.max_group_mb),
+        max_groups=args.max_groups,
+    )
+    with planner_client(args.planner_service) as client:
+        response = client.schedule(args.table, options)
+    if not response.HasField("plan"):
+        if args.json:
+            print(json.dumps({"instant": None, "reason": response.reason}))
+        else:
+            print(f"nothing to cluster: {response.reason}")
+        return 0
+    summary = plan_summary(response.plan)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"scheduled clustering plan {summary['instant']}: {summary['groups']} groups, "
+            f"{summary['files']} files, {summary['bytes']} bytes -> "
+            f"{summary['output_files']} files ({summary['layout']}"
+            f"{' by ' + ','.join(summary['sort_columns']) if summary['sort_columns'] else ''})"
+        )
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with planner_client(args.planner_service) as client:
+        plans = [plan_summary(plan) for plan in client.list_plans(args.table)]
+    if args.json:
+        print(json.dumps({"plans": plans}))
+        return 0
+    if not plans:
+        print("no pending clustering plans")
+    for plan in plans:
+        print(
+            f"{plan['instant']} {plan['state']}: {plan['groups']} groups, {plan['files']} "
+            f"files, {plan['bytes']} bytes -> {plan['output_files']} files in "
+            f"{', '.join(plan['partitions']) or '(root)'}"
+        )
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    with planner_client(args.planner_service) as client:
+        rollback = client.cancel_plan(args.table, args.instant)
+    if args.json:
+        print(json.dumps({"instant": args.instant, "rollback_instant": rollback}))
+    else:
+        print(f"cancelled clustering plan {args.instant} (rollback {rollback})")
+    return 0
+
+
+def plan_summary(plan: pb.Plan) -> dict[str, Any]:
+    return {
+        "instant": plan.instant_time,
+        "state": PLAN_STATES.get(plan.state, "unknown"),
+        "groups": len(plan.groups),
+        "files": plan.num_files,
+        "bytes": plan.size_bytes,
+        "output_files": plan.num_output_file_groups,
+        "partitions": sorted({group.partition_path for group in plan.groups}),
+        "sort_columns": list(plan.sort_columns),
+        "layout": LAYOUT_NAMES.get(plan.layout, "linear"),
+        "target_file_bytes": plan.target_file_bytes,
+    }
+
+
+def _bytes(megabytes: int | None) -> int | None:
+    return None if megabytes is None else megabytes * MIB
