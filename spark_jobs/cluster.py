@@ -46,7 +46,6 @@ from spark_jobs.write import (
     DEFAULT_LOCK_LEASE_S,
     MIB,
     MarkerKind,
-    current_avro_schema,
     release_lock,
 )
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
@@ -223,7 +222,7 @@ def _run_plan(
         file_schema=_file_schema(table, plan),
         config=table.config,
     )
-    schema = current_avro_schema(table)
+    schema = table.current_avro_schema()
     table.timeline.transition_inflight(instant, REPLACE_COMMIT)
     log.info("cluster.started", table=table.uri, instant=instant, groups=len(tasks))
     try:

@@ -83,6 +83,7 @@ from tidemark.errors import (
 )
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
+from tidemark.table import pending_clustering
 from tidemark.table.commit import (
     IDEMPOTENCY_KEY,
     committed_with_key,
@@ -181,6 +182,7 @@ def write(
     allow_duplicates: bool = False,
     index: str | None = None,
     index_service_address: str | None = None,
+    on_pending_clustering: str = pending_clustering.REJECT,
 ) -> WriteResult:
     """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
     are given and there is no table yet. Raises tidemark.errors exceptions on bad input.
@@ -220,6 +222,7 @@ def write(
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
     _check_idempotency_key(idempotency_key)
+    pending_clustering.check_policy(on_pending_clustering)
     if allow_duplicates and operation not in DUPLICATING_OPERATIONS:
         raise InvalidArgumentError(
             f"only {' and '.join(DUPLICATING_OPERATIONS)} can keep duplicate keys, not {operation}",
@@ -272,6 +275,7 @@ def write(
                         lock.holder,
                         prepared.tagging,
                         index_client,
+                        on_pending_clustering,
                     ),
                     clock,
                 )
@@ -347,6 +351,7 @@ class _Options:
     lock_holder: LockHolder | None
     tagging: str
     index_client: IndexClient | None
+    on_pending_clustering: str
 
 
 @dataclass(frozen=True)
@@ -398,7 +403,7 @@ def _prepare(
     if operation != "delete" and table is not None:
         data = conform_to_table(
             data,
-            current_avro_schema(table),
+            table.current_avro_schema(),
             protected_fields=(*config.record_key_fields, *config.partition_fields),
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
@@ -421,7 +426,7 @@ def _prepare(
         file_schema = _latest_file_schema(table) or arrow_schema(
             keyed_schema(data), data.sparkSession
         )
-        avro_schema = current_avro_schema(table)
+        avro_schema = table.current_avro_schema()
     else:
         file_schema = arrow_schema(keyed_schema(data), data.sparkSession)
         avro_schema = arrow_to_avro_schema(data_schema, config.name)
@@ -452,16 +457,6 @@ def _new_config(table_uri: str, data: DataFrame, request: TableRequest) -> Table
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
         url_encode_partitions=request.url_encode_partitions,
     )
-
-
-def current_avro_schema(table: HoodieTable) -> str:
-    """The latest completed commit's writer schema (the create schema before any)."""
-    last = table.timeline.last_completed()
-    if last is not None:
-        schema = table.timeline.read_metadata(last).extra_metadata.get("schema")
-        if schema:
-            return schema
-    return table.config.avro_schema
 
 
 def _latest_file_schema(table: HoodieTable) -> pa.Schema | None:
@@ -500,26 +495,12 @@ def _write_locked(
             for undone in rolled_back:
                 options.index_client.discard(undone.rolled_back.timestamp)
         delete_stale_marker_dirs(table)
-    instant = new_instant_time(after=table.timeline.latest_timestamp())
     action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
-    context = WriteContext(
-        table_uri=table.uri,
-        instant=instant,
-        action=action,
-        markers=MarkerSpec(
-            options.markers,
-            table.uri,
-            instant,
-            options.marker_service_address,
-            options.marker_fallback_direct,
-        ),
-        file_schema=prepared.file_schema,
-        config=prepared.config,
-    )
     replaced: dict[str, list[str]] = {}
     tagged: DataFrame | None = None
     routed: tuple[DataFrame, WritePlan] | None = None
     if operation == "bulk_insert":
+        context = _context(table, prepared, options, action)
         expected_bytes = prepared.row_count * average_record_size(_recent_commits(table))
         stats_df = bulk_insert(
             prepared.rows,
@@ -532,8 +513,10 @@ def _write_locked(
     else:
         with clock.stage("index lookup and sizing"):
             tagged, plan, replaced = _plan(spark, table, prepared.rows, operation, options)
+        context = _context(table, prepared, options, action)  # after rolling back clustering plans
         routed = route(tagged, plan, deleting=operation == "delete"), plan
         stats_df = write_buckets(routed[0], plan, context)
+    instant = context.instant
     table.timeline.create_requested(instant, action)
     try:
         table.timeline.transition_inflight(instant, action)
@@ -563,6 +546,28 @@ def _write_locked(
     result.files_reconciled = len(reconciled)
     result.tagging = options.tagging
     return result
+
+
+def _context(
+    table: HoodieTable, prepared: _Prepared, options: _Options, action: str
+) -> WriteContext:
+    """The write's new instant (after every instant on the timeline) and what executors
+    need to write its files."""
+    instant = new_instant_time(after=table.timeline.latest_timestamp())
+    return WriteContext(
+        table_uri=table.uri,
+        instant=instant,
+        action=action,
+        markers=MarkerSpec(
+            options.markers,
+            table.uri,
+            instant,
+            options.marker_service_address,
+            options.marker_fallback_direct,
+        ),
+        file_schema=prepared.file_schema,
+        config=prepared.config,
+    )
 
 
 def _outcome_of_failed_write(table: HoodieTable, instant: str) -> str:
@@ -634,7 +639,9 @@ def _plan(
     operation: str,
     options: _Options,
 ) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
-    """Tag keys with their file groups (upsert, delete) and size the output files."""
+    """Tag keys with their file groups (upsert, delete) and size the output files; file
+    groups in pending clustering plans are refused or their plans rolled back."""
+    clustering = pending_clustering.PendingClustering.load(table)
     view = table.view()
     latest = view.latest_base_files()
     looked_up = ("upsert", "delete", "insert") if options.index_client else ("upsert", "delete")
@@ -678,9 +685,12 @@ def _plan(
     elif operation in ("insert", "upsert"):
         small = [
             f
-            for f in latest
+            for f in clustering.small_files(latest)
             if f.partition_path in inserts and f.size < options.small_file_limit_bytes
         ]
+    changed = [(f.partition_path, f.file_id) for f in touched]
+    changed += [(partition, file_id) for partition, ids in replaced.items() for file_id in ids]
+    clustering.resolve(changed, options.on_pending_clustering)
     plan = plan_writes(
         touched_files=touched,
         inserts_per_partition=inserts,
@@ -797,6 +807,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bulk_insert layout (default none, as in Hudi: no shuffle; global_sort: "
         "fewest files, tightest key ranges)",
     )
+    pending_clustering.add_argument(parser)
 
 
 def _fields(value: str) -> tuple[str, ...]:
@@ -842,6 +853,7 @@ def _run(
         allow_duplicates=args.allow_duplicates,
         index=args.index,
         index_service_address=args.index_service,
+        on_pending_clustering=args.on_pending_clustering,
     )
 
 
@@ -852,7 +864,7 @@ def _column_types(table_uri: str) -> dict[str, DataType]:
         table = HoodieTable.open(table_uri)
     except NotFoundError:
         return {}
-    schema = avro_to_arrow_schema(current_avro_schema(table))
+    schema = avro_to_arrow_schema(table.current_avro_schema())
     return {field.name: from_arrow_type(field.type) for field in schema}
 
 
