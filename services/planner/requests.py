@@ -3,7 +3,6 @@ raised before anything touches the table."""
 
 from __future__ import annotations
 
-from tidemark.rpc.requests import table_uri
 from services.planner.policy import TriggerPolicy
 from services.planner.strategy import (
     ALL_PARTITIONS,
@@ -17,6 +16,7 @@ from services.planner.strategy import (
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.rpc.requests import table_uri
 from tidemark.table.instant import validate_instant_time
 
 LAYOUTS: dict[int, str] = {
