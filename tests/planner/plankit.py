@@ -3,12 +3,14 @@ through the public table API (pyarrow, no Spark), and the timeline as a comparab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from table.table_testkit import SCHEMA, Writer, people_config
 
+from tidemark.rpc.process import ServeProcess
 from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
 from tidemark.table.keys import partition_paths, record_keys, with_meta_columns
 from tidemark.table.markers import IOType, MarkerSpec, marker_writer_for
@@ -75,3 +77,8 @@ def hoodie_files(table: HoodieTable) -> dict[str, bytes]:
     """Every file under ``.hoodie`` (timeline, lock, policies) with its bytes."""
     base = Path(table.uri) / ".hoodie"
     return {p.relative_to(base).as_posix(): p.read_bytes() for p in base.rglob("*") if p.is_file()}
+
+
+def serve_planner(env: Mapping[str, str] | None = None) -> ServeProcess:
+    """``tidemark serve planner`` in a child process, on free gRPC and metrics ports."""
+    return ServeProcess("planner", env=env, args=["--metrics-port", "0"])

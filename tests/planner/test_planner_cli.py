@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.plankit import hoodie_files
+from planner.plankit import hoodie_files, serve_planner
 from tidemark.cli import main
-from tidemark.rpc.process import ServeProcess
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import ROLLBACK
 from tidemark.table.table import HoodieTable
@@ -73,7 +72,7 @@ def test_schedule_list_cancel_json(
 def test_against_a_served_planner(
     small_files: HoodieTable, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    service = ServeProcess("planner", args=["--metrics-port", "0"])
+    service = serve_planner()
     try:
         code, out, _ = run(
             capsys, "schedule", "--table", small_files.uri, "--planner-service", service.address

@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 from pathlib import Path
 
-from planner.plankit import new_table
+from planner.plankit import new_table, serve_planner
 from tidemark.clients.planner import PlannerClient, plan_options
-from tidemark.rpc.process import ServeProcess
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.table import HoodieTable
 
@@ -19,7 +18,7 @@ ROUNDS = 4
 
 def test_two_processes_never_plan_the_same_file_group(tmp_path: Path) -> None:
     table = new_table(tmp_path, PARTITIONS)
-    services = [ServeProcess("planner", args=["--metrics-port", "0"]) for _ in range(2)]
+    services = [serve_planner() for _ in range(2)]
     try:
         clients = [PlannerClient(service.address) for service in services]
         options = plan_options(max_groups=1)

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from planner.conftest import TEST_CONFIG, StartPlanner
-from planner.plankit import add_file_groups, new_table
+from planner.plankit import add_file_groups, new_table, serve_planner
 from services.planner.config import PlannerConfig
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.errors import InvalidArgumentError
 from tidemark.planner.v1 import planner_service_pb2 as pb
-from tidemark.rpc.process import ServeProcess
 from tidemark.table.clustering_plan import PendingPlan, pending_plans
 from tidemark.table.table import HoodieTable
 
@@ -82,14 +81,14 @@ def test_policy_survives_a_restart(tmp_path: Path) -> None:
     """Set through one ``tidemark serve planner`` process, followed by the next one, which
     watches the table from its configuration."""
     table = new_table(tmp_path, {"eu": [10, 20]})
-    first = ServeProcess("planner")
+    first = serve_planner()
     try:
         PlannerClient(first.address).set_policy(table.uri, every(commits=2))
     finally:
         first.close()
     add_file_groups(table, {"eu": [30]})
     env = {"TIDEMARK_PLANNER_TABLES": table.uri, "TIDEMARK_PLANNER_TRIGGER_POLL_S": "0.2"}
-    second = ServeProcess("planner", env=env)
+    second = serve_planner(env)
     try:
         assert PlannerClient(second.address).get_policy(table.uri) == every(commits=2)
         wait_for(lambda: len(plans_of(table.uri)) == 1, "the restarted service's plan")

@@ -11,11 +11,9 @@ import sys
 from pathlib import Path
 
 import grpc
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tidemark.commands.serve import tune_gc
-from tidemark.rpc.registry import AVAILABLE_SERVICES, KNOWN_SERVICES
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = [sys.executable, "-m", "tidemark.cli", "serve"]
@@ -65,13 +63,6 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: 
 
 def test_unknown_service_exits_non_zero_with_one_line() -> None:
     assert_one_line_error(run_serve("bogus"), "unknown service 'bogus'")
-
-
-@pytest.mark.parametrize(
-    "name", [name for name in KNOWN_SERVICES if name not in AVAILABLE_SERVICES]
-)
-def test_unavailable_service_exits_non_zero_with_one_line(name: str) -> None:
-    assert_one_line_error(run_serve(name), f"service {name} is not available in this build")
 
 
 def test_port_in_use_exits_non_zero_with_one_line() -> None:
