@@ -12,7 +12,12 @@ from table.table_testkit import Writer, hudi_rs_rows, people_config
 
 from planner.plankit import hoodie_files
 from tidemark.clients.planner import PlannerClient, plan_options
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
+from tidemark.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    TidemarkError,
+)
 from tidemark.planner.v1 import planner_service_pb2 as pb
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
@@ -122,7 +127,7 @@ def table_without_commits(tmp_path: Path) -> str:
             FailedPreconditionError,
             "instant",
         ),
-        (lambda c, t: c.get_plan(t, "20200101000000000"), FailedPreconditionError, "instant"),
+        (lambda c, t: c.get_plan(t, "20200101000000000"), NotFoundError, "instant"),
     ],
 )
 def test_bad_input_is_refused_naming_the_field(

@@ -27,12 +27,7 @@ import fastavro
 import structlog
 from fastavro.types import Schema
 
-from tidemark.errors import (
-    ConflictError,
-    FailedPreconditionError,
-    InvalidArgumentError,
-    NotFoundError,
-)
+from tidemark.errors import ConflictError, FailedPreconditionError, InvalidArgumentError
 from tidemark.table.avro_metadata import (
     METADATA_VERSION,
     NAMESPACE,
@@ -415,17 +410,11 @@ def pending_plans(table: HoodieTable) -> list[PendingPlan]:
 
 def pending_plan(table: HoodieTable, timestamp: str) -> PendingPlan:
     """The pending plan at ``timestamp``; FailedPreconditionError(field="instant") naming
-    what the instant is when it is not one."""
+    what the instant is when it is not one, NotFoundError when there is no such instant."""
     for candidate in pending_plans(table):
         if candidate.timestamp == timestamp:
             return candidate
-    try:
-        instant = table.timeline.find(timestamp)
-    except NotFoundError:
-        raise FailedPreconditionError(
-            f"no instant {timestamp} on the timeline, so no pending clustering plan",
-            field="instant",
-        ) from None
+    instant = table.timeline.find(timestamp)
     state = "completed" if instant.is_completed else instant.state.name.lower()
     raise FailedPreconditionError(
         f"instant {timestamp} is a {state} {instant.action}, not a pending clustering plan",
