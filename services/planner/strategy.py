@@ -10,8 +10,9 @@ Groups of a single file are skipped (rewriting one file alone gains nothing), an
 plan stops at ``max_groups`` groups, partitions taken in selection order.
 
 Vectorised over numpy arrays of the slices: the only Python loop runs once per group
-(a ``searchsorted`` on the partition's cumulative sizes finds where the group ends), so
-a plan over 100k slices takes milliseconds (``time_plan``).
+(a ``searchsorted`` on the partition's cumulative sizes finds where the group ends), so a
+plan over 100k slices takes tens of milliseconds with Hudi's 30 groups and well under a
+second when every group is planned (``time_plan``).
 """
 
 from __future__ import annotations

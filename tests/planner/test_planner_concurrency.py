@@ -7,9 +7,15 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 from pathlib import Path
 
+import pytest
+
+from planner.conftest import StartPlanner
 from planner.plankit import new_table, serve_planner
+from services.planner.config import PlannerConfig
 from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.errors import ConflictError
 from tidemark.table.clustering_plan import pending_plans
+from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
 
 PARTITIONS = {f"p{i}": [10, 20, 30] for i in range(6)}
@@ -47,3 +53,15 @@ def test_two_processes_never_plan_the_same_file_group(tmp_path: Path) -> None:
         ]
         * 2
     )
+
+
+def test_a_schedule_waits_for_the_lock_then_gives_up(
+    start_planner: StartPlanner, small_files: HoodieTable
+) -> None:
+    planner = start_planner(PlannerConfig(lock_wait_s=1.0, trigger_poll_s=0.2))
+    held = TableLock(small_files.storage, "a long write")
+    with held, pytest.raises(ConflictError, match="table is locked by 'a long write'") as raised:
+        planner.schedule(small_files.uri, plan_options())
+    assert raised.value.field == "table"
+    assert pending_plans(small_files) == []
+    assert planner.schedule(small_files.uri, plan_options()).HasField("plan")

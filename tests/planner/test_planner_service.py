@@ -8,10 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from marker.conftest import metric
 from table.table_testkit import Writer, hudi_rs_rows, people_config
 
+from planner.conftest import FAST_CLIENT, TEST_CONFIG
 from planner.plankit import hoodie_files
+from services.planner import planner_service
 from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.config import ServerConfig
 from tidemark.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -19,6 +23,7 @@ from tidemark.errors import (
     TidemarkError,
 )
 from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.rpc.server import build_server
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
 from tidemark.table.markers import IOType, MarkerSpec, marker_writer_for
@@ -174,3 +179,21 @@ def test_unreachable_service_is_one_error_naming_it(tmp_path: Path) -> None:
         TidemarkError, match=re.escape("planner service at 127.0.0.1:9 is unreachable")
     ):
         client.list_plans(str(tmp_path))
+
+
+def test_metrics_count_outcomes(small_files: HoodieTable) -> None:
+    server = build_server(ServerConfig(port=0, metrics_port=0), [planner_service(TEST_CONFIG)])
+    try:
+        client = PlannerClient(f"127.0.0.1:{server.port}", FAST_CLIENT)
+        plan = client.schedule(small_files.uri, plan_options()).plan
+        client.schedule(small_files.uri, plan_options())
+        client.cancel_plan(small_files.uri, plan.instant_time)
+        client.get_policy(small_files.uri)
+        port = server.metrics_port
+        scheduled = metric(port, "tidemark_planner_schedules_total", outcome="scheduled")
+        nothing = metric(port, "tidemark_planner_schedules_total", outcome="nothing")
+        assert (scheduled, nothing) == (1, 1)
+        assert metric(port, "tidemark_planner_cancelled_total") == 1
+        assert metric(port, "tidemark_planner_watched_tables") == 1
+    finally:
+        server.stop(0)
