@@ -9,8 +9,11 @@ write (``spark_jobs/base_file.py``). The replacecommit lists the old file groups
 ``partitionToReplaceFileIds``, so readers switch to the new ones at once.
 
 Rows are copied, never changed: meta columns included (Hudi's preserveHoodieMetadata),
-only ``_hoodie_file_name`` names the new file. A run that fails is rolled back to its
-plan, which stays pending for a re-run. A group is one task, so its rows must fit a
+only ``_hoodie_file_name`` names the new file. A table with a record index gets every
+moved key staged at its new file group for the replacecommit's instant (through the
+index service, like every write), so the index moves with the commit. A run that fails
+is rolled back to its plan, which stays pending for a re-run, and its staged index
+changes are discarded. A group is one task, so its rows must fit a
 Python worker's memory: the plan's max group size bounds it.
 """
 
@@ -33,12 +36,14 @@ import structlog
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
+from services.index.record_index import RecordIndex
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs import faults
 from spark_jobs.base_file import BaseFileWriter, conform
 from spark_jobs.context import WriteContext
 from spark_jobs.curves import CURVE_METHODS, DEFAULT_CURVE_METHOD, check_sortable, layout_order
 from spark_jobs.errors import run_spark_action
+from spark_jobs.index_writes import file_changes
 from spark_jobs.session import DEFAULT_MASTER, build_session, cancellable_jobs
 from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
 from spark_jobs.task import current_task, marker_writer, storage_for
@@ -46,14 +51,17 @@ from spark_jobs.write import (
     DEFAULT_LOCK_LEASE_S,
     MIB,
     MarkerKind,
+    index_client,
     release_lock,
 )
+from tidemark.clients.index import IndexClient
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError, with_note
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
 from tidemark.table.commit import complete_commit, rollback
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
+from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
 from tidemark.table.lock import TableLock
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
@@ -123,10 +131,13 @@ def run_clustering(
     marker_fallback_direct: bool = False,
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
+    index_service_address: str | None = None,
 ) -> list[ClusterResult]:
     """Run the pending plan at ``instant``, or every pending plan when it is None (none
     pending: nothing happens). Bad input (an instant that is not a pending plan, a sort
-    column the table lacks) is refused before the table lock is even taken."""
+    column the table lacks) is refused before the table lock is even taken. A table with
+    a record index is kept in step through the index service at
+    ``index_service_address`` (default: one embedded in the driver)."""
     if markers == "service" and not marker_service_address:
         raise InvalidArgumentError(
             "service markers need a marker service address (or use direct markers)",
@@ -144,14 +155,18 @@ def run_clustering(
         check_reachable(marker_service_address)
     options = _Options(markers, marker_service_address, marker_fallback_direct, row_group_bytes)
     owner = f"tidemark-cluster@{socket.gethostname()}:{os.getpid()}"
-    with cancellable_jobs(spark, f"tidemark-cluster-{uuid.uuid4().hex}") as cancel:
+    indexed = RecordIndex.exists(table.storage)
+    with (
+        index_client(table.uri, indexed, index_service_address) as index,
+        cancellable_jobs(spark, f"tidemark-cluster-{uuid.uuid4().hex}") as cancel,
+    ):
         lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
         lock.acquire()
         table.timeline.fence = lock
         try:
-            reader = _marker_reader(table, options, lock)
+            undo = _Undo(table, _marker_reader(table, options, lock), index)
             return [
-                _run_plan(spark, table, pending, options, reader)
+                _run_plan(spark, table, pending, options, undo)
                 for pending in plans_to_run(table, instant)
             ]
         except Exception as failure:
@@ -194,18 +209,33 @@ def _marker_reader(table: HoodieTable, options: _Options, lock: TableLock) -> Ma
     return StorageMarkerReader(table.storage)
 
 
+@dataclass(frozen=True)
+class _Undo:
+    """What rolling a run back to its plan needs: the markers naming its files, and the
+    index service holding its staged changes (None: the table has no record index)."""
+
+    table: HoodieTable
+    markers: MarkerReader
+    index: IndexClient | None
+
+    def to_plan(self, instant: str) -> None:
+        rollback(self.table, instant, self.markers, keep_plan=True)
+        if self.index is not None:
+            self.index.discard(instant)
+
+
 def _run_plan(
     spark: SparkSession,
     table: HoodieTable,
     pending: PendingPlan,
     options: _Options,
-    reader: MarkerReader,
+    undo: _Undo,
 ) -> ClusterResult:
     started = time.perf_counter()
     instant, plan = pending.timestamp, pending.plan
     rolled_back = pending.instant.state is State.INFLIGHT
     if rolled_back:
-        rollback(table, instant, reader, keep_plan=True)
+        undo.to_plan(instant)
         log.info("cluster.earlier_run_rolled_back", table=table.uri, instant=instant)
     tasks = group_tasks(table, instant, plan)
     context = WriteContext(
@@ -227,14 +257,16 @@ def _run_plan(
     log.info("cluster.started", table=table.uri, instant=instant, groups=len(tasks))
     try:
         stats = _write_groups(spark, tasks, context, layout_of(plan), options.row_group_bytes)
+        if undo.index is not None:
+            _stage_moved_keys(spark, table, instant, stats, undo.index)
         faults.exit_if_requested("cluster_before_commit")
         replaced: dict[str, list[str]] = {}
         for task in tasks:
             replaced.setdefault(task.partition_path, []).extend(task.file_ids)
         metadata = CommitMetadata.from_write_stats(stats, OPERATION_TYPE, schema, replaced)
-        complete_commit(table, instant, REPLACE_COMMIT, metadata, reader)
+        complete_commit(table, instant, REPLACE_COMMIT, metadata, undo.markers)
     except Exception as failure:
-        raise _undo_failed_run(table, instant, reader, failure) from failure
+        raise _undo_failed_run(undo, instant, failure) from failure
     return ClusterResult(
         instant=instant,
         groups=len(tasks),
@@ -247,15 +279,37 @@ def _run_plan(
     )
 
 
-def _undo_failed_run(
-    table: HoodieTable, instant: str, reader: MarkerReader, failure: Exception
-) -> Exception:
+def _stage_moved_keys(
+    spark: SparkSession,
+    table: HoodieTable,
+    instant: str,
+    stats: Sequence[WriteStat],
+    index: IndexClient,
+) -> None:
+    """Stage every key of the new files at its new file group, once the keys read back
+    agree with the rows written (the replaced groups' entries are overwritten)."""
+    written = [
+        BaseFile(s.partition_path, s.file_id, instant, s.path, s.file_size_in_bytes) for s in stats
+    ]
+    changes = file_changes(spark, table.uri, table.config, written)
+    rows = sum(s.num_writes for s in stats)
+    staged = index.stage(instant, changes) if len(changes) else 0
+    if not len(changes) == staged == rows:
+        raise FailedPreconditionError(
+            f"the record index staged {staged} moved keys of {len(changes)} read back for "
+            f"{rows} rows written: clustering {instant} is not committed",
+            field="index",
+        )
+
+
+def _undo_failed_run(undo: _Undo, instant: str, failure: Exception) -> Exception:
     """Roll the failed run back to its plan; the error says what became of it."""
+    table = undo.table
     try:
         table.timeline.reload()
         if table.timeline.find(instant).is_completed:
             return failure
-        rollback(table, instant, reader, keep_plan=True)
+        undo.to_plan(instant)
     except TidemarkError as error:
         log.warning("cluster.rollback_failed", table=table.uri, instant=instant, error=str(error))
         note = f"clustering {instant} failed and is left inflight: the next run rolls it back"
@@ -389,6 +443,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="marker service address host:port (default: start an embedded one in the driver)",
     )
     parser.add_argument(
+        "--index-service",
+        help="index service address host:port, for a table with a record index (default: "
+        "start an embedded one in the driver)",
+    )
+    parser.add_argument(
         "--row-group-mb",
         type=float,
         default=DEFAULT_ROW_GROUP_BYTES / MIB,
@@ -414,6 +473,7 @@ def run(args: argparse.Namespace) -> list[ClusterResult]:
             marker_service_address=address,
             row_group_bytes=math.ceil(args.row_group_mb * MIB),
             lock_lease_s=args.lock_lease_s,
+            index_service_address=args.index_service,
         )
 
     if args.markers == "service" and not args.marker_service:

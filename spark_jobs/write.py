@@ -250,7 +250,7 @@ def write(
         )
         owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
         with (
-            _index_client(table.uri, prepared.indexed, index_service_address) as index_client,
+            index_client(table.uri, prepared.indexed, index_service_address) as index_service,
             cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel,
         ):
             lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
@@ -274,7 +274,7 @@ def write(
                         idempotency_key,
                         lock.holder,
                         prepared.tagging,
-                        index_client,
+                        index_service,
                         on_pending_clustering,
                     ),
                     clock,
@@ -363,7 +363,7 @@ class _Input:
 
 
 @contextmanager
-def _index_client(
+def index_client(
     table_uri: str, indexed: bool, address: str | None
 ) -> Iterator[IndexClient | None]:
     """A client of the index service for a table with a record index (an embedded service

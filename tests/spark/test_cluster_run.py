@@ -5,6 +5,7 @@ and killed runs rolled back to their plan and re-run, bad instants refused untou
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from services.marker.embedded import start_embedded_marker_service
+from spark.indexkit import assert_index_agrees
 from spark.sparkkit import (
     copy_fixture,
     data_files,
@@ -31,6 +33,7 @@ from spark.sparkkit import (
 from spark_jobs.cluster import ClusterResult, run_clustering
 from spark_jobs.curves import layout_order
 from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from spark_jobs.index_build import build_index
 from spark_jobs.write import write
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
@@ -166,14 +169,18 @@ def _completed_metadata(uri: str, instant: str) -> Any:
 
 
 def test_linear_files_have_disjoint_ranges_and_meta_columns_are_kept(
-    spark: SparkSession, table: str
+    spark: SparkSession, table: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Through the CLI, as a user runs it."""
     before = {
         row[RECORD_KEY]: row
         for row in hudi_rs_table(table).select(list(META_COLUMNS)).to_pylist()  # type: ignore[union-attr]
     }
-    schedule(table, ("a",), "linear", output_files=4)
-    cluster(spark, table)
+    instant = schedule(table, ("a",), "linear", output_files=4)
+    argv = ["cluster", "run", "--table", table, "--markers", "direct", "--json"]
+    assert main([*argv, "--master", str(spark.sparkContext.master)]) == 0
+    [reported] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["plans"]
+    assert (reported["instant"], reported["files_written"], reported["rows"]) == (instant, 8, ROWS)
     view = HoodieTable.open(table).view().file_groups_by_partition()
     for files in view.values():
         ranges = sorted(
@@ -212,6 +219,7 @@ def _paths_before(uri: str) -> set[str]:
 
 
 def test_failed_run_is_rolled_back_to_its_plan_and_reruns(spark: SparkSession, table: str) -> None:
+    build_index(spark, table, shards=3)
     before_files = data_files(table)
     before = rows_without_file_name(table)
     instant = schedule(table, groups_per_partition=2)
@@ -231,6 +239,7 @@ def test_failed_run_is_rolled_back_to_its_plan_and_reruns(spark: SparkSession, t
     [result] = cluster(spark, table, instant)
     assert result.files_written == 8
     assert rows_without_file_name(table) == before
+    assert_index_agrees(table)
 
 
 def _requested_bytes(uri: str, instant: str) -> bytes:
@@ -238,6 +247,8 @@ def _requested_bytes(uri: str, instant: str) -> bytes:
 
 
 def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) -> None:
+    """The killed run staged its index changes; the re-run discards them with its files."""
+    build_index(spark, table, shards=3)
     before_files = data_files(table)
     before = rows_without_file_name(table)
     instant = schedule(table)
@@ -268,6 +279,7 @@ def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) ->
     assert rows_without_file_name(table) == before
     committed = {s.path for s in _completed_metadata(table, instant).write_stats}
     assert data_files(table) == before_files | committed
+    assert_index_agrees(table)
 
 
 def test_bad_instants_are_refused_without_touching_the_table(
