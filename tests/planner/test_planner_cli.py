@@ -120,3 +120,23 @@ def test_cancel_of_a_commit_is_one_line(
     assert hoodie_files(small_files) == before
     code, _, err = run(capsys, "list", "--table", str(tmp_path / "missing"))
     assert code == 2 and "not a Hudi table" in err and err.count("\n") == 1
+
+
+def test_trigger_policy_set_and_shown(
+    small_files: HoodieTable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = small_files.uri
+    code, out, _ = run(capsys, "trigger", "--table", uri, "--json")
+    assert code == 0 and json.loads(out)["trigger"] == "on demand"
+    code, out, _ = run(
+        capsys, "trigger", "--table", uri, "--every-commits", "4", "--sort-columns", "name"
+    )
+    assert (code, out) == (0, f"clustering of {uri} is scheduled after every 4 commits\n")
+    code, out, _ = run(capsys, "trigger", "--table", uri, "--json")
+    shown = json.loads(out)
+    assert (shown["every_n_commits"], shown["sort_columns"]) == (4, ["name"])
+    before = hoodie_files(small_files)
+    code, _, err = run(capsys, "trigger", "--table", uri, "--every-seconds", "0")
+    assert code == 2
+    assert err == "tidemark cluster: error: policy.every_seconds: must be > 0\n"
+    assert hoodie_files(small_files) == before

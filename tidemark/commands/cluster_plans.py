@@ -1,4 +1,5 @@
-"""``tidemark cluster schedule|list|cancel``: clustering plans through the planner service.
+"""``tidemark cluster schedule|list|cancel|trigger``: clustering plans and trigger
+policies through the planner service.
 
 Without ``--planner-service HOST:PORT`` the commands start an embedded planner service in
 this process (like ``tidemark write``'s embedded marker service) and talk to it over
@@ -23,28 +24,58 @@ PLAN_STATES = {pb.PLAN_STATE_REQUESTED: "requested", pb.PLAN_STATE_INFLIGHT: "in
 
 
 def register(actions: Any) -> None:
-    """Add ``schedule``, ``list`` and ``cancel`` to the ``tidemark cluster`` subcommands."""
-    schedule = _subcommand(actions, "schedule", "plan the table's small files", run_schedule)
-    schedule.add_argument(
-        "--sort-columns", default="", help="columns ordering the rewritten rows, a,b"
+    """Add ``schedule``, ``list``, ``cancel`` and ``trigger`` to the ``tidemark cluster``
+    subcommands."""
+    _add_plan_options(
+        _subcommand(actions, "schedule", "plan the table's small files", run_schedule)
     )
-    schedule.add_argument(
-        "--layout", choices=tuple(LAYOUTS), default="linear", help="row order (default linear)"
-    )
-    schedule.add_argument(
-        "--partitions",
-        default="all",
-        help="all (default), recent:N (the N greatest partition paths), regex:R, list:p1,p2",
-    )
-    schedule.add_argument("--target-file-mb", type=int, help="size of written files (1024)")
-    schedule.add_argument("--small-file-mb", type=int, help="cluster files below this (300)")
-    schedule.add_argument("--max-group-mb", type=int, help="input per group at most (2048)")
-    schedule.add_argument("--max-groups", type=int, help="groups per plan at most (30)")
 
     _subcommand(actions, "list", "list the pending plans", run_list)
 
     cancel = _subcommand(actions, "cancel", "roll a pending plan back", run_cancel)
     cancel.add_argument("--instant", required=True, help="instant time of the plan")
+
+    trigger = _subcommand(
+        actions,
+        "trigger",
+        "show or set when the planner service schedules the table by itself",
+        run_trigger,
+    )
+    when = trigger.add_mutually_exclusive_group()
+    when.add_argument("--every-commits", type=int, metavar="N", help="after every N commits")
+    when.add_argument("--every-seconds", type=int, metavar="S", help="every S seconds")
+    when.add_argument("--on-demand", action="store_true", help="only on request (clears it)")
+    _add_plan_options(trigger)
+
+
+def _add_plan_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sort-columns", default="", help="columns ordering the rewritten rows, a,b"
+    )
+    parser.add_argument(
+        "--layout", choices=tuple(LAYOUTS), default="linear", help="row order (default linear)"
+    )
+    parser.add_argument(
+        "--partitions",
+        default="all",
+        help="all (default), recent:N (the N greatest partition paths), regex:R, list:p1,p2",
+    )
+    parser.add_argument("--target-file-mb", type=int, help="size of written files (1024)")
+    parser.add_argument("--small-file-mb", type=int, help="cluster files below this (300)")
+    parser.add_argument("--max-group-mb", type=int, help="input per group at most (2048)")
+    parser.add_argument("--max-groups", type=int, help="groups per plan at most (30)")
+
+
+def _plan_options(args: argparse.Namespace) -> pb.PlanOptions:
+    return plan_options(
+        sort_columns=[c.strip() for c in args.sort_columns.split(",") if c.strip()],
+        layout=args.layout,
+        partitions=args.partitions,
+        target_file_bytes=_bytes(args.target_file_mb),
+        small_file_limit_bytes=_bytes(args.small_file_mb),
+        max_bytes_per_group=_bytes(args.max_group_mb),
+        max_groups=args.max_groups,
+    )
 
 
 def _subcommand(
@@ -77,17 +108,8 @@ def planner_client(address: str | None) -> Iterator[PlannerClient]:
 
 
 def run_schedule(args: argparse.Namespace) -> int:
-    options = plan_options(
-        sort_columns=[c.strip() for c in args.sort_columns.split(",") if c.strip()],
-        layout=args.layout,
-        partitions=args.partitions,
-        target_file_bytes=_bytes(args.target_file_mb),
-        small_file_limit_bytes=_bytes(args.small_file_mb),
-        max_bytes_per_group=_bytes(args.max_group_mb),
-        max_groups=args.max_groups,
-    )
     with planner_client(args.planner_service) as client:
-        response = client.schedule(args.table, options)
+        response = client.schedule(args.table, _plan_options(args))
     if not response.HasField("plan"):
         if args.json:
             print(json.dumps({"instant": None, "reason": response.reason}))
@@ -132,6 +154,50 @@ def run_cancel(args: argparse.Namespace) -> int:
     else:
         print(f"cancelled clustering plan {args.instant} (rollback {rollback})")
     return 0
+
+
+def run_trigger(args: argparse.Namespace) -> int:
+    """Without --every-commits, --every-seconds or --on-demand, show the policy."""
+    options = _plan_options(args)
+    if args.every_commits is not None:
+        policy: pb.TriggerPolicy | None = pb.TriggerPolicy(
+            every_n_commits=max(args.every_commits, 0), options=options
+        )
+    elif args.every_seconds is not None:
+        policy = pb.TriggerPolicy(every_seconds=max(args.every_seconds, 0), options=options)
+    elif args.on_demand:
+        policy = pb.TriggerPolicy(on_demand=pb.OnDemand(), options=options)
+    else:
+        policy = None
+    with planner_client(args.planner_service) as client:
+        if policy is None:
+            policy = client.get_policy(args.table)
+        else:
+            policy = client.set_policy(args.table, policy)
+    summary = policy_summary(policy)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"clustering of {args.table} is scheduled {summary['trigger']}")
+    return 0
+
+
+def policy_summary(policy: pb.TriggerPolicy) -> dict[str, Any]:
+    kind = policy.WhichOneof("trigger")
+    if kind == "every_n_commits":
+        trigger = f"after every {policy.every_n_commits} commits"
+    elif kind == "every_seconds":
+        trigger = f"every {policy.every_seconds} s"
+    else:
+        trigger = "on demand"
+    options = policy.options
+    return {
+        "trigger": trigger,
+        "every_n_commits": policy.every_n_commits,
+        "every_seconds": policy.every_seconds,
+        "sort_columns": list(options.sort_columns),
+        "layout": LAYOUT_NAMES.get(options.layout, "linear"),
+    }
 
 
 def plan_summary(plan: pb.Plan) -> dict[str, Any]:
