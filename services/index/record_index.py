@@ -2,11 +2,12 @@
 
 Visibility follows the table's timeline (``tidemark.table.timeline``): a delta counts once
 its instant is a completed commit or replacecommit on the active timeline, or is older
-than the whole active timeline (archived: failed writes are rolled back, and their deltas
-discarded, before archiving can pass them). A delta whose instant is at or before its
-shard's base instant is already folded into the base. Among the rest, the newest instant
-wins and a tombstone deletes. Compaction folds the visible deltas before the earliest
-pending instant into new bases; ``discard`` deletes a never-completed instant's deltas.
+than the whole active timeline and listed by Hudi's archived timeline as a completed
+write: the rule the file-system view applies to base files, so a late delta of a
+rolled-back write never counts, even once archiving passes it. A delta whose instant is at
+or before its shard's base instant is already folded into the base. Among the rest, the
+newest instant wins and a tombstone deletes. Compaction folds the visible deltas before
+the earliest pending instant into new bases; ``discard`` deletes a never-completed instant's deltas.
 
 Lookups sort and de-duplicate the batch once, split it by shard and ask each shard's
 files for whole sorted runs of keys (``ShardReader.lookup``).
@@ -31,7 +32,9 @@ from services.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_
 from services.index.sharding import shard_of
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from tidemark.storage.base import Storage
+from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
 from tidemark.table.instant import validate_instant_time
+from tidemark.table.properties import read_properties
 from tidemark.table.timeline import WRITE_ACTIONS, Timeline
 
 COMPACT_AFTER_DELTAS = 8
@@ -59,7 +62,7 @@ class _View:
     """What the index knows: timeline, each shard's base instant and every stage manifest."""
 
     completed: frozenset[str]
-    earliest: str | None
+    archived: frozenset[str]
     pending: tuple[str, ...]
     latest: str | None
     bases: tuple[str, ...]
@@ -67,7 +70,7 @@ class _View:
     loaded_at: float = field(default_factory=time.monotonic)
 
     def visible(self, instant: str) -> bool:
-        return instant in self.completed or (self.earliest is not None and instant < self.earliest)
+        return instant in self.completed or instant in self.archived
 
     def deltas(self, shard: int, before: str | None = None) -> list[layout.StageManifest]:
         """Visible manifests touching ``shard`` past its base, oldest first."""
@@ -95,6 +98,7 @@ class RecordIndex:
         self.cache = cache
         self._lock = threading.Lock()
         self._timeline = Timeline(storage)
+        self._archive: ArchivedTimeline | None = None
         self._manifests: dict[str, layout.StageManifest] = {}
         self._view = self._load_view()
 
@@ -133,14 +137,24 @@ class RecordIndex:
                 except NotFoundError:
                     continue
         self._manifests = {name: m for name, m in self._manifests.items() if name in listed}
+        earliest = instants[0].timestamp if instants else None
         return _View(
             completed=frozenset(i.timestamp for i in self._timeline.completed(WRITE_ACTIONS)),
-            earliest=instants[0].timestamp if instants else None,
+            archived=self._archived_writes(earliest),
             pending=tuple(i.timestamp for i in self._timeline.pending()),
             latest=instants[-1].timestamp if instants else None,
             bases=bases,
             manifests=tuple(self._manifests.values()),
         )
+
+    def _archived_writes(self, earliest: str | None) -> frozenset[str]:
+        """Read only when a stage manifest is older than the active timeline."""
+        if earliest is None or all(m.instant >= earliest for m in self._manifests.values()):
+            return frozenset()
+        if self._archive is None:
+            folder = archive_folder(read_properties(self.storage))
+            self._archive = ArchivedTimeline(self.storage, folder)
+        return self._archive.completed_writes()
 
     def _read_bases(self) -> tuple[str, ...]:
         records = self.storage.list_dir(layout.BASES_DIR).files

@@ -3,8 +3,11 @@ restarts, and a model-based test against a dict."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
+from table.hudi_archive import archived_commit, write_archive
 
 from services.index import layout
 from services.index.block_cache import BlockCache
@@ -14,6 +17,7 @@ from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage import Storage, open_storage
 
 from .indexkit import Commits, uuid_keys
+from .servicekit import create_table
 
 Location = tuple[str, str, str]
 Indexed = tuple[Storage, Commits, dict[str, Location]]
@@ -204,3 +208,28 @@ def test_index_on_s3_with_a_small_cache(s3_bucket: str) -> None:
         "absent": None,
     }
     assert index.cache.stats().bytes <= 64 << 10
+
+
+def test_a_delta_older_than_the_active_timeline_counts_only_if_the_archive_lists_it(
+    local_root: str,
+) -> None:
+    """Older than the active timeline proves nothing by itself: a fenced writer's late delta
+    (its write rolled back) must not count, a delta of a commit Hudi archived must."""
+    storage = create_table(local_root).storage
+    commits = Commits(storage)
+    archived, late = commits.start(), commits.start()
+    build(storage, {"kept": ("p1", "f1-0", "20200101000000000")}, 10, "20200101000000000")
+    index = RecordIndex.open(storage)
+    index.stage(archived, changes({"archived": ("p2", "f2-0")}))
+    index.stage(late, changes({"kept": None, "late": ("p3", "f3-0")}))
+    commits.roll_back(archived)
+    commits.roll_back(late)
+    newest = commits.start()
+    commits.complete(newest)
+    write_archive(Path(local_root) / ".hoodie" / "archived", 1, archived_commit(archived))
+
+    assert answers(RecordIndex.open(storage), ["archived", "kept", "late"], as_of=newest) == {
+        "archived": ("p2", "f2-0", archived),
+        "kept": ("p1", "f1-0", "20200101000000000"),
+        "late": None,
+    }
