@@ -151,6 +151,13 @@ def check_new_keys(
         )
 
 
+def new_files(stats: Sequence[WriteStat], instant: str) -> list[BaseFile]:
+    """The files a write created, as base files of ``instant``."""
+    return [
+        BaseFile(s.partition_path, s.file_id, instant, s.path, s.file_size_in_bytes) for s in stats
+    ]
+
+
 def stage_changes(
     client: IndexClient,
     instant: str,

@@ -14,10 +14,18 @@ import sys
 from collections.abc import Sequence
 
 from services.index.record_index import RecordIndex
+from tidemark.storage import Storage
 from tidemark.table.commit import RollbackResult, rollback, rollback_failed_writes
 from tidemark.table.lock import TableLock
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.table import HoodieTable
+
+
+def discard_staged(storage: Storage, instant: str) -> None:
+    """Delete what a rolled-back ``instant`` staged in the table's record index, if any
+    (never visible: the instant never completed)."""
+    if RecordIndex.exists(storage):
+        RecordIndex.open(storage).discard(instant)
 
 
 def rollback_table(table_uri: str, instant: str | None = None) -> list[RollbackResult]:
@@ -31,10 +39,8 @@ def rollback_table(table_uri: str, instant: str | None = None) -> list[RollbackR
             results = rollback_failed_writes(table, markers, lock_held=True)
         else:
             results = [rollback(table, instant, markers)]
-        if results and RecordIndex.exists(table.storage):
-            index = RecordIndex.open(table.storage)
-            for result in results:
-                index.discard(result.rolled_back.timestamp)
+        for result in results:
+            discard_staged(table.storage, result.rolled_back.timestamp)
         return results
 
 

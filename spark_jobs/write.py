@@ -45,6 +45,7 @@ from spark_jobs.index_writes import (
     check_new_keys,
     choose_tagging,
     file_changes,
+    new_files,
     replaced_changes,
     stage_changes,
     tag_with_index,
@@ -610,11 +611,7 @@ def _stage_index_changes(
     also removes the keys of the file groups it replaced."""
     assert options.index_client is not None
     if routed is None:
-        written = [
-            BaseFile(s.partition_path, s.file_id, instant, s.path, s.file_size_in_bytes)
-            for s in stats
-        ]
-        changes = file_changes(spark, table.uri, table.config, written)
+        changes = file_changes(spark, table.uri, table.config, new_files(stats, instant))
     else:
         changes = run_spark_action(lambda: bucket_changes(*routed))
     if operation in UNTAGGED_OPERATIONS:

@@ -2,7 +2,8 @@
 index answers for exactly the snapshot's keys at their file groups (``indexkit``), on the
 local file system and the local S3 server, whatever tags the keys (``--index record`` or
 ``simple``), for moves, deletes, inserts of existing keys, bulk_insert and insert_overwrite;
-a writer killed before its commit changes no lookup."""
+clustering moves keys to new file groups; a writer killed before its commit changes no
+lookup."""
 
 from __future__ import annotations
 
@@ -23,13 +24,23 @@ from services.index.record_index import RecordIndex
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import SCHEMA, files_in_view
+from spark_jobs.cluster import run_clustering
 from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE
 from spark_jobs.index_build import build_index
 from spark_jobs.read import read_dataframe
 from spark_jobs.write import write
 from tidemark.errors import FailedPreconditionError
 from tidemark.storage import open_storage
+from tidemark.table.clustering_plan import (
+    ClusteringGroup,
+    ClusteringPlan,
+    ClusteringStrategy,
+    SliceInfo,
+    save_plan,
+)
+from tidemark.table.lock import TableLock
 from tidemark.table.reader import read_snapshot
+from tidemark.table.table import HoodieTable
 
 
 def rows(spark: SparkSession, *values: tuple[int, str, str, int]) -> DataFrame:
@@ -154,3 +165,24 @@ def test_a_writer_killed_before_its_commit_changes_no_lookup(
     assert [info.path for info in storage.list(layout.STAGED_DIR + "/")] != staged
     located = assert_index_agrees(table_uri)
     assert "50" not in located and "60" in located
+
+
+def test_clustering_moves_keys_to_their_new_file_groups(
+    spark: SparkSession, table_uri: str
+) -> None:
+    before = indexed_table(spark, table_uri)
+    table = HoodieTable.open(table_uri)
+    groups = tuple(
+        ClusteringGroup(
+            tuple(SliceInfo(f.partition_path, f.file_id, f.path, f.size) for f in files), 1
+        )
+        for files in table.view().file_groups_by_partition().values()
+    )
+    plan = ClusteringPlan(groups=groups, strategy=ClusteringStrategy(("id",), "linear", 1 << 30))
+    with TableLock(table.storage, "test-scheduler") as lock:
+        table.timeline.fence = lock
+        save_plan(table, plan)
+    run_clustering(spark, table_uri)
+    after = assert_index_agrees(table_uri)
+    assert set(after) == set(before)
+    assert {file_id for _, file_id in after.values()}.isdisjoint(f for _, f in before.values())
