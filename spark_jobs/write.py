@@ -687,7 +687,9 @@ def _plan(
         ]
     changed = [(f.partition_path, f.file_id) for f in touched]
     changed += [(partition, file_id) for partition, ids in replaced.items() for file_id in ids]
-    clustering.resolve(changed, options.on_pending_clustering)
+    for plan_instant in clustering.resolve(changed, options.on_pending_clustering):
+        if options.index_client is not None:  # what a dead run of the plan staged
+            options.index_client.discard(plan_instant)
     plan = plan_writes(
         touched_files=touched,
         inserts_per_partition=inserts,
