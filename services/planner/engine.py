@@ -30,6 +30,7 @@ from services.planner.policy import TriggerPolicy
 from services.planner.strategy import FileSlices, PlanOptions, plan_clustering
 from services.planner.triggers import TriggerLoop, load_policy, save_policy
 from spark_jobs.curves import check_sortable
+from spark_jobs.rollback import discard_staged
 from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
 from tidemark.table.commit import RollbackResult, rollback
@@ -96,13 +97,14 @@ class PlannerEngine:
         return pending_plan(HoodieTable.open(table_uri), instant)
 
     def cancel(self, table_uri: str, instant: str) -> RollbackResult:
-        """Roll the pending plan back as Hudi rolls back a pending replacecommit (any files
-        an interrupted executor wrote are deleted too)."""
+        """Roll the pending plan back as Hudi rolls back a pending replacecommit (files an
+        interrupted run wrote are deleted, what it staged in the record index discarded)."""
         table = HoodieTable.open(table_uri)
         pending_plan(table, instant)
         with self._locked(table):
             pending_plan(table, instant)
             result = rollback(table, instant, StorageMarkerReader(table.storage))
+            discard_staged(table.storage, instant)
         self._count("cancelled")
         return result
 
