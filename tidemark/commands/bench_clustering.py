@@ -1,0 +1,387 @@
+"""``tidemark bench clustering``: the clustering blog's session query, before and after.
+
+A table shaped like the blog's: events of many sessions, written in arrival order into
+many small files, so every file holds a slice of time and a spread of session ids. The
+query ``session_id = X`` prunes files by their min/max and row groups by their
+statistics (footer statistics, as Spark reads Parquet without Hudi's metadata table),
+then reads what is left: files read, rows read and time, before and after clustering by
+``session_id``. Then the same rows clustered on two columns (``session_id``,
+``item_id``; item ids skewed) with the linear, z-order and Hilbert layouts, and with
+delta-rs's ``z_order`` (the ``deltalake`` package) at about the same file size: the
+fraction of files a single-column equality predicate skips, on each column, and the
+rewrite time. Last, the planner's strategy over 100k synthetic file slices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from rich.console import Console
+from rich.table import Table
+
+from services.planner.strategy import FileSlices, PlanOptions, plan_clustering
+from spark_jobs.cluster import run_clustering
+from spark_jobs.session import build_session
+from spark_jobs.write import write
+from tidemark.commands.args import positive_int
+from tidemark.logs import configure_logging
+from tidemark.storage import Storage, open_storage
+from tidemark.table.clustering_plan import save_plan
+from tidemark.table.lock import TableLock
+from tidemark.table.table import HoodieTable
+
+EVENTS_PER_SESSION = 40
+ITEMS = 100_000
+QUERIES = 20
+SKIP_PROBES = 100
+SORT_COLUMNS = ("session_id", "item_id")
+TWO_COLUMN_LAYOUTS = ("linear", "zorder", "hilbert")
+PLAN_SLICES = 100_000
+OUTPUT_FILE_RATIO = 8
+"""Clustering stitches this many input files into one (the blog: 13,642 -> 294 files)."""
+ROW_GROUPS_PER_FILE = 8
+"""Row groups per clustered file (the blog's 600 MB files with Hudi's 120 MB blocks: 5)."""
+SEED = 20210127
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "clustering",
+        help="session query before/after clustering; layouts vs delta-rs z_order",
+        description=__doc__,
+    )
+    parser.add_argument("--rows", type=positive_int, default=2_000_000, help="events")
+    parser.add_argument("--files", type=positive_int, default=400, help="small files before")
+    parser.add_argument("--master", default="local[*]", help="Spark master")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.set_defaults(handler=_handle)
+
+
+def events(rows: int, seed: int = SEED) -> pa.Table:
+    """Events in arrival order: sessions start at random times and send their events
+    over a window; session ids are random 62-bit numbers (hashed ids), item ids skewed
+    towards popular items."""
+    rng = np.random.default_rng(seed)
+    sessions = max(1, rows // EVENTS_PER_SESSION)
+    session_ids = rng.choice(2**62, size=sessions, replace=False)
+    owner = rng.integers(0, sessions, rows)
+    starts = rng.uniform(0, rows, sessions)
+    times = starts[owner] + rng.uniform(0, rows / 50, rows)
+    order = np.argsort(times, kind="stable")
+    owner, times = owner[order], times[order]
+    items = (ITEMS * rng.random(rows) ** 3).astype(np.int64)
+    kinds = np.array(["view", "click", "cart", "buy", "search", "scroll", "share", "exit"])
+    return pa.table(
+        {
+            "event_id": pa.array(np.arange(rows, dtype=np.int64)),
+            "session_id": pa.array(session_ids[owner].astype(np.int64)),
+            "item_id": pa.array(items),
+            "ts": pa.array((times * 1_000_000).astype(np.int64) + 1_700_000_000_000_000).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
+            "event_type": pa.array(kinds[rng.integers(0, len(kinds), rows)]),
+            "amount": pa.array(np.round(rng.exponential(20.0, rows), 2)),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    files_read: int
+    rows_read: int
+    rows_matched: int
+    seconds: float
+
+
+def scan_equal(storage: Storage, paths: Sequence[str], column: str, value: Any) -> ScanResult:
+    """``column = value`` over the files: a file is read only if its row-group
+    statistics admit the value, and only those row groups are read."""
+    started = time.perf_counter()
+    files_read = rows_read = matched = 0
+    for path in paths:
+        with storage.open_input(path) as stream:
+            parquet = pq.ParquetFile(stream)
+            groups = _row_groups_admitting(parquet.metadata, column, value)
+            if not groups:
+                continue
+            rows = parquet.read_row_groups(groups)
+        files_read += 1
+        rows_read += rows.num_rows
+        matched += int(np.count_nonzero(rows.column(column).to_numpy() == value))
+    return ScanResult(files_read, rows_read, matched, time.perf_counter() - started)
+
+
+def _row_groups_admitting(metadata: pq.FileMetaData, column: str, value: Any) -> list[int]:
+    index = metadata.schema.names.index(column)
+    admitted = []
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max or stats.min <= value <= stats.max:
+            admitted.append(group)
+    return admitted
+
+
+def file_bounds(storage: Storage, paths: Sequence[str], column: str) -> np.ndarray:
+    """Per file, the column's (min, max) from its footer (the min/max a column-stats
+    index would hold)."""
+    bounds = np.empty((len(paths), 2), dtype=np.int64)
+    for row, path in enumerate(paths):
+        with storage.open_input(path) as stream:
+            metadata = pq.ParquetFile(stream).metadata
+        index = metadata.schema.names.index(column)
+        stats = [
+            metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)
+        ]
+        bounds[row] = (min(s.min for s in stats), max(s.max for s in stats))
+    return bounds
+
+
+def skipped_fraction(bounds: np.ndarray, probes: np.ndarray) -> float:
+    """Mean fraction of files whose [min, max] excludes the probe value."""
+    if len(bounds) == 0:
+        return 0.0
+    inside = (bounds[:, 0][None, :] <= probes[:, None]) & (probes[:, None] <= bounds[:, 1][None, :])
+    return float(1.0 - inside.mean())
+
+
+def probes(rows: pa.Table, column: str, count: int = SKIP_PROBES, seed: int = SEED) -> np.ndarray:
+    """Values to look for: drawn uniformly from the column's distinct values."""
+    distinct = np.unique(rows.column(column).to_numpy())
+    return np.random.default_rng(seed).choice(
+        distinct, size=min(count, len(distinct)), replace=False
+    )
+
+
+def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str, Any]:
+    """Everything side by side on the same rows; returns the measured numbers."""
+    spark = build_session(master, app_name="tidemark-bench-clustering")
+    data = events(rows)
+    before_uri = str(workdir / "events")
+    frame = spark.createDataFrame(data.to_pandas()).repartitionByRange(files, "event_id")
+    write(spark, frame, before_uri, "bulk_insert", record_key_fields=["event_id"])
+    before_files = _latest_paths(before_uri)
+    total_bytes = sum(size for _, size in before_files.values())
+    target = max(1, total_bytes * OUTPUT_FILE_RATIO // max(1, len(before_files)))
+    row_group = max(1, target // ROW_GROUPS_PER_FILE)
+    sessions = probes(data, "session_id", QUERIES)
+    before_scan = _scan_all(before_uri, "session_id", sessions)
+
+    session_uri = _copy(before_uri, workdir / "by-session")
+    schedule_whole_table(session_uri, ("session_id",), "linear", target)
+    rewrite_s = _cluster(spark, session_uri, row_group)
+    after_scan = _scan_all(session_uri, "session_id", sessions)
+    checks = {column: probes(data, column) for column in SORT_COLUMNS}
+    layouts: dict[str, dict[str, float]] = {}
+    for layout in TWO_COLUMN_LAYOUTS:
+        uri = _copy(before_uri, workdir / layout)
+        schedule_whole_table(uri, SORT_COLUMNS, layout, target)
+        seconds = _cluster(spark, uri, row_group)
+        paths = list(_latest_paths(uri))
+        layouts[layout] = _skipping(uri, paths, checks) | {
+            "rewrite_s": seconds,
+            "files": len(paths),
+        }
+    layouts["delta-rs"] = _deltars_zorder(data, workdir / "delta", target, checks)
+    before_mean = _mean(before_scan)
+    after_mean = _mean(after_scan)
+    return {
+        "rows": rows,
+        "files_before": len(before_files),
+        "files_after": len(_latest_paths(session_uri)),
+        "bytes_before": total_bytes,
+        "target_file_bytes": target,
+        "queries": len(sessions),
+        "files_read_before": before_mean["files_read"],
+        "files_read_after": after_mean["files_read"],
+        "rows_read_before": before_mean["rows_read"],
+        "rows_read_after": after_mean["rows_read"],
+        "rows_read_after_fraction": after_mean["rows_read"] / rows,
+        "query_s_before": before_mean["seconds"],
+        "query_s_after": after_mean["seconds"],
+        "query_speedup": before_mean["seconds"] / max(after_mean["seconds"], 1e-9),
+        "cluster_by_session_s": rewrite_s,
+        "layouts": layouts,
+        "zorder_skipped": layouts["zorder"]["skipped"],
+        "hilbert_skipped": layouts["hilbert"]["skipped"],
+        "linear_skipped": layouts["linear"]["skipped"],
+        "deltars_skipped": layouts["delta-rs"]["skipped"],
+        "plan_100k_s": plan_speed(PLAN_SLICES),
+    }
+
+
+def schedule_whole_table(
+    uri: str, sort_columns: Sequence[str], layout: str, target_file_bytes: int
+) -> str:
+    """Plan every file group with the planner's strategy (one group per partition: the
+    group limit is the table's size), saved under the table lock."""
+    table = HoodieTable.open(uri)
+    files = table.view().latest_base_files()
+    everything = sum(f.size for f in files) + 1
+    options = PlanOptions(
+        sort_columns=tuple(sort_columns),
+        layout=layout,
+        target_file_bytes=target_file_bytes,
+        small_file_limit_bytes=everything,
+        max_bytes_per_group=everything,
+    )
+    outcome = plan_clustering(FileSlices.from_base_files(files), options)
+    assert outcome.plan is not None, outcome.reason
+    with TableLock(table.storage, "tidemark-bench-clustering") as lock:
+        table.timeline.fence = lock
+        return save_plan(table, outcome.plan).timestamp
+
+
+def plan_speed(slices: int) -> float:
+    """Seconds for the planner's strategy to plan ``slices`` small file slices over 100
+    partitions (Hudi's defaults otherwise)."""
+    rng = np.random.default_rng(SEED)
+    file_slices = FileSlices(
+        partitions=np.array([f"day={i % 100:03d}" for i in range(slices)], dtype=object),
+        file_ids=np.array(
+            [f"{i:08x}-0000-0000-0000-000000000000-0" for i in range(slices)], dtype=object
+        ),
+        paths=np.array([f"day={i % 100:03d}/f{i}.parquet" for i in range(slices)], dtype=object),
+        sizes=rng.integers(1, 300 * 1024 * 1024, slices),
+    )
+    options = PlanOptions(max_groups=slices)
+    started = time.perf_counter()
+    outcome = plan_clustering(file_slices, options)
+    seconds = time.perf_counter() - started
+    assert outcome.plan is not None, outcome.reason
+    return seconds
+
+
+def _latest_paths(uri: str) -> dict[str, tuple[str, int]]:
+    return {f.path: (f.file_id, f.size) for f in HoodieTable.open(uri).view().latest_base_files()}
+
+
+def _copy(uri: str, target: Path) -> str:
+    shutil.copytree(uri, target)
+    return str(target)
+
+
+def _scan_all(uri: str, column: str, values: np.ndarray) -> list[ScanResult]:
+    storage = open_storage(uri)
+    paths = list(_latest_paths(uri))
+    return [scan_equal(storage, paths, column, int(value)) for value in values]
+
+
+def _mean(scans: Sequence[ScanResult]) -> dict[str, float]:
+    return {
+        "files_read": statistics.mean(s.files_read for s in scans),
+        "rows_read": statistics.mean(s.rows_read for s in scans),
+        "seconds": statistics.mean(s.seconds for s in scans),
+    }
+
+
+def _skipping(uri: str, paths: Sequence[str], checks: dict[str, np.ndarray]) -> dict[str, float]:
+    storage = open_storage(uri)
+    fractions = {
+        f"skipped_{column}": skipped_fraction(file_bounds(storage, paths, column), values)
+        for column, values in checks.items()
+    }
+    return fractions | {"skipped": statistics.mean(fractions.values())}
+
+
+def _deltars_zorder(
+    data: pa.Table, path: Path, target_file_bytes: int, checks: dict[str, np.ndarray]
+) -> dict[str, float]:
+    """delta-rs: the same rows written once, then ``optimize.z_order`` on the same two
+    columns at the same target file size; bounds from the Delta log's file statistics.
+    ``deltalake`` is a dev dependency, imported only when the benchmark runs."""
+    from deltalake import DeltaTable, write_deltalake
+
+    write_deltalake(str(path), data)
+    table = DeltaTable(str(path))
+    started = time.perf_counter()
+    table.optimize.z_order(list(SORT_COLUMNS), target_size=target_file_bytes)
+    seconds = time.perf_counter() - started
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+    fractions = {}
+    for column, values in checks.items():
+        bounds = np.stack(
+            [
+                actions.column(f"min.{column}").to_numpy(),
+                actions.column(f"max.{column}").to_numpy(),
+            ],
+            axis=1,
+        ).astype(np.int64)
+        fractions[f"skipped_{column}"] = skipped_fraction(bounds, values)
+    return fractions | {
+        "skipped": statistics.mean(fractions.values()),
+        "rewrite_s": seconds,
+        "files": actions.num_rows,
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    console = Console()
+    query = Table(
+        title=f"session_id = X, {result['rows']:,} rows (mean of {result['queries']} queries)"
+    )
+    for column in ("table", "files", "files read", "rows read", "of all rows", "query s"):
+        query.add_column(column, justify="right")
+    for label, suffix, files in (
+        ("before (arrival order)", "before", result["files_before"]),
+        ("clustered by session", "after", result["files_after"]),
+    ):
+        query.add_row(
+            label,
+            f"{files:,}",
+            f"{result['files_read_' + suffix]:,.1f}",
+            f"{result['rows_read_' + suffix]:,.0f}",
+            f"{result['rows_read_' + suffix] / result['rows']:.2%}",
+            f"{result['query_s_' + suffix]:.4f}",
+        )
+    console.print(query)
+    console.print(
+        f"query speedup {result['query_speedup']:.1f}x; clustering by session took "
+        f"{result['cluster_by_session_s']:.1f} s"
+    )
+    layouts = Table(title="two-column layouts (session_id, item_id): files skipped by col = v")
+    for column in ("layout", "files", "session_id", "item_id", "mean", "rewrite s"):
+        layouts.add_column(column, justify="right")
+    for name, measured in result["layouts"].items():
+        layouts.add_row(
+            name,
+            f"{measured['files']:,}",
+            f"{measured['skipped_session_id']:.3f}",
+            f"{measured['skipped_item_id']:.3f}",
+            f"{measured['skipped']:.3f}",
+            f"{measured['rewrite_s']:.1f}",
+        )
+    console.print(layouts)
+    console.print(f"planner: {PLAN_SLICES:,} file slices planned in {result['plan_100k_s']:.3f} s")
+
+
+def _cluster(spark: SparkSession, uri: str, row_group_bytes: int) -> float:
+    """Seconds to run the table's pending plan."""
+    started = time.perf_counter()
+    run_clustering(spark, uri, markers="direct", row_group_bytes=row_group_bytes)
+    return time.perf_counter() - started
+
+
+def _handle(args: argparse.Namespace) -> int:
+    configure_logging(json=False, level="warning")
+    workdir = Path(tempfile.mkdtemp(prefix="tidemark-bench-clustering-"))
+    try:
+        result = run_benchmark(args.rows, args.files, workdir, args.master)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print_table(result)
+    if args.json:
+        print(json.dumps(result))
+    return 0
