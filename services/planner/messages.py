@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from services.planner.policy import TriggerPolicy
 from services.planner.strategy import PartitionFilter, PlanOptions
+from tidemark.clients.planner import LAYOUTS
 from tidemark.planner.v1 import planner_service_pb2 as pb
 from tidemark.table.clustering_plan import PendingPlan
 from tidemark.table.instant import State
-
-LAYOUTS: dict[str, pb.Layout] = {
-    "linear": pb.LAYOUT_LINEAR,
-    "zorder": pb.LAYOUT_ZORDER,
-    "hilbert": pb.LAYOUT_HILBERT,
-}
 
 
 def plan_message(pending: PendingPlan) -> pb.Plan:

@@ -13,18 +13,14 @@ from services.planner.strategy import (
     PartitionFilter,
     PlanOptions,
 )
+from tidemark.clients.planner import LAYOUT_NAMES
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.requests import table_uri
 from tidemark.table.instant import validate_instant_time
 
-LAYOUTS: dict[int, str] = {
-    pb.LAYOUT_UNSPECIFIED: "linear",
-    pb.LAYOUT_LINEAR: "linear",
-    pb.LAYOUT_ZORDER: "zorder",
-    pb.LAYOUT_HILBERT: "hilbert",
-}
+LAYOUTS: dict[pb.Layout, str] = {pb.LAYOUT_UNSPECIFIED: "linear", **LAYOUT_NAMES}
 
 
 def table(ref_base_path: str, config: ServerConfig) -> str:
