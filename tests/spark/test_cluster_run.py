@@ -349,3 +349,22 @@ def test_clustering_on_s3_with_service_markers(spark: SparkSession, s3_bucket: s
     assert (result.files_replaced, result.files_written, result.rows) == (4, 2, 200)
     assert rows_without_file_name(s3_bucket) == before
     assert len(files_in_view(s3_bucket)) == 2
+
+
+def test_planned_by_the_planner_service_and_run_from_the_cli(
+    spark: SparkSession, table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tidemark cluster schedule`` (an embedded planner service) then ``cluster run``."""
+    before = rows_without_file_name(table)
+    schedule_argv = ["cluster", "schedule", "--table", table, "--sort-columns", "b,a"]
+    assert main([*schedule_argv, "--layout", "hilbert", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    run_argv = ["cluster", "run", "--table", table, "--markers", "direct", "--json"]
+    assert main([*run_argv, "--master", str(spark.sparkContext.master)]) == 0
+    [ran] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["plans"]
+    assert ran["instant"] == planned["instant"]
+    assert (
+        (ran["groups"], ran["files_replaced"]) == (planned["groups"], planned["files"]) == (2, 12)
+    )
+    assert rows_without_file_name(table) == before
+    assert len(files_in_view(table)) == ran["files_written"] == 2
