@@ -21,19 +21,11 @@ from services.index import layout
 from services.index.block_cache import BlockCache
 from services.index.config import IndexConfig
 from services.index.record_index import RecordIndex
+from tidemark.clients.index import BuildStatus
 from tidemark.errors import NotFoundError
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class BuildStatus:
-    exists: bool
-    shards: int
-    as_of: str
-    build_in_progress: bool
-    format_version: int
 
 
 @dataclasses.dataclass

@@ -10,12 +10,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.index.build import publish_index, write_base_shard
 from services.index.sharding import shard_of
+from tidemark.commands.bench_index import bench_table_config
 from tidemark.rpc import arrow_ipc
 from tidemark.storage import Storage
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import Timeline
 
 BUILT_AS_OF = "20240101000000000"
 SHARDS = 10
@@ -30,21 +28,8 @@ KEYS = [
 
 
 def create_table(uri: str) -> HoodieTable:
-    """An empty COW table keyed by a string ``uid``, partitioned by ``dt``."""
-    schema = (
-        '{"type":"record","name":"t","fields":[{"name":"uid","type":"string"},'
-        '{"name":"dt","type":"string"}]}'
-    )
-    config = TableConfig(
-        name="t",
-        record_key_fields=("uid",),
-        partition_fields=("dt",),
-        precombine_field=None,
-        hive_style=False,
-        avro_schema=schema,
-        key_generator_class=TableConfig.default_key_generator(("uid",), ("dt",)),
-    )
-    return HoodieTable.create(uri, config)
+    """An empty COW table keyed by a string ``uid``, partitioned by ``dt`` (the bench's)."""
+    return HoodieTable.create(uri, bench_table_config())
 
 
 def location_of(key: str) -> tuple[str, str]:
@@ -88,22 +73,6 @@ def changes_payload(rows: list[tuple[str, str | None, str | None]]) -> bytes:
             }
         )
     )
-
-
-class Commits:
-    """The table's real timeline: start an instant, complete it or abandon it."""
-
-    def __init__(self, storage: Storage) -> None:
-        self.timeline = Timeline(storage)
-
-    def start(self) -> str:
-        instant = new_instant_time(self.timeline.latest_timestamp())
-        self.timeline.create_requested(instant, COMMIT)
-        self.timeline.transition_inflight(instant, COMMIT)
-        return instant
-
-    def complete(self, instant: str) -> None:
-        self.timeline.complete(instant, COMMIT, b"{}")
 
 
 def scrape(port: int) -> dict[str, float]:

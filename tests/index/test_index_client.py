@@ -20,11 +20,11 @@ from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
 
+from .indexkit import Commits
 from .servicekit import (
     BUILT_AS_OF,
     KEYS,
     SHARDS,
-    Commits,
     build_index,
     create_table,
     location_of,

@@ -32,11 +32,11 @@ from tidemark.rpc.status import ERROR_FIELD_KEY
 from tidemark.storage import open_storage
 
 from .conftest import MAX_BATCH_KEYS
+from .indexkit import Commits
 from .servicekit import (
     BUILT_AS_OF,
     KEYS,
     SHARDS,
-    Commits,
     changes_payload,
     create_table,
     keys_payload,

@@ -37,6 +37,8 @@ LOCATIONS_FIELD = "locations"
 
 @dataclasses.dataclass(frozen=True)
 class BuildStatus:
+    """A table's index as BuildStatus answers it (the service builds the same value)."""
+
     exists: bool
     shards: int
     as_of: str
