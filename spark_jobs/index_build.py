@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 
 from services.index import layout
 from services.index.build import MAX_SHARDS, publish_index, shard_count_for, write_base_shard
@@ -31,10 +32,11 @@ from services.index.record_index import RecordIndex
 from services.index.sharding import shard_of
 from spark_jobs.errors import run_spark_action
 from spark_jobs.stages import StageClock, StageListener
-from spark_jobs.tagging import file_keys
+from spark_jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
 from spark_jobs.task import storage_for
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
 from tidemark.table.fsview import BaseFile
+from tidemark.table.keys import RECORD_KEY
 from tidemark.table.lock import TableLock
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
@@ -149,33 +151,13 @@ def _entries(
 ) -> DataFrame:
     """(key, partition, file id, instant of the file) of every record in ``files``; the
     shard column is left null (filled once the shard count is known)."""
-    listing = [(f.path, f.partition_path, f.file_id, f.instant) for f in files]
-    slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
-    paths = spark.createDataFrame(
-        spark.sparkContext.parallelize(listing, slices),
-        "path string, partition string, file_id string, instant string",
+    return existing_keys(spark, table_uri, config, files).select(
+        sf.col(RECORD_KEY).alias(_KEY),
+        sf.col(OLD_PARTITION).alias(_PARTITION),
+        sf.col(OLD_FILE_ID).alias(_FILE_ID),
+        sf.col(FILE_INSTANT).alias(_INSTANT),
+        sf.lit(None).cast("int").alias(_SHARD),
     )
-
-    def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = storage_for(table_uri)
-        for batch in batches:
-            for path, partition, file_id, instant in zip(
-                *(column.to_pylist() for column in batch.columns), strict=True
-            ):
-                keys = file_keys(storage, path, config)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        keys,
-                        *(
-                            pa.repeat(pa.scalar(v), len(keys))
-                            for v in (partition, file_id, instant)
-                        ),
-                        pa.nulls(len(keys), pa.int32()),
-                    ],
-                    names=[_KEY, _PARTITION, _FILE_ID, _INSTANT, _SHARD],
-                )
-
-    return paths.mapInArrow(read_keys, _ENTRIES_DDL)
 
 
 def _with_shard(num_shards: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -24,34 +24,32 @@ from tidemark.table.properties import TableConfig
 
 OLD_PARTITION = f"{INTERNAL_COLUMN_PREFIX}old_partition"
 OLD_FILE_ID = f"{INTERNAL_COLUMN_PREFIX}old_file_id"
-_LOCATION_DDL = f"{RECORD_KEY} string, {OLD_PARTITION} string, {OLD_FILE_ID} string"
+FILE_INSTANT = f"{INTERNAL_COLUMN_PREFIX}file_instant"
+_LOCATION_DDL = (
+    f"{RECORD_KEY} string, {OLD_PARTITION} string, {OLD_FILE_ID} string, {FILE_INSTANT} string"
+)
 
 
 def existing_keys(
     spark: SparkSession, table_uri: str, config: TableConfig, base_files: Sequence[BaseFile]
 ) -> DataFrame:
-    """(record key, partition path, file id) of every record in ``base_files``."""
-    listing = [(f.path, f.partition_path, f.file_id) for f in base_files]
+    """(record key, partition path, file id, instant of the file) of every record in
+    ``base_files``: what tagging joins with and what an index build writes."""
+    listing = [(f.path, f.partition_path, f.file_id, f.instant) for f in base_files]
     slices = max(1, min(len(listing), spark.sparkContext.defaultParallelism))
     files = spark.createDataFrame(
         spark.sparkContext.parallelize(listing, slices),
-        "path string, partition string, file_id string",
+        "path string, partition string, file_id string, instant string",
     )
 
     def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         storage = storage_for(table_uri)
         for batch in batches:
-            for path, partition, file_id in zip(
-                *(c.to_pylist() for c in batch.columns), strict=True
-            ):
+            for path, *location in zip(*(c.to_pylist() for c in batch.columns), strict=True):
                 keys = file_keys(storage, path, config)
                 yield pa.RecordBatch.from_arrays(
-                    [
-                        keys,
-                        pa.repeat(pa.scalar(partition), len(keys)),
-                        pa.repeat(pa.scalar(file_id), len(keys)),
-                    ],
-                    names=[RECORD_KEY, OLD_PARTITION, OLD_FILE_ID],
+                    [keys, *(pa.repeat(pa.scalar(value), len(keys)) for value in location)],
+                    names=[RECORD_KEY, OLD_PARTITION, OLD_FILE_ID, FILE_INSTANT],
                 )
 
     return files.mapInArrow(read_keys, _LOCATION_DDL)
