@@ -44,11 +44,11 @@ from spark_jobs.context import WriteContext
 from spark_jobs.curves import CURVE_METHODS, DEFAULT_CURVE_METHOD, check_sortable, layout_order
 from spark_jobs.errors import run_spark_action
 from spark_jobs.index_writes import file_changes
-from spark_jobs.session import DEFAULT_MASTER, build_session, cancellable_jobs
+from spark_jobs.job_options import DEFAULT_LOCK_LEASE_S, add_job_options
+from spark_jobs.session import build_session, cancellable_jobs
 from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
 from spark_jobs.task import current_task, marker_writer, storage_for
 from spark_jobs.write import (
-    DEFAULT_LOCK_LEASE_S,
     MIB,
     MarkerKind,
     index_client,
@@ -432,30 +432,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``tidemark cluster run`` and ``spark-submit spark_jobs/cluster.py``."""
     parser.add_argument("--table", required=True, help="table base URI (path or s3://)")
     parser.add_argument("--instant", help="the pending plan to run (default: every one)")
-    parser.add_argument(
-        "--markers",
-        choices=("direct", "service"),
-        default="service",
-        help="marker type (default service: batched by the marker service)",
-    )
-    parser.add_argument(
-        "--marker-service",
-        help="marker service address host:port (default: start an embedded one in the driver)",
-    )
-    parser.add_argument(
-        "--index-service",
-        help="index service address host:port, for a table with a record index (default: "
-        "start an embedded one in the driver)",
-    )
+    add_job_options(parser)
     parser.add_argument(
         "--row-group-mb",
         type=float,
         default=DEFAULT_ROW_GROUP_BYTES / MIB,
         help="Parquet row group size of the clustered files (Hudi's hoodie.parquet.block.size)",
-    )
-    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
-    parser.add_argument(
-        "--lock-lease-s", type=float, default=DEFAULT_LOCK_LEASE_S, help="table lock lease"
     )
 
 

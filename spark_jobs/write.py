@@ -51,6 +51,7 @@ from spark_jobs.index_writes import (
     tag_with_index,
 )
 from spark_jobs.input import FORMATS, read_input
+from spark_jobs.job_options import DEFAULT_LOCK_LEASE_S, add_job_options
 from spark_jobs.keying import (
     arrow_schema,
     check_fields,
@@ -59,7 +60,7 @@ from spark_jobs.keying import (
     keyed_schema,
     with_keys,
 )
-from spark_jobs.session import DEFAULT_MASTER, build_session, cancellable_jobs
+from spark_jobs.session import build_session, cancellable_jobs
 from spark_jobs.sizing import (
     DEFAULT_SMALL_FILE_LIMIT_BYTES,
     DEFAULT_TARGET_FILE_BYTES,
@@ -118,7 +119,6 @@ OPERATION_TYPES = {
 DUPLICATING_OPERATIONS = ("bulk_insert", "insert")
 """Operations ``--allow-duplicates`` applies to (Hudi's ``hoodie.combine.before.insert``)."""
 MIB = 1024 * 1024
-DEFAULT_LOCK_LEASE_S = 60.0
 _RECENT_COMMITS = 5
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 
@@ -742,16 +742,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="URL-encode partition values as Hudi does (table creation only)",
     )
-    parser.add_argument(
-        "--markers",
-        choices=("direct", "service"),
-        default="service",
-        help="marker type (default service: batched by the marker service)",
-    )
-    parser.add_argument(
-        "--marker-service",
-        help="marker service address host:port (default: start an embedded one in the driver)",
-    )
+    add_job_options(parser)
     parser.add_argument(
         "--marker-fallback-direct",
         action="store_true",
@@ -782,20 +773,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how keys are tagged with their file groups: record (the record index; the "
         "default once the table has one) or simple (join with the latest base files); a "
         "table's record index is kept in step either way",
-    )
-    parser.add_argument(
-        "--index-service",
-        metavar="HOST:PORT",
-        help="index service address (default: start an embedded one in the driver when the "
-        "table has a record index)",
-    )
-    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
-    parser.add_argument(
-        "--lock-lease-s",
-        type=float,
-        default=DEFAULT_LOCK_LEASE_S,
-        help="table lock lease in seconds (renewed 6 times per lease; a writer that cannot "
-        "renew for half of it stops and commits nothing)",
     )
     parser.add_argument("--target-file-mb", type=int, default=DEFAULT_TARGET_FILE_BYTES // MIB)
     parser.add_argument("--small-file-mb", type=int, default=DEFAULT_SMALL_FILE_LIMIT_BYTES // MIB)

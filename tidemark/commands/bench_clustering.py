@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from services.planner.strategy import FileSlices, PlanOptions, plan_clustering
+from services.planner.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from spark_jobs.cluster import run_clustering
 from spark_jobs.session import build_session
 from spark_jobs.write import write
@@ -218,7 +218,7 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
         "hilbert_skipped": layouts["hilbert"]["skipped"],
         "linear_skipped": layouts["linear"]["skipped"],
         "deltars_skipped": layouts["delta-rs"]["skipped"],
-        "plan_100k_s": plan_speed(PLAN_SLICES),
+        "plan_100k_s": time_plan(PLAN_SLICES, PlanOptions(max_groups=PLAN_SLICES)),
     }
 
 
@@ -242,26 +242,6 @@ def schedule_whole_table(
     with TableLock(table.storage, "tidemark-bench-clustering") as lock:
         table.timeline.fence = lock
         return save_plan(table, outcome.plan).timestamp
-
-
-def plan_speed(slices: int) -> float:
-    """Seconds for the planner's strategy to plan ``slices`` small file slices over 100
-    partitions (Hudi's defaults otherwise)."""
-    rng = np.random.default_rng(SEED)
-    file_slices = FileSlices(
-        partitions=np.array([f"day={i % 100:03d}" for i in range(slices)], dtype=object),
-        file_ids=np.array(
-            [f"{i:08x}-0000-0000-0000-000000000000-0" for i in range(slices)], dtype=object
-        ),
-        paths=np.array([f"day={i % 100:03d}/f{i}.parquet" for i in range(slices)], dtype=object),
-        sizes=rng.integers(1, 300 * 1024 * 1024, slices),
-    )
-    options = PlanOptions(max_groups=slices)
-    started = time.perf_counter()
-    outcome = plan_clustering(file_slices, options)
-    seconds = time.perf_counter() - started
-    assert outcome.plan is not None, outcome.reason
-    return seconds
 
 
 def _latest_paths(uri: str) -> dict[str, tuple[str, int]]:
