@@ -17,7 +17,8 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
     report = json.loads(output[-1])
     assert (report["entries"], report["batch"], report["present"]) == (3000, 600, 300)
     assert (report["table_rows"], report["tag_keys"]) == (2000, 2)
-    assert (report["point_index_files"], report["point_scan_files"]) == (1, 20)
+    # The scan opens every base file (how many depends on the session's parallelism).
+    assert report["point_index_files"] == 1 < report["point_scan_files"]
     for key in (
         "warm_ms",
         "cold_ms",
