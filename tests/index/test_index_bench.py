@@ -9,6 +9,7 @@ import pytest
 from tidemark.cli import main
 
 
+@pytest.mark.usefixtures("spark")  # the bench joins the suite's shared session
 def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["bench", "index", "--entries", "3000", "--batch", "600", "--repeat", "1"]
     assert main([*argv, "--table-rows", "2000", "--json"]) == 0
