@@ -28,6 +28,7 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
         "rocksdb_bytes_per_entry",
         "parquet_bytes_per_entry",
         "service_keys_per_s",
+        "service_keys_per_s_concurrent",
         "tag_index_s",
         "tag_join_s",
         "point_index_s",

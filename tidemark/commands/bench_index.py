@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import shutil
 import statistics
 import tempfile
@@ -47,6 +48,7 @@ from tidemark.clients.index import IndexClient
 from tidemark.commands.args import positive_int
 from tidemark.commands.bench_write import bulk_insert_generated, generate
 from tidemark.logs import configure_logging
+from tidemark.rpc.process import ServeProcess
 from tidemark.storage import LocalStorage
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
@@ -60,6 +62,12 @@ SERVICE_BATCHES = (1_000, 10_000, 100_000)
 SERVICE_KEYS_PER_SIZE = 300_000
 """Keys looked up per service batch size (at least one call)."""
 UPSERT_FRACTION = 0.001
+CONCURRENT_CLIENTS = 2
+"""Client processes of the concurrent service part: executors ask the service at once."""
+CONCURRENT_CALLS = 20
+"""Timed calls per client process."""
+CLIENT_START_DELAY_S = 8.0
+"""Spawned clients start their timed calls together, once every one has started up."""
 
 
 def register(bench_subparsers: Any) -> None:
@@ -223,6 +231,45 @@ def measure_service(
     }
 
 
+def measure_concurrent_service(table_uri: str, keys: pa.Array, batch: int) -> float:
+    """Part (c) as Spark executors use the service: a ``tidemark serve index`` process and
+    ``CONCURRENT_CLIENTS`` client processes (spawned: this process already runs gRPC
+    threads), each making ``CONCURRENT_CALLS`` calls of ``batch`` keys; keys/s of all of
+    them from the first start to the last end."""
+    size = min(batch, len(keys))
+    start_at = time.time() + CLIENT_START_DELAY_S
+    server = ServeProcess("index", args=["--metrics-port", "0"])
+    try:
+        with multiprocessing.get_context("spawn").Pool(CONCURRENT_CLIENTS) as pool:
+            spans = pool.starmap(
+                _timed_client_lookups,
+                [
+                    (server.address, table_uri, keys, size, seed, start_at)
+                    for seed in range(CONCURRENT_CLIENTS)
+                ],
+            )
+    finally:
+        server.close()
+    began, ended = min(span[0] for span in spans), max(span[1] for span in spans)
+    return CONCURRENT_CLIENTS * CONCURRENT_CALLS * size / (ended - began)
+
+
+def _timed_client_lookups(
+    address: str, table_uri: str, keys: pa.Array, size: int, seed: int, start_at: float
+) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    batches = [
+        keys.take(pa.array(rng.integers(0, len(keys), size))) for _ in range(CONCURRENT_CALLS + 1)
+    ]
+    client = IndexClient(address, table_uri)
+    client.lookup(batches[0])
+    time.sleep(max(0.0, start_at - time.time()))
+    began = time.time()
+    for timed_batch in batches[1:]:
+        client.lookup(timed_batch)
+    return began, time.time()
+
+
 def bench_table_config() -> TableConfig:
     schema = (
         '{"type":"record","name":"bench","fields":[{"name":"uid","type":"string"},'
@@ -257,6 +304,10 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         raise RuntimeError(f"RocksDB found {rocksdb['rocksdb_found']}, the shard {shard['found']}")
     with start_embedded_index_service() as service:
         service_report = measure_service(root, keys, columns, service.address)
+        service_report["service_keys_per_s_concurrent"] = measure_concurrent_service(
+            str(root / "table"), keys, args.batch
+        )
+        service_report["service_clients"] = CONCURRENT_CLIENTS
         table_report = measure_table(spark, args, root, service.address)
     return {
         **service_report,
@@ -321,7 +372,11 @@ def format_report(report: dict[str, Any]) -> str:
         + ", ".join(
             f"{int(size):,}-key calls {rate:,.0f}"
             for size, rate in report["service_keys_per_s_by_batch"].items()
-        ),
+        )
+        + " (one client in this process)",
+        f"service throughput, `tidemark serve index` process and {report['service_clients']} "
+        f"client processes, {min(report['batch'], report['entries']):,}-key calls: "
+        f"{report['service_keys_per_s_concurrent']:,.0f} keys/s",
     ]
     return "\n".join(lines)
 
