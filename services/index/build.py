@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pyarrow as pa
 
 from services.index import layout
 from services.index.shard_file import KIND_BASE, write_shard
-from services.index.sharding import shard_of
+from services.index.sharding import group_by_shard, shard_of
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.table.instant import validate_instant_time
@@ -84,9 +83,7 @@ def build_index(
     """The whole build in this process (small tables, tests, benchmarks): route keys to
     shards, write every shard's base, publish. Returns the shard count."""
     shards = num_shards or shard_count_for(len(keys))
-    owners = shard_of(keys, shards)
-    order = np.argsort(owners, kind="stable")
-    bounds = np.searchsorted(owners[order], np.arange(shards + 1))
+    order, bounds = group_by_shard(shard_of(keys, shards), shards)
     for shard in range(shards):
         rows = pa.array(order[bounds[shard] : bounds[shard + 1]])
         key, partition, file_id, instant = (

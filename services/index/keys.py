@@ -42,8 +42,8 @@ class EncodedKeys:
         return int(self.values.dtype.itemsize)
 
     def take(self, index: np.ndarray | slice) -> EncodedKeys:
-        derived = {name: array[index] for name, array in self._derived.items()}
-        return EncodedKeys(self.values[index], self.lengths[index], **derived)
+        derived = {name: _rows(array, index) for name, array in self._derived.items()}
+        return EncodedKeys(_rows(self.values, index), self.lengths[index], **derived)
 
     def _get(self, name: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
         if name not in self._derived:
@@ -80,6 +80,14 @@ class EncodedKeys:
         return pa.LargeStringArray.from_buffers(
             len(self), pa.py_buffer(offsets), pa.py_buffer(matrix[mask].tobytes())
         ).cast(pa.string())
+
+
+def _rows(array: np.ndarray, index: np.ndarray | slice) -> np.ndarray:
+    """``array[index]``; fixed-width byte strings are gathered as rows of a byte matrix,
+    several times faster than numpy's per-element copy of ``S<w>`` items."""
+    if isinstance(index, slice) or array.dtype.kind != "S":
+        return array[index]
+    return np.take(matrix_of(array), index, axis=0).view(array.dtype).ravel()
 
 
 def string_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 
 from services.index import layout
 from services.index.block_cache import BlockCache
-from services.index.keys import sort_unique
+from services.index.keys import encode_keys
 from services.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_shard
-from services.index.sharding import shard_of
+from services.index.sharding import group_by_shard, shard_of
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from tidemark.storage.base import Storage
 from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
@@ -193,9 +193,9 @@ class RecordIndex:
         ]
 
     def lookup(self, keys: pa.Array, as_of: str | None = None) -> pa.Table:
-        """Each key's location (columns key, partition, file_id, instant; nulls where the
-        key is absent), in the order of ``keys``. A file deleted under us by a concurrent
-        compaction makes one refresh and retry."""
+        """Each key's location (columns key, partition, file_id, instant, the last three
+        dictionary-encoded; nulls where the key is absent), in the order of ``keys``. A
+        file deleted under us by a concurrent compaction makes one refresh and retry."""
         if as_of is not None:
             validate_instant_time(as_of, field="as_of")
         try:
@@ -205,24 +205,29 @@ class RecordIndex:
             return self._lookup(keys, self._view)
 
     def _lookup(self, keys: pa.Array, view: _View) -> pa.Table:
-        unique, inverse = sort_unique(keys)
-        shards = np.zeros(len(unique), np.int64)
-        shards[inverse] = shard_of(keys, self.num_shards)
-        order = np.argsort(shards, kind="stable")
-        bounds = np.searchsorted(shards[order], np.arange(self.num_shards + 1))
-        winner = np.full(len(unique), -1, np.int64)
+        """Keys are ordered by shard, then by their 8-byte prefix (integer sorts only), and
+        copied once; each shard's files then search their slice of the batch in nearly
+        sorted order, which keeps the binary searches in cache. Repeated keys are simply
+        searched again: de-duplicating strings would cost more than it saves."""
+        encoded = encode_keys(keys)
+        shards = shard_of(keys, self.num_shards)
+        by_prefix = np.argsort(encoded.prefixes())
+        by_shard, bounds = group_by_shard(shards[by_prefix], self.num_shards)
+        order = by_prefix[by_shard]
+        grouped = encoded.take(order)
+        winner = np.full(len(keys), -1, np.int64)
         dictionaries: list[pa.Table] = []
         dictionary_start = 0
-        for shard in np.unique(shards).tolist():
-            positions = order[bounds[shard] : bounds[shard + 1]]
-            batch = unique.take(positions)
+        for shard in np.flatnonzero(np.diff(bounds)).tolist():
+            part = slice(int(bounds[shard]), int(bounds[shard + 1]))
+            batch, positions = grouped.take(part), order[part]
             for path in self._shard_files(view, shard):
                 reader = self._reader(path)
                 found, codes = reader.lookup(batch)
                 winner[positions[found]] = dictionary_start + codes[found].astype(np.int64)
                 dictionaries.append(reader.dictionary)
                 dictionary_start += len(reader.dictionary)
-        return _locations(keys, winner[inverse], dictionaries)
+        return _locations(keys, winner, dictionaries)
 
     def stage(self, instant: str, changes: pa.Table) -> None:
         """Write ``changes`` (key, partition, file_id; null partition and file_id delete
@@ -234,11 +239,9 @@ class RecordIndex:
             raise InvalidArgumentError(f"missing column {missing[0]!r}", field="changes")
         keys = changes["key"].combine_chunks()
         instants = pa.array(np.full(len(keys), instant, object), pa.string())
-        shards = shard_of(keys, self.num_shards)
-        order = np.argsort(shards, kind="stable")
-        bounds = np.searchsorted(shards[order], np.arange(self.num_shards + 1))
+        order, bounds = group_by_shard(shard_of(keys, self.num_shards), self.num_shards)
         files: dict[int, bytes] = {}
-        for shard in np.unique(shards).tolist():
+        for shard in np.flatnonzero(np.diff(bounds)).tolist():
             rows = pa.array(order[bounds[shard] : bounds[shard + 1]])
             files[shard] = write_shard(
                 keys.take(rows),
@@ -406,7 +409,9 @@ class RecordIndex:
 
 
 def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table]) -> pa.Table:
-    """The output table: each key's winning dictionary row, null for absent or deleted."""
+    """The output table: each key's winning dictionary row, null for absent or deleted.
+    Location columns are dictionary-encoded over the rows some key won, so the service
+    sends them as they are."""
     schema = pa.schema([(name, pa.string()) for name in LOOKUP_COLUMNS[1:]])
     combined = (
         pa.concat_tables([d.cast(schema) for d in dictionaries])
@@ -414,8 +419,19 @@ def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table])
         else schema.empty_table()
     )
     tombstone = np.append(pc.is_null(combined["partition"]).to_numpy(False), True)
-    absent = tombstone[np.where(winner < 0, len(combined), winner)]
-    rows = combined.take(pa.array(np.where(absent, 0, winner), mask=absent))
+    winner = np.where(winner < 0, len(combined), winner)
+    absent = tombstone[winner]
+    used = np.zeros(len(combined) + 1, bool)
+    used[winner[~absent]] = True
+    renumbered = np.cumsum(used, dtype=np.int64) - 1
+    indices = pa.array(np.where(absent, 0, renumbered[winner]).astype(np.int32), mask=absent)
+    rows = combined.take(pa.array(np.flatnonzero(used[:-1]))).combine_chunks()
     return pa.table(
-        {"key": pa.array(keys, pa.string()), **{n: rows[n] for n in LOOKUP_COLUMNS[1:]}}
+        {
+            "key": pa.array(keys, pa.string()),
+            **{
+                name: pa.DictionaryArray.from_arrays(indices, rows[name].chunk(0))
+                for name in LOOKUP_COLUMNS[1:]
+            },
+        }
     )

@@ -1,8 +1,9 @@
 """Validation of index requests: every bad input is an InvalidArgumentError naming its field.
 
-Checks are vectorised over the whole batch (a 100k-key batch is checked in about a
-millisecond) and run before anything is read or staged, so a rejected request changes
-nothing. The table path is checked by ``tidemark.rpc.requests.table_uri``.
+Checks are vectorised over the whole batch, on the Arrow buffers themselves (a 100k-key
+batch is checked in about a millisecond) and run before anything is read or staged, so
+a rejected request changes nothing. The table path is checked by
+``tidemark.rpc.requests.table_uri``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from services.index.keys import string_buffers
 from tidemark.errors import InvalidArgumentError
 from tidemark.rpc import arrow_ipc
 from tidemark.table.instant import validate_instant_time
@@ -70,12 +72,17 @@ def _check_count(count: int, limit: int, what: str, field: str) -> None:
 
 def _check_keys(values: pa.Array, field: str) -> None:
     _refuse_first(pc.is_null(values), field, "must not be null")
-    _refuse_first(pc.equal(pc.binary_length(values), 0), field, "must not be empty")
-    _refuse_first(
-        pc.match_substring(values, "\x00"),
-        field,
-        "must not hold a NUL character (the index orders keys as NUL-padded bytes)",
-    )
+    offsets, data = string_buffers(values)
+    empty = np.flatnonzero(offsets[1:] == offsets[:-1])
+    if len(empty):
+        raise InvalidArgumentError("must not be empty", field=field.format(row=int(empty[0])))
+    nul = np.flatnonzero(data == 0)
+    if len(nul):
+        row = int(np.searchsorted(offsets, nul[0], "right")) - 1
+        raise InvalidArgumentError(
+            "must not hold a NUL character (the index orders keys as NUL-padded bytes)",
+            field=field.format(row=row),
+        )
 
 
 def _refuse_first(bad: pa.Array, field: str, message: str) -> None:

@@ -320,6 +320,19 @@ def write_shard(
     return b"".join([*parts, *sections, trailer])
 
 
+def _merge_blocks(blocks: list[_Block]) -> _Block:
+    """Blocks of one encoding, in file order, as one sorted block (a subsequence of a
+    sorted file is sorted)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    width = max(block.keys.dtype.itemsize for block in blocks)
+    keys = np.concatenate([fit(block.keys, width) for block in blocks])
+    prefixes = np.concatenate([block.prefixes for block in blocks])
+    codes = np.concatenate([block.codes for block in blocks])
+    shared = bool((prefixes[1:] == prefixes[:-1]).any())
+    return _Block(keys, codes, prefixes, blocks[0].uuid, shared)
+
+
 def _search(block: _Block, queries: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
     """Where each query is or would be in the block's sorted keys (clipped to the last
     index): by integer prefix, and by whole key only where keys share a prefix."""
@@ -475,8 +488,10 @@ class ShardReader:
         return block_of
 
     def lookup(self, keys: EncodedKeys | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        """For sorted, distinct keys: a found mask and each found key's location code
-        (an index into ``dictionary``; 0 where not found)."""
+        """For keys in any order (repeats allowed): a found mask and each found key's
+        location code (an index into ``dictionary``; 0 where not found). The blocks the
+        keys fall in are searched together, one vector search per key encoding, so the
+        cost does not grow with a Python loop over blocks."""
         if not isinstance(keys, EncodedKeys):
             keys = encode_keys(keys)
         found = np.zeros(len(keys), bool)
@@ -487,28 +502,30 @@ class ShardReader:
         candidates = np.flatnonzero(self.might_contain(keys)) if sparse else np.arange(len(keys))
         chosen = keys.take(candidates) if sparse else keys
         block_of = self._route(chosen)
-        touched, starts = np.unique(block_of, return_index=True)
-        ends = np.append(starts[1:], len(block_of))
-        keep = touched >= 0
-        touched, starts, ends = touched[keep], starts[keep], ends[keep]
-        blocks = self._blocks(touched)
-        for block_id, start, end in zip(
-            touched.tolist(), starts.tolist(), ends.tolist(), strict=True
+        inside = block_of >= 0
+        blocks = self._blocks(np.unique(block_of[inside]))
+        uuid_block = np.zeros(self.block_count, bool)
+        uuid_block[[block_id for block_id, block in blocks.items() if block.uuid]] = True
+        in_uuid_block = inside & uuid_block[block_of]
+        for uuid, rows in (
+            (True, in_uuid_block & chosen.uuids()),
+            (False, inside & ~in_uuid_block),
         ):
-            block = blocks[block_id]
-            positions = candidates[start:end]
-            if block.uuid:
-                select = chosen.uuids()[start:end]
-                positions = positions[select]
-                queries = chosen.raw_uuids()[start:end][select]
-                prefixes = chosen.raw_prefixes()[start:end][select]
+            searched = [
+                blocks[block_id] for block_id in sorted(blocks) if blocks[block_id].uuid == uuid
+            ]
+            if not searched or not rows.any():
+                continue
+            merged = _merge_blocks(searched)
+            if uuid:
+                queries, prefixes = chosen.raw_uuids()[rows], chosen.raw_prefixes()[rows]
             else:
-                queries = chosen.values[start:end]
-                prefixes = chosen.prefixes()[start:end]
-            index = _search(block, queries, prefixes)
-            hit = block.keys[index] == queries
-            found[positions[hit]] = True
-            codes[positions[hit]] = block.codes[index[hit]]
+                queries, prefixes = chosen.values[rows], chosen.prefixes()[rows]
+            index = _search(merged, queries, prefixes)
+            hit = merged.keys[index] == queries
+            positions = candidates[np.flatnonzero(rows)[hit]]
+            found[positions] = True
+            codes[positions] = merged.codes[index[hit]]
         return found, codes
 
     def scan(self) -> tuple[EncodedKeys, np.ndarray]:

@@ -89,9 +89,21 @@ def java_string_hash(keys: pa.Array) -> np.ndarray:
 
 
 def shard_of(keys: pa.Array, num_shards: int) -> np.ndarray:
-    """Each key's shard in ``[0, num_shards)`` as Hudi assigns it (int64 array)."""
+    """Each key's shard in ``[0, num_shards)`` as Hudi assigns it, as the smallest
+    unsigned type that holds it (uint16 up to 65,536 shards: grouping by shard is then
+    numpy's radix sort)."""
     if num_shards < MIN_SHARDS:
         raise InvalidArgumentError(f"must be at least 1, got {num_shards}", field="num_shards")
     hashes = java_string_hash(keys).astype(np.int64)
     java_abs = np.where(hashes == np.iinfo(np.int32).min, hashes, np.abs(hashes))
-    return np.abs(np.fmod(java_abs, num_shards))
+    shard_type = np.uint16 if num_shards <= 1 << 16 else np.uint32
+    return np.abs(np.fmod(java_abs, num_shards)).astype(shard_type)
+
+
+def group_by_shard(shards: np.ndarray, num_shards: int) -> tuple[np.ndarray, np.ndarray]:
+    """A stable order of the rows that groups them by shard, and the bounds of each
+    shard's run in it: shard ``s`` is ``order[bounds[s]:bounds[s + 1]]``."""
+    order = np.argsort(shards, kind="stable")
+    bounds = np.zeros(num_shards + 1, np.int64)
+    np.cumsum(np.bincount(shards, minlength=num_shards), out=bounds[1:])
+    return order, bounds

@@ -28,7 +28,8 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
         "rocksdb_bytes_per_entry",
         "parquet_bytes_per_entry",
         "service_keys_per_s",
-        "service_keys_per_s_concurrent",
+        "service_keys_per_s_one_client",
+        "service_keys_per_s_workers",
         "tag_index_s",
         "tag_join_s",
         "point_index_s",
@@ -36,6 +37,7 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
     ):
         assert report[key] > 0, key
     assert set(report["service_keys_per_s_by_batch"]) == {"1000", "3000"}
+    assert set(report["service_keys_per_s_one_client_by_batch"]) == {"1000", "3000"}
     assert "warm lookup (ms)" in "\n".join(output)
     assert "tagging an upsert of 2 keys" in "\n".join(output)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import numpy as np
 import pyarrow as pa
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -61,7 +62,9 @@ def lookup(stub: IndexServiceStub, table: str, keys: list[str], as_of: str = "")
 
 
 def engine_lookup(table: str, keys: list[str]) -> pa.Table:
-    return RecordIndex.open(open_storage(table)).lookup(pa.array(keys, pa.string()))
+    """The engine's answer with its dictionary-encoded locations decoded, as the service's."""
+    located = RecordIndex.open(open_storage(table)).lookup(pa.array(keys, pa.string()))
+    return located.cast(pa.schema([(name, pa.string()) for name in located.column_names]))
 
 
 def rows(located: pa.Table) -> dict[str, tuple[str, str, str] | None]:
@@ -97,7 +100,9 @@ def error_of(caught: pytest.ExceptionInfo[grpc.RpcError]) -> tuple[grpc.StatusCo
     chosen=st.lists(
         st.one_of(
             st.sampled_from(KEYS),
-            st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=40),
+            st.text(
+                st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=40
+            ),
         ),
         min_size=1,
         max_size=60,
@@ -217,6 +222,17 @@ def test_a_completed_instant_cannot_be_discarded(
 NOT_ARROW = b"not an arrow stream"
 
 
+def out_of_bounds_offsets() -> bytes:
+    """A keys payload whose last string offset points far past its data buffer."""
+    payload = keys_payload(["aaaa", "bbbb"])
+    offsets = np.array([0, 4, 8], np.int32).tobytes()
+    assert payload.count(offsets) == 1
+    return payload.replace(offsets, np.array([0, 4, 1 << 20], np.int32).tobytes())
+
+
+NOT_UTF8 = arrow_ipc.encode(pa.table({"key": pa.array([b"ok", b"\xff\xfe"]).view(pa.string())}))
+
+
 @pytest.mark.parametrize(
     ("method", "request_fields", "code", "field"),
     [
@@ -235,6 +251,8 @@ NOT_ARROW = b"not an arrow stream"
             "keys",
         ),
         ("Lookup", {"keys": NOT_ARROW}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
+        ("Lookup", {"keys": out_of_bounds_offsets()}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
+        ("Lookup", {"keys": NOT_UTF8}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
         (
             "Lookup",
             {"keys": arrow_ipc.encode(pa.table({"id": [1]}))},

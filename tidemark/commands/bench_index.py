@@ -9,7 +9,9 @@ same entries. Hudi's HFile anchor: 600 ms for 100k keys in a 1M-entry file.
 (b) Bytes per entry on storage: the shard file, RocksDB's SST files after a full
 compaction, and a plain zstd Parquet file of the same (key, partition, file id, instant).
 (c) Keys per second through the gRPC service at 1k, 10k and 100k-key calls, over an
-index of ``--entries`` keys built for a table here.
+index of ``--entries`` keys built for a table here: a ``tidemark serve index`` process
+and one, then two, client processes calling at once; then the largest calls again with
+``--workers 2``. Target: 1M keys/s at 100k-key calls.
 (d) Tagging an upsert of 0.1% of a ``--table-rows`` table (bulk-inserted here, its index
 built from its stored keys): Spark's join of the incoming keys with every base file's
 keys (``--index simple``) vs Spark tasks asking the index service for their keys.
@@ -21,6 +23,7 @@ Timings are medians of ``--repeat`` runs (at most 3 for (d); (e) is one run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import shutil
@@ -59,15 +62,15 @@ AS_OF = "20240101000000000"
 FILE_GROUPS = 1000
 PARTITIONS = 100
 SERVICE_BATCHES = (1_000, 10_000, 100_000)
-SERVICE_KEYS_PER_SIZE = 300_000
-"""Keys looked up per service batch size (at least one call)."""
+SERVICE_KEYS_PER_CLIENT = 2_000_000
+"""Keys each client looks up per batch size, in at most ``SERVICE_MAX_CALLS`` calls."""
+SERVICE_MAX_CALLS = 300
+SERVICE_CLIENTS = (1, 2)
+"""Client processes calling at once: one (latency-bound), then two (executors at once)."""
+SERVICE_WORKERS = 2
+"""Processes of the second server (``--workers``): one per core of a 2-core machine."""
+SERVICE_TARGET_KEYS_PER_S = 1_000_000
 UPSERT_FRACTION = 0.001
-CONCURRENT_CLIENTS = 2
-"""Client processes of the concurrent service part: executors ask the service at once."""
-CONCURRENT_CALLS = 20
-"""Timed calls per client process."""
-CLIENT_START_DELAY_S = 8.0
-"""Spawned clients start their timed calls together, once every one has started up."""
 
 
 def register(bench_subparsers: Any) -> None:
@@ -206,64 +209,81 @@ def measure_parquet(root: Path, keys: pa.Array, columns: dict[str, pa.Array]) ->
     return path.stat().st_size / len(keys)
 
 
-def measure_service(
-    root: Path, keys: pa.Array, columns: dict[str, pa.Array], address: str
-) -> dict[str, Any]:
-    """Part (c): keys/s through the embedded gRPC service, one client, per batch size."""
+def measure_service(root: Path, keys: pa.Array, columns: dict[str, pa.Array]) -> dict[str, Any]:
+    """Part (c) as Spark executors use the service: a ``tidemark serve index`` process
+    (one worker, then ``SERVICE_WORKERS``) over an index of ``keys`` built for a table
+    here, and spawned client processes (this process runs Spark and gRPC threads) making
+    calls of each batch size together; keys/s of all of them from the first timed call's
+    start to the last one's end."""
     table_uri = str(root / "table")
     table = HoodieTable.create(table_uri, bench_table_config())
     build_index(table.storage, keys, *columns.values(), as_of=AS_OF)
-    rng = np.random.default_rng(11)
-    rates = {}
-    client = IndexClient(address, table_uri)
-    for size in SERVICE_BATCHES:
-        size = min(size, len(keys))
-        calls = max(1, SERVICE_KEYS_PER_SIZE // size)
-        batches = [keys.take(pa.array(rng.integers(0, len(keys), size))) for _ in range(calls + 1)]
-        client.lookup(batches[0])
-        began = time.perf_counter()
-        for timed_batch in batches[1:]:
-            client.lookup(timed_batch)
-        rates[size] = calls * size / (time.perf_counter() - began)
+    rates: dict[str, dict[str, float]] = {}
+    clients = max(SERVICE_CLIENTS)
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Manager() as manager, spawn.Pool(clients, _load_client_keys, (keys,)) as pool:
+
+        def keys_per_s(address: str, size: int, client_count: int) -> float:
+            size = min(size, len(keys))
+            calls = max(1, min(SERVICE_MAX_CALLS, SERVICE_KEYS_PER_CLIENT // size))
+            start = manager.Barrier(client_count)
+            spans = pool.starmap(
+                _timed_client_lookups,
+                [(address, table_uri, size, calls, seed, start) for seed in range(client_count)],
+            )
+            began, ended = min(span[0] for span in spans), max(span[1] for span in spans)
+            return client_count * calls * size / (ended - began)
+
+        with _server(workers=1) as address:
+            for size in SERVICE_BATCHES:
+                rates[str(min(size, len(keys)))] = {
+                    str(count): keys_per_s(address, size, count) for count in SERVICE_CLIENTS
+                }
+        with _server(workers=SERVICE_WORKERS) as address:
+            workers_rate = keys_per_s(address, SERVICE_BATCHES[-1], clients)
+    largest = rates[max(rates, key=int)]
     return {
-        "service_keys_per_s_by_batch": {str(size): rate for size, rate in rates.items()},
-        "service_keys_per_s": rates[max(rates)],
+        "service_keys_per_s_by_batch": {size: by[str(clients)] for size, by in rates.items()},
+        "service_keys_per_s_one_client_by_batch": {size: by["1"] for size, by in rates.items()},
+        "service_keys_per_s": largest[str(clients)],
+        "service_keys_per_s_one_client": largest["1"],
+        "service_keys_per_s_workers": workers_rate,
+        "service_clients": clients,
+        "service_workers": SERVICE_WORKERS,
     }
 
 
-def measure_concurrent_service(table_uri: str, keys: pa.Array, batch: int) -> float:
-    """Part (c) as Spark executors use the service: a ``tidemark serve index`` process and
-    ``CONCURRENT_CLIENTS`` client processes (spawned: this process already runs gRPC
-    threads), each making ``CONCURRENT_CALLS`` calls of ``batch`` keys; keys/s of all of
-    them from the first start to the last end."""
-    size = min(batch, len(keys))
-    start_at = time.time() + CLIENT_START_DELAY_S
-    server = ServeProcess("index", args=["--metrics-port", "0"])
+@contextlib.contextmanager
+def _server(workers: int) -> Iterator[str]:
+    server = ServeProcess("index", args=["--metrics-port", "0", "--workers", str(workers)])
     try:
-        with multiprocessing.get_context("spawn").Pool(CONCURRENT_CLIENTS) as pool:
-            spans = pool.starmap(
-                _timed_client_lookups,
-                [
-                    (server.address, table_uri, keys, size, seed, start_at)
-                    for seed in range(CONCURRENT_CLIENTS)
-                ],
-            )
+        yield server.address
     finally:
         server.close()
-    began, ended = min(span[0] for span in spans), max(span[1] for span in spans)
-    return CONCURRENT_CLIENTS * CONCURRENT_CALLS * size / (ended - began)
+
+
+_client_keys = pa.array([], pa.string())
+"""The entries' keys in a client process (sent once, when the pool starts)."""
+
+
+def _load_client_keys(keys: pa.Array) -> None:
+    global _client_keys
+    _client_keys = keys
 
 
 def _timed_client_lookups(
-    address: str, table_uri: str, keys: pa.Array, size: int, seed: int, start_at: float
+    address: str, table_uri: str, size: int, calls: int, seed: int, start: Any
 ) -> tuple[float, float]:
+    """One client's timed calls, started once every client has warmed up (``start`` is a
+    barrier); returns the wall-clock span of its calls."""
     rng = np.random.default_rng(seed)
     batches = [
-        keys.take(pa.array(rng.integers(0, len(keys), size))) for _ in range(CONCURRENT_CALLS + 1)
+        _client_keys.take(pa.array(rng.integers(0, len(_client_keys), size)))
+        for _ in range(calls + 1)
     ]
     client = IndexClient(address, table_uri)
     client.lookup(batches[0])
-    time.sleep(max(0.0, start_at - time.time()))
+    start.wait()
     began = time.time()
     for timed_batch in batches[1:]:
         client.lookup(timed_batch)
@@ -302,12 +322,8 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rocksdb = measure_rocksdb(root, keys, codes, batch, args.repeat)
     if rocksdb["rocksdb_found"] != shard["found"]:
         raise RuntimeError(f"RocksDB found {rocksdb['rocksdb_found']}, the shard {shard['found']}")
+    service_report = measure_service(root, keys, columns)
     with start_embedded_index_service() as service:
-        service_report = measure_service(root, keys, columns, service.address)
-        service_report["service_keys_per_s_concurrent"] = measure_concurrent_service(
-            str(root / "table"), keys, args.batch
-        )
-        service_report["service_clients"] = CONCURRENT_CLIENTS
         table_report = measure_table(spark, args, root, service.address)
     return {
         **service_report,
@@ -368,15 +384,21 @@ def format_report(report: dict[str, Any]) -> str:
         f"point query by key: index {report['point_index_s'] * 1000:,.1f} ms "
         f"({report['point_index_files']} file), scan {report['point_scan_s'] * 1000:,.1f} ms "
         f"({report['point_scan_files']} files)",
-        "service throughput (keys/s): "
-        + ", ".join(
-            f"{int(size):,}-key calls {rate:,.0f}"
+    ]
+    one_client = report["service_keys_per_s_one_client_by_batch"]
+    clients = report["service_clients"]
+    largest = max(int(size) for size in one_client)
+    lines += [
+        "service throughput (keys/s), a `tidemark serve index` process and client processes",
+        f"{'':34} {'1 client':>12} {f'{clients} clients':>12}",
+        *(
+            f"{f'{int(size):,}-key calls':34} {one_client[size]:>12,.0f} {rate:>12,.0f}"
             for size, rate in report["service_keys_per_s_by_batch"].items()
-        )
-        + " (one client in this process)",
-        f"service throughput, `tidemark serve index` process and {report['service_clients']} "
-        f"client processes, {min(report['batch'], report['entries']):,}-key calls: "
-        f"{report['service_keys_per_s_concurrent']:,.0f} keys/s",
+        ),
+        f"{f'{largest:,}-key calls, --workers ' + str(report['service_workers']):34} {'':>12} "
+        f"{report['service_keys_per_s_workers']:>12,.0f}",
+        f"target: 1,000,000 keys/s at 100,000-key calls "
+        f"({report['service_keys_per_s'] / SERVICE_TARGET_KEYS_PER_S:.2f}x of it, one process)",
     ]
     return "\n".join(lines)
 

@@ -23,13 +23,17 @@ def encode(table: pa.Table) -> bytes:
 
 
 def decode(payload: bytes, *, field: str) -> pa.Table:
-    """The table in an Arrow IPC stream; zero-copy over ``payload``."""
+    """The table in an Arrow IPC stream; zero-copy over ``payload``. Fully validated
+    (offsets inside their buffers, valid UTF-8) before anything reads it, so a damaged
+    payload is refused instead of read out of bounds."""
     if not payload:
         raise InvalidArgumentError("must be an Arrow IPC stream, got no bytes", field=field)
     try:
-        return pa.ipc.open_stream(payload).read_all()
+        table = pa.ipc.open_stream(payload).read_all()
+        table.validate(full=True)
     except (pa.ArrowInvalid, OSError) as error:
         raise InvalidArgumentError(f"is not an Arrow IPC stream: {error}", field=field) from None
+    return table
 
 
 def column(table: pa.Table, name: str, *, field: str) -> pa.Array:
