@@ -27,7 +27,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from services.index import layout
-from services.index.build import MAX_SHARDS, publish_index, shard_count_for, write_base_shard
+from services.index.build import (
+    MAX_SHARDS,
+    NO_COMMIT,
+    publish_index,
+    shard_count_for,
+    write_base_shard,
+)
 from services.index.record_index import RecordIndex
 from services.index.sharding import shard_of
 from spark_jobs.errors import run_spark_action
@@ -67,40 +73,39 @@ def build_index(
     table_uri: str,
     shards: int | None = None,
     listener: StageListener | None = None,
+    *,
+    rebuild: bool = False,
 ) -> BuildResult:
     """Build the record index of the table at ``table_uri`` with ``shards`` shards (default:
-    sized from the record count as Hudi does). Refused when the table already has an index
-    or has no completed commit."""
+    sized from the record count as Hudi does). A table with an index is refused unless
+    ``rebuild``: then its index is deleted under the lock (no write can commit meanwhile)
+    and built again. A table without a commit gets an empty index that later writes fill."""
     if shards is not None and not 1 <= shards <= MAX_SHARDS:
         raise InvalidArgumentError(f"must be 1 to {MAX_SHARDS}, got {shards}", field="shards")
     table = HoodieTable.open(table_uri)
-    _check_buildable(table)  # refusals leave the table untouched: no lock either
+    _check_buildable(table, rebuild)  # refusals leave the table untouched: no lock either
     clock = StageClock(listener)
     owner = f"tidemark-index-build@{socket.gethostname()}:{os.getpid()}"
     with TableLock(table.storage, owner) as lock:
         table.timeline.fence = lock
-        _check_buildable(table)  # again under the lock
+        _check_buildable(table, rebuild)  # again under the lock
+        table.timeline.reload()
         last = table.timeline.last_completed(WRITE_ACTIONS)
-        assert last is not None
         with clock.stage("list base files"):
             files = table.view().latest_base_files()
+        _delete_index_files(table)
         try:
-            return _build(spark, table, files, last.timestamp, shards, clock)
+            return _build(spark, table, files, last.timestamp if last else NO_COMMIT, shards, clock)
         except BaseException:
-            _delete_partial_build(table)
+            _delete_failed_build(table)
             raise
 
 
-def _check_buildable(table: HoodieTable) -> None:
-    if RecordIndex.exists(table.storage):
+def _check_buildable(table: HoodieTable, rebuild: bool) -> None:
+    if not rebuild and RecordIndex.exists(table.storage):
         raise FailedPreconditionError(
-            f"{table.uri} already has a record index (delete {layout.ROOT} to build it again)",
+            f"{table.uri} already has a record index (use --rebuild to build it again)",
             field="table",
-        )
-    table.timeline.reload()
-    if table.timeline.last_completed(WRITE_ACTIONS) is None:
-        raise FailedPreconditionError(
-            "the table has no completed commit to build the index from", field="table"
         )
 
 
@@ -210,10 +215,17 @@ def _check_unique(entries: pa.Table) -> None:
     )
 
 
-def _delete_partial_build(table: HoodieTable) -> None:
-    """Remove the base files of a build that failed (its index was never published)."""
+def _delete_index_files(table: HoodieTable) -> None:
+    """Delete the table's index folder: ``index.properties`` first, so the index is gone
+    at once and a crash part-way leaves only files the next build deletes; then the
+    shards, manifests and bases of an old index or of a build that failed."""
+    table.storage.delete_many([layout.PROPERTIES_PATH])
+    table.storage.delete_prefix(layout.ROOT + "/")
+
+
+def _delete_failed_build(table: HoodieTable) -> None:
+    """Remove the files of a build that failed (its index was never published)."""
     try:
-        written = [info.path for info in table.storage.list(layout.ROOT + "/")]
-        table.storage.delete_many(written)
+        _delete_index_files(table)
     except TidemarkError as error:
         log.warning("index.build_leftovers", table=table.uri, error=str(error))

@@ -178,7 +178,7 @@ def stage_changes(
             raise FailedPreconditionError(
                 f"the index changes hold {staged} {what} but the files hold {written}: the "
                 f"record index disagrees with the table, instant {instant} is not committed "
-                "(rebuild the index with `tidemark index build`)",
+                "(rebuild the index with `tidemark index build --rebuild`)",
                 field="index",
             )
     staged = client.stage(instant, changes) if len(changes) else 0

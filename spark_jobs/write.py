@@ -665,7 +665,7 @@ def _plan(
                 raise FailedPreconditionError(
                     f"the record index places keys in file group {old_file} "
                     f"(partition {row[OLD_PARTITION]!r}), which the table does not have "
-                    "(rebuild the index with `tidemark index build`)",
+                    "(rebuild the index with `tidemark index build --rebuild`)",
                     field="index",
                 )
             touched.append(by_file[old_file])

@@ -22,6 +22,9 @@ from tidemark.table.instant import validate_instant_time
 
 MIN_SHARDS = 10
 MAX_SHARDS = 10000
+NO_COMMIT = "19700101000000000"
+"""The ``as_of`` of an index built before the table's first commit: earlier than every
+instant, so every later commit's changes count."""
 MAX_SHARD_BYTES = 1 << 30
 ESTIMATED_BYTES_PER_ENTRY = 48
 """Hudi's sizing estimate; our files are smaller, so shards stay well under the maximum."""

@@ -320,17 +320,9 @@ def write_shard(
     return b"".join([*parts, *sections, trailer])
 
 
-def _merge_blocks(blocks: list[_Block]) -> _Block:
-    """Blocks of one encoding, in file order, as one sorted block (a subsequence of a
-    sorted file is sorted)."""
-    if len(blocks) == 1:
-        return blocks[0]
-    width = max(block.keys.dtype.itemsize for block in blocks)
-    keys = np.concatenate([fit(block.keys, width) for block in blocks])
-    prefixes = np.concatenate([block.prefixes for block in blocks])
-    codes = np.concatenate([block.codes for block in blocks])
-    shared = bool((prefixes[1:] == prefixes[:-1]).any())
-    return _Block(keys, codes, prefixes, blocks[0].uuid, shared)
+def _block_number_type(block_count: int) -> type[np.signedinteger]:
+    """The narrowest signed type for block numbers and -1, so sorting them is a radix sort."""
+    return np.int16 if block_count < 1 << 15 else np.int64
 
 
 def _search(block: _Block, queries: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
@@ -488,10 +480,10 @@ class ShardReader:
         return block_of
 
     def lookup(self, keys: EncodedKeys | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        """For keys in any order (repeats allowed): a found mask and each found key's
-        location code (an index into ``dictionary``; 0 where not found). The blocks the
-        keys fall in are searched together, one vector search per key encoding, so the
-        cost does not grow with a Python loop over blocks."""
+        """For keys in any order (repeats allowed; nearly sorted is fastest): a found mask
+        and each found key's location code (an index into ``dictionary``; 0 where not
+        found). Keys are grouped by block with a radix sort of block numbers, and each
+        block searches its keys in one vector operation."""
         if not isinstance(keys, EncodedKeys):
             keys = encode_keys(keys)
         found = np.zeros(len(keys), bool)
@@ -502,30 +494,27 @@ class ShardReader:
         candidates = np.flatnonzero(self.might_contain(keys)) if sparse else np.arange(len(keys))
         chosen = keys.take(candidates) if sparse else keys
         block_of = self._route(chosen)
-        inside = block_of >= 0
-        blocks = self._blocks(np.unique(block_of[inside]))
-        uuid_block = np.zeros(self.block_count, bool)
-        uuid_block[[block_id for block_id, block in blocks.items() if block.uuid]] = True
-        in_uuid_block = inside & uuid_block[block_of]
-        for uuid, rows in (
-            (True, in_uuid_block & chosen.uuids()),
-            (False, inside & ~in_uuid_block),
+        by_block = np.argsort(block_of.astype(_block_number_type(self.block_count)), kind="stable")
+        touched, starts = np.unique(block_of[by_block], return_index=True)
+        ends = np.append(starts[1:], len(by_block))
+        keep = touched >= 0
+        touched, starts, ends = touched[keep], starts[keep], ends[keep]
+        blocks = self._blocks(touched)
+        for block_id, start, end in zip(
+            touched.tolist(), starts.tolist(), ends.tolist(), strict=True
         ):
-            searched = [
-                blocks[block_id] for block_id in sorted(blocks) if blocks[block_id].uuid == uuid
-            ]
-            if not searched or not rows.any():
-                continue
-            merged = _merge_blocks(searched)
-            if uuid:
+            block = blocks[block_id]
+            rows = by_block[start:end]
+            if block.uuid:
+                rows = rows[chosen.uuids()[rows]]
                 queries, prefixes = chosen.raw_uuids()[rows], chosen.raw_prefixes()[rows]
             else:
                 queries, prefixes = chosen.values[rows], chosen.prefixes()[rows]
-            index = _search(merged, queries, prefixes)
-            hit = merged.keys[index] == queries
-            positions = candidates[np.flatnonzero(rows)[hit]]
+            index = _search(block, queries, prefixes)
+            hit = block.keys[index] == queries
+            positions = candidates[rows[hit]]
             found[positions] = True
-            codes[positions] = merged.codes[index[hit]]
+            codes[positions] = block.codes[index[hit]]
         return found, codes
 
     def scan(self) -> tuple[EncodedKeys, np.ndarray]:

@@ -26,9 +26,13 @@ def shard_of_keys(keys: list[str], block_bytes: int = 256) -> bytes:
 
 
 def lookup(reader: ShardReader, queries: list[str]) -> list[dict[str, str] | None]:
-    """Each query's location row (or None), in query order."""
+    """Each query's location row (or None), in query order; the reader gives the same
+    answers for the queries as they come (any order, repeats) and sorted and distinct."""
     unique, inverse = sort_unique(pa.array(queries))
     found, codes = reader.lookup(unique)
+    as_they_come = reader.lookup(pa.array(queries))
+    assert (as_they_come[0] == found[inverse]).all()
+    assert (as_they_come[1] == np.where(found, codes, 0)[inverse]).all()
     rows = reader.dictionary.take(pa.array(codes, mask=~found)).to_pylist()
     return [rows[i] if found[i] else None for i in inverse]
 

@@ -52,11 +52,43 @@ def test_cli_default_shards_and_refusals(
     assert code == 0
     assert out.startswith("record index built as of 20") and "4 keys in 10 shards" in out
     assert RecordIndex.open(open_storage(uri)).num_shards == 10  # Hudi's minimum
-    empty = copy_fixture("v6_empty", tmp_path)
-    before = table_state(empty)
-    code, err = cli.run("index", "build", "--table", empty)
-    assert "no completed commit" in refused_in_one_line(code, err, "index")
-    assert table_state(empty) == before
+    before = table_state(uri)
+    code, err = cli.run("index", "build", "--table", uri)
+    assert "already has a record index (use --rebuild" in refused_in_one_line(code, err, "index")
+    assert table_state(uri) == before
+
+
+def test_a_table_without_a_commit_gets_an_empty_index_that_writes_fill(
+    spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    uri = copy_fixture("v6_empty", tmp_path)
+    code, out = Cli(tmp_path, capfd).output("index", "build", "--table", uri, "--shards", "4")
+    assert code == 0 and "0 keys in 4 shards" in out
+    assert RecordIndex.open(open_storage(uri)).stats().entries == 0
+    rows = pa.table(
+        {"id": pa.array([1, 2], pa.int32()), "name": ["x", "y"], "isActive": [True, False]}
+    )
+    write(spark, spark.createDataFrame(rows.to_pandas()), uri, "upsert")
+    assert sorted(assert_index_agrees(uri)) == ["1", "2"]
+
+
+def test_rebuild_replaces_a_damaged_index_with_one_that_agrees(
+    spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    uri = copy_fixture("v6_nonpartitioned", tmp_path)
+    build_index(spark, uri, shards=2)
+    storage = open_storage(uri)
+    stray = f"{layout.STAGED_DIR}/20000101000000000_stray.json"
+    storage.write(stray, b"{}")
+    for info in storage.list(layout.SHARDS_DIR + "/"):
+        storage.delete(info.path)
+    code, out = Cli(tmp_path, capfd).output(
+        "index", "build", "--table", uri, "--rebuild", "--shards", "3"
+    )
+    assert code == 0 and "4 keys in 3 shards" in out
+    assert not storage.exists(stray)
+    assert RecordIndex.open(storage).num_shards == 3
+    assert len(assert_index_agrees(uri)) == 4
 
 
 def test_a_key_held_twice_is_named_and_nothing_is_published(

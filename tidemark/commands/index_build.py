@@ -16,13 +16,19 @@ def add_build(commands: Any) -> None:
         "build",
         help="build a table's record index from its latest base files (Spark)",
         description="Build the record index of a table (ours or one Apache Hudi wrote) as "
-        "of its latest completed commit, under the table lock.",
+        "of its latest completed commit, under the table lock. A table without a commit "
+        "gets an empty index that its writes fill (size it with --shards).",
     )
     build.add_argument("--table", required=True, help="table base URI (path or s3://)")
     build.add_argument(
         "--shards",
         type=int,
         help="shard count, 1 to 10000 (default: sized from the record count as Hudi does)",
+    )
+    build.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="delete the table's record index and build it again (under the table lock)",
     )
     build.add_argument("--master", default="local[*]", help="Spark master")
     build.add_argument("--json", action="store_true", help="print the result as one JSON line")
@@ -38,7 +44,9 @@ def _run_build(args: argparse.Namespace) -> int:
 
     configure_logging(json=False, level="warning")
     with StageProgress(Console(stderr=True)) as progress:
-        result = build_index(build_session(args.master), args.table, args.shards, progress)
+        result = build_index(
+            build_session(args.master), args.table, args.shards, progress, rebuild=args.rebuild
+        )
     if args.json:
         print(json.dumps(asdict(result)))
     else:
