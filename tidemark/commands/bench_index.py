@@ -45,6 +45,7 @@ from services.index.build import build_index
 from services.index.embedded import start_embedded_index_service
 from services.index.keys import EncodedKeys, sort_unique, uuid_from_bytes
 from services.index.shard_file import ShardReader, write_shard
+from spark_jobs.index_writes import tag_with_index
 from spark_jobs.session import build_session
 from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from tidemark.clients.index import IndexClient
@@ -407,8 +408,9 @@ def measure_table(
     spark: SparkSession, args: argparse.Namespace, root: Path, address: str
 ) -> dict[str, Any]:
     """Parts (d) and (e) on a ``--table-rows`` table bulk-inserted here, indexed from its
-    stored keys: tagging 0.1% of its keys (Spark join against every base file's keys vs
-    executors asking the index service), and a point query by key (reading every base
+    stored keys: tagging 0.1% of its keys with the write path's two taggings (``tag``,
+    Spark's join against every base file's keys, vs ``tag_with_index``, executors asking
+    the index service), and a point query by key (reading every base
     file vs the one file the index names)."""
     table_uri = str(root / "tagged")
     bulk_insert_generated(spark, generate(spark, args.table_rows), table_uri)
@@ -428,17 +430,8 @@ def measure_table(
 
     client = IndexClient(address, table_uri)
 
-    def lookups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            located = client.lookup(batch.column(0))
-            yield pa.RecordBatch.from_arrays(
-                [located[name].combine_chunks() for name in ("key", "file_id")],
-                names=[RECORD_KEY, OLD_FILE_ID],
-            )
-
     def index_tagging() -> int:
-        located = keyed.mapInArrow(lookups, f"{RECORD_KEY} string, {OLD_FILE_ID} string")
-        return found_count(located)
+        return found_count(tag_with_index(keyed, client, None))
 
     runs = max(1, min(3, args.repeat))
     join = [timed(join_tagging) for _ in range(runs + 1)][1:]
