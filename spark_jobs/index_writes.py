@@ -63,18 +63,33 @@ def tag_with_index(keyed: DataFrame, client: IndexClient, as_of: str | None) -> 
     )
 
     def lookup(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            located = client.lookup(batch.column(RECORD_KEY), as_of)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    *batch.columns,
-                    located["partition"].combine_chunks(),
-                    located["file_id"].combine_chunks(),
-                ],
-                names=[*batch.schema.names, OLD_PARTITION, OLD_FILE_ID],
+        for rows in _gathered(batches, client.batch_keys):
+            located = client.lookup(rows.column(RECORD_KEY), as_of)
+            tagged = rows.append_column(OLD_PARTITION, located["partition"]).append_column(
+                OLD_FILE_ID, located["file_id"]
             )
+            yield from tagged.to_batches()
 
     return keyed.mapInArrow(lookup, schema)
+
+
+GATHER_MAX_BYTES = 64 << 20
+"""At most this much of a task's rows waits for one lookup call (wide rows gather fewer)."""
+
+
+def _gathered(batches: Iterator[pa.RecordBatch], keys: int) -> Iterator[pa.Table]:
+    """Spark's Arrow batches (10k rows by default) gathered into tables of about ``keys``
+    rows: the service answers a 100k-key call about three times faster per key."""
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        pending.append(batch)
+        rows, size = rows + batch.num_rows, size + batch.nbytes
+        if rows >= keys or size >= GATHER_MAX_BYTES:
+            yield pa.Table.from_batches(pending)
+            pending, rows, size = [], 0, 0
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def bucket_changes(routed: DataFrame, plan: WritePlan) -> pa.Table:
