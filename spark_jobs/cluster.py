@@ -43,7 +43,7 @@ from spark_jobs.base_file import BaseFileWriter, conform
 from spark_jobs.context import WriteContext
 from spark_jobs.curves import CURVE_METHODS, DEFAULT_CURVE_METHOD, check_sortable, layout_order
 from spark_jobs.errors import run_spark_action
-from spark_jobs.index_writes import file_changes
+from spark_jobs.index_writes import file_changes, new_files, stage
 from spark_jobs.job_options import DEFAULT_LOCK_LEASE_S, add_job_options
 from spark_jobs.session import build_session, cancellable_jobs
 from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
@@ -61,7 +61,6 @@ from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
 from tidemark.table.commit import complete_commit, rollback
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
 from tidemark.table.lock import TableLock
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
@@ -286,18 +285,16 @@ def _stage_moved_keys(
     stats: Sequence[WriteStat],
     index: IndexClient,
 ) -> None:
-    """Stage every key of the new files at its new file group, once the keys read back
-    agree with the rows written (the replaced groups' entries are overwritten)."""
-    written = [
-        BaseFile(s.partition_path, s.file_id, instant, s.path, s.file_size_in_bytes) for s in stats
-    ]
-    changes = file_changes(spark, table.uri, table.config, written)
+    """Stage every key of the new files at its new file group from the executors
+    (``index_writes.stage``); the keys read back must agree with the rows written (the
+    replaced groups' entries are overwritten)."""
+    changes = file_changes(spark, table.uri, table.config, new_files(stats, instant))
+    counts = stage(index, instant, changes)
     rows = sum(s.num_writes for s in stats)
-    staged = index.stage(instant, changes) if len(changes) else 0
-    if not len(changes) == staged == rows:
+    if not counts.placed == counts.staged == rows:
         raise FailedPreconditionError(
-            f"the record index staged {staged} moved keys of {len(changes)} read back for "
-            f"{rows} rows written: clustering {instant} is not committed",
+            f"the record index staged {counts.staged} moved keys of {counts.placed} read back "
+            f"for {rows} rows written: clustering {instant} is not committed",
             field="index",
         )
 

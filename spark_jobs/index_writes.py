@@ -3,15 +3,21 @@ commit's index changes before its completed instant is published.
 
 A table has a record index once ``tidemark index build`` published it. Then every write
 keeps it in step, whatever tags its keys (``--index record|simple``): after the files are
-written the driver collects what changed — new and moved keys with their new file group,
-deleted keys as tombstones — checks the count against the write stats and stages it with
-the index service (``IndexClient.stage``) under the write's instant, so the index changes
-exactly when the commit completes. Carried and in-place updated keys keep their entry.
+written, what changed — new and moved keys with their new file group, deleted keys as
+tombstones — stays a Spark DataFrame (``CHANGES_DDL``), built from the routed rows or the
+keys read back from the new files. The executors stage it: rows are grouped by their
+index shard (Hudi's key-to-shard hash), each task holds whole shards and sends them,
+sorted by shard, to the index service (``IndexClient.stage``) under the write's instant
+in chunks of the client's batch size, so a commit writes about one delta file per shard.
+The driver only receives counts, checks them against the write stats and then publishes,
+so the index changes exactly when the commit completes. Carried and in-place updated
+keys keep their entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +26,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
 
+from services.index.sharding import shard_of
 from spark_jobs.buckets import BUCKET, INDEX_CHANGE, IS_DELETE
+from spark_jobs.errors import run_spark_action
 from spark_jobs.sizing import WritePlan
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.clients.index import IndexClient
@@ -28,6 +36,7 @@ from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table.commit_metadata import WriteStat
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
+from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.properties import TableConfig
 
 TAGGINGS = ("record", "simple")
@@ -35,6 +44,10 @@ UNTAGGED_OPERATIONS = ("bulk_insert", "insert_overwrite")
 """Operations that never look keys up: on an indexed table their keys must be new."""
 CHANGES = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
 """What ``IndexClient.stage`` takes: a null partition and file id delete the key."""
+CHANGES_DDL = "key string, partition string, file_id string"
+"""``CHANGES`` as the Spark schema of a write's changes."""
+_SHARD = f"{INTERNAL_COLUMN_PREFIX}shard"
+_COUNTS_DDL = "placed long, removed long, staged long"
 
 
 def choose_tagging(requested: str | None, has_index: bool) -> str:
@@ -74,52 +87,62 @@ def tag_with_index(keyed: DataFrame, client: IndexClient, as_of: str | None) -> 
 
 
 GATHER_MAX_BYTES = 64 << 20
-"""At most this much of a task's rows waits for one lookup call (wide rows gather fewer)."""
+"""At most this much of a task's rows waits for one service call (wide rows gather fewer)."""
 
 
 def _gathered(batches: Iterator[pa.RecordBatch], keys: int) -> Iterator[pa.Table]:
-    """Spark's Arrow batches (10k rows by default) gathered into tables of about ``keys``
-    rows: the service answers a 100k-key call about three times faster per key."""
+    """Spark's Arrow batches (10k rows by default) gathered into tables of ``keys`` rows
+    (fewer at the end, or once ``GATHER_MAX_BYTES`` wait): the service answers a 100k-key
+    call about three times faster per key, and a stage call of rows sorted by shard
+    writes one delta file per shard it holds."""
     pending: list[pa.RecordBatch] = []
     rows = size = 0
     for batch in batches:
         pending.append(batch)
         rows, size = rows + batch.num_rows, size + batch.nbytes
         if rows >= keys or size >= GATHER_MAX_BYTES:
-            yield pa.Table.from_batches(pending)
-            pending, rows, size = [], 0, 0
-    if pending:
+            gathered = pa.Table.from_batches(pending)
+            done = rows if size >= GATHER_MAX_BYTES else rows - rows % keys
+            for start in range(0, done, keys):
+                yield gathered.slice(start, min(keys, done - start))
+            rest = gathered.slice(done)
+            pending, rows, size = rest.to_batches(), rest.num_rows, rest.nbytes
+    if rows:
         yield pa.Table.from_batches(pending)
 
 
-def bucket_changes(routed: DataFrame, plan: WritePlan) -> pa.Table:
+def bucket_changes(routed: DataFrame, plan: WritePlan) -> DataFrame:
     """The index changes of routed rows: each new or moved key to its bucket's file group,
     each key a delete removes as a tombstone."""
-    rows = routed.where(sf.col(INDEX_CHANGE)).select(RECORD_KEY, BUCKET, IS_DELETE).toArrow()
-    buckets = rows.column(BUCKET).to_numpy()
-    deleted = rows.column(IS_DELETE).to_numpy(zero_copy_only=False)
-    partitions = np.array([b.partition_path for b in plan.buckets], dtype=object)
-    file_ids = np.array([b.file_id for b in plan.buckets], dtype=object)
-    return pa.table(
-        [
-            rows.column(RECORD_KEY),
-            pa.array(partitions[buckets], pa.string(), mask=deleted),
-            pa.array(file_ids[buckets], pa.string(), mask=deleted),
-        ],
-        schema=CHANGES,
-    )
+    partitions = pa.array([b.partition_path for b in plan.buckets], pa.string())
+    file_ids = pa.array([b.file_id for b in plan.buckets], pa.string())
+    none = pa.scalar(None, pa.string())
+
+    def locate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            buckets, deleted = batch.column(BUCKET), batch.column(IS_DELETE)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    batch.column(RECORD_KEY),
+                    pc.if_else(deleted, none, partitions.take(buckets)),
+                    pc.if_else(deleted, none, file_ids.take(buckets)),
+                ],
+                schema=CHANGES,
+            )
+
+    rows = routed.where(sf.col(INDEX_CHANGE)).select(RECORD_KEY, BUCKET, IS_DELETE)
+    return rows.mapInArrow(locate, CHANGES_DDL)
 
 
 def file_changes(
     spark: SparkSession, table_uri: str, config: TableConfig, files: Sequence[BaseFile]
-) -> pa.Table:
-    """Every key of ``files`` at its file group (the new files of a bulk_insert)."""
-    if not files:
-        return CHANGES.empty_table()
-    located = existing_keys(spark, table_uri, config, files).toArrow()
-    return pa.table(
-        [located.column(RECORD_KEY), located.column(OLD_PARTITION), located.column(OLD_FILE_ID)],
-        schema=CHANGES,
+) -> DataFrame:
+    """Every key of ``files`` at its file group (the new files of a bulk_insert or of a
+    clustering run)."""
+    return existing_keys(spark, table_uri, config, files).select(
+        sf.col(RECORD_KEY).alias("key"),
+        sf.col(OLD_PARTITION).alias("partition"),
+        sf.col(OLD_FILE_ID).alias("file_id"),
     )
 
 
@@ -128,36 +151,44 @@ def replaced_changes(
     table_uri: str,
     config: TableConfig,
     replaced: Sequence[BaseFile],
-    written: pa.Table,
-) -> pa.Table:
-    """Tombstones for the keys of file groups an insert_overwrite replaced that it did not
-    write again, after the changes ``written``."""
+    written: DataFrame,
+) -> DataFrame:
+    """``written`` plus tombstones for the keys of file groups an insert_overwrite replaced
+    that it did not write again."""
     if not replaced:
         return written
-    gone = existing_keys(spark, table_uri, config, replaced).toArrow().column(RECORD_KEY)
-    gone = gone.filter(pc.invert(pc.is_in(gone, value_set=written.column("key"))))
-    tombstones = pa.table(
-        [gone, pa.nulls(len(gone), pa.string()), pa.nulls(len(gone), pa.string())],
-        schema=CHANGES,
+    gone = existing_keys(spark, table_uri, config, replaced).select(sf.col(RECORD_KEY).alias("key"))
+    tombstones = gone.join(written.select("key"), on="key", how="left_anti").select(
+        "key",
+        sf.lit(None).cast("string").alias("partition"),
+        sf.lit(None).cast("string").alias("file_id"),
     )
-    return pa.concat_tables([written, tombstones])
+    return written.unionByName(tombstones)
 
 
 def check_new_keys(
-    client: IndexClient, changes: pa.Table, replaced: set[str], as_of: str | None
+    client: IndexClient, changes: DataFrame, replaced: set[str], as_of: str | None
 ) -> None:
     """The keys a bulk_insert or insert_overwrite placed must not be in the table already,
     except in the file groups an insert_overwrite replaced: the index would point at the
-    new copy and the old one would stay. FailedPreconditionError naming one such key."""
-    placed = changes.filter(pc.is_valid(changes.column("file_id"))).column("key")
-    located = client.lookup(placed.combine_chunks(), as_of)
-    file_ids = located.column("file_id")
-    held = pc.and_(
-        pc.is_valid(file_ids),
-        pc.invert(pc.is_in(file_ids, pa.array(sorted(replaced), pa.string()))),
-    )
-    if pc.any(held).as_py():
-        first = located.filter(held).slice(0, 1).to_pylist()[0]
+    new copy and the old one would stay. Each task looks its keys up and reports its first
+    such key; FailedPreconditionError naming one."""
+    replaced_ids = pa.array(sorted(replaced), pa.string())
+
+    def first_held(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for chunk in _gathered(batches, client.batch_keys):
+            located = client.lookup(chunk.column("key"), as_of)
+            file_ids = located.column("file_id")
+            held = pc.and_(pc.is_valid(file_ids), pc.invert(pc.is_in(file_ids, replaced_ids)))
+            if pc.any(held).as_py():
+                first = located.filter(held).select(CHANGES.names).slice(0, 1)
+                yield pa.RecordBatch.from_pylist(first.to_pylist(), schema=CHANGES)
+                return
+
+    placed = changes.where(sf.col("file_id").isNotNull()).select("key")
+    held = run_spark_action(placed.mapInArrow(first_held, CHANGES_DDL).collect)
+    if held:
+        first = held[0]
         raise FailedPreconditionError(
             f"key {first['key']!r} is already in the table (file group {first['file_id']} of "
             f"partition {first['partition']!r}); with a record index, bulk_insert and "
@@ -173,21 +204,67 @@ def new_files(stats: Sequence[WriteStat], instant: str) -> list[BaseFile]:
     ]
 
 
+@dataclass(frozen=True)
+class StagedCounts:
+    """What the tasks staged: new locations, tombstones, and changes the service took."""
+
+    placed: int
+    removed: int
+    staged: int
+
+
+def stage(client: IndexClient, instant: str, changes: DataFrame) -> StagedCounts:
+    """Stage ``changes`` for ``instant`` from the executors: rows grouped by index shard
+    (at most one task per shard or per core), each task sending its rows sorted by shard
+    and key in chunks of the client's batch size, so about one delta file per shard is
+    written (a retried task sends the same chunks: the service rewrites the same files)."""
+    shards = client.status().shards
+    spark = changes.sparkSession
+    tasks = max(1, min(shards, spark.sparkContext.defaultParallelism))
+
+    def with_shard(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            shard = pa.array(shard_of(batch.column("key"), shards).astype(np.int32))
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, shard], names=[*batch.schema.names, _SHARD]
+            )
+
+    def stage_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        placed = removed = staged = 0
+        for chunk in _gathered(batches, client.batch_keys):
+            removed += chunk.column("file_id").null_count
+            placed += chunk.num_rows - chunk.column("file_id").null_count
+            staged += client.stage(instant, chunk.select(CHANGES.names))
+        yield pa.RecordBatch.from_pydict(
+            {"placed": [placed], "removed": [removed], "staged": [staged]}
+        )
+
+    by_shard = (
+        changes.select(*CHANGES.names)
+        .mapInArrow(with_shard, f"{CHANGES_DDL}, {_SHARD} int")
+        .repartition(tasks, _SHARD)
+        .sortWithinPartitions(_SHARD, "key")
+    )
+    counts = run_spark_action(by_shard.mapInArrow(stage_task, _COUNTS_DDL).collect)
+    return StagedCounts(*(sum(column) for column in zip(*counts, strict=True)))
+
+
 def stage_changes(
     client: IndexClient,
     instant: str,
-    changes: pa.Table,
+    changes: DataFrame,
     stats: Sequence[WriteStat],
     deleting: bool,
 ) -> int:
-    """Stage ``changes`` for ``instant`` once they agree with the write stats: as many new
-    locations as inserted rows, as many tombstones as deleted rows for a delete."""
-    placed = len(changes) - changes.column("file_id").null_count
-    removed = changes.column("file_id").null_count
+    """Stage ``changes`` for ``instant`` (``stage``) and check them against the write
+    stats: as many new locations as inserted rows, as many tombstones as deleted rows for
+    a delete. On a mismatch the write fails before its commit, so its staged deltas never
+    show and its rollback discards them."""
+    counts = stage(client, instant, changes)
     inserted = sum(stat.num_inserts for stat in stats)
-    checks = [("new locations", placed, inserted)]
+    checks = [("new locations", counts.placed, inserted)]
     if deleting:
-        checks.append(("tombstones", removed, sum(stat.num_deletes for stat in stats)))
+        checks.append(("tombstones", counts.removed, sum(stat.num_deletes for stat in stats)))
     for what, staged, written in checks:
         if staged != written:
             raise FailedPreconditionError(
@@ -196,9 +273,9 @@ def stage_changes(
                 "(rebuild the index with `tidemark index build --rebuild`)",
                 field="index",
             )
-    staged = client.stage(instant, changes) if len(changes) else 0
-    if staged != len(changes):
+    total = counts.placed + counts.removed
+    if counts.staged != total:
         raise FailedPreconditionError(
-            f"the index service staged {staged} of {len(changes)} changes", field="index"
+            f"the index service staged {counts.staged} of {total} changes", field="index"
         )
-    return staged
+    return counts.staged

@@ -608,25 +608,32 @@ def _stage_index_changes(
 ) -> None:
     """Stage the commit's index changes (``spark_jobs.index_writes``) before it completes:
     from the routed rows, or the keys of a bulk_insert's new files; an insert_overwrite
-    also removes the keys of the file groups it replaced."""
+    also removes the keys of the file groups it replaced. Untagged operations first check
+    that their keys are new (the changes are kept for both passes)."""
     assert options.index_client is not None
     if routed is None:
         changes = file_changes(spark, table.uri, table.config, new_files(stats, instant))
     else:
-        changes = run_spark_action(lambda: bucket_changes(*routed))
-    if operation in UNTAGGED_OPERATIONS:
-        last = table.timeline.last_completed()
-        check_new_keys(
-            options.index_client,
-            changes,
-            {f for ids in replaced.values() for f in ids},
-            last.timestamp if last else None,
-        )
+        changes = bucket_changes(*routed)
     if replaced:
         gone = {(p, f) for p, ids in replaced.items() for f in ids}
         old = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in gone]
         changes = replaced_changes(spark, table.uri, table.config, old, changes)
-    stage_changes(options.index_client, instant, changes, stats, operation == "delete")
+    checking = operation in UNTAGGED_OPERATIONS
+    if checking:
+        changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        if checking:
+            last = table.timeline.last_completed()
+            check_new_keys(
+                options.index_client,
+                changes,
+                {f for ids in replaced.values() for f in ids},
+                last.timestamp if last else None,
+            )
+        stage_changes(options.index_client, instant, changes, stats, operation == "delete")
+    finally:
+        changes.unpersist()
 
 
 def _plan(

@@ -3,7 +3,8 @@ index answers for exactly the snapshot's keys at their file groups (``indexkit``
 local file system and the local S3 server, whatever tags the keys (``--index record`` or
 ``simple``), for moves, deletes, inserts of existing keys, bulk_insert and insert_overwrite;
 clustering moves keys to new file groups; a writer killed before its commit changes no
-lookup."""
+lookup; the executors stage a write's changes by shard, and a refused bulk_insert stages
+nothing."""
 
 from __future__ import annotations
 
@@ -157,12 +158,12 @@ def test_a_writer_killed_before_its_commit_changes_no_lookup(
         check=False,
     )
     assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
-    staged = [info.path for info in storage.list(layout.STAGED_DIR + "/")]
-    assert len(staged) == 1  # the killed write staged its changes: they must not show
+    staged = {info.path for info in storage.list(layout.STAGED_DIR + "/")}
+    assert staged  # the killed write's tasks staged its changes: they must not show
     assert RecordIndex.open(storage).lookup(keys) == answers
     time.sleep(1.5)  # the dead writer's 1 s lock lease runs out
     write(spark, rows(spark, (60, "next", "c", 9)), table_uri, "upsert")
-    assert [info.path for info in storage.list(layout.STAGED_DIR + "/")] != staged
+    assert staged.isdisjoint(info.path for info in storage.list(layout.STAGED_DIR + "/"))
     located = assert_index_agrees(table_uri)
     assert "50" not in located and "60" in located
 
@@ -186,3 +187,65 @@ def test_clustering_moves_keys_to_their_new_file_groups(
     after = assert_index_agrees(table_uri)
     assert set(after) == set(before)
     assert {file_id for _, file_id in after.values()}.isdisjoint(f for _, f in before.values())
+
+
+def _staged_by_instant(uri: str, instant: str) -> tuple[list[str], list[str]]:
+    """The stage manifests of ``instant`` and the shard directory of each of its deltas."""
+    storage = open_storage(uri)
+    manifests = [
+        info.path
+        for info in storage.list(layout.STAGED_DIR + "/")
+        if info.path.rsplit("/", 1)[-1].startswith(f"{instant}_")
+    ]
+    deltas = [
+        info.path.rsplit("/", 2)[-2]
+        for info in storage.list(layout.SHARDS_DIR + "/")
+        if info.path.rsplit("/", 1)[-1].startswith(f"delta_{instant}_")
+    ]
+    return manifests, deltas
+
+
+def test_executors_stage_whole_shards_and_a_refused_bulk_insert_stages_nothing(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """Tasks stage the changes themselves, each its own shards in chunks rather than one
+    call per Arrow batch (here 50 rows): an upsert of new and moved keys and a bulk_insert
+    each leave several stage calls and exactly one delta per shard for their instant. A
+    bulk_insert holding a key the table has is refused before anything is staged."""
+    shards = 8
+    first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)]
+    write(
+        spark,
+        rows(spark, *first),
+        table_uri,
+        "bulk_insert",
+        record_key_fields=["id"],
+        partition_fields=["part"],
+        precombine_field="ts",
+    )
+    build_index(spark, table_uri, shards=shards)
+    batch_conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    spark.conf.set(batch_conf, "50")
+    try:
+        upsert = [(k, "up", "c" if k < 12 else "ab"[k % 2], 2) for k in range(600)]
+        upserted = write(spark, rows(spark, *upsert), table_uri, "upsert")
+        bulk = [(k, "bulk", "abc"[k % 3], 3) for k in range(1000, 1600)]
+        bulked = write(spark, rows(spark, *bulk), table_uri, "bulk_insert")
+    finally:
+        spark.conf.unset(batch_conf)  # the session never sets it: back to Spark's default
+    assert (upserted.rows_inserted, bulked.rows_inserted) == (588 + 8, 600)  # new keys, moves
+    every_shard = [f"{shard:05d}" for shard in range(shards)]
+    for instant in (upserted.instant, bulked.instant):
+        manifests, deltas = _staged_by_instant(table_uri, instant)
+        assert len(manifests) > 1  # several tasks staged, not the driver
+        assert sorted(deltas) == every_shard
+    located = assert_index_agrees(table_uri)
+    assert len(located) == 1200 and located["3"][0] == "c"
+
+    storage = open_storage(table_uri)
+    before = sorted(info.path for info in storage.list(f"{layout.ROOT}/"))
+    fresh = [(k, "fresh", "a", 4) for k in range(2000, 2300)]
+    with pytest.raises(FailedPreconditionError, match="key '1500' is already in the table"):
+        write(spark, rows(spark, *fresh, (1500, "again", "b", 4)), table_uri, "bulk_insert")
+    assert sorted(info.path for info in storage.list(f"{layout.ROOT}/")) == before
+    assert assert_index_agrees(table_uri) == located

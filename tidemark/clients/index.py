@@ -1,5 +1,6 @@
 """Client side of the index service: ``IndexClient`` for a writer's executors (tagging
-keys) and its driver (staging a commit's changes, discarding a rolled-back instant).
+keys, staging a commit's changes by shard) and its driver (status, discarding a
+rolled-back instant).
 
 Picklable: only the address and the table travel, the channel opens lazily in the
 process that uses it. Keys go out and locations come back as Arrow IPC (see
