@@ -246,7 +246,9 @@ def stage(client: IndexClient, instant: str, changes: DataFrame) -> StagedCounts
         .sortWithinPartitions(_SHARD, "key")
     )
     counts = run_spark_action(by_shard.mapInArrow(stage_task, _COUNTS_DDL).collect)
-    return StagedCounts(*(sum(column) for column in zip(*counts, strict=True)))
+    return StagedCounts(  # no row at all when there was nothing to stage
+        *(sum(row[name] for row in counts) for name in ("placed", "removed", "staged"))
+    )
 
 
 def stage_changes(

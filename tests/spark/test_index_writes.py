@@ -211,7 +211,8 @@ def test_executors_stage_whole_shards_and_a_refused_bulk_insert_stages_nothing(
     """Tasks stage the changes themselves, each its own shards in chunks rather than one
     call per Arrow batch (here 50 rows): an upsert of new and moved keys and a bulk_insert
     each leave several stage calls and exactly one delta per shard for their instant. A
-    bulk_insert holding a key the table has is refused before anything is staged."""
+    bulk_insert holding a key the table has is refused before anything is staged; an empty
+    one (no task stages anything) changes nothing."""
     shards = 8
     first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)]
     write(
@@ -249,3 +250,5 @@ def test_executors_stage_whole_shards_and_a_refused_bulk_insert_stages_nothing(
         write(spark, rows(spark, *fresh, (1500, "again", "b", 4)), table_uri, "bulk_insert")
     assert sorted(info.path for info in storage.list(f"{layout.ROOT}/")) == before
     assert assert_index_agrees(table_uri) == located
+    empty = write(spark, spark.createDataFrame([], SCHEMA), table_uri, "bulk_insert")
+    assert empty.rows_written == 0 and assert_index_agrees(table_uri) == located
