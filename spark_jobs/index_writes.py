@@ -66,7 +66,8 @@ def choose_tagging(requested: str | None, has_index: bool) -> str:
 
 def tag_with_index(keyed: DataFrame, client: IndexClient, as_of: str | None) -> DataFrame:
     """``keyed`` plus each key's file group as the record index knows it (the columns
-    ``tagging.tag`` adds), looked up by the executors one Arrow batch per call."""
+    ``tagging.tag`` adds), looked up by the executors up to the client's batch size of
+    keys per call."""
     schema = StructType(
         [
             *keyed.schema.fields,
