@@ -190,7 +190,9 @@ def _per_partition(per_key: DataFrame, fields: tuple[str, ...]) -> DataFrame:
 
 def _combine(groups: list[dict[str, Any]], partition_fields: Collection[str]) -> dict[str, Any]:
     """The whole input's aggregates from its partitions': counts add up, a sample is the
-    smallest of the partitions' samples. No groups (empty partitioned input) count zero."""
+    smallest of the partitions' samples. No groups (empty partitioned input) count zero,
+    and so does the one group of an empty input without partition columns (SQL's sum of
+    no rows is null)."""
     totals: dict[str, Any] = {}
     for group in groups:
         for name, value in group.items():
@@ -200,7 +202,7 @@ def _combine(groups: list[dict[str, Any]], partition_fields: Collection[str]) ->
                 present = [v for v in (totals.get(name), value) if v is not None]
                 totals[name] = min(present, default=None)
             else:
-                totals[name] = totals.get(name, 0) + value
+                totals[name] = totals.get(name, 0) + (value or 0)
     return defaultdict(int, totals)
 
 

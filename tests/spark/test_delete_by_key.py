@@ -62,6 +62,16 @@ def test_partition_and_other_columns_are_ignored(spark: SparkSession, table: str
     assert HoodieTable.open(table).timeline.pending() == []
 
 
+def test_an_empty_delete_deletes_nothing(spark: SparkSession, table: str) -> None:
+    """No rows, by key alone or with every column: nothing deleted, nothing left pending
+    (an empty input once failed in validation's sum of no rows)."""
+    for schema in ("id int", SCHEMA):
+        result = write(spark, spark.createDataFrame([], schema), table, "delete")
+        assert result.rows_deleted == 0
+    assert data_of(assert_readers_agree(table, DATA)) == model()
+    assert HoodieTable.open(table).timeline.pending() == []
+
+
 def test_composite_keys_are_deleted_by_their_key_columns(
     spark: SparkSession, table_uri: str
 ) -> None:
