@@ -44,18 +44,21 @@ from spark_jobs.context import WriteContext
 from spark_jobs.curves import CURVE_METHODS, DEFAULT_CURVE_METHOD, check_sortable, layout_order
 from spark_jobs.errors import run_spark_action
 from spark_jobs.index_writes import file_changes, new_files, stage
-from spark_jobs.job_options import DEFAULT_LOCK_LEASE_S, add_job_options
+from spark_jobs.job_options import (
+    DEFAULT_LOCK_LEASE_S,
+    MarkerKind,
+    MarkerOptions,
+    add_job_options,
+)
 from spark_jobs.session import build_session, cancellable_jobs
 from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
 from spark_jobs.task import current_task, marker_writer, storage_for
 from spark_jobs.write import (
     MIB,
-    MarkerKind,
     index_client,
     release_lock,
 )
 from tidemark.clients.index import IndexClient
-from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError, with_note
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
@@ -63,7 +66,7 @@ from tidemark.table.commit import complete_commit, rollback
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
 from tidemark.table.lock import TableLock
-from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
+from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
 from tidemark.table.table import HoodieTable
 
@@ -114,9 +117,7 @@ class ClusterResult:
 
 @dataclass(frozen=True)
 class _Options:
-    markers: MarkerKind
-    marker_service_address: str | None
-    marker_fallback_direct: bool
+    markers: MarkerOptions
     row_group_bytes: int
 
 
@@ -137,11 +138,7 @@ def run_clustering(
     column the table lacks) is refused before the table lock is even taken. A table with
     a record index is kept in step through the index service at
     ``index_service_address`` (default: one embedded in the driver)."""
-    if markers == "service" and not marker_service_address:
-        raise InvalidArgumentError(
-            "service markers need a marker service address (or use direct markers)",
-            field="marker_service_address",
-        )
+    marker_options = MarkerOptions(markers, marker_service_address, marker_fallback_direct)
     if row_group_bytes <= 0:
         raise InvalidArgumentError(f"must be > 0, got {row_group_bytes}", field="row_group_bytes")
     table = HoodieTable.open(canonical_uri(table_uri))
@@ -150,9 +147,8 @@ def run_clustering(
         _check_layout(table, pending)
     if not plans:
         return []
-    if markers == "service" and marker_service_address and not marker_fallback_direct:
-        check_reachable(marker_service_address)
-    options = _Options(markers, marker_service_address, marker_fallback_direct, row_group_bytes)
+    marker_options.check_reachable()
+    options = _Options(marker_options, row_group_bytes)
     owner = f"tidemark-cluster@{socket.gethostname()}:{os.getpid()}"
     indexed = RecordIndex.exists(table.storage)
     with (
@@ -163,7 +159,7 @@ def run_clustering(
         lock.acquire()
         table.timeline.fence = lock
         try:
-            undo = _Undo(table, _marker_reader(table, options, lock), index)
+            undo = _Undo(table, options.markers.reader(table, lock.holder), index)
             return [
                 _run_plan(spark, table, pending, options, undo)
                 for pending in plans_to_run(table, instant)
@@ -200,14 +196,6 @@ def _check_layout(table: HoodieTable, pending: PendingPlan) -> None:
             raise with_note(error, f"in plan {pending.timestamp}") from error
 
 
-def _marker_reader(table: HoodieTable, options: _Options, lock: TableLock) -> MarkerReader:
-    if options.markers == "service" and options.marker_service_address:
-        return ServiceMarkerReader(
-            options.marker_service_address, table.uri, lock_holder=lock.holder
-        )
-    return StorageMarkerReader(table.storage)
-
-
 @dataclass(frozen=True)
 class _Undo:
     """What rolling a run back to its plan needs: the markers naming its files, and the
@@ -241,13 +229,7 @@ def _run_plan(
         table_uri=table.uri,
         instant=instant,
         action=REPLACE_COMMIT,
-        markers=MarkerSpec(
-            options.markers,
-            table.uri,
-            instant,
-            options.marker_service_address,
-            options.marker_fallback_direct,
-        ),
+        markers=options.markers.spec(table.uri, instant),
         file_schema=_file_schema(table, plan),
         config=table.config,
     )

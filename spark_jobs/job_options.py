@@ -1,14 +1,57 @@
-"""Command-line options of the Spark jobs that write files (``write``, ``cluster run``):
-where markers and the record index are served, the Spark master and the lock lease, so
-the jobs spell them the same way."""
+"""Options of the Spark jobs that write files (``write``, ``cluster run``): where markers
+and the record index are served, the Spark master and the lock lease, so the jobs spell
+them the same way, and how their markers are made and read back (``MarkerOptions``)."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from typing import Literal
 
 from spark_jobs.session import DEFAULT_MASTER
+from tidemark.clients.marker import ServiceMarkerReader, check_reachable
+from tidemark.errors import InvalidArgumentError
+from tidemark.table.lock import LockHolder
+from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
+from tidemark.table.table import HoodieTable
 
 DEFAULT_LOCK_LEASE_S = 60.0
+MarkerKind = Literal["direct", "service"]
+
+
+@dataclass(frozen=True)
+class MarkerOptions:
+    """How a job's tasks create markers (direct objects, or batched by the marker service
+    at ``service_address``) and how its driver reads them back."""
+
+    kind: MarkerKind
+    service_address: str | None
+    fallback_direct: bool
+
+    def __post_init__(self) -> None:
+        if self.kind == "service" and not self.service_address:
+            raise InvalidArgumentError(
+                "service markers need a marker service address (or use direct markers)",
+                field="marker_service_address",
+            )
+
+    def check_reachable(self) -> None:
+        """A job that may not fall back to direct markers fails before any work when its
+        marker service cannot be reached."""
+        if self.kind == "service" and self.service_address and not self.fallback_direct:
+            check_reachable(self.service_address)
+
+    def spec(self, table_uri: str, instant: str) -> MarkerSpec:
+        """What the job's tasks need to create the markers of ``instant``."""
+        return MarkerSpec(self.kind, table_uri, instant, self.service_address, self.fallback_direct)
+
+    def reader(self, table: HoodieTable, lock_holder: LockHolder | None) -> MarkerReader:
+        """Reconcile and rollback ask the marker service when the job uses it (it owns the
+        marker dirs it batches); otherwise they read direct and MARKERS* files from
+        storage."""
+        if self.kind == "service" and self.service_address:
+            return ServiceMarkerReader(self.service_address, table.uri, lock_holder=lock_holder)
+        return StorageMarkerReader(table.storage)
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:

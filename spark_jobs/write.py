@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -51,7 +50,12 @@ from spark_jobs.index_writes import (
     tag_with_index,
 )
 from spark_jobs.input import FORMATS, read_input
-from spark_jobs.job_options import DEFAULT_LOCK_LEASE_S, add_job_options
+from spark_jobs.job_options import (
+    DEFAULT_LOCK_LEASE_S,
+    MarkerKind,
+    MarkerOptions,
+    add_job_options,
+)
 from spark_jobs.keying import (
     arrow_schema,
     check_fields,
@@ -73,7 +77,6 @@ from spark_jobs.stats import stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
 from spark_jobs.validation import TableRequest, check_layout, validate_input
 from tidemark.clients.index import IndexClient
-from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -99,7 +102,6 @@ from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.lock import LockHolder, TableLock
-from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -108,7 +110,6 @@ from tidemark.table.write_checks import check_writable
 
 log = structlog.get_logger(__name__)
 
-MarkerKind = Literal["direct", "service"]
 OPERATION_TYPES = {
     "bulk_insert": "BULK_INSERT",
     "insert": "INSERT",
@@ -206,11 +207,7 @@ def write(
             f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
             field="operation",
         )
-    if markers == "service" and not marker_service_address:
-        raise InvalidArgumentError(
-            "service markers need a marker service address (or use direct markers)",
-            field="marker_service_address",
-        )
+    marker_options = MarkerOptions(markers, marker_service_address, marker_fallback_direct)
     if sort_mode not in SORT_MODES:
         raise InvalidArgumentError(
             f"unknown sort mode {sort_mode!r} (use {', '.join(SORT_MODES)})", field="sort_mode"
@@ -230,8 +227,7 @@ def write(
             field="allow_duplicates",
         )
     table_uri = canonical_uri(table_uri)
-    if markers == "service" and marker_service_address and not marker_fallback_direct:
-        check_reachable(marker_service_address)
+    marker_options.check_reachable()
     if index_service_address:
         IndexClient(index_service_address, table_uri).check_reachable()
     clock = StageClock(listener)
@@ -266,9 +262,7 @@ def write(
                     prepared,
                     operation,
                     _Options(
-                        markers,
-                        marker_service_address,
-                        marker_fallback_direct,
+                        marker_options,
                         target_file_bytes,
                         small_file_limit_bytes,
                         sort_mode,
@@ -342,9 +336,7 @@ def release_lock(lock: TableLock) -> None:
 
 @dataclass(frozen=True)
 class _Options:
-    markers: MarkerKind
-    marker_service_address: str | None
-    marker_fallback_direct: bool
+    markers: MarkerOptions
     target_file_bytes: int
     small_file_limit_bytes: int
     sort_mode: str
@@ -489,7 +481,7 @@ def _write_locked(
             return replace(
                 _result(earlier, operation, [], {}, clock, table.storage), already_committed=True
             )
-    reader = _marker_reader(table, options)
+    reader = options.markers.reader(table, options.lock_holder)
     with clock.stage("rollback failed writes"):
         rolled_back = rollback_failed_writes(table, reader, lock_held=True)
         if options.index_client is not None:
@@ -559,13 +551,7 @@ def _context(
         table_uri=table.uri,
         instant=instant,
         action=action,
-        markers=MarkerSpec(
-            options.markers,
-            table.uri,
-            instant,
-            options.marker_service_address,
-            options.marker_fallback_direct,
-        ),
+        markers=options.markers.spec(table.uri, instant),
         file_schema=prepared.file_schema,
         config=prepared.config,
     )
@@ -584,16 +570,6 @@ def _outcome_of_failed_write(table: HoodieTable, instant: str) -> str:
     if committed:
         return f"instant {instant} is committed"
     return f"instant {instant} was not committed (the next write rolls it back)"
-
-
-def _marker_reader(table: HoodieTable, options: _Options) -> MarkerReader:
-    """Reconcile and rollback ask the marker service when the write uses it (it owns the
-    marker dirs it batches); otherwise they read direct and MARKERS* files from storage."""
-    if options.markers == "service" and options.marker_service_address:
-        return ServiceMarkerReader(
-            options.marker_service_address, table.uri, lock_holder=options.lock_holder
-        )
-    return StorageMarkerReader(table.storage)
 
 
 def _stage_index_changes(

@@ -24,8 +24,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from services.marker.embedded import start_embedded_marker_service
+from spark_jobs.job_options import MarkerKind
 from spark_jobs.session import build_session
-from spark_jobs.write import MarkerKind, WriteResult
+from spark_jobs.write import WriteResult
 from tidemark.commands.args import positive_int
 from tidemark.commands.bench_markers import table_root
 from tidemark.commands.bench_write import bulk_insert_generated

@@ -21,9 +21,10 @@ from pyspark.sql import functions as sf
 from rich.console import Console
 from rich.table import Table
 
+from spark_jobs.job_options import MarkerKind
 from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.sizing import DEFAULT_TARGET_FILE_BYTES
-from spark_jobs.write import MarkerKind, WriteResult, write
+from spark_jobs.write import WriteResult, write
 from tidemark.commands.args import positive_int
 from tidemark.logs import configure_logging
 
