@@ -43,12 +43,13 @@ DATA = ["id", "name", "part", "ts"]
 """The data columns of both kinds of input."""
 PARTITIONS = ("p0", "p1", "p2", "p3")
 WRITER_LEASE_S = 6.0
-"""The ``tidemark write`` children's lock lease: short, so a test waits seconds for it to
-run out, yet 3 s of safety margin, so a busy machine delaying a heartbeat does not lose
-the lock."""
-LOCK_LEASE_S = 1.5
+"""The lock lease of the ``tidemark write`` children, and of writes whose renewals a test
+makes fail while they go on: short, so a test waits seconds for it to run out, yet 3 s of
+safety margin, so a busy machine delaying a heartbeat does not lose the lock."""
+LOCK_LEASE_S = 3.0
 """Short table-lock leases of the ``rows`` writes, so a writer that could not release (or
-died) frees the table quickly."""
+died) frees the table quickly, yet 1.5 s of safety margin: a renewal through the local S3
+server on a busy 2-core machine can take most of a second."""
 WAIT_S = 240.0
 
 SCHEMA = "id int, name string, part string, ts long"
@@ -359,6 +360,11 @@ def temporary_files(uri: str) -> list[str]:
     return sorted(
         str(path.relative_to(uri)) for path in Path(uri).rglob("*") if TEMP_MARKER in path.name
     )
+
+
+def temporary_data_files(uri: str) -> list[str]:
+    """The temporaries of data files being written, which live as long as their task."""
+    return [path for path in temporary_files(uri) if f".parquet{TEMP_MARKER}" in path]
 
 
 # End states

@@ -28,7 +28,7 @@ from faults.faultkit import (
     has_markers,
     model_rows,
     newest_pending,
-    temporary_files,
+    temporary_data_files,
     wait_for,
     wait_for_lease_expiry,
     write_input,
@@ -151,15 +151,17 @@ def test_killed_writer_leaves_temporary_files_the_next_write_removes(
     spark: SparkSession, tmp_path: Path, start_writer: Callable[..., Writer]
 ) -> None:
     """On local disk a file is written to a hidden temporary and renamed when complete;
-    with 64 MB files each task holds one open temporary per partition all along."""
+    with 64 MB files each task holds one open temporary per partition all along. Markers,
+    leases and timeline files pass through short-lived temporaries too, so the writer is
+    killed only once a data file's temporary is seen."""
     uri = str(tmp_path / "table")
     model = _write(spark, uri, tmp_path, range(1_000), "base", "bulk_insert")
     killed_input = write_input(tmp_path / "killed.parquet", range(1_000, 600_000), "killed")
     killed = start_writer(uri, killed_input, "bulk_insert", "--target-file-mb", "64")
-    wait_for(lambda: temporary_files(uri) != [], "a file being written", killed)
+    wait_for(lambda: temporary_data_files(uri) != [], "a data file being written", killed)
     killed.signal_tree(signal.SIGKILL)
     killed.finish()
-    assert temporary_files(uri) != []
+    assert temporary_data_files(uri) != []
     assert _visible_rows(uri) == model
     wait_for_lease_expiry(uri)
     model |= _write(spark, uri, tmp_path, range(500, 600), "second", "upsert")

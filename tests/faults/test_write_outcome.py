@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from faults.faultkit import (
     LOCK_LEASE_S,
+    WRITER_LEASE_S,
     StageHook,
     assert_committed_and_clean,
     assert_table_holds,
@@ -99,7 +100,10 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     spark: SparkSession, s3_bucket: str, proxy: FaultProxy
 ) -> None:
     """Publishing the instant is denied and so is every lock write: the error is the
-    publish's, says the instant did not commit, and the next write rolls it back."""
+    publish's, says the instant did not commit, and the next write rolls it back.
+
+    The lease is the long one: with renewals failing from the commit stage on, the publish
+    must be tried within the safety margin, which a busy machine may not manage in 0.75 s."""
     hook = StageHook(
         started={
             "commit": lambda: proxy.fail_always(
@@ -112,13 +116,13 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     )
     lost = rows(0, 30, "lost")
     with pytest.raises(PermissionDeniedError) as failed:
-        bulk_insert(spark, lost, s3_bucket, lock_lease_s=LOCK_LEASE_S, listener=hook)
+        bulk_insert(spark, lost, s3_bucket, lock_lease_s=WRITER_LEASE_S, listener=hook)
     message = str(failed.value)
     assert "access denied" in message and "was not committed" in message
     assert "release" not in message and "\n" not in message
 
     proxy.clear()
-    time.sleep(LOCK_LEASE_S)
+    time.sleep(WRITER_LEASE_S)
     kept = rows(10, 10, "kept")
     write_rows(spark, kept, s3_bucket, "upsert")
     assert_committed_and_clean(s3_bucket, model_of(kept))
