@@ -235,13 +235,15 @@ class MarkerDirState:
                 self._idle.notify_all()
         if new_names:
             self._on_flushed(time.perf_counter() - started, len(new_names), ok)
+        # the slots are freed before the answers go out, so a client that has its answer
+        # never finds its own markers still counted against the queue limit
+        self._on_answered(sum(len(request.names) for request in batch.requests))
         answer_all(
             [
                 (request, _outcome(answer, depends))
                 for request, answer, depends in zip(batch.requests, results, waits, strict=True)
             ]
         )
-        self._on_answered(sum(len(request.names) for request in batch.requests))
 
     def close(self, reason: Exception) -> None:
         """Refuse new requests, fail queued ones with ``reason``, wait for running flushes."""
@@ -251,8 +253,8 @@ class MarkerDirState:
             pending, self._pending = self._pending, []
             while any(self._busy):
                 self._idle.wait()
-        answer_all([(request, reason) for request in pending])
         self._on_answered(sum(len(request.names) for request in pending))
+        answer_all([(request, reason) for request in pending])
 
     def _flush(self, index: int, new_names: list[str]) -> None:
         """Write MARKERS.type once and the batch's whole file; commit to memory on success.

@@ -4,6 +4,7 @@ instant did not commit, and a race to create the table is joined, not lost."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
 from tidemark.table.commit import IDEMPOTENCY_KEY
 from tidemark.table.instant import COMMIT
-from tidemark.table.lock import LOCK_DIR, TableLock
+from tidemark.table.lock import LOCK_DIR, STALE_TEMPORARY_S, TableLock
 from tidemark.table.markers import delete_marker_dir, marker_dir, marker_lease_dir
 from tidemark.table.table import HoodieTable
 
@@ -204,7 +205,8 @@ def test_a_race_to_create_the_table_with_another_layout_names_it(
 
 def test_temporaries_of_killed_lease_and_marker_writes_are_deleted(tmp_path: Path) -> None:
     """A process killed while renewing a lease or flushing a MARKERS file leaves a hidden
-    temporary; the next lock holder and the marker dir's deletion remove them."""
+    temporary; the next lock holder and the marker dir's deletion remove them. A fresh
+    temporary in the lock dir is another contender's claim being written: it is kept."""
     storage = open_storage(str(tmp_path))
     instant = "20240102030405006"
     temporaries = [
@@ -212,9 +214,14 @@ def test_temporaries_of_killed_lease_and_marker_writes_are_deleted(tmp_path: Pat
         tmp_path / f"{marker_dir(instant)}/.MARKERS0{TEMP_MARKER}b",
         tmp_path / f"{marker_lease_dir(instant)}/.{0:010d}{TEMP_MARKER}c",
     ]
+    killed_at = time.time() - 2 * STALE_TEMPORARY_S
     for temporary in temporaries:
         temporary.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_bytes(b"partial")
+        os.utime(temporary, (killed_at, killed_at))
+    claim_being_written = tmp_path / f"{LOCK_DIR}/.{1:020d}{TEMP_MARKER}d"
+    claim_being_written.write_bytes(b"partial")
     with TableLock(storage, "next-writer", heartbeat=False):
         delete_marker_dir(storage, instant)
     assert [path for path in temporaries if path.exists()] == []
+    assert claim_being_written.exists()

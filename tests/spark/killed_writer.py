@@ -13,6 +13,9 @@ from spark_jobs.session import build_session
 from spark_jobs.write import write
 
 SCHEMA = "id int, name string, part string, ts long"
+LEASE_S = 2.0
+"""The table lock's lease (and the marker dir's, with ``service``): short, so the next write
+waits little once the process is dead, yet 1 s of safety margin on a busy machine."""
 
 if __name__ == "__main__":
     spark = build_session("local[2]", shuffle_partitions=2)
@@ -25,9 +28,9 @@ if __name__ == "__main__":
             df,
             sys.argv[1],
             "upsert",
-            lock_lease_s=1.0,
+            lock_lease_s=LEASE_S,
             markers="service",
             marker_service_address=service.address,
         )
     else:
-        write(spark, df, sys.argv[1], "upsert", lock_lease_s=1.0)
+        write(spark, df, sys.argv[1], "upsert", lock_lease_s=LEASE_S)

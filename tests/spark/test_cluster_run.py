@@ -53,7 +53,7 @@ from tidemark.table.table import HoodieTable
 ROWS = 3000
 SORT = ("a", "b")
 GIB = 1024**3
-KILLED_LEASE_S = 1.0
+KILLED_LEASE_S = 2.0
 
 
 @pytest.fixture(scope="module")

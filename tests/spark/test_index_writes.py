@@ -20,16 +20,20 @@ from pyspark.sql import DataFrame, SparkSession
 from structlog.testing import capture_logs
 
 from services.index import layout
+from services.index.embedded import start_embedded_index_service
 from services.index.pruning import index_locator
 from services.index.record_index import RecordIndex
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees
+from spark.killed_writer import LEASE_S as KILLED_LEASE_S
 from spark.sparkkit import SCHEMA, files_in_view
 from spark_jobs.cluster import run_clustering
 from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE
 from spark_jobs.index_build import build_index
+from spark_jobs.index_writes import CHANGES_DDL, stage_changes
 from spark_jobs.read import read_dataframe
 from spark_jobs.write import write
+from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError
 from tidemark.storage import open_storage
 from tidemark.table.clustering_plan import (
@@ -39,6 +43,8 @@ from tidemark.table.clustering_plan import (
     SliceInfo,
     save_plan,
 )
+from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
+from tidemark.table.instant import new_instant_time
 from tidemark.table.lock import TableLock
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
@@ -161,7 +167,7 @@ def test_a_writer_killed_before_its_commit_changes_no_lookup(
     staged = {info.path for info in storage.list(layout.STAGED_DIR + "/")}
     assert staged  # the killed write's tasks staged its changes: they must not show
     assert RecordIndex.open(storage).lookup(keys) == answers
-    time.sleep(1.5)  # the dead writer's 1 s lock lease runs out
+    time.sleep(1.5 * KILLED_LEASE_S)  # the dead writer's lock lease runs out
     write(spark, rows(spark, (60, "next", "c", 9)), table_uri, "upsert")
     assert staged.isdisjoint(info.path for info in storage.list(layout.STAGED_DIR + "/"))
     located = assert_index_agrees(table_uri)
@@ -252,3 +258,46 @@ def test_executors_stage_whole_shards_and_a_refused_bulk_insert_stages_nothing(
     assert assert_index_agrees(table_uri) == located
     empty = write(spark, spark.createDataFrame([], SCHEMA), table_uri, "bulk_insert")
     assert empty.rows_written == 0 and assert_index_agrees(table_uri) == located
+
+
+def _stat(file_id: str, inserts: int, deletes: int) -> WriteStat:
+    return WriteStat(
+        file_id=file_id,
+        path=f"a/{file_id}.parquet",
+        prev_commit=NULL_COMMIT,
+        num_writes=inserts,
+        num_deletes=deletes,
+        num_update_writes=0,
+        num_inserts=inserts,
+        total_write_bytes=1,
+        file_size_in_bytes=1,
+        partition_path="a",
+    )
+
+
+def test_index_changes_that_disagree_with_the_files_fail_before_the_commit(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """The last guard against a write whose index changes and files disagree (a bug in a
+    write, never user input): staging compares the changes with the write stats, refuses
+    naming what differs, and the refused instant's deltas never show in a lookup."""
+    located = indexed_table(spark, table_uri)
+    storage = open_storage(table_uri)
+    keys = pa.array(["0", "900", "901"])
+    answers = RecordIndex.open(storage).lookup(keys)
+    new_keys = spark.createDataFrame([("900", "a", "f1"), ("901", "a", "f1")], CHANGES_DDL)
+    tombstone = spark.createDataFrame([("0", None, None)], CHANGES_DDL)
+    refusals = [
+        (new_keys, [_stat("f1", 1, 0)], False, "hold 2 new locations but the files hold 1"),
+        (tombstone, [_stat("f2", 0, 2)], True, "hold 1 tombstones but the files hold 2"),
+    ]
+    with start_embedded_index_service() as service:
+        client = IndexClient(service.address, table_uri)
+        for changes, stats, deleting, message in refusals:
+            instant = new_instant_time()
+            with pytest.raises(FailedPreconditionError, match=message) as refused:
+                stage_changes(client, instant, changes, stats, deleting)
+            assert refused.value.field == "index"
+            assert "is not committed" in str(refused.value)
+    assert RecordIndex.open(storage).lookup(keys) == answers
+    assert assert_index_agrees(table_uri) == located

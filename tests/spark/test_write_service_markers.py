@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
+from spark.killed_writer import LEASE_S as KILLED_LEASE_S
 from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from spark_jobs.write import write
 from tidemark.storage import open_storage
@@ -29,7 +30,7 @@ KEYS: dict[str, Any] = {
     "partition_fields": ["part"],
     "precombine_field": "ts",
 }
-LEASE_ENV = {"TIDEMARK_MARKER_LEASE_S": "1"}
+LEASE_ENV = {"TIDEMARK_MARKER_LEASE_S": str(KILLED_LEASE_S)}
 
 
 @pytest.fixture
@@ -109,7 +110,7 @@ def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     markers = read_markers_from_storage(storage, pending.timestamp)
     assert {m.split(".marker.")[0] for m in markers} == orphans
     assert any(p.rsplit("/", 1)[1].startswith("MARKERS") for p in _temp_objects(table_uri))
-    time.sleep(1.5)  # the dead writer's table lock and marker dir lease (1 s) run out
+    time.sleep(1.5 * KILLED_LEASE_S)  # the dead writer's table lock and marker dir lease run out
     rows_v3 = spark.createDataFrame([(3, "v3", "p", 3)], SCHEMA)
     write(spark, rows_v3, table_uri, "upsert", **service)
     timeline = HoodieTable.open(table_uri).timeline

@@ -58,11 +58,11 @@ def test_expired_lease_is_taken_over_and_old_holder_learns_it(any_table_uri: str
 
 def test_heartbeat_keeps_a_short_lease_alive(table_uri: str) -> None:
     storage = open_storage(table_uri)
-    with TableLock(storage, "busy-writer", lease_s=1.2) as busy:
-        time.sleep(2.0)
+    with TableLock(storage, "busy-writer", lease_s=3.0) as busy:
+        time.sleep(4.5)
         assert busy.held
         with pytest.raises(ConflictError):
-            TableLock(storage, "other", lease_s=1.2).acquire()
+            TableLock(storage, "other", lease_s=3.0).acquire()
 
 
 def test_invalid_arguments(table_uri: str) -> None:

@@ -47,10 +47,12 @@ class ListDirResult:
 @dataclass(frozen=True)
 class PartialFile:
     """An unpublished temporary left by a writer killed mid-write, and the object path it
-    was to become (rollback deletes it with the data files of the failed instant)."""
+    was to become (rollback deletes it with the data files of the failed instant).
+    ``modified_at`` (epoch seconds) tells a killed writer's from one being written now."""
 
     path: str
     target: str
+    modified_at: float
 
 
 class RequestCounter:

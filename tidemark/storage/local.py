@@ -99,7 +99,7 @@ class LocalStorage(Storage):
         except FileExistsError:
             return False
         finally:
-            temp.unlink()
+            temp.unlink(missing_ok=True)
         return True
 
     def list(self, prefix: str) -> Iterator[FileInfo]:
@@ -147,7 +147,11 @@ class LocalStorage(Storage):
         for name in names:
             hidden_target, infix, _ = name.partition(TEMP_MARKER)
             if infix and hidden_target.startswith(".") and len(hidden_target) > 1:
-                found.append(PartialFile(prefix + name, prefix + hidden_target[1:]))
+                try:  # published or deleted since the listing: not partial any more
+                    modified_at = (self.root / directory / name).stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                found.append(PartialFile(prefix + name, prefix + hidden_target[1:], modified_at))
         return tuple(found)
 
     def delete_many(self, paths: Iterable[str]) -> int:

@@ -40,6 +40,9 @@ LOCK_DIR = ".hoodie/.tidemark/lock"
 RENEWALS_PER_LEASE = 6
 """Heartbeat ticks per lease: a renewal failing after its storage retries is tried again
 on the next tick, several times before the safety margin runs out."""
+STALE_TEMPORARY_S = 60.0
+"""Age past which a temporary in the lock dir is a killed process's: a younger one may be
+another contender's claim being written right now, which must not be pulled from under it."""
 SAFETY_MARGIN = 0.5
 """Fraction of the lease after which a holder that could not renew counts its lock as lost:
 the other half covers clock skew between writers and stopping the tasks."""
@@ -159,10 +162,15 @@ class TableLock:
         self._generation = claim
         self._renewed_at = started
         self.lost.clear()
-        self.storage.delete_many(  # and temporaries of renewals a killed holder left
+        stale_before = time.time() - STALE_TEMPORARY_S
+        self.storage.delete_many(  # and temporaries of claims and renewals killed holders left
             [
                 *(self._path(g) for g in self._generations() if g < claim),
-                *(partial.path for partial in self.storage.partial_files(LOCK_DIR)),
+                *(
+                    partial.path
+                    for partial in self.storage.partial_files(LOCK_DIR)
+                    if partial.modified_at < stale_before
+                ),
             ]
         )
         if lease is not None and not lease.released:
