@@ -54,8 +54,8 @@ def rows(spark: SparkSession, *values: tuple[int, str, str, int]) -> DataFrame:
     return spark.createDataFrame(list(values), SCHEMA)
 
 
-def indexed_table(spark: SparkSession, uri: str) -> dict[str, tuple[str, str]]:
-    """Keys 0-11 over partitions a, b, c, then a record index of 3 shards."""
+def indexed_table(spark: SparkSession, uri: str, shards: int = 3) -> dict[str, tuple[str, str]]:
+    """Keys 0-11 over partitions a, b, c, then a record index of ``shards`` shards."""
     first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)]
     write(
         spark,
@@ -66,7 +66,7 @@ def indexed_table(spark: SparkSession, uri: str) -> dict[str, tuple[str, str]]:
         partition_fields=["part"],
         precombine_field="ts",
     )
-    build_index(spark, uri, shards=3)
+    build_index(spark, uri, shards=shards)
     return assert_index_agrees(uri)
 
 
@@ -220,17 +220,7 @@ def test_executors_stage_whole_shards_and_a_refused_bulk_insert_stages_nothing(
     bulk_insert holding a key the table has is refused before anything is staged; an empty
     one (no task stages anything) changes nothing."""
     shards = 8
-    first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)]
-    write(
-        spark,
-        rows(spark, *first),
-        table_uri,
-        "bulk_insert",
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="ts",
-    )
-    build_index(spark, table_uri, shards=shards)
+    indexed_table(spark, table_uri, shards)
     batch_conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
     spark.conf.set(batch_conf, "50")
     try:
