@@ -24,6 +24,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 test: lint
 	$(VENV)/bin/pytest $(ARGS)

@@ -20,7 +20,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
-from spark_jobs import faults
 from spark_jobs.base_file import BaseFileWriter, conform
 from spark_jobs.context import WriteContext
 from spark_jobs.sizing import WritePlan
@@ -29,6 +28,7 @@ from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION
 from spark_jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
 from tidemark.table.keys import PARTITION_PATH, RECORD_KEY, stored_record_keys
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
+from tidemark.testing import faults
 
 BUCKET = f"{INTERNAL_COLUMN_PREFIX}bucket"
 IS_DELETE = f"{INTERNAL_COLUMN_PREFIX}delete"

@@ -20,7 +20,6 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from spark_jobs import faults
 from spark_jobs.base_file import BaseFileWriter
 from spark_jobs.context import WriteContext
 from spark_jobs.keying import add_key_columns
@@ -30,6 +29,7 @@ from tidemark.table.commit_metadata import WriteStat
 from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.naming import new_file_id
 from tidemark.table.properties import TableConfig
+from tidemark.testing import faults
 
 SORT_MODES = ("none", "partition_sort", "global_sort")
 DEFAULT_SORT_MODE = "none"

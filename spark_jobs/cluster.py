@@ -3,7 +3,7 @@
 Under the table lock, for each pending plan, oldest first: a run of it that died earlier
 is rolled back to its plan (Hudi's rollbackInflightClustering), the plan moves to inflight,
 and one Spark task per clustering group reads the group's base files through
-``tidemark.storage``, orders the rows by the plan's layout (``spark_jobs/curves.py``) and
+``tidemark.storage``, orders the rows by the plan's layout (``tidemark/clustering/curves.py``) and
 writes them into the planned number of new file groups, each behind its marker like every
 write (``spark_jobs/base_file.py``). The replacecommit lists the old file groups in
 ``partitionToReplaceFileIds``, so readers switch to the new ones at once.
@@ -36,12 +36,8 @@ import structlog
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
-from services.index.record_index import RecordIndex
-from services.marker.embedded import start_embedded_marker_service
-from spark_jobs import faults
 from spark_jobs.base_file import BaseFileWriter, conform
 from spark_jobs.context import WriteContext
-from spark_jobs.curves import CURVE_METHODS, DEFAULT_CURVE_METHOD, check_sortable, layout_order
 from spark_jobs.errors import run_spark_action
 from spark_jobs.index_writes import file_changes, new_files, stage
 from spark_jobs.job_options import (
@@ -59,7 +55,15 @@ from spark_jobs.write import (
     release_lock,
 )
 from tidemark.clients.index import IndexClient
+from tidemark.clustering.curves import (
+    CURVE_METHODS,
+    DEFAULT_CURVE_METHOD,
+    check_sortable,
+    layout_order,
+)
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError, with_note
+from tidemark.index.record_index import RecordIndex
+from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
 from tidemark.table.commit import complete_commit, rollback
@@ -69,6 +73,7 @@ from tidemark.table.lock import TableLock
 from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
 from tidemark.table.table import HoodieTable
+from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 
@@ -438,7 +443,7 @@ def run(args: argparse.Namespace) -> list[ClusterResult]:
         )
 
     if args.markers == "service" and not args.marker_service:
-        with start_embedded_marker_service() as service:
+        with start_embedded_service("marker") as service:
             return run_with(service.address)
     return run_with(args.marker_service)
 

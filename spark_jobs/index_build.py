@@ -3,8 +3,8 @@
 Under the table lock (no write can commit meanwhile), as of the latest completed instant:
 executors read each latest base file's keys (``tagging.file_keys``: the meta column, or the
 key fields in tables with virtual keys), route each key to its shard with Hudi's hash
-(``services.index.sharding``), and each shard's task writes its base file
-(``services.index.build.write_base_shard``). The driver writes the base files of shards
+(``tidemark.index.sharding``), and each shard's task writes its base file
+(``tidemark.index.build.write_base_shard``). The driver writes the base files of shards
 that received no key, then ``index.properties`` last: a build that fails leaves no index
 (its base files are deleted). Works on any table the file-system view reads, Apache Hudi's
 included. A key found twice is an error naming it and both locations: the table violates
@@ -26,21 +26,21 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from services.index import layout
-from services.index.build import (
+from spark_jobs.errors import run_spark_action
+from spark_jobs.stages import StageClock, StageListener
+from spark_jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
+from spark_jobs.task import storage_for
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
+from tidemark.index import layout
+from tidemark.index.build import (
     MAX_SHARDS,
     NO_COMMIT,
     publish_index,
     shard_count_for,
     write_base_shard,
 )
-from services.index.record_index import RecordIndex
-from services.index.sharding import shard_of
-from spark_jobs.errors import run_spark_action
-from spark_jobs.stages import StageClock, StageListener
-from spark_jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
-from spark_jobs.task import storage_for
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
+from tidemark.index.record_index import RecordIndex
+from tidemark.index.sharding import shard_of
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.lock import TableLock

@@ -26,13 +26,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
 
-from services.index.sharding import shard_of
 from spark_jobs.buckets import BUCKET, INDEX_CHANGE, IS_DELETE
 from spark_jobs.errors import run_spark_action
 from spark_jobs.sizing import WritePlan
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.index.sharding import shard_of
 from tidemark.table.commit_metadata import WriteStat
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY

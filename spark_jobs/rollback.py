@@ -13,19 +13,11 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from services.index.record_index import RecordIndex
-from tidemark.storage import Storage
+from tidemark.index.record_index import discard_staged
 from tidemark.table.commit import RollbackResult, rollback, rollback_failed_writes
 from tidemark.table.lock import TableLock
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.table import HoodieTable
-
-
-def discard_staged(storage: Storage, instant: str) -> None:
-    """Delete what a rolled-back ``instant`` staged in the table's record index, if any
-    (never visible: the instant never completed)."""
-    if RecordIndex.exists(storage):
-        RecordIndex.open(storage).discard(instant)
 
 
 def rollback_table(table_uri: str, instant: str | None = None) -> list[RollbackResult]:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from pyspark import TaskContext
 
+from tidemark.clients.marker import marker_writer_for
 from tidemark.storage import Storage, open_storage
-from tidemark.table.markers import MarkerSpec, MarkerWriter, marker_writer_for
+from tidemark.table.markers import MarkerSpec, MarkerWriter
 from tidemark.table.naming import write_token
 
 

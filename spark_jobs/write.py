@@ -27,10 +27,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DataType
 
-from services.index.embedded import start_embedded_index_service
-from services.index.record_index import RecordIndex
-from services.marker.embedded import start_embedded_marker_service
-from spark_jobs import faults
 from spark_jobs.buckets import route, write_buckets
 from spark_jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
 from spark_jobs.context import WriteContext
@@ -86,6 +82,8 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
+from tidemark.index.record_index import RecordIndex
+from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering
@@ -107,6 +105,7 @@ from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 from tidemark.table.write_checks import check_writable
+from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 
@@ -366,7 +365,7 @@ def index_client(
     elif address:
         yield IndexClient(address, table_uri)
     else:
-        with start_embedded_index_service() as service:
+        with start_embedded_service("index") as service:
             yield IndexClient(service.address, table_uri)
 
 
@@ -527,10 +526,16 @@ def _write_locked(
                 tagged.unpersist()
         faults.exit_if_requested("before_commit")
         metadata = CommitMetadata.from_write_stats(
-            stats, OPERATION_TYPES[operation], prepared.avro_schema, replaced
+            stats,
+            OPERATION_TYPES[operation],
+            prepared.avro_schema,
+            replaced,
+            extra_metadata=(
+                {IDEMPOTENCY_KEY: options.idempotency_key}
+                if options.idempotency_key is not None
+                else None
+            ),
         )
-        if options.idempotency_key is not None:
-            metadata.extra_metadata[IDEMPOTENCY_KEY] = options.idempotency_key
         with clock.stage("commit"):
             reconciled = complete_commit(table, instant, action, metadata, reader)
     except TidemarkError as error:
@@ -778,7 +783,7 @@ def run(args: argparse.Namespace, listener: StageListener | None = None) -> Writ
     address get an embedded marker service in the driver, like Hudi's timeline server."""
     spark = build_session(args.master)
     if args.markers == "service" and not args.marker_service:
-        with start_embedded_marker_service() as service:
+        with start_embedded_service("marker") as service:
             return _run(spark, args, service.address, listener)
     return _run(spark, args, args.marker_service, listener)
 

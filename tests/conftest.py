@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tidemark.s3local import FaultProxy, LocalS3Server
 from tidemark.storage.s3 import s3_client
+from tidemark.testing.s3local import FaultProxy, LocalS3Server
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,7 +34,7 @@ def s3_server() -> Iterator[str]:
 
 
 @pytest.fixture
-def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+def faulty_s3(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     """A FaultProxy in front of moto; storages opened in the test (and processes it
     starts) go through it."""
     with FaultProxy(s3_server) as fault_proxy:

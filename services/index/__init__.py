@@ -15,7 +15,7 @@ from services.index.config import IndexConfig
 from services.index.metrics import IndexMetrics
 from services.index.servicer import IndexServicer
 from services.index.tables import IndexTables
-from tidemark.index.v1 import index_service_pb2_grpc as pb_grpc
+from tidemark.proto.index.v1 import index_service_pb2_grpc as pb_grpc
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 
 log = structlog.get_logger(__name__)

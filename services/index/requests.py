@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from services.index.keys import string_buffers
 from tidemark.errors import InvalidArgumentError
+from tidemark.index.keys import string_buffers
 from tidemark.rpc import arrow_ipc
 from tidemark.table.instant import validate_instant_time
 

@@ -1,4 +1,4 @@
-"""gRPC servicer of tidemark.index.v1.IndexService over the tables' record indexes.
+"""gRPC servicer of tidemark.proto.index.v1.IndexService over the tables' record indexes.
 
 Handlers stay free of error handling: the runtime's interceptor maps ``tidemark.errors``
 to status codes. Each call's work (decoding and validating the batch, reading shards,
@@ -22,8 +22,8 @@ from services.index.metrics import IndexMetrics
 from services.index.tables import IndexTables
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
-from tidemark.index.v1 import index_service_pb2 as pb
-from tidemark.index.v1 import index_service_pb2_grpc as pb_grpc
+from tidemark.proto.index.v1 import index_service_pb2 as pb
+from tidemark.proto.index.v1 import index_service_pb2_grpc as pb_grpc
 from tidemark.rpc import arrow_ipc
 from tidemark.rpc.requests import table_uri
 

@@ -17,12 +17,12 @@ from collections import OrderedDict
 
 import structlog
 
-from services.index import layout
-from services.index.block_cache import BlockCache
 from services.index.config import IndexConfig
-from services.index.record_index import RecordIndex
-from tidemark.clients.index import BuildStatus
 from tidemark.errors import NotFoundError
+from tidemark.index import layout
+from tidemark.index.block_cache import BlockCache
+from tidemark.index.build import BuildStatus
+from tidemark.index.record_index import RecordIndex
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)

@@ -13,7 +13,7 @@ from services.marker.config import MarkerConfig
 from services.marker.engine import MarkerEngine
 from services.marker.metrics import MarkerMetrics
 from services.marker.servicer import MarkerServicer
-from tidemark.marker.v1 import marker_service_pb2_grpc as pb_grpc
+from tidemark.proto.marker.v1 import marker_service_pb2_grpc as pb_grpc
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 
 log = structlog.get_logger(__name__)

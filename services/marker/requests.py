@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.marker.v1 import marker_service_pb2 as pb
+from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.table.instant import validate_instant_time
 from tidemark.table.lock import LockHolder
 from tidemark.table.markers import MARKER_INFIX, IOType, marker_name

@@ -19,8 +19,8 @@ import structlog
 from services.marker import requests
 from services.marker.engine import MarkerEngine
 from tidemark.config import ServerConfig
-from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.marker.v1 import marker_service_pb2_grpc as pb_grpc
+from tidemark.proto.marker.v1 import marker_service_pb2 as pb
+from tidemark.proto.marker.v1 import marker_service_pb2_grpc as pb_grpc
 from tidemark.rpc.requests import table_uri
 from tidemark.table.markers import IOType, parse_marker_name
 

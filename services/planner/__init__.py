@@ -13,7 +13,7 @@ from services.planner.config import PlannerConfig
 from services.planner.engine import PlannerEngine
 from services.planner.metrics import PlannerMetrics
 from services.planner.servicer import PlannerServicer
-from tidemark.planner.v1 import planner_service_pb2_grpc as pb_grpc
+from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 
 log = structlog.get_logger(__name__)

@@ -27,11 +27,11 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_r
 from services.planner.config import PlannerConfig
 from services.planner.exclusions import busy_file_groups
 from services.planner.policy import TriggerPolicy
-from services.planner.strategy import FileSlices, PlanOptions, plan_clustering
 from services.planner.triggers import TriggerLoop, load_policy, save_policy
-from spark_jobs.curves import check_sortable
-from spark_jobs.rollback import discard_staged
+from tidemark.clustering.curves import check_sortable
+from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering
 from tidemark.errors import ConflictError, FailedPreconditionError
+from tidemark.index.record_index import discard_staged
 from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
 from tidemark.table.commit import RollbackResult, rollback
 from tidemark.table.lock import TableLock

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.planner.strategy import PlanOptions
+from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError
 
 

@@ -4,7 +4,8 @@ raised before anything touches the table."""
 from __future__ import annotations
 
 from services.planner.policy import TriggerPolicy
-from services.planner.strategy import (
+from tidemark.clustering.layouts import LAYOUT_NAMES
+from tidemark.clustering.strategy import (
     ALL_PARTITIONS,
     DEFAULT_MAX_BYTES_PER_GROUP,
     DEFAULT_MAX_GROUPS,
@@ -13,10 +14,9 @@ from services.planner.strategy import (
     PartitionFilter,
     PlanOptions,
 )
-from tidemark.clients.planner import LAYOUT_NAMES
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
-from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.requests import table_uri
 from tidemark.table.instant import validate_instant_time
 

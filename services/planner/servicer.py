@@ -15,8 +15,8 @@ import grpc
 from services.planner import messages, requests
 from services.planner.engine import PlannerEngine
 from tidemark.config import ServerConfig
-from tidemark.planner.v1 import planner_service_pb2 as pb
-from tidemark.planner.v1 import planner_service_pb2_grpc as pb_grpc
+from tidemark.proto.planner.v1 import planner_service_pb2 as pb
+from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 

@@ -19,9 +19,9 @@ from google.protobuf import json_format
 
 from services.planner import messages, requests
 from services.planner.policy import TriggerPolicy
-from services.planner.strategy import PlanOptions
+from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
-from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table.clustering_plan import plan_of_request

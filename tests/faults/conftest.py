@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from faults.faultkit import Writer
-from tidemark.s3local import FaultProxy
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
+from tidemark.testing.s3local import FaultProxy
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def writer_proxy(s3_server: str) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+def driver_faulty_s3(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     """A fault proxy between the driver (this process) and the S3 server; executors keep
     talking to the server directly. Two attempts per storage request keep failures fast."""
     with FaultProxy(s3_server) as fault_proxy:

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tidemark.s3local import FaultProxy, free_port
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
+from tidemark.testing.s3local import FaultProxy, free_port
 
 pytestmark = pytest.mark.s3
 

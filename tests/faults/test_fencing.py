@@ -34,7 +34,7 @@ from faults.faultkit import (
     write_input,
 )
 from spark_jobs.write import write
-from tidemark.s3local import FaultProxy
+from tidemark.testing.s3local import FaultProxy
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,6 @@ from faults.faultkit import assert_table_holds
 from spark_jobs.base_file import BaseFileWriter
 from spark_jobs.task import TaskIdentity
 from tidemark.errors import ConflictError
-from tidemark.s3local import FaultProxy
 from tidemark.storage.base import Storage
 from tidemark.table.commit import delete_stale_marker_dirs, rollback, rollback_failed_writes
 from tidemark.table.instant import COMMIT
@@ -28,6 +27,7 @@ from tidemark.table.keys import partition_paths, record_keys, with_meta_columns
 from tidemark.table.markers import TEMP_DIR, DirectMarkerWriter, StorageMarkerReader, marker_dir
 from tidemark.table.naming import base_file_name, is_base_file_name, new_file_id
 from tidemark.table.table import HoodieTable
+from tidemark.testing.s3local import FaultProxy
 
 FENCED = rows((1, "ann", "eu", 1.0), (2, "bob", "us", 2.0))
 LATE = rows((7, "late", "asia", 7.0))
@@ -155,7 +155,7 @@ def test_a_file_a_fenced_task_publishes_after_the_rollback_is_removed_by_the_nex
 
 @pytest.mark.parametrize(("status", "code"), [(403, "AccessDenied"), (503, "SlowDown")])
 def test_rollback_completes_when_deleting_the_marker_dir_fails(
-    s3_bucket: str, proxy: FaultProxy, status: int, code: str
+    s3_bucket: str, driver_faulty_s3: FaultProxy, status: int, code: str
 ) -> None:
     """Every request on the rolled-back instant's marker dir fails once the rollback read
     it: the rollback still returns its completed instant, and the next write deletes the
@@ -165,11 +165,11 @@ def test_rollback_completes_when_deleting_the_marker_dir_fails(
     marker_prefix = rf"prefix=[^&]*{marker_dir(fenced).replace('/', '%2F')}"
 
     def break_marker_dir() -> None:
-        proxy.fail_always(path_pattern=marker_prefix, status=status, code=code)
+        driver_faulty_s3.fail_always(path_pattern=marker_prefix, status=status, code=code)
 
     result = rollback(table, fenced, AfterMarkerRead(table.storage, break_marker_dir))
-    assert proxy.injected >= 1
-    proxy.clear()
+    assert driver_faulty_s3.injected >= 1
+    driver_faulty_s3.clear()
     timeline = HoodieTable.open(s3_bucket).timeline
     assert [i.timestamp for i in timeline.completed()] == [result.rollback_instant]
     assert timeline.pending() == []

@@ -28,7 +28,6 @@ from faults.faultkit import (
     write_rows,
 )
 from tidemark.errors import InvalidArgumentError, PermissionDeniedError
-from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
 from tidemark.table.commit import IDEMPOTENCY_KEY
@@ -36,6 +35,7 @@ from tidemark.table.instant import COMMIT
 from tidemark.table.lock import LOCK_DIR, STALE_TEMPORARY_S, TableLock
 from tidemark.table.markers import delete_marker_dir, marker_dir, marker_lease_dir
 from tidemark.table.table import HoodieTable
+from tidemark.testing.s3local import FaultProxy
 
 pytestmark = pytest.mark.spark
 
@@ -49,7 +49,7 @@ def _completed(uri: str) -> list[str]:
 
 
 def test_clean_up_failures_after_the_commit_are_warnings(
-    spark: SparkSession, s3_bucket: str, proxy: FaultProxy
+    spark: SparkSession, s3_bucket: str, driver_faulty_s3: FaultProxy
 ) -> None:
     """Deleting the marker dir fails (403) and releasing the lock fails (503) once the
     instant is published: the write still returns its instant, and the next write
@@ -57,20 +57,22 @@ def test_clean_up_failures_after_the_commit_are_warnings(
     first = rows(0, 40, "v1")
     hook = StageHook(
         started={
-            "commit": lambda: proxy.fail_always(
+            "commit": lambda: driver_faulty_s3.fail_always(
                 method="POST", path_pattern=DELETE_OBJECTS, status=403, code="AccessDenied"
             )
         },
-        finished={"commit": lambda: proxy.fail_always(method="PUT", path_pattern=LOCK_OBJECTS)},
+        finished={
+            "commit": lambda: driver_faulty_s3.fail_always(method="PUT", path_pattern=LOCK_OBJECTS)
+        },
     )
     result = bulk_insert(
         spark, first, s3_bucket, markers="direct", lock_lease_s=LOCK_LEASE_S, listener=hook
     )
-    assert proxy.injected >= 2
+    assert driver_faulty_s3.injected >= 2
     assert _completed(s3_bucket) == [result.instant]
     assert any(open_storage(s3_bucket).list(marker_dir(result.instant) + "/"))
 
-    proxy.clear()
+    driver_faulty_s3.clear()
     time.sleep(LOCK_LEASE_S)
     second = rows(20, 40, "v2", ts=2)
     write_rows(spark, second, s3_bucket, "upsert", markers="direct")
@@ -78,27 +80,27 @@ def test_clean_up_failures_after_the_commit_are_warnings(
 
 
 def test_a_publish_answered_with_errors_after_it_took_effect_is_a_commit(
-    spark: SparkSession, s3_bucket: str, proxy: FaultProxy
+    spark: SparkSession, s3_bucket: str, driver_faulty_s3: FaultProxy
 ) -> None:
     """The completed instant is written but every answer to it is a 503 (the first
     response lost, the retries refused): the write reports its instant as committed."""
     batch = rows(0, 20, "v1")
     hook = StageHook(
         started={
-            "commit": lambda: proxy.fail_always(
+            "commit": lambda: driver_faulty_s3.fail_always(
                 method="PUT", path_pattern=COMPLETED_INSTANT, forward=True
             )
         }
     )
     result = bulk_insert(spark, batch, s3_bucket, lock_lease_s=LOCK_LEASE_S, listener=hook)
-    assert proxy.injected >= 2
-    proxy.clear()
+    assert driver_faulty_s3.injected >= 2
+    driver_faulty_s3.clear()
     assert _completed(s3_bucket) == [result.instant]
     assert_committed_and_clean(s3_bucket, model_of(batch))
 
 
 def test_a_storage_failure_before_the_publish_is_reported_as_itself(
-    spark: SparkSession, s3_bucket: str, proxy: FaultProxy
+    spark: SparkSession, s3_bucket: str, driver_faulty_s3: FaultProxy
 ) -> None:
     """Publishing the instant is denied and so is every lock write: the error is the
     publish's, says the instant did not commit, and the next write rolls it back.
@@ -107,7 +109,7 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     must be tried within the safety margin, which a busy machine may not manage in 0.75 s."""
     hook = StageHook(
         started={
-            "commit": lambda: proxy.fail_always(
+            "commit": lambda: driver_faulty_s3.fail_always(
                 method="PUT",
                 path_pattern=f"{COMPLETED_INSTANT}|{LOCK_OBJECTS}",
                 status=403,
@@ -122,7 +124,7 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     assert "access denied" in message and "was not committed" in message
     assert "release" not in message and "\n" not in message
 
-    proxy.clear()
+    driver_faulty_s3.clear()
     time.sleep(WRITER_LEASE_S)
     kept = rows(10, 10, "kept")
     write_rows(spark, kept, s3_bucket, "upsert")

@@ -9,7 +9,7 @@ import pytest
 
 from services.index.config import IndexConfig
 from services.index.embedded import start_embedded_index_service
-from tidemark.index.v1.index_service_pb2_grpc import IndexServiceStub
+from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
 from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.storage import Storage, open_storage
 

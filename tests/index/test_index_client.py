@@ -11,14 +11,14 @@ import pyarrow as pa
 import pytest
 
 from services.index.embedded import start_embedded_index_service
-from services.index.record_index import RecordIndex
-from services.index.sharding import shard_of
 from tidemark.clients.index import IndexClient
 from tidemark.config import ClientConfig
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
+from tidemark.index.record_index import RecordIndex
+from tidemark.index.sharding import shard_of
 from tidemark.rpc.embedded import EmbeddedServer
-from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
+from tidemark.testing.s3local import FaultProxy
 
 from .indexkit import Commits
 from .servicekit import (
@@ -147,7 +147,7 @@ def test_keys_in_the_same_order_as_asked_whatever_the_shard(
 
 
 def test_a_stream_broken_by_an_unavailable_shard_resumes_at_the_unanswered_batch(
-    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    s3_bucket: str, faulty_s3: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     storage = create_table(s3_bucket).storage
     build_index(storage, KEYS)
@@ -157,14 +157,14 @@ def test_a_stream_broken_by_an_unavailable_shard_resumes_at_the_unanswered_batch
     (_, first), (second_shard, second) = list(by_shard.items())[:2]
     first, second = first[:4], second[:4]
     monkeypatch.setenv("TIDEMARK_STORAGE_MAX_ATTEMPTS", "1")
-    proxy.fail_next(1, method="GET", path_pattern=f"/shards/{second_shard:05d}/")
+    faulty_s3.fail_next(1, method="GET", path_pattern=f"/shards/{second_shard:05d}/")
 
     with start_embedded_index_service() as service:
         client = IndexClient(service.address, s3_bucket, FAST, batch_keys=4)
         located = client.lookup([*first, *second])
         batches = scrape(service.metrics_port)["tidemark_index_lookup_keys_count"]
 
-    assert proxy.injected == 1
+    assert faulty_s3.injected == 1
     assert batches == 2, "the retry sent only the batch the broken stream had not answered"
     assert [(row["partition"], row["file_id"]) for row in located.to_pylist()] == [
         location_of(key) for key in [*first, *second]

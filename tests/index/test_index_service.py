@@ -20,12 +20,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.index import FULL_NAME, layout
+from services.index import FULL_NAME
 from services.index.embedded import start_embedded_index_service
-from services.index.record_index import RecordIndex
-from tidemark.common.v1.common_pb2 import TableRef
-from tidemark.index.v1 import index_service_pb2 as pb
-from tidemark.index.v1.index_service_pb2_grpc import IndexServiceStub
+from tidemark.index import layout
+from tidemark.index.record_index import RecordIndex
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.index.v1 import index_service_pb2 as pb
+from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
 from tidemark.rpc import arrow_ipc
 from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.rpc.process import ServeProcess

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 from table.hudi_archive import archived_commit, write_archive
 
-from services.index import layout
-from services.index.block_cache import BlockCache
-from services.index.build import build_index, shard_count_for
-from services.index.record_index import RecordIndex
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.index import layout
+from tidemark.index.block_cache import BlockCache
+from tidemark.index.build import build_index, shard_count_for
+from tidemark.index.record_index import RecordIndex
 from tidemark.storage import Storage, open_storage
 
 from .indexkit import Commits, uuid_keys

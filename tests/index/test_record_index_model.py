@@ -11,8 +11,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from services.index.build import build_index
-from services.index.record_index import RecordIndex
+from tidemark.index.build import build_index
+from tidemark.index.record_index import RecordIndex
 from tidemark.storage import LocalStorage
 
 from .indexkit import Commits

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.index.block_cache import BlockCache
-from services.index.keys import sort_unique
-from services.index.shard_file import ShardReader, write_shard
 from tidemark.errors import DataLossError, InvalidArgumentError
+from tidemark.index.block_cache import BlockCache
+from tidemark.index.keys import sort_unique
+from tidemark.index.shard_file import ShardReader, write_shard
 from tidemark.storage import Storage
 
 from .indexkit import INSTANT, locations, uuid_keys

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.index.sharding import java_string_hash, shard_of
 from tidemark.errors import InvalidArgumentError
+from tidemark.index.sharding import java_string_hash, shard_of
 
 
 def java_hash_reference(key: str) -> int:

@@ -8,11 +8,11 @@ import socket
 import pytest
 
 from services.marker.config import MarkerConfig
-from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
+from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, marker_writer_for
 from tidemark.config import ClientConfig
 from tidemark.errors import UnavailableError
 from tidemark.storage import open_storage
-from tidemark.table.markers import IOType, MarkerSpec, marker_writer_for, read_markers_from_storage
+from tidemark.table.markers import IOType, MarkerSpec, read_markers_from_storage
 
 from .conftest import FAST_CLIENT, INSTANT, StartService
 

@@ -10,12 +10,12 @@ import pytest
 
 from services.marker.config import MarkerConfig
 from services.marker.embedded import EmbeddedMarkerService
-from tidemark.common.v1.common_pb2 import TableRef
-from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
-from tidemark.s3local import FaultProxy
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.marker.v1 import marker_service_pb2 as pb
+from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.storage import open_storage
 from tidemark.table.markers import read_markers_from_storage
+from tidemark.testing.s3local import FaultProxy
 
 from .conftest import INSTANT, StartService, create_request, metric
 
@@ -25,7 +25,7 @@ MARKERS_PUT = r"/MARKERS\d+$"
 
 
 @pytest.fixture
-def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+def service_faulty_s3(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     """Every S3 request of this process goes through the fault proxy."""
     with FaultProxy(s3_server) as fault_proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.endpoint)
@@ -34,7 +34,7 @@ def proxy(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProx
 
 
 @pytest.fixture
-def service(proxy: FaultProxy, start_service: StartService) -> EmbeddedMarkerService:
+def service(service_faulty_s3: FaultProxy, start_service: StartService) -> EmbeddedMarkerService:
     return start_service(MarkerConfig(batch_interval_ms=5, num_marker_files=2))
 
 
@@ -46,25 +46,25 @@ def stub(
 
 
 def test_throttled_flush_is_retried(
-    proxy: FaultProxy, stub: MarkerServiceStub, s3_bucket: str
+    service_faulty_s3: FaultProxy, stub: MarkerServiceStub, s3_bucket: str
 ) -> None:
-    proxy.fail_next(2, method="PUT", path_pattern=MARKERS_PUT)
+    service_faulty_s3.fail_next(2, method="PUT", path_pattern=MARKERS_PUT)
 
     assert stub.CreateMarker(create_request(s3_bucket, "a.parquet")).created
 
-    assert proxy.injected == 2
+    assert service_faulty_s3.injected == 2
     assert read_markers_from_storage(open_storage(s3_bucket), INSTANT) == {
         "p=1/a.parquet.marker.CREATE"
     }
 
 
 def test_failing_flush_is_never_acknowledged(
-    proxy: FaultProxy, stub: MarkerServiceStub, s3_bucket: str
+    service_faulty_s3: FaultProxy, stub: MarkerServiceStub, s3_bucket: str
 ) -> None:
     acknowledged = {f"p=1/{name}.marker.CREATE" for name in ("a.parquet", "b.parquet")}
     assert stub.CreateMarker(create_request(s3_bucket, "a.parquet")).created
     assert stub.CreateMarker(create_request(s3_bucket, "b.parquet")).created
-    proxy.fail_always(method="PUT", path_pattern=MARKERS_PUT)
+    service_faulty_s3.fail_always(method="PUT", path_pattern=MARKERS_PUT)
 
     with pytest.raises(grpc.RpcError) as single:
         stub.CreateMarker(create_request(s3_bucket, "c.parquet"))
@@ -85,7 +85,7 @@ def test_failing_flush_is_never_acknowledged(
         )
         for name in chunk.marker_names
     }
-    proxy.clear()
+    service_faulty_s3.clear()
 
     assert single.value.code() == grpc.StatusCode.UNAVAILABLE
     assert many.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -100,7 +100,10 @@ def test_failing_flush_is_never_acknowledged(
 
 
 def test_flushes_are_timed_and_counted_by_outcome(
-    proxy: FaultProxy, service: EmbeddedMarkerService, stub: MarkerServiceStub, s3_bucket: str
+    service_faulty_s3: FaultProxy,
+    service: EmbeddedMarkerService,
+    stub: MarkerServiceStub,
+    s3_bucket: str,
 ) -> None:
     batch = pb.CreateMarkersRequest(
         table=TableRef(base_path=s3_bucket),
@@ -112,10 +115,10 @@ def test_flushes_are_timed_and_counted_by_outcome(
     )
     assert list(stub.CreateMarkers(batch).created) == [True, True, True]
     assert list(stub.CreateMarkers(batch).created) == [False, False, False]
-    proxy.fail_always(method="PUT", path_pattern=MARKERS_PUT)
+    service_faulty_s3.fail_always(method="PUT", path_pattern=MARKERS_PUT)
     with pytest.raises(grpc.RpcError):
         stub.CreateMarker(create_request(s3_bucket, "d.parquet"))
-    proxy.clear()
+    service_faulty_s3.clear()
 
     port = service.metrics_port
     assert metric(port, "tidemark_marker_flush_seconds_count", outcome="ok") == 1

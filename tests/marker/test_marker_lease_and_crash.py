@@ -13,11 +13,11 @@ import pytest
 
 from services.marker.config import MarkerConfig
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
-from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
 from tidemark.errors import ConflictError, TidemarkError
-from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.marker.v1 import marker_service_pb2 as pb
+from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.table.markers import (

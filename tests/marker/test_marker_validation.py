@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from services.marker import requests
 from services.marker.config import MarkerConfig
-from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.errors import InvalidArgumentError
-from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.marker.v1 import marker_service_pb2 as pb
+from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.table.markers import IOType, marker_name
 
 from .conftest import INSTANT, StartService, create_request, error_field

@@ -10,10 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from table.table_testkit import SCHEMA, Writer, people_config
 
+from tidemark.clients.marker import marker_writer_for
 from tidemark.rpc.process import ServeProcess
 from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
 from tidemark.table.keys import partition_paths, record_keys, with_meta_columns
-from tidemark.table.markers import IOType, MarkerSpec, marker_writer_for
+from tidemark.table.markers import IOType, MarkerSpec
 from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
 from tidemark.table.table import HoodieTable
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.planner.strategy import (
+from tidemark.clustering.strategy import (
     FileSlices,
     PartitionFilter,
     PlanOptions,

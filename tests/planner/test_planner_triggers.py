@@ -14,7 +14,7 @@ from planner.plankit import add_file_groups, new_table, serve_planner
 from services.planner.config import PlannerConfig
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.errors import InvalidArgumentError
-from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.table.clustering_plan import PendingPlan, pending_plans
 from tidemark.table.table import HoodieTable
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from services.index import layout
-from services.index.block_cache import BlockCache
-from services.index.record_index import RecordIndex
-from services.index.shard_file import ShardReader
 from spark.sparkkit import hudi_rs_table
 from spark_jobs.tagging import file_keys
+from tidemark.index import layout
+from tidemark.index.block_cache import BlockCache
+from tidemark.index.record_index import RecordIndex
+from tidemark.index.shard_file import ShardReader
 from tidemark.storage import open_storage
 from tidemark.table.keys import stored_record_keys
 from tidemark.table.table import HoodieTable

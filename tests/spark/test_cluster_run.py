@@ -31,11 +31,10 @@ from spark.sparkkit import (
     table_bytes,
 )
 from spark_jobs.cluster import ClusterResult, run_clustering
-from spark_jobs.curves import layout_order
-from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
 from tidemark.cli import main
+from tidemark.clustering.curves import layout_order
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from tidemark.table.clustering_plan import (
     ClusteringGroup,
@@ -49,6 +48,7 @@ from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
 from tidemark.table.keys import FILE_NAME, META_COLUMNS, RECORD_KEY
 from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
+from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 
 ROWS = 3000
 SORT = ("a", "b")

@@ -1,4 +1,4 @@
-"""Order-preserving keys, rank ranges and space-filling curves (spark_jobs/curves.py)."""
+"""Order-preserving keys, rank ranges and space-filling curves (tidemark/clustering/curves.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.curves import (
+from tidemark.clustering.curves import (
     RANGES,
     check_sortable,
     hilbert,

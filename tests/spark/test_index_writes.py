@@ -19,22 +19,21 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from structlog.testing import capture_logs
 
-from services.index import layout
 from services.index.embedded import start_embedded_index_service
-from services.index.pruning import index_locator
-from services.index.record_index import RecordIndex
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
 from spark.sparkkit import SCHEMA, files_in_view
 from spark_jobs.cluster import run_clustering
-from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE
 from spark_jobs.index_build import build_index
 from spark_jobs.index_writes import CHANGES_DDL, stage_changes
 from spark_jobs.read import read_dataframe
 from spark_jobs.write import write
 from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError
+from tidemark.index import layout
+from tidemark.index.pruning import index_locator
+from tidemark.index.record_index import RecordIndex
 from tidemark.storage import open_storage
 from tidemark.table.clustering_plan import (
     ClusteringGroup,
@@ -48,6 +47,7 @@ from tidemark.table.instant import new_instant_time
 from tidemark.table.lock import TableLock
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
+from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE
 
 
 def rows(spark: SparkSession, *values: tuple[int, str, str, int]) -> DataFrame:

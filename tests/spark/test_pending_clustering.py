@@ -12,10 +12,10 @@ from pyspark.sql import SparkSession
 
 from services.planner.config import PlannerConfig
 from services.planner.engine import PlannerEngine
-from services.planner.strategy import PartitionFilter, PlanOptions
 from spark.clikit import Cli, refused_in_one_line
 from spark.sparkkit import SCHEMA, assert_readers_agree, timeline_listing
 from spark_jobs.write import WriteResult, write
+from tidemark.clustering.strategy import PartitionFilter, PlanOptions
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table.clustering_plan import PendingPlan, pending_plans
 from tidemark.table.table import HoodieTable

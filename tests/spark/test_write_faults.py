@@ -16,9 +16,9 @@ from pyspark.sql import SparkSession
 
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
 from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
-from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from spark_jobs.write import write
 from tidemark.table.table import HoodieTable
+from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 
 DATA = ["id", "name", "part", "ts"]
 CREATE: dict[str, Any] = {

@@ -15,11 +15,11 @@ from pyspark.sql import SparkSession
 
 from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
-from spark_jobs.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from spark_jobs.write import write
 from tidemark.storage import open_storage
 from tidemark.table.markers import read_markers_from_storage
 from tidemark.table.table import HoodieTable
+from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 
 from .sparkkit import assert_readers_agree, data_files, files_in_view
 

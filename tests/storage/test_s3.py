@@ -18,10 +18,10 @@ from tidemark.errors import (
     TidemarkError,
     UnavailableError,
 )
-from tidemark.s3local import FaultProxy, free_port
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.storage.s3 import S3Storage
+from tidemark.testing.s3local import FaultProxy, free_port
 
 
 def test_list_paginates_with_small_pages(s3_bucket: str) -> None:
@@ -84,7 +84,7 @@ def _create(storage: Storage) -> None:
 )
 def test_injected_503s_are_retried_and_counted(
     s3_bucket: str,
-    proxy: FaultProxy,
+    faulty_s3: FaultProxy,
     operation: Callable[[Storage], None],
     method: str,
     counted_as: str,
@@ -92,9 +92,9 @@ def test_injected_503s_are_retried_and_counted(
     storage = open_storage(s3_bucket)
     storage.write("seed", b"seed")
     storage.requests.reset()
-    proxy.fail_next(2, method=method)
+    faulty_s3.fail_next(2, method=method)
     operation(storage)
-    assert proxy.injected == 2
+    assert faulty_s3.injected == 2
     assert storage.requests.snapshot()[counted_as] == 3
 
 
@@ -102,21 +102,21 @@ def test_injected_503s_are_retried_and_counted(
     ("status", "code"), [(500, "InternalError"), (409, "ConditionalRequestConflict")]
 )
 def test_internal_errors_and_conditional_conflicts_are_retried(
-    s3_bucket: str, proxy: FaultProxy, status: int, code: str
+    s3_bucket: str, faulty_s3: FaultProxy, status: int, code: str
 ) -> None:
     storage = open_storage(s3_bucket)
-    proxy.fail_next(1, method="PUT", status=status, code=code)
+    faulty_s3.fail_next(1, method="PUT", status=status, code=code)
     assert storage.create_if_absent("lock", b"me") is True
     assert storage.create_if_absent("lock", b"other") is False
     assert storage.requests.snapshot() == {"conditional_put": 3}
 
 
 def test_persistent_503_raises_unavailable_and_writes_nothing(
-    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    s3_bucket: str, faulty_s3: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(MAX_ATTEMPTS_ENV, "3")
     storage = open_storage(s3_bucket)
-    proxy.fail_always(method="PUT")
+    faulty_s3.fail_always(method="PUT")
     with pytest.raises(UnavailableError) as raised:
         storage.write("t/obj", b"data")
     assert raised.value.field == "path"
@@ -124,7 +124,7 @@ def test_persistent_503_raises_unavailable_and_writes_nothing(
     with pytest.raises(UnavailableError), storage.open_output("t/big") as stream:
         stream.write(b"x" * 100_000)
     assert storage.requests.snapshot() == {"put": 6}
-    proxy.clear()
+    faulty_s3.clear()
     assert list(storage.list("")) == []
 
 
@@ -138,7 +138,7 @@ def test_persistent_503_raises_unavailable_and_writes_nothing(
 )
 def test_client_errors_are_not_retried_and_name_what_failed(
     s3_bucket: str,
-    proxy: FaultProxy,
+    faulty_s3: FaultProxy,
     status: int,
     code: str,
     kind: type[TidemarkError],
@@ -146,11 +146,11 @@ def test_client_errors_are_not_retried_and_name_what_failed(
 ) -> None:
     storage = open_storage(s3_bucket)
     storage.write("obj", b"data")
-    proxy.fail_always(method="GET", status=status, code=code)
+    faulty_s3.fail_always(method="GET", status=status, code=code)
     with pytest.raises(kind) as raised:
         storage.read("obj")
     assert raised.value.field == field
-    assert proxy.endpoint in str(raised.value)
+    assert faulty_s3.endpoint in str(raised.value)
     assert isinstance(raised.value.__cause__, ClientError)
     assert storage.requests.snapshot() == {"put": 1, "get": 1}
 
@@ -208,21 +208,21 @@ def test_pickled_s3_storage_works_in_a_subprocess(s3_bucket: str, start_method: 
 
 
 def test_create_if_absent_whose_response_was_lost_still_reports_creation(
-    s3_bucket: str, proxy: FaultProxy
+    s3_bucket: str, faulty_s3: FaultProxy
 ) -> None:
     storage = open_storage(s3_bucket)
-    proxy.fail_next(1, method="PUT", status=500, code="InternalError", forward=True)
+    faulty_s3.fail_next(1, method="PUT", status=500, code="InternalError", forward=True)
     assert storage.create_if_absent("lock", b"owner-a") is True
     assert storage.requests.snapshot() == {"conditional_put": 2, "get": 1}
 
 
 def test_create_if_absent_retried_into_another_writers_object_reports_false(
-    s3_bucket: str, proxy: FaultProxy
+    s3_bucket: str, faulty_s3: FaultProxy
 ) -> None:
     storage = open_storage(s3_bucket)
     assert storage.create_if_absent("lock", b"owner-a") is True
     storage.requests.reset()
-    proxy.fail_next(1, method="PUT", status=500, code="InternalError")
+    faulty_s3.fail_next(1, method="PUT", status=500, code="InternalError")
     assert storage.create_if_absent("lock", b"owner-b") is False
     assert storage.requests.snapshot() == {"conditional_put": 2, "get": 1}
     assert storage.read("lock") == b"owner-a"

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hudi import HudiTableBuilder
 
+from tidemark.clients.marker import marker_writer_for
 from tidemark.storage import open_storage
 from tidemark.table.commit import complete_commit
 from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
@@ -23,7 +24,7 @@ from tidemark.table.keys import (
     record_keys,
     with_meta_columns,
 )
-from tidemark.table.markers import IOType, MarkerSpec, StorageMarkerReader, marker_writer_for
+from tidemark.table.markers import IOType, MarkerSpec, StorageMarkerReader
 from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema

@@ -11,12 +11,12 @@ import pytest
 
 from table.table_testkit import people_config
 from tidemark.errors import ConflictError, InvalidArgumentError
-from tidemark.s3local import FaultProxy
 from tidemark.storage import open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.table.instant import COMMIT, new_instant_time
 from tidemark.table.lock import LOCK_DIR, TableLock
 from tidemark.table.table import HoodieTable
+from tidemark.testing.s3local import FaultProxy
 
 LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
 """The lock's objects and listings in request targets (list prefixes are URL-encoded)."""
@@ -82,21 +82,21 @@ def _lease_expiry(storage_uri: str) -> float:
 
 
 def test_a_failed_renewal_is_retried_on_the_next_tick(
-    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    s3_bucket: str, faulty_s3: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
     with TableLock(open_storage(s3_bucket), "writer", lease_s=3) as lock:
         granted = _lease_expiry(s3_bucket)
-        proxy.fail_next(1, method="PUT", path_pattern=LOCK_REQUESTS)
+        faulty_s3.fail_next(1, method="PUT", path_pattern=LOCK_REQUESTS)
         while _lease_expiry(s3_bucket) == granted:
             time.sleep(0.1)
-        assert proxy.injected == 1
+        assert faulty_s3.injected == 1
         assert lock.held
         lock.check()
 
 
 def test_renewals_failing_past_the_margin_lose_the_lock_and_fence_the_timeline(
-    s3_bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    s3_bucket: str, faulty_s3: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
     table = HoodieTable.create(s3_bucket, people_config())
@@ -105,11 +105,11 @@ def test_renewals_failing_past_the_margin_lose_the_lock_and_fence_the_timeline(
         table.timeline.fence = lock
         instant = new_instant_time()
         table.timeline.create_requested(instant, COMMIT)
-        proxy.fail_always(path_pattern=LOCK_REQUESTS)
+        faulty_s3.fail_always(path_pattern=LOCK_REQUESTS)
         assert cancelled.wait(30)
         assert lock.lost.is_set()
         assert not lock.held
-        proxy.clear()
+        faulty_s3.clear()
         with pytest.raises(ConflictError, match=r"no lease renewal for over 0\.75 s"):
             table.timeline.transition_inflight(instant, COMMIT)
     table.timeline.reload()

@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 
+from tidemark.clients.marker import marker_writer_for
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage import open_storage
 from tidemark.table.markers import (
@@ -14,7 +15,6 @@ from tidemark.table.markers import (
     StorageMarkerReader,
     marker_dir,
     marker_name,
-    marker_writer_for,
     parse_marker_name,
     read_markers_from_storage,
 )

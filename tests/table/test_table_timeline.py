@@ -84,9 +84,9 @@ def test_timeline_of_fixture() -> None:
     last = timeline.last_completed()
     assert last is not None
     metadata = timeline.read_metadata(last)
-    assert metadata.partition_to_replace_file_ids["20"] == [
-        "88163884-fef0-4aab-865d-c72327a8a1d5-0"
-    ]
+    assert metadata.partition_to_replace_file_ids["20"] == (
+        "88163884-fef0-4aab-865d-c72327a8a1d5-0",
+    )
 
 
 def test_lifecycle_and_refusals(any_table_uri: str) -> None:

@@ -17,10 +17,11 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
-from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
-from tidemark.index.v1 import index_service_pb2 as pb
-from tidemark.index.v1.index_service_pb2_grpc import IndexServiceStub
+from tidemark.index.build import BuildStatus
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.index.v1 import index_service_pb2 as pb
+from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
 from tidemark.rpc import arrow_ipc
 from tidemark.rpc.client import ServiceClient, ServiceName
 from tidemark.storage.uri import canonical_uri
@@ -34,17 +35,6 @@ BATCH_KEYS = 100_000
 """Keys per request: large enough that the per-call cost vanishes, 4 MB of UUID keys."""
 LOCATION_COLUMNS = ("partition", "file_id", "instant")
 LOCATIONS_FIELD = "locations"
-
-
-@dataclasses.dataclass(frozen=True)
-class BuildStatus:
-    """A table's index as BuildStatus answers it (the service builds the same value)."""
-
-    exists: bool
-    shards: int
-    as_of: str
-    build_in_progress: bool
-    format_version: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,16 +16,16 @@ from collections.abc import Sequence
 import structlog
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
 from tidemark.errors import ConflictError, InvalidArgumentError, UnavailableError
-from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.marker.v1 import marker_service_pb2 as pb
+from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.client import ServiceClient, ServiceName
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.lock import LockHolder
-from tidemark.table.markers import DirectMarkerWriter, IOType, MarkerSpec
+from tidemark.table.markers import DirectMarkerWriter, IOType, MarkerSpec, MarkerWriter
 
 log = structlog.get_logger(__name__)
 
@@ -175,3 +175,11 @@ def _marker(partition_path: str, data_file_name: str, io_type: IOType) -> pb.Mar
     return pb.Marker(
         partition_path=partition_path, data_file_name=data_file_name, io_type=IO_TYPES[io_type]
     )
+
+
+def marker_writer_for(spec: MarkerSpec) -> MarkerWriter:
+    """Build the writer inside the executor process (the service client opens its channel
+    lazily there)."""
+    if spec.kind == "direct":
+        return DirectMarkerWriter(open_storage(spec.table_uri), spec.instant)
+    return ServiceMarkerWriter(spec)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tidemark.common.v1.common_pb2 import TableRef
+from tidemark.clustering.layouts import LAYOUTS
 from tidemark.config import ClientConfig
 from tidemark.errors import InvalidArgumentError
-from tidemark.planner.v1 import planner_service_pb2 as pb
-from tidemark.planner.v1.planner_service_pb2_grpc import PlannerServiceStub
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.planner.v1 import planner_service_pb2 as pb
+from tidemark.proto.planner.v1.planner_service_pb2_grpc import PlannerServiceStub
 from tidemark.rpc.client import ServiceClient, ServiceName
 from tidemark.storage.uri import canonical_uri
 
@@ -23,12 +24,6 @@ PLANNER_SERVICE = ServiceName(
     label="planner service",
     address_field="planner_service_address",
 )
-LAYOUTS: dict[str, pb.Layout] = {
-    "linear": pb.LAYOUT_LINEAR,
-    "zorder": pb.LAYOUT_ZORDER,
-    "hilbert": pb.LAYOUT_HILBERT,
-}
-LAYOUT_NAMES = {value: name for name, value in LAYOUTS.items()}
 TIMELINE_CHANGE_TIMEOUT_S = 120.0
 """Deadline of a schedule or cancel: the service waits up to 30 s for the table lock."""
 

@@ -32,10 +32,10 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from services.planner.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from spark_jobs.cluster import run_clustering
 from spark_jobs.session import build_session
 from spark_jobs.write import write
+from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from tidemark.commands.args import positive_int
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage

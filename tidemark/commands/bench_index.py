@@ -40,17 +40,17 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from services.index.block_cache import BlockCache
-from services.index.build import build_index
 from services.index.embedded import start_embedded_index_service
-from services.index.keys import EncodedKeys, sort_unique, uuid_from_bytes
-from services.index.shard_file import ShardReader, write_shard
 from spark_jobs.index_writes import tag_with_index
 from spark_jobs.session import build_session
 from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from tidemark.clients.index import IndexClient
 from tidemark.commands.args import positive_int
 from tidemark.commands.bench_write import bulk_insert_generated, generate
+from tidemark.index.block_cache import BlockCache
+from tidemark.index.build import build_index
+from tidemark.index.keys import EncodedKeys, sort_unique, uuid_from_bytes
+from tidemark.index.shard_file import ShardReader, write_shard
 from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import LocalStorage

@@ -40,13 +40,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.marker.metrics import STORAGE_REQUESTS
 from tidemark.clients.marker import ServiceMarkerReader
 from tidemark.commands.args import positive_int
-from tidemark.common.v1.common_pb2 import TableRef
 from tidemark.config import ClientConfig
-from tidemark.marker.v1 import marker_service_pb2 as pb
-from tidemark.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.proto.common.v1.common_pb2 import TableRef
+from tidemark.proto.marker.v1 import marker_service_pb2 as pb
+from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.options import client_options
 from tidemark.rpc.process import ServeProcess
-from tidemark.s3local import FaultProxy, LocalS3Server, free_port
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.s3 import s3_client
@@ -60,6 +59,7 @@ from tidemark.table.markers import (
     marker_dir,
     marker_lease_dir,
 )
+from tidemark.testing.s3local import FaultProxy, LocalS3Server, free_port
 
 LoadKind = Literal["echo", "create", "create_many", "direct"]
 SERVER_START_TIMEOUT_S = 60.0

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tidemark.clients.planner import LAYOUT_NAMES, LAYOUTS, PlannerClient, plan_options
+from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.clustering.layouts import LAYOUT_NAMES, LAYOUTS
 from tidemark.logs import configure_logging
-from tidemark.planner.v1 import planner_service_pb2 as pb
+from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 
 MIB = 1024 * 1024
 PLAN_STATES = {pb.PLAN_STATE_REQUESTED: "requested", pb.PLAN_STATE_INFLIGHT: "inflight"}

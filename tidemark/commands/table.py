@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from services.index.pruning import index_locator
 from spark_jobs.rollback import rollback_table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
+from tidemark.index.pruning import index_locator
 from tidemark.table.commit import rollback_target
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.names import check_write_schema, table_name_from_uri

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Self
 
 from tidemark.config import ServerConfig
-from tidemark.rpc.registry import ServiceDefinition
+from tidemark.rpc.registry import ServiceDefinition, resolve_services
 from tidemark.rpc.server import RunningServer, build_server
 
 STOP_GRACE_S = 5.0
@@ -48,3 +48,10 @@ def start_loopback_server(
         host="127.0.0.1", port=0, metrics_port=0, allowed_roots=tuple(allowed_roots)
     )
     return build_server(config, services)
+
+
+def start_embedded_service(name: str) -> EmbeddedServer:
+    """Start the service called ``name`` as ``tidemark serve NAME`` loads it (the registry's
+    definition, settings from the env), on loopback: how a Spark job gets an embedded
+    service without importing one (services and jobs never import each other)."""
+    return EmbeddedServer(start_loopback_server(resolve_services(name)))

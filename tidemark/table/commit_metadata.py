@@ -7,7 +7,9 @@ Hudi writes, so Hudi (Jackson) and hudi-rs both parse what we write.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from tidemark.errors import InvalidArgumentError
@@ -15,7 +17,7 @@ from tidemark.errors import InvalidArgumentError
 NULL_COMMIT = "null"
 
 
-@dataclass
+@dataclass(frozen=True)
 class WriteStat:
     """What one task wrote into one base file (HoodieWriteStat)."""
 
@@ -82,14 +84,26 @@ class WriteStat:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommitMetadata:
-    """A commit's write stats per partition; replacecommits also list replaced file groups."""
+    """A commit's write stats per partition; replacecommits also list replaced file groups.
 
-    partition_to_write_stats: dict[str, list[WriteStat]]
+    An immutable value, as the completed instant it describes: the mappings are read-only
+    views over tuples, whatever the caller passed."""
+
+    partition_to_write_stats: Mapping[str, Sequence[WriteStat]]
     operation_type: str
-    extra_metadata: dict[str, str] = field(default_factory=dict)
-    partition_to_replace_file_ids: dict[str, list[str]] = field(default_factory=dict)
+    extra_metadata: Mapping[str, str] = field(default_factory=dict)
+    partition_to_replace_file_ids: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        frozen = {
+            "partition_to_write_stats": _frozen(self.partition_to_write_stats, tuple),
+            "extra_metadata": MappingProxyType(dict(self.extra_metadata)),
+            "partition_to_replace_file_ids": _frozen(self.partition_to_replace_file_ids, tuple),
+        }
+        for name, value in frozen.items():
+            object.__setattr__(self, name, value)
 
     @property
     def write_stats(self) -> list[WriteStat]:
@@ -101,17 +115,19 @@ class CommitMetadata:
         write_stats: list[WriteStat],
         operation_type: str,
         schema: str,
-        partition_to_replace_file_ids: dict[str, list[str]] | None = None,
+        partition_to_replace_file_ids: Mapping[str, Sequence[str]] | None = None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> CommitMetadata:
-        """Group flat stats (as collected from executors) by partition."""
+        """Group flat stats (as collected from executors) by partition; ``schema`` and
+        ``extra_metadata`` become the commit's extraMetadata."""
         by_partition: dict[str, list[WriteStat]] = {}
         for stat in write_stats:
             by_partition.setdefault(stat.partition_path, []).append(stat)
         return cls(
             partition_to_write_stats=by_partition,
             operation_type=operation_type,
-            extra_metadata={"schema": schema},
-            partition_to_replace_file_ids=dict(partition_to_replace_file_ids or {}),
+            extra_metadata={"schema": schema, **(extra_metadata or {})},
+            partition_to_replace_file_ids=partition_to_replace_file_ids or {},
         )
 
     def to_json(self) -> bytes:
@@ -156,3 +172,7 @@ class CommitMetadata:
                 for partition, file_ids in (data.get("partitionToReplaceFileIds") or {}).items()
             },
         )
+
+
+def _frozen(mapping: Mapping[str, Iterable[Any]], kind: type[tuple[Any, ...]]) -> Mapping[str, Any]:
+    return MappingProxyType({key: kind(values) for key, values in mapping.items()})

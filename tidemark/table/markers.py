@@ -8,13 +8,11 @@ object named ``<partition>/<file>.marker.<IO>``) and timeline-server style batch
 from __future__ import annotations
 
 import enum
-import importlib
 import re
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table.instant import is_instant_time, validate_instant_time
 from tidemark.table.naming import join_path
@@ -123,16 +121,6 @@ class DirectMarkerWriter:
     def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
         name = marker_name(partition_path, data_file_name, io_type)
         return self.storage.create_if_absent(f"{self.directory}/{name}", b"")
-
-
-def marker_writer_for(spec: MarkerSpec) -> MarkerWriter:
-    """Build the writer inside the executor process (the service client opens its channel
-    lazily there)."""
-    if spec.kind == "direct":
-        return DirectMarkerWriter(open_storage(spec.table_uri), spec.instant)
-    client = importlib.import_module("tidemark.clients.marker")
-    writer: MarkerWriter = client.ServiceMarkerWriter(spec)
-    return writer
 
 
 def read_markers_from_storage(storage: Storage, instant: str) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from services.index.record_index import RecordIndex
+from tidemark.index.record_index import RecordIndex
 from tidemark.storage.base import Storage
 from tidemark.table.reader import Locator
 

@@ -25,12 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from services.index import layout
-from services.index.block_cache import BlockCache
-from services.index.keys import encode_keys
-from services.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_shard
-from services.index.sharding import group_by_shard, shard_of
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.index import layout
+from tidemark.index.block_cache import BlockCache
+from tidemark.index.keys import encode_keys
+from tidemark.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_shard
+from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
 from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
 from tidemark.table.instant import validate_instant_time
@@ -435,3 +435,10 @@ def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table])
             },
         }
     )
+
+
+def discard_staged(storage: Storage, instant: str) -> None:
+    """Delete what a rolled-back ``instant`` staged in the table's record index, if any
+    (never visible: the instant never completed)."""
+    if RecordIndex.exists(storage):
+        RecordIndex.open(storage).discard(instant)

@@ -10,13 +10,14 @@ maximum shard size, between 10 and 10000 shards.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pyarrow as pa
 
-from services.index import layout
-from services.index.shard_file import KIND_BASE, write_shard
-from services.index.sharding import group_by_shard, shard_of
 from tidemark.errors import InvalidArgumentError
+from tidemark.index import layout
+from tidemark.index.shard_file import KIND_BASE, write_shard
+from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
 from tidemark.table.instant import validate_instant_time
 
@@ -30,6 +31,17 @@ ESTIMATED_BYTES_PER_ENTRY = 48
 """Hudi's sizing estimate; our files are smaller, so shards stay well under the maximum."""
 GROWTH_FACTOR = 2.0
 """Room for the table to grow before shards reach the maximum size (Hudi's factor)."""
+
+
+@dataclass(frozen=True)
+class BuildStatus:
+    """A table's index as the service's BuildStatus answers it and its clients read it."""
+
+    exists: bool
+    shards: int
+    as_of: str
+    build_in_progress: bool
+    format_version: int
 
 
 def shard_count_for(records: int, max_shard_bytes: int = MAX_SHARD_BYTES) -> int:

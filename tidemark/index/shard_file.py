@@ -36,8 +36,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from services.index.block_cache import BlockCache
-from services.index.keys import (
+from tidemark.errors import DataLossError, InvalidArgumentError
+from tidemark.index.block_cache import BlockCache
+from tidemark.index.keys import (
     EncodedKeys,
     encode_keys,
     fit,
@@ -47,7 +48,6 @@ from services.index.keys import (
     sort_order,
     uuid_from_bytes,
 )
-from tidemark.errors import DataLossError, InvalidArgumentError
 from tidemark.storage.base import Storage
 
 FORMAT_VERSION = 1

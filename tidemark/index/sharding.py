@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from services.index.keys import string_buffers
 from tidemark.errors import InvalidArgumentError
+from tidemark.index.keys import string_buffers
 
 MIN_SHARDS = 1
 

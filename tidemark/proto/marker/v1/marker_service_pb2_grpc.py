@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from tidemark.marker.v1 import marker_service_pb2 as tidemark_dot_marker_dot_v1_dot_marker__service__pb2
+from tidemark.proto.marker.v1 import marker_service_pb2 as tidemark_dot_marker_dot_v1_dot_marker__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

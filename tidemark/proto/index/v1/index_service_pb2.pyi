@@ -1,4 +1,4 @@
-from tidemark.common.v1 import common_pb2 as _common_pb2
+from tidemark.proto.common.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Mapping as _Mapping

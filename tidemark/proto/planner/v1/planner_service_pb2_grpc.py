@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from tidemark.planner.v1 import planner_service_pb2 as tidemark_dot_planner_dot_v1_dot_planner__service__pb2
+from tidemark.proto.planner.v1 import planner_service_pb2 as tidemark_dot_planner_dot_v1_dot_planner__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

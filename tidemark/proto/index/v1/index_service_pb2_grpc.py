@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from tidemark.index.v1 import index_service_pb2 as tidemark_dot_index_dot_v1_dot_index__service__pb2
+from tidemark.proto.index.v1 import index_service_pb2 as tidemark_dot_index_dot_v1_dot_index__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -5,7 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from tidemark.marker.v1 import marker_service_pb2 as _marker_service_pb2
+from tidemark.proto.marker.v1 import marker_service_pb2 as _marker_service_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
