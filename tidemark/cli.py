@@ -8,10 +8,11 @@ image needs no Spark, and a service starts half a second sooner.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 
+from tidemark.commands.spark_extra import add_needs_spark, import_command
 from tidemark.errors import TidemarkError
 
 COMMAND_MODULES: dict[str, str] = {
@@ -34,13 +35,20 @@ EXIT_USAGE = 2
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser for ``command`` alone when it is known, else for every command."""
     parser = argparse.ArgumentParser(prog="tidemark", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tidemark {version('tidemark')}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     if command in COMMAND_MODULES:
         module_names = [COMMAND_MODULES[command]]
     else:
         module_names = list(dict.fromkeys(COMMAND_MODULES.values()))
     for module_name in module_names:
-        importlib.import_module(module_name).register(subparsers)
+        module = import_command(module_name)
+        if module is not None:
+            module.register(subparsers)
+            continue
+        for name, owner in COMMAND_MODULES.items():
+            if owner == module_name:
+                add_needs_spark(subparsers, name, f"tidemark {name}")
     return parser
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import gc
-import re
-import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from serving import serve_and_check_health
 
 from tidemark.commands.serve import tune_gc
 
@@ -26,29 +23,9 @@ def run_serve(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_all_answers_health_and_exits_zero_on_sigterm() -> None:
-    process = subprocess.Popen(
-        [*SERVE, "all", "--port", "0", "--metrics-port", "0", "--grace-period", "5"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    stderr = serve_and_check_health(
+        [*SERVE, "all", "--port", "0", "--metrics-port", "0", "--grace-period", "5"], REPO
     )
-    try:
-        assert process.stdout is not None
-        match = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", process.stdout.readline())
-        assert match, "serve did not print its address"
-        with grpc.insecure_channel(f"127.0.0.1:{match.group(1)}") as channel:
-            response = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=10
-            )
-        assert response.status == health_pb2.HealthCheckResponse.SERVING
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 0
     assert '"event": "stopped"' in stderr
 
 

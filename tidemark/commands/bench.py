@@ -7,8 +7,9 @@ parser, exactly like the top-level command modules.
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
+
+from tidemark.commands.spark_extra import add_needs_spark, import_command
 
 BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_write",
@@ -25,4 +26,9 @@ def register(subparsers: Any) -> None:
     )
     benches = parser.add_subparsers(dest="bench", required=True)
     for module_name in BENCH_MODULES:
-        importlib.import_module(module_name).register(benches)
+        module = import_command(module_name)
+        if module is None:
+            name = module_name.rpartition(".bench_")[2].replace("_", "-")
+            add_needs_spark(benches, name, f"tidemark bench {name}")
+        else:
+            module.register(benches)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tidemark.commands import cluster_plans, cluster_run
+from tidemark.commands import cluster_plans
+from tidemark.commands.spark_extra import add_needs_spark, import_command
 
 
 def register(subparsers: Any) -> None:
@@ -14,4 +15,8 @@ def register(subparsers: Any) -> None:
     )
     commands = parser.add_subparsers(dest="cluster_command", required=True)
     cluster_plans.register(commands)
-    cluster_run.register(commands)
+    cluster_run = import_command("tidemark.commands.cluster_run")
+    if cluster_run is None:
+        add_needs_spark(commands, "run", "tidemark cluster run")
+    else:
+        cluster_run.register(commands)
