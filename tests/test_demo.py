@@ -13,26 +13,36 @@ from hudi import HudiTableBuilder
 DEMO = [sys.executable, "-m", "tidemark.cli", "demo"]
 
 
-def test_demo_writes_upserts_and_reads_back(tmp_path: Path) -> None:
+def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> None:
     table = tmp_path / "sessions"
     result = subprocess.run(
-        [*DEMO, "--rows", "3000", "--table", str(table), "--master", "local[2]", "--json"],
+        [*DEMO, "--rows", "4000", "--table", str(table), "--master", "local[2]", "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["rows"] == 3000
-    assert report["rows_read"] == 3000
-    assert report["upserted_rows"] == 30
-    assert report["marker_objects_written"] > 0
-    assert report["data_files"] >= 7
+    assert sorted(report["services"]) == ["index", "marker", "planner"]
+    markers, index, clustering = report["markers"], report["index"], report["clustering"]
+    assert markers["data_files"] == markers["direct_marker_objects"] >= 7
+    assert markers["service_marker_file_writes"] > 0
+    assert index["upsert_tagging"] == index["delete_tagging"] == "record"
+    assert index["upserted_rows"] == 40
+    assert index["tagged_keys"] == 40
+    assert index["keys_looked_up"] >= 40 + index["deleted_rows"] > 40
+    before, after = clustering["before"], clustering["after"]
+    assert before["rows_matched"] == after["rows_matched"] > 0
+    assert after["files_read"] == 1 < before["files_read"]
+    assert after["rows_read"] < before["rows_read"]
+    point = report["point_query"]
+    assert point["rows"] == 1 and point["files_opened"] == 1 < point["files_in_table"]
     assert not list(table.glob(".hoodie/.temp/*")), "marker dirs must be gone after commit"
     snapshot = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table)).build().read())
-    assert snapshot.num_rows == 3000
-    changed = snapshot.filter(pa.compute.equal(snapshot["session_id"], "s-000000000100"))
+    assert snapshot.num_rows == report["rows_in_table"] == 4000 - index["deleted_rows"]
+    changed = snapshot.filter(pa.compute.equal(snapshot["event_id"], "e-000000000100"))
     assert changed["duration_ms"].to_pylist() == [100 * 104_729 % 600_000 + 1000]
+    assert len(pa.compute.unique(snapshot["event_id"])) == snapshot.num_rows
 
 
 def test_demo_refuses_to_wipe_a_folder_it_did_not_create(tmp_path: Path) -> None:
