@@ -566,15 +566,16 @@ def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
     return [
         (
             f"`bench index --entries {result['entries']} --batch {result['batch']}` (one "
-            f"shard of UUID keys, half of the batch present, --master {result['master']}): "
-            "warm lookup",
+            f"shard of UUID keys, half of the batch present, --master {result['master']}; "
+            f"load average {result['load_average_1m']:.0f}): warm lookup",
             f"{result['warm_ms']:,.1f} ms ({result['warm_cpu_ms']:,.1f} ms CPU)",
-            f"RocksDB multi-get {result['rocksdb_ms']:,.1f} ms ({config['binding']}: Bloom "
-            f"filter {config['bloom_filter_bits_per_key']} bits/key, "
-            f"{config['block_cache_bytes'] >> 20:,} MiB block cache holding index and filter "
-            f"blocks, 16-byte binary keys; its conversion of the keys, "
+            f"RocksDB multi-get {result['rocksdb_ms']:,.1f} ms ({result['rocksdb_cpu_ms']:,.1f} "
+            f"ms CPU; {config['binding']}: Bloom filter {config['bloom_filter_bits_per_key']} "
+            f"bits/key, {config['block_cache_bytes'] >> 20:,} MiB block cache holding index "
+            f"and filter blocks, 16-byte binary keys; its conversion of the keys, "
             f"{result['rocksdb_convert_ms']:,.1f} ms more, not counted)",
-            times(result["rocksdb_ms"], result["warm_ms"]),
+            f"{times(result['rocksdb_ms'], result['warm_ms'])} wall, "
+            f"{times(result['rocksdb_cpu_ms'], result['warm_cpu_ms'])} CPU",
         ),
         (
             "same: cold lookup from local disk (a new block cache; the file's pages dropped "
