@@ -242,7 +242,7 @@ def measure_s3_cold(
         "s3_cold_cpu_ms": median_ms([run[1] for run in runs]),
         "s3_cold_requests": requests,
         "s3_latency_ms": latency_ms,
-        "s3_server": "moto (local S3 emulator, tidemark/s3local.py)",
+        "s3_server": "moto (the local S3 emulator)",
     }
 
 

@@ -508,7 +508,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
     """The README's rows for one ``bench markers --json`` result."""
-    emulated = " (wall times against the moto emulator)" if result["storage"] == "s3" else ""
+    emulated = " (against the moto emulator)" if result["storage"] == "s3" else ""
     return [
         (
             f"`bench markers --markers {result['markers']} --writers {result['writers']} "
