@@ -520,10 +520,11 @@ def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
             f"{times(result['direct_objects'], result['service_objects'])} fewer",
         ),
         (
-            "same: storage requests (direct: create, list and delete; service: create)",
+            "same: storage requests to create the markers",
             f"{result['service_requests']:,}",
-            f"{result['direct_requests']:,} direct",
-            f"{times(result['direct_requests'], result['service_requests'])} fewer",
+            f"{result['direct_objects']:,} direct, one PUT per marker "
+            f"({result['direct_requests']:,} with listing and deleting them)",
+            f"{times(result['direct_objects'], result['service_requests'])} fewer",
         ),
         (
             f"same: listing / deletion{emulated}",
