@@ -1,7 +1,9 @@
 """``tidemark bench <name>``: benchmarks, one module each under BENCH_MODULES.
 
 Each benchmark module exposes ``register(bench_subparsers)`` and sets ``handler`` on its
-parser, exactly like the top-level command modules.
+parser, exactly like the top-level command modules, and ``readme_rows(result)``: the
+README's benchmark table rows for one result (the JSON line ``--json`` prints), which
+``scripts/bench_readme.py`` renders from the recorded ``docs/benchmarks/<bench>.json``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from typing import Any
 
 from tidemark.commands.spark_extra import add_needs_spark, import_command
 
+ReadmeRow = tuple[str, str, str, str]
+"""One row of the README's benchmark table: benchmark, Tidemark, baseline, ratio."""
+
 BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_write",
     "tidemark.commands.bench_markers",
@@ -18,6 +23,11 @@ BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_index",
     "tidemark.commands.bench_clustering",
 )
+
+
+def times(theirs: float, ours: float) -> str:
+    """How many times ``theirs`` is ``ours`` (both measured in the same run)."""
+    return f"{theirs / ours:,.1f}x" if ours else "-"
 
 
 def register(subparsers: Any) -> None:

@@ -37,6 +37,7 @@ from spark_jobs.session import build_session
 from spark_jobs.write import write
 from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from tidemark.commands.args import positive_int
+from tidemark.commands.bench import ReadmeRow, times
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage
 from tidemark.table.clustering_plan import save_plan
@@ -365,3 +366,55 @@ def _handle(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     return 0
+
+
+def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
+    """The README's rows for one ``bench clustering --json`` result."""
+    layouts = result["layouts"]
+    ours = [name for name in layouts if name != "delta-rs"]
+    theirs = layouts["delta-rs"]
+
+    def skipped(name: str) -> str:
+        measured = layouts[name]
+        return (
+            f"{measured['skipped_session_id']:.3f} / {measured['skipped_item_id']:.3f} / "
+            f"{measured['skipped']:.3f}"
+        )
+
+    return [
+        (
+            f"`bench clustering --rows {result['rows']} --files {result['files_before']}` "
+            f"(`session_id = X`, mean of {result['queries']} queries, file and row-group "
+            "min/max pruning): rows read, files read, time",
+            f"after clustering by session ({result['files_after']} files): "
+            f"{result['rows_read_after']:,.0f} rows ({result['rows_read_after_fraction']:.2%}), "
+            f"{result['files_read_after']:,.1f} files, {result['query_s_after']:.3f} s",
+            f"before: {result['rows_read_before']:,.0f} rows, "
+            f"{result['files_read_before']:,.1f} files, {result['query_s_before']:.3f} s",
+            f"{times(result['query_s_before'], result['query_s_after'])} faster",
+        ),
+        (
+            "same rows clustered on (`session_id`, `item_id`): fraction of files a `col = v` "
+            "predicate skips, session_id / item_id / mean",
+            "; ".join(f"{name} {skipped(name)} ({layouts[name]['files']} files)" for name in ours),
+            f"delta-rs `z_order` {skipped('delta-rs')} ({theirs['files']} files)",
+            ", ".join(
+                f"{name} {times(layouts[name]['skipped'], theirs['skipped'])}" for name in ours
+            ),
+        ),
+        (
+            "same: rewrite time of the whole table",
+            f"by session {result['cluster_by_session_s']:.1f} s; "
+            + ", ".join(f"{name} {layouts[name]['rewrite_s']:.1f} s" for name in ours),
+            f"delta-rs `z_order` {theirs['rewrite_s']:.1f} s",
+            ", ".join(
+                f"{name} {times(theirs['rewrite_s'], layouts[name]['rewrite_s'])}" for name in ours
+            ),
+        ),
+        (
+            "same: the planner's strategy over 100,000 file slices",
+            f"{result['plan_100k_s']:.2f} s",
+            "—",
+            "—",
+        ),
+    ]

@@ -40,6 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.marker.metrics import STORAGE_REQUESTS
 from tidemark.clients.marker import ServiceMarkerReader
 from tidemark.commands.args import positive_int
+from tidemark.commands.bench import ReadmeRow, times
 from tidemark.config import ClientConfig
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
@@ -503,3 +504,57 @@ def format_report(report: dict[str, Any]) -> str:
         f"{report['service_many_markers_per_s']:,.0f} markers/s",
     ]
     return "\n".join(lines)
+
+
+def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
+    """The README's rows for one ``bench markers --json`` result."""
+    emulated = " (against the moto emulator)" if result["storage"] == "s3" else ""
+    return [
+        (
+            f"`bench markers --markers {result['markers']} --writers {result['writers']} "
+            f"--storage {result['storage']} --latency-ms {result['latency_ms']:g}`: "
+            "objects created",
+            f"{result['service_objects']:,}: {result['service_markers_files']} `MARKERS` "
+            "files + `MARKERS.type` + the dir's lease",
+            f"{result['direct_objects']:,} direct",
+            f"{times(result['direct_objects'], result['service_objects'])} fewer",
+        ),
+        (
+            "same: storage requests to create the markers",
+            f"{result['service_requests']:,}",
+            f"{result['direct_objects']:,} direct, one PUT per marker "
+            f"({result['direct_requests']:,} with listing and deleting them)",
+            f"{times(result['direct_objects'], result['service_requests'])} fewer",
+        ),
+        (
+            f"same: listing / deletion{emulated}",
+            f"{result['service_list_s']:.2f} s / {result['service_delete_s']:.3f} s",
+            f"{result['direct_list_s']:.2f} s / {result['direct_delete_s']:.3f} s",
+            f"{times(result['direct_list_s'], result['service_list_s'])} / "
+            f"{times(result['direct_delete_s'], result['service_delete_s'])}",
+        ),
+        (
+            f"same: creation wall time{emulated}",
+            f"{result['service_create_s']:.1f} s",
+            f"{result['direct_create_s']:.1f} s",
+            times(result["direct_create_s"], result["service_create_s"]),
+        ),
+        (
+            f"same: CreateMarkers ({result['service_many_batch_size']:,} per call)",
+            f"{result['service_many_markers_per_s']:,.0f} markers/s",
+            "—",
+            "—",
+        ),
+        (
+            "same: single creates vs a bare grpc.aio echo",
+            f"{result['service_markers_per_s']:,.0f}/s",
+            f"echo {result['echo_calls_per_s']:,.0f} calls/s",
+            f"{result['service_vs_echo']:.0%}",
+        ),
+        (
+            "same: create p99",
+            f"{result['service_p99_ms']:.1f} ms (p50 {result['service_p50_ms']:.1f} ms)",
+            f"echo p99 {result['echo_p99_ms']:.1f} ms",
+            "—",
+        ),
+    ]

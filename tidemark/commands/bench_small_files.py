@@ -28,6 +28,7 @@ from spark_jobs.job_options import MarkerKind
 from spark_jobs.session import build_session
 from spark_jobs.write import WriteResult
 from tidemark.commands.args import positive_int
+from tidemark.commands.bench import ReadmeRow, times
 from tidemark.commands.bench_markers import table_root
 from tidemark.commands.bench_write import bulk_insert_generated
 from tidemark.errors import InvalidArgumentError
@@ -193,3 +194,25 @@ def format_report(report: dict[str, Any]) -> str:
 
 def _cell(value: float) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.3f}"
+
+
+def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
+    """The README's rows for one ``bench small-files --json`` result."""
+    return [
+        (
+            f"`bench small-files --files {result['requested_files']} --storage "
+            f"{result['storage']} --latency-ms {result['latency_ms']:g} --tasks "
+            f"{result['tasks']}`: bulk_insert of small files, end to end",
+            f"{result['service_s']:.1f} s ({result['service_marker_writes']:,} marker writes)",
+            f"{result['direct_s']:.1f} s direct ({result['direct_marker_objects']:,} marker "
+            "objects)",
+            f"{result['speedup']:.2f}x",
+        ),
+        (
+            "same: write-files stage / commit stage",
+            f"{result['service_write_files_s']:.1f} s / {result['service_commit_s']:.1f} s",
+            f"{result['direct_write_files_s']:.1f} s / {result['direct_commit_s']:.1f} s",
+            f"{times(result['direct_write_files_s'], result['service_write_files_s'])} / "
+            f"{times(result['direct_commit_s'], result['service_commit_s'])}",
+        ),
+    ]

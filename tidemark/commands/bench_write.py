@@ -26,6 +26,7 @@ from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.sizing import DEFAULT_TARGET_FILE_BYTES
 from spark_jobs.write import WriteResult, write
 from tidemark.commands.args import positive_int
+from tidemark.commands.bench import ReadmeRow
 from tidemark.logs import configure_logging
 
 PARTITIONS = 10
@@ -180,3 +181,28 @@ def _print_table(result: dict[str, float | int]) -> None:
         "",
     )
     Console().print(table)
+
+
+def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
+    """The README's rows for one ``bench write --json`` result."""
+    return [
+        (
+            f"`bench write --rows {result['rows']}`: bulk_insert (sort mode none, warm median "
+            f"of {result['repeats']})",
+            f"{result['bulk_insert_s']:.2f} s",
+            f"Spark plain Parquet {result['plain_parquet_s']:.2f} s",
+            f"{result['bulk_vs_plain_ratio']:.2f}x",
+        ),
+        (
+            "same, first (cold) run of each writer",
+            f"{result['bulk_insert_cold_s']:.2f} s",
+            f"{result['plain_parquet_cold_s']:.2f} s",
+            f"{result['cold_bulk_vs_plain_ratio']:.2f}x",
+        ),
+        (
+            f"same: upsert of 1% ({result['upsert_rows']:,} rows, global simple index join)",
+            f"{result['upsert_s']:.2f} s",
+            "—",
+            "—",
+        ),
+    ]

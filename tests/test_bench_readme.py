@@ -1,0 +1,59 @@
+"""README.md's benchmark table is what scripts/bench_readme.py renders from the recorded
+results in docs/benchmarks/, so it cannot drift from what was measured."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "bench_readme.py"
+RECORDINGS = ROOT / "docs" / "benchmarks"
+
+
+def bench_readme(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_readme_table_matches_the_recorded_results() -> None:
+    result = bench_readme("--check")
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_fails_when_a_recorded_result_changes(tmp_path: Path) -> None:
+    recordings = tmp_path / "benchmarks"
+    shutil.copytree(RECORDINGS, recordings)
+    recorded = json.loads((recordings / "index.json").read_text())
+    recorded["warm_ms"] = recorded["warm_ms"] * 2 + 1
+    (recordings / "index.json").write_text(json.dumps(recorded))
+
+    result = bench_readme("--check", "--recordings", str(recordings))
+
+    assert result.returncode == 1
+    assert "benchmark table differs" in result.stderr
+
+
+def test_check_fails_when_the_readme_table_is_edited(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    text = (ROOT / "README.md").read_text()
+    first_row = next(line for line in text.splitlines() if line.startswith("| `bench "))
+    readme.write_text(text.replace(first_row, first_row.replace(" |", " (edited) |", 1)))
+
+    assert bench_readme("--check", "--readme", str(readme)).returncode == 1
+    assert bench_readme("--readme", str(readme)).returncode == 0
+    assert readme.read_text() == text
+
+
+def test_references_are_rendered_apart_from_the_rows() -> None:
+    block = (ROOT / "README.md").read_text().split("<!-- benchmarks:begin", 1)[1]
+    table, references = block.split("References (quoted, not measured)", 1)
+    for line in references.split("<!-- benchmarks:end -->")[0].splitlines():
+        if line.startswith("| ") and not line.startswith("| reference "):
+            figure = line.split(" | ")[1]
+            assert figure not in table, figure
+    assert '"hudi_hfile_ms"' not in (RECORDINGS / "index.json").read_text()
