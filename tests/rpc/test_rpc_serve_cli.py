@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import socket
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from serving import serve_and_check_health
 
-from tidemark.commands.serve import tune_gc
+from tidemark.commands.serve import tune_gc, with_default_ports
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = [sys.executable, "-m", "tidemark.cli", "serve"]
@@ -51,6 +52,29 @@ def test_port_in_use_exits_non_zero_with_one_line() -> None:
             "all", "--port", str(port), "--metrics-port", "0", "--log-level", "error"
         )
     assert_one_line_error(result, f"port {port} is already in use")
+
+
+def test_metrics_port_in_use_is_named_in_one_line() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run_serve("index", "--port", "0", "--metrics-port", str(port))
+    assert_one_line_error(result, f"metrics port {port} is already in use", "--metrics-port")
+
+
+def test_each_service_has_ports_of_its_own_unless_set() -> None:
+    chosen = {
+        service: with_default_ports(
+            argparse.Namespace(service=service, port=None, metrics_port=None), {}
+        )
+        for service in ("marker", "index", "planner")
+    }
+    ports = [(args.port, args.metrics_port) for args in chosen.values()]
+    assert len({port for pair in ports for port in pair}) == 6
+    by_flag = argparse.Namespace(service="index", port=7000, metrics_port=None)
+    by_env = with_default_ports(by_flag, {"TIDEMARK_METRICS_PORT": "7001"})
+    assert (by_env.port, by_env.metrics_port) == (7000, None)
 
 
 def test_unreadable_tls_path_exits_non_zero_with_one_line(tmp_path: Path) -> None:

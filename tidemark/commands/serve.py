@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import signal
 import threading
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
 import structlog
 
-from tidemark.config import LOG_LEVELS, ServerConfig
+from tidemark.config import LOG_LEVELS, ServerConfig, env_var_name
 from tidemark.logs import configure_logging
 from tidemark.rpc.registry import ALL, KNOWN_SERVICES, resolve_services
 from tidemark.rpc.server import build_server
@@ -19,6 +21,14 @@ from tidemark.rpc.workers import REUSE_PORT_FLAG, Workers, check_replicable
 
 log = structlog.get_logger(__name__)
 
+DEFAULT_PORTS: dict[str, tuple[int, int]] = {
+    "marker": (50051, 9464),
+    "index": (50052, 9465),
+    "planner": (50053, 9466),
+    ALL: (50051, 9464),
+}
+"""(gRPC port, metrics port) by service when neither flag nor env var sets them: each
+service has its own, so the three run side by side on one host (``all`` is the three)."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 WORKER_POLL_S = 1.0
 EXIT_WORKER_DIED = 1
@@ -32,9 +42,17 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("service", help=f"one of {', '.join((*KNOWN_SERVICES, ALL))}")
     parser.add_argument("--host", help="address to bind (TIDEMARK_HOST, default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="gRPC port, 0 = pick a free one (TIDEMARK_PORT)")
     parser.add_argument(
-        "--metrics-port", type=int, help="Prometheus port, 0 = free (TIDEMARK_METRICS_PORT)"
+        "--port",
+        type=int,
+        help="gRPC port, 0 = pick a free one (TIDEMARK_PORT; default marker 50051, "
+        "index 50052, planner 50053)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="Prometheus port, 0 = free (TIDEMARK_METRICS_PORT; default marker 9464, "
+        "index 9465, planner 9466)",
     )
     parser.add_argument(
         "--grace-period",
@@ -77,6 +95,17 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def with_default_ports(args: argparse.Namespace, environ: Mapping[str, str]) -> argparse.Namespace:
+    """``args`` with the service's own default ports where neither a flag nor an env var
+    gives one."""
+    port, metrics_port = DEFAULT_PORTS[args.service]
+    chosen = dict(vars(args))
+    for name, default in (("port", port), ("metrics_port", metrics_port)):
+        if chosen.get(name) is None and env_var_name(name) not in environ:
+            chosen[name] = default
+    return argparse.Namespace(**chosen)
+
+
 def tune_gc(young_threshold: int) -> None:
     """Collect the youngest generation less often. Only here: this process runs services
     and nothing else, while an embedded service shares its host's process and GC."""
@@ -88,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT (exit 0), or until a worker process dies (exit 1, so
     the pod restarts whole)."""
     services = resolve_services(args.service)
-    config = ServerConfig.from_args_and_env(args)
+    config = ServerConfig.from_args_and_env(with_default_ports(args, os.environ))
     check_replicable(config, services)
     configure_logging(json=config.log_json, level=config.log_level)
     tune_gc(config.gc_young_threshold)

@@ -7,6 +7,7 @@ Error counts by code are ``grpc_server_handled_total`` with ``grpc_code`` other 
 
 from __future__ import annotations
 
+import errno
 import time
 from wsgiref.simple_server import WSGIServer
 
@@ -77,6 +78,12 @@ class MetricsEndpoint:
         try:
             server, thread = start_http_server(port, addr=host, registry=registry)
         except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"metrics port {port} is already in use on {host} (choose another with "
+                    "--metrics-port or TIDEMARK_METRICS_PORT, 0 = a free one)",
+                    field="metrics_port",
+                ) from None
             raise ConfigError(
                 f"cannot listen on {host}:{port}: {error.strerror}", field="metrics_port"
             ) from None
