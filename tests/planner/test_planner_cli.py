@@ -131,10 +131,13 @@ def test_trigger_policy_set_and_shown(
     code, out, _ = run(
         capsys, "trigger", "--table", uri, "--every-commits", "4", "--sort-columns", "name"
     )
-    assert (code, out) == (0, f"clustering of {uri} is scheduled after every 4 commits\n")
+    first, second = out.splitlines()
+    assert (code, first) == (0, f"clustering of {uri} is scheduled after every 4 commits")
+    assert "no planner service follows it yet" in second
     code, out, _ = run(capsys, "trigger", "--table", uri, "--json")
     shown = json.loads(out)
     assert (shown["every_n_commits"], shown["sort_columns"]) == (4, ["name"])
+    assert shown["followed_by_service"] is False
     before = hoodie_files(small_files)
     code, _, err = run(capsys, "trigger", "--table", uri, "--every-seconds", "0")
     assert code == 2

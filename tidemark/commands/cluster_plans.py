@@ -21,6 +21,7 @@ from tidemark.logs import configure_logging
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 
 MIB = 1024 * 1024
+ON_DEMAND = "on demand"
 PLAN_STATES = {pb.PLAN_STATE_REQUESTED: "requested", pb.PLAN_STATE_INFLIGHT: "inflight"}
 
 
@@ -176,10 +177,17 @@ def run_trigger(args: argparse.Namespace) -> int:
         else:
             policy = client.set_policy(args.table, policy)
     summary = policy_summary(policy)
+    followed = args.planner_service is not None or summary["trigger"] == ON_DEMAND
     if args.json:
-        print(json.dumps(summary))
-    else:
-        print(f"clustering of {args.table} is scheduled {summary['trigger']}")
+        print(json.dumps({**summary, "followed_by_service": followed}))
+        return 0
+    print(f"clustering of {args.table} is scheduled {summary['trigger']}")
+    if not followed:
+        print(
+            "the policy is saved with the table, but no planner service follows it yet: run "
+            "`tidemark serve planner` with the table in TIDEMARK_PLANNER_TABLES, or set the "
+            "policy through it with --planner-service"
+        )
     return 0
 
 
@@ -190,7 +198,7 @@ def policy_summary(policy: pb.TriggerPolicy) -> dict[str, Any]:
     elif kind == "every_seconds":
         trigger = f"every {policy.every_seconds} s"
     else:
-        trigger = "on demand"
+        trigger = ON_DEMAND
     options = policy.options
     return {
         "trigger": trigger,
