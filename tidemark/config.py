@@ -154,12 +154,22 @@ class ServerConfig:
     """Settings shared by every gRPC service process (``tidemark serve``)."""
 
     host: str = "127.0.0.1"
+    """Address to bind (``0.0.0.0`` in a pod)."""
     port: int = 50051
+    """gRPC port; 0 picks a free one and logs it. ``tidemark serve`` defaults to a port per
+    service (marker 50051, index 50052, planner 50053), so the three run side by side."""
     metrics_port: int = 9464
+    """Prometheus ``/metrics`` port; 0 picks a free one. ``tidemark serve`` defaults to a
+    port per service (marker 9464, index 9465, planner 9466); a port in use is named in the
+    error."""
     max_message_bytes: int = 64 * MIB
+    """Largest gRPC message either way (clients use the same)."""
     keepalive_time_ms: int = 30_000
+    """HTTP/2 keepalive ping interval, matched with the clients'."""
     keepalive_timeout_ms: int = 10_000
+    """How long a keepalive ping may go unanswered before the connection is closed."""
     grace_period_s: float = 10.0
+    """Seconds in-flight calls get after SIGTERM."""
     max_concurrent_rpcs: int = 4096
     """Calls in progress at once (waiting marker creates included); beyond it new calls
     get RESOURCE_EXHAUSTED and clients back off. A waiting call costs a coroutine."""
@@ -170,10 +180,16 @@ class ServerConfig:
     and rescans the waiting ones each time: a fifth of a create's CPU and most of its p99
     on the marker benchmark. Older generations keep Python's defaults."""
     tls_cert_path: str | None = None
+    """PEM certificate: serve TLS (with ``tls_key_path``; both must be readable)."""
     tls_key_path: str | None = None
+    """PEM private key of ``tls_cert_path``."""
     log_json: bool = True
+    """structlog's JSON renderer (``--log-format json``), else the console one."""
     log_level: str = "info"
+    """Lowest level logged: debug, info, warning, error."""
     allowed_roots: tuple[str, ...] = ()
+    """Table path prefixes (local or ``s3://bucket/prefix``) the services accept; empty =
+    any. Env var: comma-separated."""
     workers: int = 1
     """Processes serving on the one port (SO_REUSEPORT; the kernel spreads connections
     over them), for services that allow it. One Python process uses one core."""
@@ -233,13 +249,22 @@ class ClientConfig:
     """Client-side RPC settings; plain values so Spark can ship them to executors."""
 
     timeout_s: float = 30.0
+    """Deadline of every call attempt."""
     max_attempts: int = 5
+    """Attempts for retryable codes (UNAVAILABLE, RESOURCE_EXHAUSTED; DEADLINE_EXCEEDED for
+    reads)."""
     max_total_s: float = 120.0
+    """Total retry budget of one call."""
     initial_backoff_s: float = 0.1
+    """First backoff between attempts (exponential, with jitter)."""
     max_backoff_s: float = 5.0
+    """Longest backoff between attempts."""
     max_message_bytes: int = 64 * MIB
+    """Largest gRPC message either way (the servers use the same)."""
     keepalive_time_ms: int = 30_000
+    """HTTP/2 keepalive ping interval, matched with the servers'."""
     keepalive_timeout_ms: int = 10_000
+    """How long a keepalive ping may go unanswered before the channel reconnects."""
     tls_ca_path: str | None = None
     """PEM roots to trust for TLS channels; None = the system's."""
 

@@ -16,7 +16,11 @@ class MarkerConfig:
     """Defaults follow Hudi's timeline server (50 ms batches, 20 files per marker dir)."""
 
     batch_interval_ms: int = 50
+    """Batch interval: creates wait for the next tick and are flushed together (Hudi
+    ``hoodie.markers.timeline_server_based.batch.interval_ms``)."""
     num_marker_files: int = 20
+    """``MARKERS<i>`` files flushed concurrently per marker dir (Hudi
+    ``hoodie.markers.timeline_server_based.batch.num_threads``)."""
     queue_limit: int = 1_000_000
     """Markers accepted but not yet answered, over all dirs; beyond it RESOURCE_EXHAUSTED."""
     idle_evict_s: float = 600.0
