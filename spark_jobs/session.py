@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
+
+from tidemark.errors import FailedPreconditionError
 
 DEFAULT_MASTER = "local[*]"
 _FORWARDED_ENV_PREFIXES = ("AWS_", "TIDEMARK_")
@@ -54,12 +59,40 @@ def build_session(
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    if SparkSession.getActiveSession() is None:
+        require_java()
+    try:
+        session = builder.getOrCreate()
+    except PySparkRuntimeError as error:
+        raise FailedPreconditionError(
+            f"Spark did not start: {str(error).splitlines()[0]}", field="spark"
+        ) from None
     session.sparkContext.setLogLevel("ERROR")
     log4j = session.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
     for name in _TASK_FAILURE_LOGGERS:
         log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
     return session
+
+
+def require_java() -> str:
+    """The ``java`` Spark will launch (``$JAVA_HOME/bin/java``, else the one on PATH), or one
+    line saying what is missing, instead of spark-class's shell errors and a traceback."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        java = str(Path(java_home) / "bin" / "java")
+        if not os.access(java, os.X_OK):
+            raise FailedPreconditionError(
+                f"Spark needs Java 17 or newer: JAVA_HOME={java_home} has no bin/java",
+                field="java",
+            )
+        return java
+    found = shutil.which("java")
+    if found is None:
+        raise FailedPreconditionError(
+            "Spark needs Java 17 or newer: no java on PATH and JAVA_HOME is not set",
+            field="java",
+        )
+    return found
 
 
 TASK_STOP_WAIT_S = 60.0

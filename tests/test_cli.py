@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tidemark.cli import COMMAND_MODULES, build_parser, main
@@ -57,3 +61,35 @@ def test_every_command_parses_from_its_own_module(
         build_parser(command).parse_args([command, "--help"])
     assert exit_info.value.code == 0
     assert f"usage: tidemark {command}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["write", "--op", "upsert", "--input"], ["index", "build"], ["cluster", "run"]],
+)
+def test_a_missing_java_is_one_line_and_leaves_the_table_as_it_was(
+    command: list[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": [1, 2], "v": ["a", "b"]}), source)
+    table = tmp_path / "table"
+    assert main(["create", "--table", str(table), "--schema-from", str(source), "--key", "id"]) == 0
+    before = _files(table)
+    arguments = [*command, str(source)] if command[0] == "write" else command
+    result = subprocess.run(
+        [sys.executable, "-m", "tidemark.cli", *arguments, "--table", str(table)],
+        env={**os.environ, "JAVA_HOME": str(tmp_path / "no-jdk")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        f"java: Spark needs Java 17 or newer: JAVA_HOME={tmp_path}/no-jdk has no bin/java"
+    )
+    assert "Traceback" not in result.stderr
+    assert _files(table) == before
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}

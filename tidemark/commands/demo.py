@@ -165,6 +165,7 @@ def run_demo(
     stages: dict[str, float] = {}
     timed = _Stages(stages, progress)
     table_uri = str(table_dir.resolve())
+    spark = timed("start spark", lambda: build_session(master, app_name="tidemark-demo"))
     with ExitStack() as stack:
         services = timed(
             "start services",
@@ -173,7 +174,6 @@ def run_demo(
                 for name in ("marker", "index", "planner")
             },
         )
-        spark = timed("start spark", lambda: build_session(master, app_name="tidemark-demo"))
         events = session_events(spark, rows)
         bulk = _write(spark, events, table_uri, "bulk_insert", services, progress)
         markers = _marker_effect(services["marker"], bulk)
