@@ -73,7 +73,8 @@ def test_the_base_package_serves_without_pyspark(wheel: Path, tmp_path: Path) ->
     )  # fmt: skip
     assert write.returncode == 2
     assert write.stderr.strip().splitlines() == [
-        "tidemark write: error: tidemark write runs Spark jobs, and pyspark is not installed: "
+        "tidemark write: error: command: tidemark write runs Spark jobs, and pyspark is not "
+        "installed: "
         "pip install 'tidemark[spark]'"
     ]
     assert not (tmp_path / "t").exists()

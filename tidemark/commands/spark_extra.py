@@ -29,9 +29,12 @@ def add_needs_spark(subparsers: Any, name: str, command: str) -> None:
     """Add ``name`` as a command that explains what to install (``command`` is its full
     name for the message); it takes any arguments, so the message is what a user sees."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=f"(needs the Spark extra: {INSTALL_HINT})", add_help=False
+        name,
+        help=f"(needs the Spark extra: {INSTALL_HINT})",
+        add_help=False,
+        prefix_chars="\0",  # no flags: every argument, --help too, is taken as it comes
     )
-    parser.add_argument("arguments", nargs=argparse.REMAINDER)
+    parser.add_argument("arguments", nargs="*")
 
     def explain(_args: argparse.Namespace) -> int:
         raise FailedPreconditionError(
