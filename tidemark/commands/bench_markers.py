@@ -577,6 +577,15 @@ def _ratio(direct: float, service: float) -> str:
     return f"{direct / service:,.1f}x" if service else "-"
 
 
+def _per_flush(report: dict[str, Any]) -> str:
+    """Service requests per flush while creating, e.g. '1.005 put + 0.008 list'."""
+    per_flush = report["service_requests_per_flush"]
+    return " + ".join(
+        f"{per_flush[operation]:.3f} {operation}"
+        for operation in sorted(per_flush, key=per_flush.__getitem__, reverse=True)
+    )
+
+
 def format_report(report: dict[str, Any]) -> str:
     wall = report["storage_server"]
     rows = [
@@ -614,10 +623,6 @@ def format_report(report: dict[str, Any]) -> str:
     ]
     for label, direct, service in rows:
         lines.append(f"{label:48} {direct:>14,.3f} {service:>14,.3f} {_ratio(direct, service):>15}")
-    per_flush = ", ".join(
-        f"{operation} {count:.2f}"
-        for operation, count in report["service_requests_per_flush"].items()
-    )
     lines += [
         f"S3 model: requests x {report['model_latency_ms']:g} ms, one after another; listing "
         f"{_requests(report['direct_list_requests'])} direct vs "
@@ -625,7 +630,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"{_requests(report['direct_delete_requests'])} vs "
         f"{_requests(report['service_delete_requests'])}",
         f"service storage requests while creating: {_requests(report['service_create_requests'])} "
-        f"over {report['service_flushes']:,} flushes ({per_flush} per flush)",
+        f"over {report['service_flushes']:,} flushes ({_per_flush(report)} per flush)",
         f"service MARKERS files: {report['service_markers_files']} "
         "(plus MARKERS.type and the lease)",
         f"bare gRPC echo ceiling: {report['echo_calls_per_s']:,.0f} calls/s, "
@@ -652,10 +657,6 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         f"`bench markers --markers {result['markers']} --writers {result['writers']} "
         f"--storage {result['storage']} --latency-ms {result['latency_ms']:g}`"
     )
-    per_flush = ", ".join(
-        f"{count:.2f} {operation}"
-        for operation, count in result["service_requests_per_flush"].items()
-    )
     direct_create = sum(result["direct_create_requests"].values())
     return [
         (
@@ -668,7 +669,7 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         (
             "same: storage requests to create the markers",
             f"{result['service_requests']:,} ({result['service_flushes']:,} flushes; "
-            f"per flush {per_flush})",
+            f"per flush {_per_flush(result)})",
             f"{direct_create:,} direct",
             f"{direct_create / result['service_requests']:,.0f}x fewer",
         ),
