@@ -41,7 +41,11 @@ def test_bench_markers_reports_both_mechanisms(capsys: pytest.CaptureFixture[str
         "echo_calls_per_s",
     ):
         assert report[key] > 0
+    # local storage counts one request per listing, not per page: no S3 model from it
+    assert report["model_latency_ms"] is None
+    assert report["direct_list_model_s"] is None
     rows = readme_rows(report)
+    assert not any("modelled" in row[0] for row in rows)
     assert all(len(row) == 4 and all(isinstance(cell, str) for cell in row) for row in rows)
     wall_rows = [row for row in rows if "wall time" in row[0]]
     assert wall_rows and all("local disk" in row[0] for row in wall_rows)
@@ -80,7 +84,9 @@ def test_bench_markers_on_s3_counts_requests_and_models_s3(
     assert report["references"]
     assert all(set(reference) == {"what", "figure", "source"} for reference in report["references"])
     quoted = {reference["figure"] for reference in report["references"]}
-    assert not any(cell in quoted for row in readme_rows(report) for cell in row[1:])
+    rows = readme_rows(report)
+    assert any("modelled" in row[0] and "x 5 ms" in row[0] for row in rows)
+    assert not any(cell in quoted for row in rows for cell in row[1:])
 
 
 def test_storage_server_names_the_emulator(monkeypatch: pytest.MonkeyPatch) -> None:

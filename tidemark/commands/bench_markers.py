@@ -75,7 +75,8 @@ RPC_TIMEOUT_S = 120.0
 PARTITIONS = 100
 DEFAULT_MODEL_LATENCY_MS = 20.0
 """Per-request latency of the S3 cost model when ``--latency-ms`` is 0 (the latency the
-README's other S3 runs add), so every run reports the model."""
+README's other S3 runs add), so every S3 run reports the model. Local runs have none:
+local storage counts one request per listing, not per 1,000 keys."""
 FLUSHES = "tidemark_marker_flush_seconds"
 HUDI_MARKERS_BLOG = (
     "Apache Hudi blog, 'Improving Marker Mechanism in Apache Hudi' (2021), "
@@ -455,9 +456,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def s3_seconds(requests: Mapping[str, int], latency_ms: float) -> float:
-    """Requests issued one after another, each costing ``latency_ms``."""
-    return sum(requests.values()) * latency_ms / 1000
+def s3_seconds(requests: Mapping[str, int], latency_ms: float | None) -> float | None:
+    """Requests issued one after another, each costing ``latency_ms`` (None: no model)."""
+    return None if latency_ms is None else sum(requests.values()) * latency_ms / 1000
 
 
 def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -518,7 +519,9 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
     direct_delete_requests = storage.requests.snapshot()
     if len(direct_listed) != markers:
         raise RuntimeError(f"listed {len(direct_listed)} direct markers, expected {markers}")
-    model_latency_ms = args.latency_ms or DEFAULT_MODEL_LATENCY_MS
+    model_latency_ms = (
+        (args.latency_ms or DEFAULT_MODEL_LATENCY_MS) if args.storage == "s3" else None
+    )
     return {
         "markers": markers,
         "writers": writers,
@@ -605,17 +608,21 @@ def format_report(report: dict[str, Any]) -> str:
         ),
         (f"listing (s, {wall})", report["direct_list_s"], report["service_list_s"]),
         (f"deletion (s, {wall})", report["direct_delete_s"], report["service_delete_s"]),
-        (
-            "listing on S3 (s, model)",
-            report["direct_list_model_s"],
-            report["service_list_model_s"],
-        ),
-        (
-            "deletion on S3 (s, model)",
-            report["direct_delete_model_s"],
-            report["service_delete_model_s"],
-        ),
     ]
+    modelled = report["model_latency_ms"] is not None
+    if modelled:
+        rows += [
+            (
+                "listing on S3 (s, model)",
+                report["direct_list_model_s"],
+                report["service_list_model_s"],
+            ),
+            (
+                "deletion on S3 (s, model)",
+                report["direct_delete_model_s"],
+                report["service_delete_model_s"],
+            ),
+        ]
     lines = [
         f"{report['markers']:,} markers, {report['writers']} writers, {report['storage']} storage "
         f"({wall}), +{report['latency_ms']:g} ms per request",
@@ -623,12 +630,15 @@ def format_report(report: dict[str, Any]) -> str:
     ]
     for label, direct, service in rows:
         lines.append(f"{label:48} {direct:>14,.3f} {service:>14,.3f} {_ratio(direct, service):>15}")
+    if modelled:
+        lines.append(
+            f"S3 model: requests x {report['model_latency_ms']:g} ms, one after another; "
+            f"listing {_requests(report['direct_list_requests'])} direct vs "
+            f"{_requests(report['service_list_requests'])} service; deletion "
+            f"{_requests(report['direct_delete_requests'])} vs "
+            f"{_requests(report['service_delete_requests'])}"
+        )
     lines += [
-        f"S3 model: requests x {report['model_latency_ms']:g} ms, one after another; listing "
-        f"{_requests(report['direct_list_requests'])} direct vs "
-        f"{_requests(report['service_list_requests'])} service; deletion "
-        f"{_requests(report['direct_delete_requests'])} vs "
-        f"{_requests(report['service_delete_requests'])}",
         f"service storage requests while creating: {_requests(report['service_create_requests'])} "
         f"over {report['service_flushes']:,} flushes ({_per_flush(report)} per flush)",
         f"service MARKERS files: {report['service_markers_files']} "
@@ -652,7 +662,6 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     ``--json`` result. Both columns of a row were measured in that run (the S3 model rows
     from its counted requests); wall times say what stood in for S3 (moto: an emulator)."""
     wall = result["storage_server"]
-    model_ms = result["model_latency_ms"]
     title = (
         f"`bench markers --markers {result['markers']} --writers {result['writers']} "
         f"--storage {result['storage']} --latency-ms {result['latency_ms']:g}`"
@@ -673,18 +682,7 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{direct_create:,} direct",
             f"{direct_create / result['service_requests']:,.0f}x fewer",
         ),
-        (
-            f"same: listing / deletion on S3, modelled (counted requests x {model_ms:g} ms, "
-            "one after another)",
-            f"{result['service_list_model_s']:.2f} s / {result['service_delete_model_s']:.2f} s "
-            f"({_requests(result['service_list_requests'])} / "
-            f"{_requests(result['service_delete_requests'])})",
-            f"{result['direct_list_model_s']:.2f} s / {result['direct_delete_model_s']:.2f} s "
-            f"({_requests(result['direct_list_requests'])} / "
-            f"{_requests(result['direct_delete_requests'])})",
-            f"{_ratio(result['direct_list_model_s'], result['service_list_model_s'])} / "
-            f"{_ratio(result['direct_delete_model_s'], result['service_delete_model_s'])}",
-        ),
+        *_model_rows(result),
         (
             f"same: listing / deletion wall time ({wall})",
             f"{result['service_list_s']:.3f} s / {result['service_delete_s']:.3f} s",
@@ -716,4 +714,26 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"single creates {result['service_markers_per_s']:,.0f}/s",
             f"{result['service_many_markers_per_s'] / result['service_markers_per_s']:,.0f}x",
         ),
+    ]
+
+
+def _model_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The S3 model's row of ``readme_rows``: none for a local run."""
+    model_ms = result["model_latency_ms"]
+    if model_ms is None:
+        return []
+    service_list, service_delete = result["service_list_model_s"], result["service_delete_model_s"]
+    direct_list, direct_delete = result["direct_list_model_s"], result["direct_delete_model_s"]
+    return [
+        (
+            f"same: listing / deletion on S3, modelled (counted requests x {model_ms:g} ms, "
+            "one after another)",
+            f"{service_list:.2f} s / {service_delete:.2f} s "
+            f"({_requests(result['service_list_requests'])} / "
+            f"{_requests(result['service_delete_requests'])})",
+            f"{direct_list:.2f} s / {direct_delete:.2f} s "
+            f"({_requests(result['direct_list_requests'])} / "
+            f"{_requests(result['direct_delete_requests'])})",
+            f"{_ratio(direct_list, service_list)} / {_ratio(direct_delete, service_delete)}",
+        )
     ]
