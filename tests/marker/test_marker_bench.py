@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from tidemark.cli import main
+from tidemark.commands.bench_markers import readme_rows, storage_server
+
+TINY = ["--markers", "300", "--writers", "8", "--echo-calls", "100", "--batch-size", "50"]
+
+
+def bench_output(
+    capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[list[str], dict[str, Any]]:
+    """The table's lines and the JSON line of one ``bench markers --json`` run."""
+    assert main(["bench", "markers", *TINY, *args, "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    return lines[:-1], json.loads(lines[-1])
 
 
 def test_bench_markers_reports_both_mechanisms(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "markers", "--markers", "300", "--writers", "8", "--storage", "local"]
-    assert main([*argv, "--echo-calls", "100", "--batch-size", "50", "--json"]) == 0
+    table, report = bench_output(capsys, "--storage", "local")
 
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "direct/service" in table[1]
     assert report["markers"] == 300
+    assert report["storage_server"] == "local disk"
     assert report["direct_objects"] == 300
     assert report["service_markers_files"] <= 20
     assert report["service_objects"] == report["service_markers_files"] + 2
@@ -28,6 +41,60 @@ def test_bench_markers_reports_both_mechanisms(capsys: pytest.CaptureFixture[str
         "echo_calls_per_s",
     ):
         assert report[key] > 0
+    # local storage counts one request per listing, not per page: no S3 model from it
+    assert report["model_latency_ms"] is None
+    assert report["direct_list_model_s"] is None
+    rows = readme_rows(report)
+    assert not any("modelled" in row[0] for row in rows)
+    assert all(len(row) == 4 and all(isinstance(cell, str) for cell in row) for row in rows)
+    wall_rows = [row for row in rows if "wall time" in row[0]]
+    assert wall_rows and all("local disk" in row[0] for row in wall_rows)
+
+
+def test_bench_markers_on_s3_counts_requests_and_models_s3(
+    s3_server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Per-operation request counts of every phase, the S3 model built from them, and the
+    quoted figures kept apart. A lease of an hour: no renewal lands among the counts."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)  # the bench re-points it at its proxy
+    monkeypatch.setenv("TIDEMARK_MARKER_LEASE_S", "3600")
+    _, report = bench_output(capsys, "--storage", "s3", "--latency-ms", "5")
+
+    assert report["storage_server"] == s3_server
+    assert report["direct_create_requests"] == {"conditional_put": 300}
+    # one LIST page (< 1,000 keys); deletion lists the marker dir and the (empty) lease dir
+    assert report["direct_list_requests"] == {"list": 1}
+    assert report["direct_delete_requests"] == {"list": 2, "delete": 1}
+    assert report["service_list_requests"] == {"list": 1}
+    assert report["service_delete_requests"] == {"list": 2, "delete": 2}
+    # creating: the lease (LIST, conditional PUT), the dir's load (LIST), MARKERS.type,
+    # then exactly one PUT of one MARKERS file per flush and nothing else
+    flushes = report["service_flushes"]
+    assert flushes >= report["service_markers_files"] > 0
+    assert report["service_create_requests"] == {
+        "conditional_put": 1,
+        "list": 2,
+        "put": flushes + 1,
+    }
+    assert report["service_requests_per_flush"]["put"] == pytest.approx((flushes + 1) / flushes)
+    assert report["model_latency_ms"] == 5
+    assert report["direct_list_model_s"] == pytest.approx(0.005)
+    assert report["direct_delete_model_s"] == pytest.approx(0.015)
+    assert report["service_delete_model_s"] == pytest.approx(0.020)
+    assert report["references"]
+    assert all(set(reference) == {"what", "figure", "source"} for reference in report["references"])
+    quoted = {reference["figure"] for reference in report["references"]}
+    rows = readme_rows(report)
+    assert any("modelled" in row[0] and "x 5 ms" in row[0] for row in rows)
+    assert not any(cell in quoted for row in rows for cell in row[1:])
+
+
+def test_storage_server_names_the_emulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    assert storage_server("s3") == "moto"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "https://s3.eu-west-1.amazonaws.com")
+    assert storage_server("s3") == "https://s3.eu-west-1.amazonaws.com"
+    assert storage_server("local") == "local disk"
 
 
 def test_bench_markers_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:

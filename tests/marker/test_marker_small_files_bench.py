@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -14,9 +15,11 @@ BENCH = [sys.executable, "-m", "tidemark.cli", "bench", "small-files"]
 
 
 def test_bench_small_files_compares_direct_and_service_markers() -> None:
-    """In a child process: its SparkSession must not become the test session's."""
+    """In a child process: its SparkSession must not become the test session's. Its
+    marker service gets an hour's lease, so no renewal adds a write to its count."""
     argv = [*BENCH, "--files", "40", "--storage", "local", "--tasks", "2", "--json"]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "TIDEMARK_MARKER_LEASE_S": "3600"}
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
 
     out = result.stdout.strip().splitlines()
@@ -26,8 +29,9 @@ def test_bench_small_files_compares_direct_and_service_markers() -> None:
     assert report["files"] >= 40
     assert report["service_files"] >= 40
     assert report["direct_rows"] == report["service_rows"] == report["rows"]
-    assert report["direct_marker_objects"] == report["files"]
-    assert report["service_marker_writes"] > 0
+    # counted by the service itself, apart from the write's own file count: the lease,
+    # MARKERS.type and at least one MARKERS file, and at most one MARKERS write per marker
+    assert 3 <= report["service_marker_writes"] <= report["service_files"] + 2
     for key in ("direct_s", "service_s", "speedup", "latency_ms"):
         assert key in report
 

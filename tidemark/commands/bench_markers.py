@@ -9,6 +9,13 @@ each a grpc.aio client running W/P tasks; threads for direct markers) also drive
 bare echo server (grpc.aio with only the standard health service, no interceptors, in
 its own process like the marker service), before and after the creates: the ceiling of
 Python gRPC on this machine.
+
+Wall times on S3 are the local S3 server's (moto, an emulator: it rescans and sorts the
+bucket for every 1,000-key listing page, so listing and deleting many direct markers
+grows quadratically there) and are labelled so. What listing and deleting would cost on
+S3 comes from the requests counted here (LIST pages of 1,000 keys, DeleteObjects of
+1,000 keys) times the per-request latency, issued one after another as the code does.
+Figures quoted from Hudi go into ``references``, never into a baseline or a ratio.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
@@ -40,7 +48,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.marker.metrics import STORAGE_REQUESTS
 from tidemark.clients.marker import ServiceMarkerReader
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench import ReadmeRow, times
 from tidemark.config import ClientConfig
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
@@ -66,6 +73,45 @@ LoadKind = Literal["echo", "create", "create_many", "direct"]
 SERVER_START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 120.0
 PARTITIONS = 100
+DEFAULT_MODEL_LATENCY_MS = 20.0
+"""Per-request latency of the S3 cost model when ``--latency-ms`` is 0 (the latency the
+README's other S3 runs add), so every S3 run reports the model. Local runs have none:
+local storage counts one request per listing, not per 1,000 keys."""
+FLUSHES = "tidemark_marker_flush_seconds"
+HUDI_MARKERS_BLOG = (
+    "Apache Hudi blog, 'Improving Marker Mechanism in Apache Hudi' (2021), "
+    "https://hudi.apache.org/blog/2021/08/18/improving-marker-mechanism/"
+)
+HUDI_MARKERS_DOC = "Apache Hudi docs, 'Marker Mechanism', https://hudi.apache.org/docs/markers"
+REFERENCES: tuple[dict[str, str], ...] = (
+    {
+        "what": "Hudi's benchmark (EMR, Spark, S3, parallelism 240): data files written and "
+        "marker objects created with direct markers",
+        "figure": "165,000 data files, 165,000 marker objects",
+        "source": HUDI_MARKERS_BLOG,
+    },
+    {
+        "what": "same write, timeline-server-based markers: files created for markers",
+        "figure": "20",
+        "source": HUDI_MARKERS_BLOG,
+    },
+    {
+        "what": "same: marker deletion time, direct vs timeline-server-based",
+        "figure": "15 min vs ~3 s",
+        "source": HUDI_MARKERS_BLOG,
+    },
+    {
+        "what": "same: bulk insert time, direct vs timeline-server-based markers",
+        "figure": "55 min vs 38 min (31% lower)",
+        "source": HUDI_MARKERS_BLOG,
+    },
+    {
+        "what": "Hudi timeline server defaults: batch interval, MARKERS files (batch threads)",
+        "figure": "50 ms, 20",
+        "source": HUDI_MARKERS_DOC,
+    },
+)
+"""Figures quoted from Hudi: context for the README, never a baseline or a ratio."""
 
 
 def register(bench_subparsers: Any) -> None:
@@ -85,7 +131,7 @@ def register(bench_subparsers: Any) -> None:
     parser.add_argument(
         "--echo-calls", type=positive_int, default=50_000, help="calls to the bare echo server"
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=run)
 
 
@@ -119,7 +165,8 @@ class Phase:
     wall_s: float
     p50_ms: float
     p99_ms: float
-    storage_requests: int
+    storage_requests: dict[str, int]
+    """Requests of the load generators themselves (direct markers), by operation."""
 
     @property
     def items_per_s(self) -> float:
@@ -277,7 +324,7 @@ def run_load(
         wall_s=max(o.finished for o in outcomes) - min(o.started for o in outcomes),
         p50_ms=float(np.percentile(latencies, 50) * 1000),
         p99_ms=float(np.percentile(latencies, 99) * 1000),
-        storage_requests=sum(sum(o.storage_requests.values()) for o in outcomes),
+        storage_requests=dict(sum((Counter(o.storage_requests) for o in outcomes), Counter())),
     )
 
 
@@ -315,6 +362,18 @@ def bare_echo_server() -> Iterator[str]:
         process.join()
 
 
+@dataclass(frozen=True)
+class ServiceCounters:
+    """The service's storage requests by operation and its successful MARKERS file
+    flushes, as its metrics endpoint reports them at one moment."""
+
+    requests: Counter[str]
+    flushes: int
+
+    def since(self, earlier: ServiceCounters) -> ServiceCounters:
+        return ServiceCounters(self.requests - earlier.requests, self.flushes - earlier.flushes)
+
+
 class MarkerServerProcess:
     """``tidemark serve marker`` as a child process."""
 
@@ -326,20 +385,20 @@ class MarkerServerProcess:
         )
         self.address = self.server.address
 
-    def storage_requests(self) -> int:
-        """Total storage requests of the service so far, from its metrics endpoint."""
+    def counters(self) -> ServiceCounters:
+        """The service's counters so far, from its metrics endpoint."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
-        return int(
-            sum(
-                sample.value
-                for family in text_string_to_metric_families(text)
-                if family.name == STORAGE_REQUESTS
-                for sample in family.samples
-                if sample.name == f"{STORAGE_REQUESTS}_total"
-            )
-        )
+        requests: Counter[str] = Counter()
+        flushes = 0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == f"{STORAGE_REQUESTS}_total":
+                    requests[sample.labels["operation"]] += int(sample.value)
+                elif sample.name == f"{FLUSHES}_count" and sample.labels["outcome"] == "ok":
+                    flushes += int(sample.value)
+        return ServiceCounters(requests, flushes)
 
     def close(self) -> None:
         self.server.close()
@@ -379,11 +438,27 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - began, value
 
 
+def storage_server(storage_kind: str) -> str:
+    """What stands in for S3 in this run (read before ``table_root`` sets the endpoint)."""
+    if storage_kind == "local":
+        return "local disk"
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    return "moto" if endpoint is None else endpoint
+
+
 def run(args: argparse.Namespace) -> int:
+    server = storage_server(args.storage)
     with table_root(args.storage, args.latency_ms) as root:
-        report = measure(root, args)
-    print(json.dumps(report) if args.json else format_report(report))
+        report = {**measure(root, args), "storage_server": server}
+    print(format_report(report))
+    if args.json:
+        print(json.dumps(report))
     return 0
+
+
+def s3_seconds(requests: Mapping[str, int], latency_ms: float | None) -> float | None:
+    """Requests issued one after another, each costing ``latency_ms`` (None: no model)."""
+    return None if latency_ms is None else sum(requests.values()) * latency_ms / 1000
 
 
 def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -395,11 +470,11 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
         with bare_echo_server() as echo_address:
             echo_runs = [echo_load(echo_address, args.echo_calls, load)]
             single_instant = new_instant_time()
-            before = server.storage_requests()
+            before = server.counters()
             single = run_load(
                 "create", address=server.address, instant=single_instant, count=markers, **load
             )
-            service_requests = server.storage_requests() - before
+            created = server.counters()
             echo_runs.append(echo_load(echo_address, args.echo_calls, load))
         service_objects = count_objects(storage, single_instant)
         service_files = sum(
@@ -408,8 +483,11 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
             if info.path.rpartition("/")[2] != MARKERS_TYPE_FILE
         )
         reader = ServiceMarkerReader(server.address, root)
+        listing_began = server.counters()
         service_list_s, listed = timed(lambda: reader.create_and_merge_markers(single_instant))
+        listed_counters = server.counters()
         service_delete_s, _ = timed(lambda: reader.delete_dir(single_instant))
+        deleted_counters = server.counters()
         many_instant = new_instant_time()
         many = run_load(
             "create_many",
@@ -422,6 +500,9 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
         reader.delete_dir(many_instant)
     finally:
         server.close()
+    creating = created.since(before)
+    service_list_requests = dict(listed_counters.since(listing_began).requests)
+    service_delete_requests = dict(deleted_counters.since(listed_counters).requests)
     echo_calls_per_s = statistics.fmean(run.calls_per_s for run in echo_runs)
     if len(listed) != markers:
         raise RuntimeError(f"the service listed {len(listed)} markers, expected {markers}")
@@ -432,9 +513,15 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
     direct_list_s, direct_listed = timed(
         lambda: StorageMarkerReader(storage).create_and_merge_markers(direct_instant)
     )
+    direct_list_requests = storage.requests.snapshot()
+    storage.requests.reset()
     direct_delete_s, _ = timed(lambda: delete_marker_dir(storage, direct_instant))
+    direct_delete_requests = storage.requests.snapshot()
     if len(direct_listed) != markers:
         raise RuntimeError(f"listed {len(direct_listed)} direct markers, expected {markers}")
+    model_latency_ms = (
+        (args.latency_ms or DEFAULT_MODEL_LATENCY_MS) if args.storage == "s3" else None
+    )
     return {
         "markers": markers,
         "writers": writers,
@@ -443,8 +530,26 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
         "direct_objects": direct_objects,
         "service_objects": service_objects,
         "service_markers_files": service_files,
-        "direct_requests": direct.storage_requests + storage.requests.total(),
-        "service_requests": service_requests,
+        "direct_requests": sum(direct.storage_requests.values())
+        + sum(direct_list_requests.values())
+        + sum(direct_delete_requests.values()),
+        "service_requests": sum(creating.requests.values()),
+        "direct_create_requests": direct.storage_requests,
+        "direct_list_requests": direct_list_requests,
+        "direct_delete_requests": direct_delete_requests,
+        "service_create_requests": dict(creating.requests),
+        "service_list_requests": service_list_requests,
+        "service_delete_requests": service_delete_requests,
+        "service_flushes": creating.flushes,
+        "service_requests_per_flush": {
+            operation: count / max(creating.flushes, 1)
+            for operation, count in sorted(creating.requests.items())
+        },
+        "model_latency_ms": model_latency_ms,
+        "direct_list_model_s": s3_seconds(direct_list_requests, model_latency_ms),
+        "service_list_model_s": s3_seconds(service_list_requests, model_latency_ms),
+        "direct_delete_model_s": s3_seconds(direct_delete_requests, model_latency_ms),
+        "service_delete_model_s": s3_seconds(service_delete_requests, model_latency_ms),
         "direct_create_s": direct.wall_s,
         "service_create_s": single.wall_s,
         "direct_p50_ms": direct.p50_ms,
@@ -462,13 +567,30 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
         "echo_calls_per_s": echo_calls_per_s,
         "echo_p99_ms": max(run.p99_ms for run in echo_runs),
         "service_vs_echo": single.calls_per_s / echo_calls_per_s,
+        "references": list(REFERENCES),
     }
 
 
-def format_report(report: dict[str, Any]) -> str:
-    def ratio(direct: float, service: float) -> str:
-        return f"{direct / service:,.1f}x" if service else "-"
+def _requests(requests: Mapping[str, int]) -> str:
+    """``{'list': 40, 'delete': 40}`` as '40 list + 40 delete'."""
+    return " + ".join(f"{count:,} {operation}" for operation, count in sorted(requests.items()))
 
+
+def _ratio(direct: float, service: float) -> str:
+    return f"{direct / service:,.1f}x" if service else "-"
+
+
+def _per_flush(report: dict[str, Any]) -> str:
+    """Service requests per flush while creating, e.g. '1.005 put + 0.008 list'."""
+    per_flush = report["service_requests_per_flush"]
+    return " + ".join(
+        f"{per_flush[operation]:.3f} {operation}"
+        for operation in sorted(per_flush, key=per_flush.__getitem__, reverse=True)
+    )
+
+
+def format_report(report: dict[str, Any]) -> str:
+    wall = report["storage_server"]
     rows = [
         ("objects created", report["direct_objects"], report["service_objects"]),
         (
@@ -476,7 +598,7 @@ def format_report(report: dict[str, Any]) -> str:
             report["direct_requests"],
             report["service_requests"],
         ),
-        ("create wall time (s)", report["direct_create_s"], report["service_create_s"]),
+        (f"create wall time (s, {wall})", report["direct_create_s"], report["service_create_s"]),
         ("create p50 (ms)", report["direct_p50_ms"], report["service_p50_ms"]),
         ("create p99 (ms)", report["direct_p99_ms"], report["service_p99_ms"]),
         (
@@ -484,17 +606,41 @@ def format_report(report: dict[str, Any]) -> str:
             report["direct_markers_per_s"],
             report["service_markers_per_s"],
         ),
-        ("listing (s)", report["direct_list_s"], report["service_list_s"]),
-        ("deletion (s)", report["direct_delete_s"], report["service_delete_s"]),
+        (f"listing (s, {wall})", report["direct_list_s"], report["service_list_s"]),
+        (f"deletion (s, {wall})", report["direct_delete_s"], report["service_delete_s"]),
     ]
+    modelled = report["model_latency_ms"] is not None
+    if modelled:
+        rows += [
+            (
+                "listing on S3 (s, model)",
+                report["direct_list_model_s"],
+                report["service_list_model_s"],
+            ),
+            (
+                "deletion on S3 (s, model)",
+                report["direct_delete_model_s"],
+                report["service_delete_model_s"],
+            ),
+        ]
     lines = [
-        f"{report['markers']:,} markers, {report['writers']} writers, {report['storage']} storage, "
-        f"+{report['latency_ms']:g} ms per request",
+        f"{report['markers']:,} markers, {report['writers']} writers, {report['storage']} storage "
+        f"({wall}), +{report['latency_ms']:g} ms per request",
         f"{'':48} {'direct':>14} {'service':>14} {'direct/service':>15}",
     ]
     for label, direct, service in rows:
-        lines.append(f"{label:48} {direct:>14,.3f} {service:>14,.3f} {ratio(direct, service):>15}")
+        lines.append(f"{label:48} {direct:>14,.3f} {service:>14,.3f} {_ratio(direct, service):>15}")
+    if modelled:
+        lines.append(
+            f"S3 model: requests x {report['model_latency_ms']:g} ms, one after another; "
+            f"listing {_requests(report['direct_list_requests'])} direct vs "
+            f"{_requests(report['service_list_requests'])} service; deletion "
+            f"{_requests(report['direct_delete_requests'])} vs "
+            f"{_requests(report['service_delete_requests'])}"
+        )
     lines += [
+        f"service storage requests while creating: {_requests(report['service_create_requests'])} "
+        f"over {report['service_flushes']:,} flushes ({_per_flush(report)} per flush)",
         f"service MARKERS files: {report['service_markers_files']} "
         "(plus MARKERS.type and the lease)",
         f"bare gRPC echo ceiling: {report['echo_calls_per_s']:,.0f} calls/s, "
@@ -502,59 +648,92 @@ def format_report(report: dict[str, Any]) -> str:
         f"CreateMarker reaches {report['service_vs_echo']:.0%} of it",
         f"CreateMarkers x{report['service_many_batch_size']}: "
         f"{report['service_many_markers_per_s']:,.0f} markers/s",
+        "references (quoted, not measured here):",
+        *(
+            f"  {reference['what']}: {reference['figure']} ({reference['source']})"
+            for reference in report["references"]
+        ),
     ]
     return "\n".join(lines)
 
 
-def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
-    """The README's rows for one ``bench markers --json`` result."""
-    emulated = " (against the moto emulator)" if result["storage"] == "s3" else ""
+def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(benchmark, Tidemark, baseline, ratio) rows of the README's table from one
+    ``--json`` result. Both columns of a row were measured in that run (the S3 model rows
+    from its counted requests); wall times say what stood in for S3 (moto: an emulator)."""
+    wall = result["storage_server"]
+    title = (
+        f"`bench markers --markers {result['markers']} --writers {result['writers']} "
+        f"--storage {result['storage']} --latency-ms {result['latency_ms']:g}`"
+    )
+    direct_create = sum(result["direct_create_requests"].values())
     return [
         (
-            f"`bench markers --markers {result['markers']} --writers {result['writers']} "
-            f"--storage {result['storage']} --latency-ms {result['latency_ms']:g}`: "
-            "objects created",
-            f"{result['service_objects']:,}: {result['service_markers_files']} `MARKERS` "
-            "files + `MARKERS.type` + the dir's lease",
-            f"{result['direct_objects']:,} direct",
-            f"{times(result['direct_objects'], result['service_objects'])} fewer",
+            f"{title}: objects created",
+            f"{result['service_objects']:,}: {result['service_markers_files']} `MARKERS` files "
+            "+ `MARKERS.type` + the dir's lease",
+            f"{result['direct_objects']:,} direct marker objects",
+            f"{result['direct_objects'] / result['service_objects']:,.0f}x fewer",
         ),
         (
             "same: storage requests to create the markers",
-            f"{result['service_requests']:,}",
-            f"{result['direct_objects']:,} direct, one PUT per marker "
-            f"({result['direct_requests']:,} with listing and deleting them)",
-            f"{times(result['direct_objects'], result['service_requests'])} fewer",
+            f"{result['service_requests']:,} ({result['service_flushes']:,} flushes; "
+            f"per flush {_per_flush(result)})",
+            f"{direct_create:,} direct",
+            f"{direct_create / result['service_requests']:,.0f}x fewer",
+        ),
+        *_model_rows(result),
+        (
+            f"same: listing / deletion wall time ({wall})",
+            f"{result['service_list_s']:.3f} s / {result['service_delete_s']:.3f} s",
+            f"{result['direct_list_s']:.3f} s / {result['direct_delete_s']:.3f} s",
+            f"{_ratio(result['direct_list_s'], result['service_list_s'])} / "
+            f"{_ratio(result['direct_delete_s'], result['service_delete_s'])} ({wall})",
         ),
         (
-            f"same: listing / deletion{emulated}",
-            f"{result['service_list_s']:.2f} s / {result['service_delete_s']:.3f} s",
-            f"{result['direct_list_s']:.2f} s / {result['direct_delete_s']:.3f} s",
-            f"{times(result['direct_list_s'], result['service_list_s'])} / "
-            f"{times(result['direct_delete_s'], result['service_delete_s'])}",
-        ),
-        (
-            f"same: creation wall time{emulated}",
+            f"same: creation wall time ({wall})",
             f"{result['service_create_s']:.1f} s",
-            f"{result['direct_create_s']:.1f} s",
-            times(result["direct_create_s"], result["service_create_s"]),
+            f"{result['direct_create_s']:.1f} s direct",
+            f"{_ratio(result['direct_create_s'], result['service_create_s'])} ({wall})",
+        ),
+        (
+            "same: single creates vs bare grpc.aio echo",
+            f"{result['service_markers_per_s']:,.0f}/s",
+            f"{result['echo_calls_per_s']:,.0f}/s",
+            f"{result['service_vs_echo']:.0%}",
+        ),
+        (
+            "same: create p99 (p50)",
+            f"{result['service_p99_ms']:.1f} ms ({result['service_p50_ms']:.1f} ms)",
+            f"echo p99 {result['echo_p99_ms']:.1f} ms",
+            f"{result['service_p99_ms'] / result['echo_p99_ms']:.2f}x echo's",
         ),
         (
             f"same: CreateMarkers ({result['service_many_batch_size']:,} per call)",
             f"{result['service_many_markers_per_s']:,.0f} markers/s",
-            "—",
-            "—",
+            f"single creates {result['service_markers_per_s']:,.0f}/s",
+            f"{result['service_many_markers_per_s'] / result['service_markers_per_s']:,.0f}x",
         ),
+    ]
+
+
+def _model_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The S3 model's row of ``readme_rows``: none for a local run."""
+    model_ms = result["model_latency_ms"]
+    if model_ms is None:
+        return []
+    service_list, service_delete = result["service_list_model_s"], result["service_delete_model_s"]
+    direct_list, direct_delete = result["direct_list_model_s"], result["direct_delete_model_s"]
+    return [
         (
-            "same: single creates vs a bare grpc.aio echo",
-            f"{result['service_markers_per_s']:,.0f}/s",
-            f"echo {result['echo_calls_per_s']:,.0f} calls/s",
-            f"{result['service_vs_echo']:.0%}",
-        ),
-        (
-            "same: create p99",
-            f"{result['service_p99_ms']:.1f} ms (p50 {result['service_p50_ms']:.1f} ms)",
-            f"echo p99 {result['echo_p99_ms']:.1f} ms",
-            "—",
-        ),
+            f"same: listing / deletion on S3, modelled (counted requests x {model_ms:g} ms, "
+            "one after another)",
+            f"{service_list:.2f} s / {service_delete:.2f} s "
+            f"({_requests(result['service_list_requests'])} / "
+            f"{_requests(result['service_delete_requests'])})",
+            f"{direct_list:.2f} s / {direct_delete:.2f} s "
+            f"({_requests(result['direct_list_requests'])} / "
+            f"{_requests(result['direct_delete_requests'])})",
+            f"{_ratio(direct_list, service_list)} / {_ratio(direct_delete, service_delete)}",
+        )
     ]
