@@ -83,7 +83,9 @@ def plan_read(
 ) -> ReadPlan:
     """The base files that may hold rows meeting ``where`` (``column == value``, a list or
     tuple: ``column in value``): partitions pruned by their values, file groups by the
-    record index when ``where`` names every record key field. Runs on the driver."""
+    record index when ``where`` names every record key field and the read is of the latest
+    snapshot (the index places keys where they are now: a key clustered or moved since
+    ``as_of`` would be missed). Runs on the driver."""
     table = HoodieTable.open(table_uri)
     conditions = dict(where)
     files = [f for f in table.view(as_of).latest_base_files() if _may_match(f, table, conditions)]
@@ -96,7 +98,8 @@ def plan_read(
         schema,
         [(n, "in" if isinstance(v, list | tuple) else "=", v) for n, v in conditions.items()],
     )
-    files = _holding_keys(table, schema, filters, files)
+    if as_of is None:
+        files = _holding_keys(table, schema, filters, files)
     return ReadPlan(table.uri, schema, filters, [f.path for f in files])
 
 

@@ -26,7 +26,7 @@ def test_bench_datasource_prints_a_table_and_a_json_line(
                 "5",
                 "--runs",
                 "1",
-                "--file-kb",
+                "--input-tasks",
                 "4",
                 "--json",
             ]
@@ -37,7 +37,8 @@ def test_bench_datasource_prints_a_table_and_a_json_line(
     result = json.loads(lines[-1])
     assert "files read" in "\n".join(lines[:-1])
     assert (result["rows"], result["keys"], result["rows_returned"]) == (3000, 5, 5)
-    assert result["full_scan_files_read"] == result["files"] > result["datasource_files_read"] >= 1
+    assert result["full_scan_files_read"] == result["files"] == 40  # 4 tasks x 10 partitions
+    assert 1 <= result["datasource_files_read"] <= 5
     assert result["full_scan_rows_read"] == 3000 > result["datasource_rows_read"]
     assert result["datasource_s"] > 0 and result["full_scan_s"] > 0
     rows = readme_rows(result)

@@ -1,7 +1,8 @@
 """``tidemark bench datasource``: a 100-key ``IN`` query through the ``tidemark`` data source
 against a full scan of the same table.
 
-One table (bulk_insert of generated rows, then a record index) is queried for ``--keys`` keys
+One table (bulk_insert of generated rows from ``--input-tasks`` tasks, each writing one file
+per partition, then a record index) is queried for ``--keys`` keys
 spread over it, twice per run, alternating: through ``tidemark.spark.read`` (the record index
 picks the files holding the keys) and through the same data source without pushdown (the one
 PySpark discovers, in a session where ``spark.sql.python.filterPushdown.enabled`` is off), which
@@ -57,10 +58,10 @@ def register(bench_subparsers: Any) -> None:
     parser.add_argument("--rows", type=positive_int, default=1_000_000, help="rows in the table")
     parser.add_argument("--keys", type=positive_int, default=100, help="keys in the IN list")
     parser.add_argument(
-        "--file-kb",
+        "--input-tasks",
         type=positive_int,
-        default=32,
-        help="target base file size (KB): how many files the index chooses among",
+        default=40,
+        help="tasks writing the table, each one file per partition: how many files it has",
     )
     parser.add_argument("--runs", type=positive_int, default=3, help="alternating runs of each")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
@@ -69,10 +70,10 @@ def register(bench_subparsers: Any) -> None:
 
 
 def run_benchmark(
-    spark: SparkSession, table_uri: str, rows: int, keys: int, runs: int, file_kb: int = 32
+    spark: SparkSession, table_uri: str, rows: int, keys: int, runs: int, input_tasks: int = 40
 ) -> dict[str, Any]:
     """Write and index the table, then time both queries ``runs`` times, alternating."""
-    bulk_insert_generated(spark, generate(spark, rows), table_uri, target_file_bytes=file_kb * 1024)
+    bulk_insert_generated(spark, generate(spark, rows).repartition(input_tasks), table_uri)
     build_index(spark, table_uri)
     wanted = sorted(random.Random(SEED).sample(range(rows), keys))
     pruned = _query(tidemark_spark.read(spark, table_uri), wanted)
@@ -94,7 +95,7 @@ def run_benchmark(
         "rows": rows,
         "keys": keys,
         "runs": runs,
-        "file_kb": file_kb,
+        "input_tasks": input_tasks,
         "rows_returned": keys,
         "files": len(full_files),
         "datasource_files_read": len(pruned_files),
@@ -112,7 +113,7 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(benchmark, Tidemark, baseline, ratio) rows for the README's table."""
     query = (
         f"{result['keys']}-key IN query on the key, {result['rows']:,} rows in "
-        f"{result['files']:,} files of ~{result['file_kb']} KB target"
+        f"{result['files']:,} files"
     )
     return [
         (
@@ -188,7 +189,7 @@ def _handle(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="tidemark-bench-datasource-"))
     try:
         result = run_benchmark(
-            spark, str(workdir / "table"), args.rows, args.keys, args.runs, args.file_kb
+            spark, str(workdir / "table"), args.rows, args.keys, args.runs, args.input_tasks
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
