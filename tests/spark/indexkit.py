@@ -5,9 +5,12 @@ snapshot hudi-rs reads maps to the file group that holds it, no other key is in 
 from __future__ import annotations
 
 import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 
-from spark.sparkkit import hudi_rs_table
+from spark.sparkkit import SCHEMA, hudi_rs_table
+from spark_jobs.index_build import build_index
 from spark_jobs.tagging import file_keys
+from spark_jobs.write import write
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
@@ -59,3 +62,23 @@ def assert_index_agrees(uri: str) -> dict[str, tuple[str, str]]:
     }
     assert answers == expected
     return expected
+
+
+def rows(spark: SparkSession, *values: tuple[int, str, str, int]) -> DataFrame:
+    return spark.createDataFrame(list(values), SCHEMA)
+
+
+def indexed_table(spark: SparkSession, uri: str, shards: int = 3) -> dict[str, tuple[str, str]]:
+    """Keys 0-11 over partitions a, b, c, then a record index of ``shards`` shards."""
+    first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)]
+    write(
+        spark,
+        rows(spark, *first),
+        uri,
+        "bulk_insert",
+        record_key_fields=["id"],
+        partition_fields=["part"],
+        precombine_field="ts",
+    )
+    build_index(spark, uri, shards=shards)
+    return assert_index_agrees(uri)

@@ -16,16 +16,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from structlog.testing import capture_logs
 
 from services.index.embedded import start_embedded_index_service
 from spark.clikit import Cli, refused_in_one_line, table_state
-from spark.indexkit import assert_index_agrees
+from spark.indexkit import assert_index_agrees, indexed_table, rows
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
 from spark.sparkkit import SCHEMA, files_in_view
 from spark_jobs.cluster import run_clustering
-from spark_jobs.index_build import build_index
 from spark_jobs.index_writes import CHANGES_DDL, stage_changes
 from spark_jobs.read import read_dataframe
 from spark_jobs.write import write
@@ -48,26 +47,6 @@ from tidemark.table.lock import TableLock
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
 from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE
-
-
-def rows(spark: SparkSession, *values: tuple[int, str, str, int]) -> DataFrame:
-    return spark.createDataFrame(list(values), SCHEMA)
-
-
-def indexed_table(spark: SparkSession, uri: str, shards: int = 3) -> dict[str, tuple[str, str]]:
-    """Keys 0-11 over partitions a, b, c, then a record index of ``shards`` shards."""
-    first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)]
-    write(
-        spark,
-        rows(spark, *first),
-        uri,
-        "bulk_insert",
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="ts",
-    )
-    build_index(spark, uri, shards=shards)
-    return assert_index_agrees(uri)
 
 
 def test_upserts_moves_and_deletes_keep_the_index(

@@ -22,6 +22,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_small_files",
     "tidemark.commands.bench_index",
     "tidemark.commands.bench_clustering",
+    "tidemark.commands.bench_datasource",
 )
 
 
