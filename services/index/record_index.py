@@ -534,7 +534,7 @@ def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table])
     sends them as they are."""
     schema = pa.schema([(name, pa.string()) for name in LOOKUP_COLUMNS[1:]])
     combined = (
-        pa.concat_tables([d.cast(schema) for d in dictionaries])
+        pa.concat_tables([d if d.schema == schema else d.cast(schema) for d in dictionaries])
         if dictionaries
         else schema.empty_table()
     )
