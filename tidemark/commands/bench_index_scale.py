@@ -97,10 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--upserts",
-        type=_counts,
+        type=_checkpoints,
         default=UPSERT_CHECKPOINTS,
         metavar="N,N,...",
-        help="for --scale: look up after this many upsert commits (default 1,100,1000)",
+        help="for --scale: look up after this many upsert commits (default 1,100,1000; "
+        "'none' skips them)",
     )
 
 
@@ -115,6 +116,10 @@ def _counts(text: str, least: int = 1) -> tuple[int, ...]:
     if counts[0] < least:
         raise argparse.ArgumentTypeError(f"each must be at least {least}: {text!r}")
     return counts
+
+
+def _checkpoints(text: str) -> tuple[int, ...]:
+    return () if text == "none" else _counts(text)
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -153,7 +158,7 @@ def measure(
         with _service(entries) as address:
             client = IndexClient(address, table_uri, batch_keys=batch)
             row["service_keys_per_s"] = _service_rate(client, lookup_keys)
-            if not upserts:
+            if upserts_at and not upserts:
                 upserts = _upserts(storage, client, lookup_keys, entries, upserts_at, repeat)
         rows.append(row)
         shutil.rmtree(table_uri, ignore_errors=True)
