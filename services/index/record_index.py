@@ -369,13 +369,14 @@ class RecordIndex:
                 for m in view.manifests
                 if view.visible(m.instant) and all(m.instant <= bases[s] for s in m.shards)
             ]
+            retired = folded + _rolled_back(view)
             with self._lock:
-                self._delete_manifests(folded + _rolled_back(view))
+                self._delete_manifests(retired)
             self.storage.delete_many(records[:-1])
             return Compaction(
                 tuple(sorted(plan)),
                 sum(len(deltas) for deltas in plan.values()),
-                len(folded),
+                len(retired),
             )
 
     def _publish(self, view: _View, bases: list[str], records: list[str]) -> list[str]:
@@ -504,7 +505,8 @@ class RecordIndex:
 @dataclass(frozen=True)
 class Compaction:
     """What one compaction did: the shards it rewrote, the deltas it folded into them and
-    the stage manifests it retired (every shard of theirs folded)."""
+    the stage manifests it retired (every shard of theirs folded, or their instant rolled
+    back)."""
 
     shards: tuple[int, ...]
     deltas_folded: int

@@ -150,9 +150,10 @@ def test_compaction_under_concurrent_staging_is_exact(
             client.stage(instant, changes.slice(0, 6))  # two stage calls, compactions between
             client.stage(instant, changes.slice(6))
             assert_exact(client, model, universe, latest)  # pending changes stay invisible
-            if round_number % 5 == 4:
+            if round_number % 5 == 4:  # rolled back: discarded now, or left to compaction
                 commits.roll_back(instant)
-                assert client.discard(instant)
+                if round_number % 10 == 9:
+                    assert client.discard(instant)
             else:
                 commits.complete(instant)
                 apply(model, changes, instant)
