@@ -21,6 +21,12 @@ class IndexConfig:
     recheck_s: float = 1.0
     """How often an open index checks that ``index.properties`` is still the one it
     opened (a rebuild replaces it), at most once per this many seconds."""
+    compact_deltas: int = 8
+    """Visible deltas in one shard that make the background compactor fold that shard's
+    deltas into a new base: lookups read at most about this many files past each base."""
+    compact_interval_s: float = 10.0
+    """How often the background compactor checks the open tables (a stage call also wakes
+    it)."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -105,6 +105,8 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
             entries=stats.entries,
             shards=stats.shards,
             bytes=stats.bytes,
+            delta_files=stats.delta_files,
+            max_shard_deltas=stats.max_shard_deltas,
             block_cache=pb.BlockCacheStats(
                 hits=cache.hits,
                 misses=cache.misses,
@@ -112,6 +114,23 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
                 bytes=cache.bytes,
                 capacity_bytes=cache.budget_bytes,
             ),
+        )
+
+    async def Compact(  # noqa: N802 (gRPC method name)
+        self, request: pb.CompactRequest, context: Context
+    ) -> pb.CompactResponse:
+        table = self._table_uri(request.table.base_path)
+        if request.min_deltas < 0:
+            raise InvalidArgumentError(
+                f"must be >= 0, got {request.min_deltas}", field="min_deltas"
+            )
+        done = await asyncio.to_thread(
+            lambda: self.tables.index(table).compact(max(request.min_deltas, 1))
+        )
+        return pb.CompactResponse(
+            shards_compacted=len(done.shards),
+            deltas_folded=done.deltas_folded,
+            manifests_deleted=done.manifests_deleted,
         )
 
     def _lookup(self, table: str, payload: bytes, as_of_instant: str) -> tuple[bytes, int]:
@@ -129,6 +148,7 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
         instant = requests.instant_time(instant_time)
         changes = requests.changes(payload, self.tables.config.max_batch_keys)
         self.tables.index(table).stage(instant, changes)
+        self.tables.compactor.wake()
         return len(changes)
 
     def _discard(self, table: str, instant: str) -> bool:

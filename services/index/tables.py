@@ -1,5 +1,6 @@
 """The tables an index service serves: each one's ``RecordIndex``, opened on first use and
-shared by every call, over one block cache with the service's memory budget.
+shared by every call, over one block cache with the service's memory budget, and
+compacted in the background (``compactor.py``).
 
 Opening checks the table first (a path that is not a Hudi table is NOT_FOUND, a table
 without a record index FAILED_PRECONDITION; neither is remembered, so a table built
@@ -17,6 +18,7 @@ from collections import OrderedDict
 
 import structlog
 
+from services.index.compactor import Compactor
 from services.index.config import IndexConfig
 from tidemark.errors import NotFoundError
 from tidemark.index import layout
@@ -42,6 +44,9 @@ class IndexTables:
         self.cache = BlockCache(config.block_cache_bytes)
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Open] = OrderedDict()
+        self.compactor = Compactor(
+            self._open_indexes, config.compact_deltas, config.compact_interval_s
+        )
 
     def index(self, uri: str) -> RecordIndex:
         """The table's index, as current as ``recheck_s`` allows."""
@@ -82,10 +87,16 @@ class IndexTables:
             return len(self._open)
 
     def close(self) -> None:
-        """Forget every open index and empty the cache (the service is stopping)."""
+        """Stop compacting, forget every open index and empty the cache (the service is
+        stopping)."""
+        self.compactor.close()
         with self._lock:
             self._open.clear()
         self.cache.clear()
+
+    def _open_indexes(self) -> list[RecordIndex]:
+        with self._lock:
+            return [entry.index for entry in self._open.values()]
 
     def _unchanged(self, index: RecordIndex) -> bool:
         """Whether ``index.properties`` still says what it said when ``index`` opened."""

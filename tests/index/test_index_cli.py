@@ -1,4 +1,4 @@
-"""``tidemark index lookup|stats`` as a user runs them: through an embedded service or a
+"""``tidemark index lookup|stats|compact`` as a user runs them: through an embedded service or a
 ``tidemark serve index`` process, plain and JSON output, one-line errors with exit 2."""
 
 from __future__ import annotations
@@ -11,10 +11,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from tidemark.index.record_index import RecordIndex
 from tidemark.rpc.process import ServeProcess
+from tidemark.storage import open_storage
 
+from .indexkit import Commits
 from .servicekit import BUILT_AS_OF, KEYS, SHARDS, create_table, location_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,6 +101,56 @@ def test_stats_prints_one_json_object(indexed_table: str) -> None:
     stats = json.loads(result.stdout)
     assert (stats["entries"], stats["shards"]) == (len(KEYS), SHARDS)
     assert stats["bytes"] > 0
+
+
+def test_stats_count_what_lookups_see_and_compact_folds_the_deltas(indexed_table: str) -> None:
+    storage = open_storage(indexed_table)
+    index, commits = RecordIndex.open(storage), Commits(storage)
+    for changes in [
+        {"new-1": ("p", "f"), "new-2": ("p", "f"), KEYS[0]: None, KEYS[1]: ("q", "g")},
+        {"new-1": None, "new-3": ("p", "f"), KEYS[2]: None},
+    ]:
+        instant = commits.start()
+        index.stage(instant, as_changes(changes))
+        commits.complete(instant)
+    pending = commits.start()  # staged, never completed: neither counted nor folded
+    index.stage(pending, as_changes({"new-4": ("p", "f"), KEYS[3]: None}))
+    expected = len(KEYS) + 2 - 2  # new-2, new-3 in; KEYS[0], KEYS[2] deleted
+
+    before = json.loads(tidemark("index", "stats", "--table", indexed_table, "--json").stdout)
+    compacted = tidemark("index", "compact", "--table", indexed_table, "--json")
+    after = json.loads(tidemark("index", "stats", "--table", indexed_table, "--json").stdout)
+
+    assert compacted.returncode == 0, compacted.stderr
+    done = json.loads(compacted.stdout)
+    assert before["entries"] == after["entries"] == expected
+    assert done["deltas_folded"] == before["delta_files"] > 0
+    assert done["manifests_deleted"] == 2
+    assert (after["delta_files"], after["max_shard_deltas"]) == (0, 0)
+
+
+def test_compact_refuses_bad_input_and_changes_nothing(indexed_table: str) -> None:
+    storage = open_storage(indexed_table)
+    index, commits = RecordIndex.open(storage), Commits(storage)
+    instant = commits.start()
+    index.stage(instant, as_changes({"new-1": ("p", "f")}))
+    commits.complete(instant)
+    files = sorted((f.path, f.size) for f in storage.list(".hoodie/"))
+
+    result = tidemark("index", "compact", "--table", indexed_table, "--min-deltas", "0")
+
+    assert "min_deltas" in one_line_error(result)
+    assert sorted((f.path, f.size) for f in storage.list(".hoodie/")) == files
+
+
+def as_changes(changes: dict[str, tuple[str, str] | None]) -> pa.Table:
+    return pa.table(
+        {
+            "key": pa.array(list(changes), pa.string()),
+            "partition": pa.array([c and c[0] for c in changes.values()], pa.string()),
+            "file_id": pa.array([c and c[1] for c in changes.values()], pa.string()),
+        }
+    )
 
 
 def closed_port() -> int:

@@ -130,6 +130,7 @@ class IndexModel(RuleBasedStateMachine):
         )
         found = {key: row for key, row in zip(KEYS, rows, strict=True) if row[0] is not None}
         assert found == self.model
+        assert self.index.stats().entries == len(self.model)  # what the lookup just saw
 
 
 IndexModel.TestCase.settings = settings(max_examples=25, stateful_step_count=15, deadline=None)

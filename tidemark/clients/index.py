@@ -1,6 +1,6 @@
 """Client side of the index service: ``IndexClient`` for a writer's executors (tagging
-keys, staging a commit's changes by shard) and its driver (status, discarding a
-rolled-back instant).
+keys, staging a commit's changes by shard), its driver (status, discarding a
+rolled-back instant) and operators (stats, compaction).
 
 Picklable: only the address and the table travel, the channel opens lazily in the
 process that uses it. Keys go out and locations come back as Arrow IPC (see
@@ -47,6 +47,17 @@ class IndexStats:
     cache_hit_rate: float
     cache_bytes: int
     cache_capacity_bytes: int
+    delta_files: int
+    max_shard_deltas: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Compaction:
+    """What a Compact call did (the engine's ``Compaction``, counted)."""
+
+    shards_compacted: int
+    deltas_folded: int
+    manifests_deleted: int
 
 
 class IndexClient:
@@ -137,6 +148,16 @@ class IndexClient:
             cache.hit_rate,
             cache.bytes,
             cache.capacity_bytes,
+            response.delta_files,
+            response.max_shard_deltas,
+        )
+
+    def compact(self, min_deltas: int = 1) -> Compaction:
+        """Fold the visible deltas of shards with at least ``min_deltas`` of them now."""
+        request = pb.CompactRequest(table=self._table, min_deltas=min_deltas)
+        response = self._client.call(self._client.stub.Compact, request)
+        return Compaction(
+            response.shards_compacted, response.deltas_folded, response.manifests_deleted
         )
 
     def _stream(self, batches: list[pa.Array], as_of: str) -> list[pa.Table]:

@@ -135,6 +135,9 @@ def register(bench_subparsers: Any) -> None:
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    from tidemark.commands import bench_index_scale  # imports this module's helpers
+
+    bench_index_scale.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -487,6 +490,10 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.scale:
+        from tidemark.commands import bench_index_scale
+
+        return bench_index_scale.run(args)
     configure_logging(json=False, level="warning")
     root = Path(tempfile.mkdtemp(prefix="tidemark-bench-index-"))
     try:

@@ -1,4 +1,4 @@
-"""``tidemark index lookup|stats|build``: ask a table's record index through the index
+"""``tidemark index lookup|stats|compact|build``: ask a table's record index through the index
 service, or build it (``tidemark.commands.index_build``, Spark).
 
 Without ``--index-service`` the command starts an embedded service in this process for
@@ -9,6 +9,7 @@ subcommand is a ``_add_<name>`` function registering its parser and handler.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ def register(subparsers: Any) -> None:
         description="Query a table's record-level index (record key -> file group).",
     )
     commands = parser.add_subparsers(dest="index_command", required=True)
-    for add in (_add_lookup, _add_stats, add_build):
+    for add in (_add_lookup, _add_stats, _add_compact, add_build):
         add(commands)
 
 
@@ -72,6 +73,25 @@ def _add_stats(commands: Any) -> None:
     add_service_arguments(stats)
     stats.add_argument("--json", action="store_true", help="one JSON object on one line")
     stats.set_defaults(handler=run_stats)
+
+
+def _add_compact(commands: Any) -> None:
+    compact: argparse.ArgumentParser = commands.add_parser(
+        "compact",
+        help="fold the index's visible deltas into new base files now",
+        description="Fold each shard's visible deltas (committed changes) into a new base "
+        "file and delete the files this makes useless. The index service does this in the "
+        "background once a shard has TIDEMARK_INDEX_COMPACT_DELTAS deltas.",
+    )
+    add_service_arguments(compact)
+    compact.add_argument(
+        "--min-deltas",
+        type=int,
+        default=1,
+        help="compact only shards with at least this many deltas (default 1: every one)",
+    )
+    compact.add_argument("--json", action="store_true", help="one JSON object on one line")
+    compact.set_defaults(handler=run_compact)
 
 
 @contextmanager
@@ -139,13 +159,28 @@ def run_stats(args: argparse.Namespace) -> int:
         "entries": stats.entries,
         "shards": stats.shards,
         "bytes": stats.bytes,
+        "delta_files": stats.delta_files,
+        "max_shard_deltas": stats.max_shard_deltas,
         "block_cache_hit_rate": round(stats.cache_hit_rate, 4),
         "block_cache_bytes": stats.cache_bytes,
         "block_cache_capacity_bytes": stats.cache_capacity_bytes,
     }
-    if args.json:
+    _print_values(values, as_json=args.json)
+    return 0
+
+
+def _print_values(values: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
         print(json.dumps(values, separators=(",", ":")))
     else:
         for name, value in values.items():
             print(f"{name}\t{value}")
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    if args.min_deltas < 1:
+        raise InvalidArgumentError(f"must be >= 1, got {args.min_deltas}", field="min_deltas")
+    with index_client(args) as client:
+        done = client.compact(args.min_deltas)
+    _print_values(dataclasses.asdict(done), as_json=args.json)
     return 0

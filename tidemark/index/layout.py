@@ -8,6 +8,7 @@ Everything is under ``.hoodie/.tidemark/record-index/`` (Hudi readers and hudi-r
     shards/00007/delta_<instant>_<id>.tmi  one stage call's changes for shard 7
     staged/<instant>_<id>.json             that stage call's manifest (written first)
     bases/<instant>.json                   each shard's base instant after a compaction
+    compaction-lock/<generation>           lease of the one compaction running (any process)
 
 Manifests let a reader learn every delta with one listing of ``staged/`` instead of one
 listing per shard; the ``bases/`` record (newest wins) does the same for compactions.
@@ -26,6 +27,7 @@ PROPERTIES_PATH = f"{ROOT}/index.properties"
 STAGED_DIR = f"{ROOT}/staged"
 BASES_DIR = f"{ROOT}/bases"
 SHARDS_DIR = f"{ROOT}/shards"
+COMPACTION_LOCK_DIR = f"{ROOT}/compaction-lock"
 SHARD_FILE_SUFFIX = ".tmi"
 FORMAT_VERSION = 1
 

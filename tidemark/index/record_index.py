@@ -33,12 +33,15 @@ from tidemark.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
 from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
-from tidemark.table.instant import validate_instant_time
+from tidemark.table.instant import new_instant_time, validate_instant_time
+from tidemark.table.lock import STALE_TEMPORARY_S, TableLock
 from tidemark.table.properties import read_properties
 from tidemark.table.timeline import WRITE_ACTIONS, Timeline
 
 COMPACT_AFTER_DELTAS = 8
 """A shard is compacted once it has this many visible deltas."""
+COMPACTION_LEASE_S = 60.0
+"""Lease of the compaction lock: a killed compactor blocks the next one at most this long."""
 MAX_STALENESS_S = 1.0
 """A lookup without ``as_of`` re-reads the timeline when its view is older than this."""
 LOOKUP_COLUMNS = ("key", "partition", "file_id", "instant")
@@ -52,6 +55,7 @@ class IndexStats:
     bytes: int
     base_files: int
     delta_files: int
+    max_shard_deltas: int
     cache_hits: int
     cache_misses: int
     cache_bytes: int
@@ -71,6 +75,15 @@ class _View:
 
     def visible(self, instant: str) -> bool:
         return instant in self.completed or instant in self.archived
+
+    def delta_counts(self) -> list[int]:
+        """Visible deltas past its base per shard, in one pass over the manifests."""
+        counts = [0] * len(self.bases)
+        for manifest in self.manifests:
+            if self.visible(manifest.instant):
+                for shard in manifest.shards:
+                    counts[shard] += manifest.instant > self.bases[shard]
+        return counts
 
     def deltas(self, shard: int, before: str | None = None) -> list[layout.StageManifest]:
         """Visible manifests touching ``shard`` past its base, oldest first."""
@@ -97,6 +110,7 @@ class RecordIndex:
         self.properties = properties
         self.cache = cache
         self._lock = threading.Lock()
+        self._compacting = threading.Lock()
         self._timeline = Timeline(storage)
         self._archive: ArchivedTimeline | None = None
         self._manifests: dict[str, layout.StageManifest] = {}
@@ -290,71 +304,132 @@ class RecordIndex:
         older than its newest instant; pending instants keep theirs."""
         with self._lock:
             self._view = self._load_view()
-            view = self._view
-            doomed = [
-                m
-                for m in view.manifests
-                if m.instant not in view.completed
-                and m.instant not in view.pending
-                and view.latest is not None
-                and m.instant < view.latest
-                and not view.visible(m.instant)
-            ]
+            doomed = _rolled_back(self._view)
             self._delete_manifests(doomed)
             return len({m.instant for m in doomed})
 
     def _delete_manifests(self, manifests: list[layout.StageManifest]) -> None:
-        """Delta files first, then the manifests that named them."""
+        """Delta files first, then the manifests that named them (hold ``_lock``)."""
         self.storage.delete_many(path for m in manifests for path in m.delta_paths())
         self.storage.delete_many(m.path for m in manifests)
         for manifest in manifests:
             self._manifests.pop(manifest.name, None)
         self._view = self._load_view()
 
-    def compact(self, min_deltas: int = COMPACT_AFTER_DELTAS) -> list[int]:
+    def compact(
+        self,
+        min_deltas: int = COMPACT_AFTER_DELTAS,
+        *,
+        owner: str = "record-index compaction",
+        lease_s: float = COMPACTION_LEASE_S,
+    ) -> Compaction:
         """Fold visible deltas into new bases for shards with at least ``min_deltas`` of
-        them (only deltas before the earliest pending instant); returns those shards."""
-        with self._lock:
-            self._view = self._load_view()
-            view = self._view
+        them (only deltas before the earliest pending instant), then delete what the new
+        bases made useless: folded deltas, fully folded and rolled-back manifests, old and
+        orphaned bases, killed writers' temporaries. One compaction per table at a time,
+        across processes (a lease lock in ``compaction-lock/``): ConflictError(field=
+        "table") while another one runs.
+
+        Crash safety comes from the order: new base files (each written atomically, named
+        by the newest folded instant; unreferenced until published), then the ``bases/``
+        record that publishes them, then the deletions, the older records last. A kill
+        before the record leaves the old view whole plus orphans the next compaction of
+        those shards deletes; a kill after it leaves files the new view no longer reads and
+        the older records that name them for the next compaction to delete. Staging and
+        discarding go on meanwhile: they only touch pending instants, which compaction
+        never folds."""
+        if min_deltas < 1:
+            raise InvalidArgumentError(f"must be >= 1, got {min_deltas}", field="min_deltas")
+        with (
+            self._compacting,
+            TableLock(self.storage, owner, lease_s, directory=layout.COMPACTION_LOCK_DIR) as lock,
+        ):
+            with self._lock:
+                self._view = self._load_view()
+                view = self._view
+            records = [info.path for info in self.storage.list_dir(layout.BASES_DIR).files]
             before = min(view.pending) if view.pending else None
+            plan = {
+                shard: deltas
+                for shard, count in enumerate(view.delta_counts())
+                if count >= min_deltas and len(deltas := view.deltas(shard, before)) >= min_deltas
+            }
             bases = list(view.bases)
-            compacted: dict[int, list[layout.StageManifest]] = {}
-            for shard in range(self.num_shards):
-                deltas = view.deltas(shard, before)
-                if deltas and len(deltas) >= min_deltas:
-                    compacted[shard] = deltas
-                    bases[shard] = deltas[-1].instant
-                    self.storage.write(
-                        layout.base_path(shard, bases[shard]), self._merged(view, shard, deltas)
-                    )
-            if not compacted:
-                return []
-            newest = max(bases)
-            old_records = self.storage.list_dir(layout.BASES_DIR).files
-            self.storage.write(layout.bases_path(newest), json.dumps(bases).encode())
-            self.storage.delete_many(
-                info.path for info in old_records if info.path != layout.bases_path(newest)
-            )
-            self.storage.delete_many(
-                path
-                for shard, deltas in compacted.items()
-                for path in [layout.base_path(shard, view.bases[shard])]
-                + [layout.delta_path(shard, m.instant, m.stage_id) for m in deltas]
-            )
+            for shard, deltas in plan.items():
+                bases[shard] = deltas[-1].instant
+                self.storage.write(
+                    layout.base_path(shard, bases[shard]), self._merged(view, shard, deltas)
+                )
+            lock.check()
+            if plan:
+                records = self._publish(view, bases, records)
+            self._delete_replaced(bases, records[:-1], list(plan))
             folded = [
                 m
                 for m in view.manifests
                 if view.visible(m.instant) and all(m.instant <= bases[s] for s in m.shards)
             ]
-            self.storage.delete_many(m.path for m in folded)
-            for manifest in folded:
-                self._manifests.pop(manifest.name, None)
-            self._view = self._load_view()
-            return sorted(compacted)
+            retired = folded + _rolled_back(view)
+            with self._lock:
+                self._delete_manifests(retired)
+            self.storage.delete_many(records[:-1])
+            return Compaction(
+                tuple(sorted(plan)),
+                sum(len(deltas) for deltas in plan.values()),
+                len(retired),
+            )
 
-    def _merged(self, view: _View, shard: int, deltas: list[layout.StageManifest]) -> bytes:
-        """Base + deltas of one shard as one base file (newest wins, tombstones dropped)."""
+    def _publish(self, view: _View, bases: list[str], records: list[str]) -> list[str]:
+        """Write the ``bases/`` record making ``bases`` current (named by a fresh instant,
+        so it sorts last); returns every record, oldest first. Before the first one the
+        build's bases get a record too: until the older records are deleted they tell a
+        compaction that follows a crash which base files were replaced."""
+        if not records:
+            records = [layout.bases_path(self.properties.as_of)]
+            self.storage.write(records[0], json.dumps(view.bases).encode())
+        newest = records[-1].rsplit("/", 1)[-1].removesuffix(".json")
+        record = layout.bases_path(new_instant_time(max([*bases, newest])))
+        with self._lock:  # published: lookups from now on read the new bases
+            self.storage.write(record, json.dumps(bases).encode())
+            self._view = self._load_view()
+        return [*records, record]
+
+    def _delete_replaced(self, bases: list[str], older: list[str], rewritten: list[int]) -> None:
+        """Delete the base files ``bases`` replaced: those the ``older`` records name (left
+        by this compaction, or by one killed after publishing), orphans of a compaction
+        killed before publishing in the ``rewritten`` shards, and killed writers'
+        temporaries there that are too old to be a stage call's in progress."""
+        replaced = set()
+        for path in older:
+            try:
+                named = json.loads(self.storage.read(path))
+            except NotFoundError:
+                continue
+            replaced |= {
+                layout.base_path(shard, old)
+                for shard, old in enumerate(named)
+                if old != bases[shard]
+            }
+        stale_before = time.time() - STALE_TEMPORARY_S
+        for shard in rewritten:
+            current = layout.base_path(shard, bases[shard])
+            folder = layout.shard_dir(shard)
+            replaced |= {
+                info.path
+                for info in self.storage.list_dir(folder).files
+                if _is_base(info.path) and info.path != current
+            }
+            replaced |= {
+                partial.path
+                for partial in self.storage.partial_files(folder)
+                if partial.modified_at < stale_before
+            }
+        self.storage.delete_many(sorted(replaced))
+
+    def _merge(self, view: _View, shard: int, deltas: list[layout.StageManifest]) -> pa.Table:
+        """What a lookup sees in one shard: base + ``deltas`` with the newest entry of each
+        key kept and tombstones dropped, in key order (columns key, partition, file_id,
+        instant)."""
         paths = [layout.base_path(shard, view.bases[shard])] + [
             layout.delta_path(shard, m.instant, m.stage_id) for m in deltas
         ]
@@ -374,7 +449,11 @@ class RecordIndex:
         if len(keys) > 1:
             newest[1:] = pc.not_equal(keys[1:], keys[:-1]).to_numpy(False)
         live = newest & pc.is_valid(merged["partition"]).to_numpy(False)
-        kept = merged.filter(pa.array(live))
+        return merged.filter(pa.array(live))
+
+    def _merged(self, view: _View, shard: int, deltas: list[layout.StageManifest]) -> bytes:
+        """Base + deltas of one shard as one base file, as of the newest delta."""
+        kept = self._merge(view, shard, deltas)
         return write_shard(
             kept["key"],
             kept["partition"],
@@ -384,17 +463,31 @@ class RecordIndex:
             as_of=deltas[-1].instant,
         )
 
+    def max_deltas(self) -> int:
+        """The most visible deltas any shard has now (what a lookup reads past its base)."""
+        return max(self._current_view(None).delta_counts(), default=0)
+
     def stats(self) -> IndexStats:
-        view = self._current_view(None)
-        entries = total_bytes = deltas = 0
+        """Entries count what a lookup sees: a shard with deltas is merged (newest entry
+        per key, tombstones dropped), one without is its base's entry count. A file
+        deleted under us by a concurrent compaction makes one refresh and retry."""
+        try:
+            return self._stats(self._current_view(None))
+        except NotFoundError:
+            self.refresh()
+            return self._stats(self._view)
+
+    def _stats(self, view: _View) -> IndexStats:
+        entries = total_bytes = deltas = most = 0
         for shard in range(self.num_shards):
-            for number, path in enumerate(self._shard_files(view, shard)):
-                reader = self._reader(path)
-                total_bytes += reader.size
-                if number == 0:
-                    entries += reader.entries
-                else:
-                    deltas += 1
+            files = self._shard_files(view, shard)
+            total_bytes += sum(self._reader(path).size for path in files)
+            deltas += len(files) - 1
+            most = max(most, len(files) - 1)
+            if len(files) == 1:
+                entries += self._reader(files[0]).entries
+            else:
+                entries += len(self._merge(view, shard, view.deltas(shard)))
         cache = self.cache.stats()
         return IndexStats(
             entries,
@@ -402,10 +495,39 @@ class RecordIndex:
             total_bytes,
             self.num_shards,
             deltas,
+            most,
             cache.hits,
             cache.misses,
             cache.bytes,
         )
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one compaction did: the shards it rewrote, the deltas it folded into them and
+    the stage manifests it retired (every shard of theirs folded, or their instant rolled
+    back)."""
+
+    shards: tuple[int, ...]
+    deltas_folded: int
+    manifests_deleted: int
+
+
+def _is_base(path: str) -> bool:
+    return path.rsplit("/", 1)[-1].startswith("base_")
+
+
+def _rolled_back(view: _View) -> list[layout.StageManifest]:
+    """Manifests of instants gone from the timeline and older than its newest instant."""
+    return [
+        m
+        for m in view.manifests
+        if m.instant not in view.completed
+        and m.instant not in view.pending
+        and view.latest is not None
+        and m.instant < view.latest
+        and not view.visible(m.instant)
+    ]
 
 
 def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table]) -> pa.Table:
@@ -414,7 +536,7 @@ def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table])
     sends them as they are."""
     schema = pa.schema([(name, pa.string()) for name in LOOKUP_COLUMNS[1:]])
     combined = (
-        pa.concat_tables([d.cast(schema) for d in dictionaries])
+        pa.concat_tables([d if d.schema == schema else d.cast(schema) for d in dictionaries])
         if dictionaries
         else schema.empty_table()
     )

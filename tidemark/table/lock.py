@@ -82,6 +82,7 @@ class TableLock:
         *,
         heartbeat: bool = True,
         on_lost: Callable[[], None] | None = None,
+        directory: str = LOCK_DIR,
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
@@ -91,6 +92,9 @@ class TableLock:
         self.owner = owner
         self.lease_s = lease_s
         self.heartbeat = heartbeat
+        self.directory = directory
+        """Where the generations live: the table lock's, or another lock's of the same kind
+        (the record index's compaction)."""
         self._token = uuid.uuid4().hex
         self._generation: int | None = None
         self._stop = threading.Event()
@@ -168,7 +172,7 @@ class TableLock:
                 *(self._path(g) for g in self._generations() if g < claim),
                 *(
                     partial.path
-                    for partial in self.storage.partial_files(LOCK_DIR)
+                    for partial in self.storage.partial_files(self.directory)
                     if partial.modified_at < stale_before
                 ),
             ]
@@ -288,16 +292,15 @@ class TableLock:
             return None
 
     def _generations(self) -> list[int]:
-        prefix = f"{LOCK_DIR}/"
+        prefix = f"{self.directory}/"
         return [
             int(info.path[len(prefix) :])
             for info in self.storage.list(prefix)
             if info.path[len(prefix) :].isdigit()
         ]
 
-    @staticmethod
-    def _path(generation: int) -> str:
-        return f"{LOCK_DIR}/{generation:020d}"
+    def _path(self, generation: int) -> str:
+        return f"{self.directory}/{generation:020d}"
 
 
 def _encode(lease: Lease) -> bytes:

@@ -99,16 +99,38 @@ class StatsRequest(_message.Message):
     def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("entries", "shards", "bytes", "block_cache")
+    __slots__ = ("entries", "shards", "bytes", "block_cache", "delta_files", "max_shard_deltas")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     BLOCK_CACHE_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FILES_FIELD_NUMBER: _ClassVar[int]
+    MAX_SHARD_DELTAS_FIELD_NUMBER: _ClassVar[int]
     entries: int
     shards: int
     bytes: int
     block_cache: BlockCacheStats
-    def __init__(self, entries: _Optional[int] = ..., shards: _Optional[int] = ..., bytes: _Optional[int] = ..., block_cache: _Optional[_Union[BlockCacheStats, _Mapping]] = ...) -> None: ...
+    delta_files: int
+    max_shard_deltas: int
+    def __init__(self, entries: _Optional[int] = ..., shards: _Optional[int] = ..., bytes: _Optional[int] = ..., block_cache: _Optional[_Union[BlockCacheStats, _Mapping]] = ..., delta_files: _Optional[int] = ..., max_shard_deltas: _Optional[int] = ...) -> None: ...
+
+class CompactRequest(_message.Message):
+    __slots__ = ("table", "min_deltas")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    MIN_DELTAS_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    min_deltas: int
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ..., min_deltas: _Optional[int] = ...) -> None: ...
+
+class CompactResponse(_message.Message):
+    __slots__ = ("shards_compacted", "deltas_folded", "manifests_deleted")
+    SHARDS_COMPACTED_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FOLDED_FIELD_NUMBER: _ClassVar[int]
+    MANIFESTS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    shards_compacted: int
+    deltas_folded: int
+    manifests_deleted: int
+    def __init__(self, shards_compacted: _Optional[int] = ..., deltas_folded: _Optional[int] = ..., manifests_deleted: _Optional[int] = ...) -> None: ...
 
 class BlockCacheStats(_message.Message):
     __slots__ = ("hits", "misses", "hit_rate", "bytes", "capacity_bytes")

@@ -76,6 +76,11 @@ class IndexServiceStub:
                 request_serializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.StatsRequest.SerializeToString,
                 response_deserializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.Compact = channel.unary_unary(
+                '/tidemark.index.v1.IndexService/Compact',
+                request_serializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.CompactRequest.SerializeToString,
+                response_deserializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.CompactResponse.FromString,
+                _registered_method=True)
 
 
 class IndexServiceServicer:
@@ -137,6 +142,16 @@ class IndexServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Compact(self, request, context):
+        """Folds a table's visible deltas into new base files now (the service also does so in
+        the background once a shard has TIDEMARK_INDEX_COMPACT_DELTAS of them), and deletes
+        the files and stage manifests that made useless. FAILED_PRECONDITION (table) while
+        another process compacts the table.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +184,11 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.StatsRequest.FromString,
                     response_serializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.StatsResponse.SerializeToString,
+            ),
+            'Compact': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.CompactRequest.FromString,
+                    response_serializer=tidemark_dot_index_dot_v1_dot_index__service__pb2.CompactResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -345,6 +365,33 @@ class IndexService:
             '/tidemark.index.v1.IndexService/Stats',
             tidemark_dot_index_dot_v1_dot_index__service__pb2.StatsRequest.SerializeToString,
             tidemark_dot_index_dot_v1_dot_index__service__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.index.v1.IndexService/Compact',
+            tidemark_dot_index_dot_v1_dot_index__service__pb2.CompactRequest.SerializeToString,
+            tidemark_dot_index_dot_v1_dot_index__service__pb2.CompactResponse.FromString,
             options,
             channel_credentials,
             insecure,

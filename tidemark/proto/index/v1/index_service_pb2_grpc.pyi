@@ -60,6 +60,12 @@ class IndexServiceStub:
     """Whether the table has an index, its shards, the instant it is built as of."""
     Stats: _grpc.UnaryUnaryMultiCallable[_index_service_pb2.StatsRequest, _index_service_pb2.StatsResponse]
     """Size of a table's index and the service's block cache hit rate."""
+    Compact: _grpc.UnaryUnaryMultiCallable[_index_service_pb2.CompactRequest, _index_service_pb2.CompactResponse]
+    """Folds a table's visible deltas into new base files now (the service also does so in
+    the background once a shard has TIDEMARK_INDEX_COMPACT_DELTAS of them), and deletes
+    the files and stage manifests that made useless. FAILED_PRECONDITION (table) while
+    another process compacts the table.
+    """
 
 @_typing.type_check_only
 class IndexServiceAsyncStub(IndexServiceStub):
@@ -93,6 +99,12 @@ class IndexServiceAsyncStub(IndexServiceStub):
     """Whether the table has an index, its shards, the instant it is built as of."""
     Stats: _aio.UnaryUnaryMultiCallable[_index_service_pb2.StatsRequest, _index_service_pb2.StatsResponse]  # type: ignore[assignment]
     """Size of a table's index and the service's block cache hit rate."""
+    Compact: _aio.UnaryUnaryMultiCallable[_index_service_pb2.CompactRequest, _index_service_pb2.CompactResponse]  # type: ignore[assignment]
+    """Folds a table's visible deltas into new base files now (the service also does so in
+    the background once a shard has TIDEMARK_INDEX_COMPACT_DELTAS of them), and deletes
+    the files and stage manifests that made useless. FAILED_PRECONDITION (table) while
+    another process compacts the table.
+    """
 
 class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
     """The record-level index of Hudi tables: record key -> (partition path, file id, instant).
@@ -159,5 +171,17 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_index_service_pb2.StatsResponse, _abc.Awaitable[_index_service_pb2.StatsResponse]]:
         """Size of a table's index and the service's block cache hit rate."""
+
+    @_abc_1.abstractmethod
+    def Compact(
+        self,
+        request: _index_service_pb2.CompactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_service_pb2.CompactResponse, _abc.Awaitable[_index_service_pb2.CompactResponse]]:
+        """Folds a table's visible deltas into new base files now (the service also does so in
+        the background once a shard has TIDEMARK_INDEX_COMPACT_DELTAS of them), and deletes
+        the files and stage manifests that made useless. FAILED_PRECONDITION (table) while
+        another process compacts the table.
+        """
 
 def add_IndexServiceServicer_to_server(servicer: IndexServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

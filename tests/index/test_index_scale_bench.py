@@ -1,0 +1,47 @@
+"""`tidemark bench index --scale` runs end to end (tiny sizes; the numbers belong to the
+benchmark): every size measured, the upsert curve, and the README rows of its JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tidemark.cli import main
+from tidemark.commands.bench_index_scale import readme_rows
+
+
+def test_scale_bench_reports_each_size_and_lookups_over_upserts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["bench", "index", "--scale", "--sizes", "30000,3000", "--upserts", "12,1"]
+    assert main([*argv, "--batch", "1000", "--repeat", "1", "--json"]) == 0
+
+    output = capsys.readouterr().out.strip().splitlines()
+    report = json.loads(output[-1])
+    assert "3,000" in output[1] and "30,000" in output[1]  # the table, one column per size
+    sizes = report["sizes"]
+    assert [row["entries"] for row in sizes] == [3000, 30000]  # ascending
+    for row in sizes:
+        assert (row["shards"], row["found"]) == (10, 500)  # half of the batch is present
+        assert row["entries"] // 10 < row["largest_shard_entries"] < row["entries"] // 5
+        assert 0 < row["build_peak_rss_mb"] <= row["build_rss_bound_mb"]
+        for key in ("build_s", "bytes_per_entry", "warm_ms", "cold_ms", "service_keys_per_s"):
+            assert row[key] > 0, key
+    assert sizes[0]["warm_growth_vs_log"] == sizes[0]["cold_growth_vs_log"] == 1.0
+    after = report["upserts"]["after"]
+    assert report["upserts"]["entries"] == 3000  # the smallest size
+    assert [point["upserts"] for point in after] == [1, 12]
+    assert after[0]["delta_files"] >= 1  # the first upsert's deltas are visible
+    assert all(point["lookup_ms"] > 0 for point in after)
+
+    rows = readme_rows(report)
+    assert [row[0].split(",")[0] for row in rows] == [
+        "warm 1",
+        "cold 1",
+        "lookup after 12 vs 1 upserts (3",
+    ]
+    for _, measured, baseline, ratio in rows:
+        assert measured.endswith(" ms") and baseline.endswith(" ms")
+        value = float(measured.removesuffix(" ms")) / float(baseline.removesuffix(" ms"))
+        assert abs(float(ratio.removesuffix("x")) - value) < 0.05  # of the rounded figures
