@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DataType
 
@@ -34,12 +35,11 @@ from spark_jobs import faults
 from spark_jobs.buckets import route, write_buckets
 from spark_jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
 from spark_jobs.context import WriteContext
-from spark_jobs.deletes import delete_keys
+from spark_jobs.deletes import delete_keys, without_deleted
 from spark_jobs.errors import run_spark_action
 from spark_jobs.evolution import conform_to_table
 from spark_jobs.index_writes import (
     TAGGINGS,
-    UNTAGGED_OPERATIONS,
     bucket_changes,
     check_new_keys,
     choose_tagging,
@@ -86,7 +86,7 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
-from tidemark.storage import Storage
+from tidemark.storage import Storage, open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering
 from tidemark.table.commit import (
@@ -100,7 +100,7 @@ from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
-from tidemark.table.keys import PARTITION_PATH
+from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
 from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
@@ -400,11 +400,12 @@ def _prepare(
             protected_fields=(*config.record_key_fields, *config.partition_fields),
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
-    counts = validate_input(data, config, operation, table)
+    storage = table.storage if table is not None else open_storage(table_uri)
+    counts = validate_input(data, config, operation, table, storage.max_path_bytes)
     deduplicate = counts.has_duplicate_keys and not given.allow_duplicates
     row_count = counts.keys if deduplicate else counts.rows
     if operation == "bulk_insert":
-        rows = dedupe(data, config) if deduplicate else data
+        rows = without_deleted(dedupe(data, config) if deduplicate else data)
     else:
         if operation == "delete":
             rows = delete_keys(data, config)
@@ -413,6 +414,8 @@ def _prepare(
             rows, config_of_rows = with_keys(data, config), config
         if deduplicate:
             rows = dedupe(rows, config_of_rows)
+        if operation == "insert_overwrite":
+            rows = without_deleted(rows)
         rows.persist(StorageLevel.MEMORY_AND_DISK)
         run_spark_action(rows.count)
     if operation == "delete" and table is not None:
@@ -584,8 +587,9 @@ def _stage_index_changes(
 ) -> None:
     """Stage the commit's index changes (``spark_jobs.index_writes``) before it completes:
     from the routed rows, or the keys of a bulk_insert's new files; an insert_overwrite
-    also removes the keys of the file groups it replaced. Untagged operations first check
-    that their keys are new (the changes are kept for both passes)."""
+    also removes the keys of the file groups it replaced. A bulk_insert first checks that
+    its keys are new (the changes are kept for both passes; an insert_overwrite checked
+    its keys before writing, in ``_plan``)."""
     assert options.index_client is not None
     if routed is None:
         changes = file_changes(spark, table.uri, table.config, new_files(stats, instant))
@@ -595,21 +599,26 @@ def _stage_index_changes(
         gone = {(p, f) for p, ids in replaced.items() for f in ids}
         old = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in gone]
         changes = replaced_changes(spark, table.uri, table.config, old, changes)
-    checking = operation in UNTAGGED_OPERATIONS
+    checking = operation == "bulk_insert"
     if checking:
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if checking:
-            last = table.timeline.last_completed()
-            check_new_keys(
-                options.index_client,
-                changes,
-                {f for ids in replaced.values() for f in ids},
-                last.timestamp if last else None,
-            )
+            placed = changes.where(sf.col("file_id").isNotNull())
+            _check_new_keys(table, placed, {}, options.index_client)
         stage_changes(options.index_client, instant, changes, stats, operation == "delete")
     finally:
         changes.unpersist()
+
+
+def _check_new_keys(
+    table: HoodieTable, keys: DataFrame, replaced: dict[str, list[str]], client: IndexClient
+) -> None:
+    """``keys`` are not in the table outside the ``replaced`` file groups (the index as of
+    the last completed instant)."""
+    last = table.timeline.last_completed()
+    as_of = last.timestamp if last else None
+    check_new_keys(client, keys, {f for ids in replaced.values() for f in ids}, as_of)
 
 
 def _plan(
@@ -668,6 +677,10 @@ def _plan(
             for f in clustering.small_files(latest)
             if f.partition_path in inserts and f.size < options.small_file_limit_bytes
         ]
+    if operation == "insert_overwrite" and options.index_client is not None:
+        # decided before any file is written: no instant is left for the next write
+        keys = keyed.select(sf.col(RECORD_KEY).alias("key"))
+        _check_new_keys(table, keys, replaced, options.index_client)
     changed = [(f.partition_path, f.file_id) for f in touched]
     changed += [(partition, file_id) for partition, ids in replaced.items() for file_id in ids]
     for plan_instant in clustering.resolve(changed, options.on_pending_clustering):
@@ -791,7 +804,13 @@ def _run(
 ) -> WriteResult:
     return write(
         spark,
-        read_input(spark, args.input, args.format, _column_types(args.table)),
+        read_input(
+            spark,
+            args.input,
+            args.format,
+            _column_types(args.table),
+            exact_columns=(*args.key, *args.partition),
+        ),
         args.table,
         args.op,
         record_key_fields=args.key,
