@@ -212,13 +212,14 @@ def write(
         raise InvalidArgumentError(
             f"unknown sort mode {sort_mode!r} (use {', '.join(SORT_MODES)})", field="sort_mode"
         )
-    for name, value in (
-        ("target_file_bytes", target_file_bytes),
-        ("small_file_limit_bytes", small_file_limit_bytes),
-        ("lock_lease_s", lock_lease_s),
-    ):
+    for name, value in (("target_file_bytes", target_file_bytes), ("lock_lease_s", lock_lease_s)):
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
+    if small_file_limit_bytes < 0:
+        raise InvalidArgumentError(
+            f"must be >= 0 (0: no small-file top-up), got {small_file_limit_bytes}",
+            field="small_file_limit_bytes",
+        )
     _check_idempotency_key(idempotency_key)
     pending_clustering.check_policy(on_pending_clustering)
     if allow_duplicates and operation not in DUPLICATING_OPERATIONS:
@@ -433,9 +434,13 @@ def _open_existing(table_uri: str, request: TableRequest) -> HoodieTable | None:
     try:
         table = HoodieTable.open(table_uri)
     except NotFoundError as missing:
-        if request.record_key_fields and missing.field == "table":
+        if missing.field != "table":
+            raise
+        if request.record_key_fields:
             return None
-        raise
+        raise with_note(
+            missing, "a write creates the table when given its record key (--key)"
+        ) from missing
     check_layout(table.config, request)
     return table
 
@@ -788,7 +793,17 @@ def _fields(value: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace, listener: StageListener | None = None) -> WriteResult:
     """Run a write described by parsed ``add_arguments`` options; service markers with no
-    address get an embedded marker service in the driver, like Hudi's timeline server."""
+    address get an embedded marker service in the driver, like Hudi's timeline server.
+    The size options are checked first, by their names on the command line."""
+    if args.target_file_mb <= 0:
+        raise InvalidArgumentError(
+            f"must be > 0, got {args.target_file_mb}", field="target_file_mb"
+        )
+    if args.small_file_mb < 0:
+        raise InvalidArgumentError(
+            f"must be >= 0 (0: no small-file top-up), got {args.small_file_mb}",
+            field="small_file_mb",
+        )
     spark = build_session(args.master)
     if args.markers == "service" and not args.marker_service:
         with start_embedded_marker_service() as service:

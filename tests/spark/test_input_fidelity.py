@@ -287,3 +287,49 @@ def test_case8_index_build_and_cluster_run_check_arguments_before_spark_starts(
         refused_in_one_line(finished.returncode, finished.stderr, command.split()[0])
         assert "log4j" not in finished.stderr, finished.stderr
     assert table_state(table_uri) == before
+
+
+def test_case7_smaller_items_from_the_first_round(cli: Cli, table_uri: str, tmp_path: Path) -> None:
+    """Size options by their CLI names (``--small-file-mb 0`` turns the top-up off); a
+    missing table says ``--key`` creates it; an empty column name says where it is; ``read
+    --where`` takes ``+1`` for an integer and keeps a column only later files have; ``read
+    --output x.json`` writes binary as base64 and maps as objects."""
+    message = refused_in_one_line(*cli.write(table_uri, BASE, "--op", "upsert"))
+    assert message.startswith("table: ") and "(--key)" in message, message
+    assert table_state(table_uri) == {}
+    message = refused_in_one_line(
+        *cli.write(table_uri, BASE, "--op", "upsert", "--key", "id", "--target-file-mb", "0")
+    )
+    assert message == "target_file_mb: must be > 0, got 0", message
+    created(cli, table_uri, BASE, "--small-file-mb", "0")
+    before = table_state(table_uri)
+    unnamed = pa.table({"id": pa.array([3], pa.int32()), "": ["?"], "v": ["c"], "p": ["x"]})
+    message = refused_in_one_line(
+        *cli.write_file(table_uri, _parquet(tmp_path, "unnamed.parquet", unnamed), "--op", "upsert")
+    )
+    assert message.startswith("column 2: has an empty name (after 'id', before 'v')"), message
+    assert table_state(table_uri) == before
+    later = pa.table(
+        {
+            "id": pa.array([3], pa.int32()),
+            "v": ["c"],
+            "p": ["x"],
+            "raw": [b"\x00\xff"],
+            "attrs": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())),
+        }
+    )
+    added = _parquet(tmp_path, "later.parquet", later)
+    assert cli.write_file(table_uri, added, "--op", "upsert", "--small-file-mb", "0")[0] == 0
+    assert len(HoodieTable.open(table_uri).view().latest_base_files()) == 2  # no top-up
+    output = tmp_path / "rows.json"
+    for where, expected in (
+        ("id=+1", [{"id": 1, "raw": None, "attrs": None}]),
+        ("id=3", [{"id": 3, "raw": "AP8=", "attrs": {"k": 1}}]),
+    ):
+        code, _ = cli.output(
+            "read", "--table", table_uri, "--where", where, "--output", str(output)
+        )
+        assert code == 0
+        rows = json.loads(output.read_text())
+        assert [{name: row[name] for name in ("id", "raw", "attrs")} for row in rows] == expected
+    assert table_rows(table_uri, ["raw", "attrs"])["1"] == {"raw": None, "attrs": None}
