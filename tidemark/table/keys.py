@@ -35,6 +35,8 @@ RECORD_KEY = "_hoodie_record_key"
 PARTITION_PATH = "_hoodie_partition_path"
 FILE_NAME = "_hoodie_file_name"
 META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+OPERATION = "_hoodie_operation"
+"""Hudi's changelog meta column (``hoodie.allow.operation.metadata.field``), not kept here."""
 IS_DELETED = "_hoodie_is_deleted"
 """Hudi's delete flag: a data column (kept in the schema) whose true rows delete their key."""
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"

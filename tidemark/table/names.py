@@ -18,6 +18,7 @@ import pyarrow as pa
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.keys import (
     META_COLUMNS,
+    OPERATION,
     TIMESTAMP,
     check_key_generator,
     check_key_type,
@@ -82,6 +83,13 @@ def check_column_names(schema: pa.Schema) -> None:
             raise InvalidArgumentError(
                 f"column names starting with {INTERNAL_COLUMN_PREFIX!r} are reserved for "
                 "Tidemark's internal columns; rename the column",
+                field=field.name,
+            )
+        if lowered == OPERATION:
+            raise InvalidArgumentError(
+                "is Hudi's changelog operation column (hoodie.allow.operation.metadata.field), "
+                "which copy-on-write tables written by Tidemark do not keep: rename it, or "
+                "send deletes as _hoodie_is_deleted = true",
                 field=field.name,
             )
         if lowered in meta:
