@@ -40,7 +40,7 @@ _JSON_CHECK_TAIL = ",0]"
 ``L`` is one JSON value: Spark's reader ignores whatever follows a line's first value."""
 _MALFORMED = {
     "csv": "fields not as in the header, bad quoting, or a value not of its column's type",
-    "json": "not one JSON object, or a value not of its column's type",
+    "json": "not one JSON object, a field named twice, or a value not of its column's type",
 }
 
 
@@ -141,13 +141,16 @@ def _check_csv_header(spark: SparkSession, path: str, options: Mapping[str, str]
 
 def _refuse_json_lines_not_one_object(spark: SparkSession, path: str) -> None:
     """Refuse the first non-blank line that is not exactly one JSON object, with its line
-    number: two objects on a line, an object followed by other text, or an array (Spark
-    would keep the first object, or make a row of each element). One JVM scan."""
+    number: two objects on a line, an object followed by other text, an array (Spark
+    would keep the first object, or make a row of each element), or an object naming a
+    field twice (also in another case: Spark would keep one value). One JVM scan."""
     lines = _load(spark.read, "text", path)
     value = sf.col("value")
     items = sf.from_json(sf.concat(sf.lit("["), value, sf.lit(_JSON_CHECK_TAIL)), "array<string>")
+    names = sf.transform(sf.json_object_keys(value), sf.lower)
+    repeated = sf.coalesce(sf.size(names) != sf.size(sf.array_distinct(names)), sf.lit(False))
     bad = ~value.rlike(r"^\s*$") & (
-        ~value.rlike(r"^\s*\{") | (sf.coalesce(sf.size(items), sf.lit(-1)) != 2)
+        ~value.rlike(r"^\s*\{") | (sf.coalesce(sf.size(items), sf.lit(-1)) != 2) | repeated
     )
     found = lines.where(bad).limit(1).collect()
     if found:

@@ -251,6 +251,8 @@ def write(
             index_client(table.uri, prepared.indexed, index_service_address) as index_service,
             cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel,
         ):
+            if operation == "insert_overwrite" and index_service is not None:
+                _check_overwrite_keys(table, prepared.rows, index_service)
             lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
             lock.acquire()
             table.timeline.fence = lock
@@ -614,6 +616,16 @@ def _stage_index_changes(
         stage_changes(options.index_client, instant, changes, stats, operation == "delete")
     finally:
         changes.unpersist()
+
+
+def _check_overwrite_keys(table: HoodieTable, keyed: DataFrame, client: IndexClient) -> None:
+    """Before the lock (a refusal leaves the table as it was): an insert_overwrite's keys
+    are not held outside the file groups of the partitions it replaces. ``_plan`` checks
+    again under the lock, before any file is written, for a writer that came between."""
+    partitions = {row[0] for row in keyed.select(PARTITION_PATH).distinct().collect()}
+    latest = table.view().latest_base_files()
+    replaced = {p: [f.file_id for f in latest if f.partition_path == p] for p in partitions}
+    _check_new_keys(table, keyed.select(sf.col(RECORD_KEY).alias("key")), replaced, client)
 
 
 def _check_new_keys(

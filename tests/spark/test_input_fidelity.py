@@ -58,6 +58,7 @@ BASE: list[Row] = [{"id": 1, "v": "a", "p": "x"}, {"id": 2, "v": "b", "p": "y"}]
         pytest.param('\n{"id": 5, "v": "e", "p": "x"}\n[{"id": 6}, {"id": 7}]\n', 3, id="array"),
         pytest.param('{"id": 5, "v": "e", "p": "x"}\n[{"id": 6}]\n', 2, id="array-of-one"),
         pytest.param('{"id": 5, "v": "e", "p": "x"}\n7\n', 2, id="number"),
+        pytest.param('{"id": 5, "v": "e", "V": "f", "p": "x"}\n', 1, id="field-twice"),
     ],
 )
 def test_case1_a_json_line_not_one_object_is_refused(
