@@ -126,8 +126,8 @@ def _evolve_type(old: Any, new: pa.DataType, path: str, protected: bool) -> pa.D
     if _is_timestamp(old) and _is_timestamp(new_avro) and _is_local(old) != _is_local(new_avro):
         raise InvalidArgumentError(
             f"the column holds {_TIMESTAMP_KINDS[_is_local(old)]}, the input "
-            f"{_TIMESTAMP_KINDS[_is_local(new_avro)]} ({_describe(old)} -> "
-            f"{_describe(new_avro)}); convert the input's timestamps first",
+            f"{_TIMESTAMP_KINDS[_is_local(new_avro)]}: {_describe(old)} -> "
+            f"{_describe(new_avro)} is not allowed; convert the input's timestamps first",
             field=path,
         )
     raise InvalidArgumentError(
@@ -136,8 +136,8 @@ def _evolve_type(old: Any, new: pa.DataType, path: str, protected: bool) -> pa.D
 
 
 _TIMESTAMP_KINDS = {
-    False: "instants (timestamps with a time zone)",
-    True: "local date-times (timestamps without a time zone)",
+    False: "instants (with a time zone)",
+    True: "local date-times (without a time zone)",
 }
 
 
