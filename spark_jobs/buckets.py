@@ -26,7 +26,7 @@ from spark_jobs.sizing import WritePlan
 from spark_jobs.stats import STAT_DDL, stats_batch
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION
 from spark_jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
-from tidemark.table.keys import PARTITION_PATH, RECORD_KEY, stored_record_keys
+from tidemark.table.keys import IS_DELETED, PARTITION_PATH, RECORD_KEY, stored_record_keys
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 from tidemark.testing import faults
 
@@ -43,7 +43,8 @@ def route(tagged: DataFrame, plan: WritePlan, *, deleting: bool) -> DataFrame:
     whether they change its index entry (``INDEX_CHANGE``).
 
     ``tagged`` has the old location columns (null for new keys). With ``deleting`` every
-    known key becomes a delete and unknown keys are dropped.
+    known key becomes a delete and unknown keys are dropped; so do rows whose Hudi delete
+    flag (``_hoodie_is_deleted``) is true.
     """
     hashed = tagged.withColumn(_HASH, sf.pmod(sf.xxhash64(RECORD_KEY), sf.lit(_HASH_RANGE)))
     fields = [f for f in tagged.schema.fields if f.name not in (OLD_PARTITION, OLD_FILE_ID)]
@@ -68,13 +69,13 @@ def route(tagged: DataFrame, plan: WritePlan, *, deleting: bool) -> DataFrame:
             if known.any():
                 positions = pc.index_in(old_file, value_set=file_ids).to_numpy(zero_copy_only=False)
                 old_bucket[known] = file_buckets[positions[known].astype(np.int64)]
-            if deleting:
-                yield _with_bucket(
-                    rows.filter(pa.array(known)), names, old_bucket[known], True, True
-                )
-                continue
-            moved = known & _partition_changed(rows)
-            inserts = ~known | moved
+            flagged = _flagged_deleted(rows) | deleting
+            gone = known & flagged
+            if gone.any():
+                yield _with_bucket(rows.filter(pa.array(gone)), names, old_bucket[gone], True, True)
+            moved = known & _partition_changed(rows) & ~flagged
+            inserts = (~known | moved) & ~flagged
+            known &= ~flagged
             yield _with_bucket(
                 rows.filter(pa.array(known & ~moved)),
                 names,
@@ -91,6 +92,12 @@ def route(tagged: DataFrame, plan: WritePlan, *, deleting: bool) -> DataFrame:
                 yield _with_bucket(new_rows, names, _insert_buckets(new_rows, plan), False, True)
 
     return hashed.mapInArrow(assign, schema)
+
+
+def _flagged_deleted(rows: pa.Table) -> np.ndarray:
+    if IS_DELETED not in rows.column_names:
+        return np.zeros(rows.num_rows, dtype=bool)
+    return pc.fill_null(rows.column(IS_DELETED), False).to_numpy(zero_copy_only=False)
 
 
 def _partition_changed(rows: pa.Table) -> np.ndarray:

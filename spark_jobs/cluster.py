@@ -144,12 +144,7 @@ def run_clustering(
     a record index is kept in step through the index service at
     ``index_service_address`` (default: one embedded in the driver)."""
     marker_options = MarkerOptions(markers, marker_service_address, marker_fallback_direct)
-    if row_group_bytes <= 0:
-        raise InvalidArgumentError(f"must be > 0, got {row_group_bytes}", field="row_group_bytes")
-    table = HoodieTable.open(canonical_uri(table_uri))
-    plans = plans_to_run(table, instant)
-    for pending in plans:
-        _check_layout(table, pending)
+    table, plans = checked_plans(table_uri, instant, row_group_bytes)
     if not plans:
         return []
     marker_options.check_reachable()
@@ -183,6 +178,20 @@ def plans_to_run(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
     if instant is None:
         return pending_plans(table)
     return [pending_plan(table, validate_instant_time(instant))]
+
+
+def checked_plans(
+    table_uri: str, instant: str | None, row_group_bytes: int
+) -> tuple[HoodieTable, list[PendingPlan]]:
+    """The table and the plans to run, once the arguments are known good (no Spark needed:
+    ``run`` calls this before starting its session)."""
+    if row_group_bytes <= 0:
+        raise InvalidArgumentError(f"must be > 0, got {row_group_bytes}", field="row_group_bytes")
+    table = HoodieTable.open(canonical_uri(table_uri))
+    plans = plans_to_run(table, instant)
+    for pending in plans:
+        _check_layout(table, pending)
+    return table, plans
 
 
 def _check_layout(table: HoodieTable, pending: PendingPlan) -> None:
@@ -427,7 +436,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> list[ClusterResult]:
     """Run parsed ``add_arguments`` options; service markers with no address get an
-    embedded marker service in the driver."""
+    embedded marker service in the driver. Arguments are checked before Spark starts."""
+    if not math.isfinite(args.row_group_mb):
+        raise InvalidArgumentError(
+            f"must be a number, got {args.row_group_mb}", field="row_group_mb"
+        )
+    row_group_bytes = math.ceil(args.row_group_mb * MIB)
+    if not checked_plans(args.table, args.instant, row_group_bytes)[1]:
+        return []
     spark = build_session(args.master)
 
     def run_with(address: str | None) -> list[ClusterResult]:
@@ -437,7 +453,7 @@ def run(args: argparse.Namespace) -> list[ClusterResult]:
             args.instant,
             markers=args.markers,
             marker_service_address=address,
-            row_group_bytes=math.ceil(args.row_group_mb * MIB),
+            row_group_bytes=row_group_bytes,
             lock_lease_s=args.lock_lease_s,
             index_service_address=args.index_service,
         )

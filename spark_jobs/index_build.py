@@ -80,10 +80,7 @@ def build_index(
     sized from the record count as Hudi does). A table with an index is refused unless
     ``rebuild``: then its index is deleted under the lock (no write can commit meanwhile)
     and built again. A table without a commit gets an empty index that later writes fill."""
-    if shards is not None and not 1 <= shards <= MAX_SHARDS:
-        raise InvalidArgumentError(f"must be 1 to {MAX_SHARDS}, got {shards}", field="shards")
-    table = HoodieTable.open(table_uri)
-    _check_buildable(table, rebuild)  # refusals leave the table untouched: no lock either
+    table = check_build(table_uri, shards, rebuild)  # refusals: no lock, table untouched
     clock = StageClock(listener)
     owner = f"tidemark-index-build@{socket.gethostname()}:{os.getpid()}"
     with TableLock(table.storage, owner) as lock:
@@ -99,6 +96,16 @@ def build_index(
         except BaseException:
             _delete_failed_build(table)
             raise
+
+
+def check_build(table_uri: str, shards: int | None, rebuild: bool) -> HoodieTable:
+    """The table, once the arguments are known good (no Spark needed: ``tidemark index
+    build`` calls this before starting its session)."""
+    if shards is not None and not 1 <= shards <= MAX_SHARDS:
+        raise InvalidArgumentError(f"must be 1 to {MAX_SHARDS}, got {shards}", field="shards")
+    table = HoodieTable.open(table_uri)
+    _check_buildable(table, rebuild)
+    return table
 
 
 def _check_buildable(table: HoodieTable, rebuild: bool) -> None:

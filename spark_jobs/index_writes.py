@@ -40,8 +40,6 @@ from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.properties import TableConfig
 
 TAGGINGS = ("record", "simple")
-UNTAGGED_OPERATIONS = ("bulk_insert", "insert_overwrite")
-"""Operations that never look keys up: on an indexed table their keys must be new."""
 CHANGES = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
 """What ``IndexClient.stage`` takes: a null partition and file id delete the key."""
 CHANGES_DDL = "key string, partition string, file_id string"
@@ -168,12 +166,12 @@ def replaced_changes(
 
 
 def check_new_keys(
-    client: IndexClient, changes: DataFrame, replaced: set[str], as_of: str | None
+    client: IndexClient, keys: DataFrame, replaced: set[str], as_of: str | None
 ) -> None:
-    """The keys a bulk_insert or insert_overwrite placed must not be in the table already,
-    except in the file groups an insert_overwrite replaced: the index would point at the
-    new copy and the old one would stay. Each task looks its keys up and reports its first
-    such key; FailedPreconditionError naming one."""
+    """The keys (column ``key``) a bulk_insert or insert_overwrite places must not be in the
+    table already, except in the file groups an insert_overwrite replaces: the index would
+    point at the new copy and the old one would stay. Each task looks its keys up and
+    reports its first such key; FailedPreconditionError naming one."""
     replaced_ids = pa.array(sorted(replaced), pa.string())
 
     def first_held(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -186,8 +184,7 @@ def check_new_keys(
                 yield pa.RecordBatch.from_pylist(first.to_pylist(), schema=CHANGES)
                 return
 
-    placed = changes.where(sf.col("file_id").isNotNull()).select("key")
-    held = run_spark_action(placed.mapInArrow(first_held, CHANGES_DDL).collect)
+    held = run_spark_action(keys.select("key").mapInArrow(first_held, CHANGES_DDL).collect)
     if held:
         first = held[0]
         raise FailedPreconditionError(

@@ -33,10 +33,12 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.table.fsview import partition_listings
 from tidemark.table.keys import (
     EMPTY_KEY_PART,
+    IS_DELETED,
     NULL_KEY_PART,
     partition_paths,
     partition_segments,
 )
+from tidemark.table.markers import longest_marker_path
 from tidemark.table.names import (
     INTERNAL_COLUMN_PREFIX,
     check_partition_nesting,
@@ -124,16 +126,23 @@ class InputCounts:
 
 
 def validate_input(
-    df: DataFrame, config: TableConfig, operation: str, table: HoodieTable | None
+    df: DataFrame,
+    config: TableConfig,
+    operation: str,
+    table: HoodieTable | None,
+    max_path_bytes: int | None = None,
 ) -> InputCounts:
     """The input's row and distinct key counts, after checking its schema and, in one
     aggregation, its values; raises InvalidArgumentError naming the column and an offending
-    value. A delete needs only the key columns (``spark_jobs.deletes``)."""
+    value. A delete needs only the key columns (``spark_jobs.deletes``). With
+    ``max_path_bytes`` (the storage's), every path the write creates must fit in it."""
     if operation == "delete":
         config = replace(config, partition_fields=(), precombine_field=None)
     check_fields(df, config)
     schema = arrow_schema(df.schema, df.sparkSession)
     check_write_schema(schema, config)
+    if operation != "delete":
+        _check_delete_flag(schema)
     key_checks = _key_checks(config)
     aggregates = [sf.count(sf.lit(1)).alias(_ROWS), *key_checks.values()]
     ordering = config.precombine_field if operation in ORDERED_OPERATIONS else None
@@ -157,8 +166,16 @@ def validate_input(
             [{name: group[name] for name in fields} for group in groups],
             schema=pa.schema([schema.field(name) for name in fields]),
         )
-        _check_partitions(config, distinct, table)
+        _check_partitions(config, distinct, table, max_path_bytes)
     return InputCounts(rows=int(totals[_ROWS]), keys=int(totals[_KEYS]))
+
+
+def _check_delete_flag(schema: pa.Schema) -> None:
+    if IS_DELETED in schema.names and not pa.types.is_boolean(schema.field(IS_DELETED).type):
+        raise InvalidArgumentError(
+            f"Hudi's delete flag must be a boolean column, not {schema.field(IS_DELETED).type}",
+            field=IS_DELETED,
+        )
 
 
 def _per_key(df: DataFrame, config: TableConfig, aggregates: list[Column]) -> DataFrame:
@@ -258,9 +275,12 @@ def _raise_key_problems(config: TableConfig, totals: dict[str, Any]) -> None:
             )
 
 
-def _check_partitions(config: TableConfig, values: pa.Table, table: HoodieTable | None) -> None:
-    """Folder names of every distinct partition value, then nesting against each other and
-    the table's partitions (listed only when the table exists)."""
+def _check_partitions(
+    config: TableConfig, values: pa.Table, table: HoodieTable | None, max_path_bytes: int | None
+) -> None:
+    """Folder names of every distinct partition value, the length of the longest path a
+    file of each partition gets, then nesting against each other and the table's
+    partitions (listed only when the table exists)."""
     fields = config.partition_fields
     segments = [column.to_pylist() for column in partition_segments(values, config)]
     for index, name in enumerate(fields):
@@ -270,5 +290,13 @@ def _check_partitions(config: TableConfig, values: pa.Table, table: HoodieTable 
     for position, path in enumerate(partition_paths(values, config).to_pylist()):
         nested = [name for index, name in enumerate(fields) if "/" in segments[index][position]]
         blame[path] = (nested or list(fields))[0]
+        longest = len(longest_marker_path(path).encode())
+        if max_path_bytes is not None and longest > max_path_bytes:
+            raise InvalidArgumentError(
+                f"partition path {shown(path)} ({len(path.encode())} bytes) is too long for "
+                f"the storage: its files' markers would need {longest} bytes of path under the "
+                f"table, which has room for {max_path_bytes}",
+                field=blame[path],
+            )
     existing: Collection[str] = partition_listings(table.storage) if table is not None else ()
     check_partition_nesting(blame, existing)

@@ -24,18 +24,18 @@ import pyarrow.parquet as pq
 import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DataType
 
 from spark_jobs.buckets import route, write_buckets
 from spark_jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
 from spark_jobs.context import WriteContext
-from spark_jobs.deletes import delete_keys
+from spark_jobs.deletes import delete_keys, without_deleted
 from spark_jobs.errors import run_spark_action
 from spark_jobs.evolution import conform_to_table
 from spark_jobs.index_writes import (
     TAGGINGS,
-    UNTAGGED_OPERATIONS,
     bucket_changes,
     check_new_keys,
     choose_tagging,
@@ -84,7 +84,7 @@ from tidemark.errors import (
 )
 from tidemark.index.record_index import RecordIndex
 from tidemark.rpc.embedded import start_embedded_service
-from tidemark.storage import Storage
+from tidemark.storage import Storage, open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering
 from tidemark.table.commit import (
@@ -98,7 +98,7 @@ from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
-from tidemark.table.keys import PARTITION_PATH
+from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
 from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
@@ -211,13 +211,14 @@ def write(
         raise InvalidArgumentError(
             f"unknown sort mode {sort_mode!r} (use {', '.join(SORT_MODES)})", field="sort_mode"
         )
-    for name, value in (
-        ("target_file_bytes", target_file_bytes),
-        ("small_file_limit_bytes", small_file_limit_bytes),
-        ("lock_lease_s", lock_lease_s),
-    ):
+    for name, value in (("target_file_bytes", target_file_bytes), ("lock_lease_s", lock_lease_s)):
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
+    if small_file_limit_bytes < 0:
+        raise InvalidArgumentError(
+            f"must be >= 0 (0: no small-file top-up), got {small_file_limit_bytes}",
+            field="small_file_limit_bytes",
+        )
     _check_idempotency_key(idempotency_key)
     pending_clustering.check_policy(on_pending_clustering)
     if allow_duplicates and operation not in DUPLICATING_OPERATIONS:
@@ -249,6 +250,8 @@ def write(
             index_client(table.uri, prepared.indexed, index_service_address) as index_service,
             cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel,
         ):
+            if operation == "insert_overwrite" and index_service is not None:
+                _check_overwrite_keys(table, prepared.rows, index_service)
             lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
             lock.acquire()
             table.timeline.fence = lock
@@ -399,11 +402,12 @@ def _prepare(
             protected_fields=(*config.record_key_fields, *config.partition_fields),
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
-    counts = validate_input(data, config, operation, table)
+    storage = table.storage if table is not None else open_storage(table_uri)
+    counts = validate_input(data, config, operation, table, storage.max_path_bytes)
     deduplicate = counts.has_duplicate_keys and not given.allow_duplicates
     row_count = counts.keys if deduplicate else counts.rows
     if operation == "bulk_insert":
-        rows = dedupe(data, config) if deduplicate else data
+        rows = without_deleted(dedupe(data, config) if deduplicate else data)
     else:
         if operation == "delete":
             rows = delete_keys(data, config)
@@ -412,6 +416,8 @@ def _prepare(
             rows, config_of_rows = with_keys(data, config), config
         if deduplicate:
             rows = dedupe(rows, config_of_rows)
+        if operation == "insert_overwrite":
+            rows = without_deleted(rows)
         rows.persist(StorageLevel.MEMORY_AND_DISK)
         run_spark_action(rows.count)
     if operation == "delete" and table is not None:
@@ -429,9 +435,13 @@ def _open_existing(table_uri: str, request: TableRequest) -> HoodieTable | None:
     try:
         table = HoodieTable.open(table_uri)
     except NotFoundError as missing:
-        if request.record_key_fields and missing.field == "table":
+        if missing.field != "table":
+            raise
+        if request.record_key_fields:
             return None
-        raise
+        raise with_note(
+            missing, "a write creates the table when given its record key (--key)"
+        ) from missing
     check_layout(table.config, request)
     return table
 
@@ -589,8 +599,9 @@ def _stage_index_changes(
 ) -> None:
     """Stage the commit's index changes (``spark_jobs.index_writes``) before it completes:
     from the routed rows, or the keys of a bulk_insert's new files; an insert_overwrite
-    also removes the keys of the file groups it replaced. Untagged operations first check
-    that their keys are new (the changes are kept for both passes)."""
+    also removes the keys of the file groups it replaced. A bulk_insert first checks that
+    its keys are new (the changes are kept for both passes; an insert_overwrite checked
+    its keys before writing, in ``_plan``)."""
     assert options.index_client is not None
     if routed is None:
         changes = file_changes(spark, table.uri, table.config, new_files(stats, instant))
@@ -600,21 +611,36 @@ def _stage_index_changes(
         gone = {(p, f) for p, ids in replaced.items() for f in ids}
         old = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in gone]
         changes = replaced_changes(spark, table.uri, table.config, old, changes)
-    checking = operation in UNTAGGED_OPERATIONS
+    checking = operation == "bulk_insert"
     if checking:
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if checking:
-            last = table.timeline.last_completed()
-            check_new_keys(
-                options.index_client,
-                changes,
-                {f for ids in replaced.values() for f in ids},
-                last.timestamp if last else None,
-            )
+            placed = changes.where(sf.col("file_id").isNotNull())
+            _check_new_keys(table, placed, {}, options.index_client)
         stage_changes(options.index_client, instant, changes, stats, operation == "delete")
     finally:
         changes.unpersist()
+
+
+def _check_overwrite_keys(table: HoodieTable, keyed: DataFrame, client: IndexClient) -> None:
+    """Before the lock (a refusal leaves the table as it was): an insert_overwrite's keys
+    are not held outside the file groups of the partitions it replaces. ``_plan`` checks
+    again under the lock, before any file is written, for a writer that came between."""
+    partitions = {row[0] for row in keyed.select(PARTITION_PATH).distinct().collect()}
+    latest = table.view().latest_base_files()
+    replaced = {p: [f.file_id for f in latest if f.partition_path == p] for p in partitions}
+    _check_new_keys(table, keyed.select(sf.col(RECORD_KEY).alias("key")), replaced, client)
+
+
+def _check_new_keys(
+    table: HoodieTable, keys: DataFrame, replaced: dict[str, list[str]], client: IndexClient
+) -> None:
+    """``keys`` are not in the table outside the ``replaced`` file groups (the index as of
+    the last completed instant)."""
+    last = table.timeline.last_completed()
+    as_of = last.timestamp if last else None
+    check_new_keys(client, keys, {f for ids in replaced.values() for f in ids}, as_of)
 
 
 def _plan(
@@ -673,6 +699,10 @@ def _plan(
             for f in clustering.small_files(latest)
             if f.partition_path in inserts and f.size < options.small_file_limit_bytes
         ]
+    if operation == "insert_overwrite" and options.index_client is not None:
+        # decided before any file is written: no instant is left for the next write
+        keys = keyed.select(sf.col(RECORD_KEY).alias("key"))
+        _check_new_keys(table, keys, replaced, options.index_client)
     changed = [(f.partition_path, f.file_id) for f in touched]
     changed += [(partition, file_id) for partition, ids in replaced.items() for file_id in ids]
     for plan_instant in clustering.resolve(changed, options.on_pending_clustering):
@@ -780,7 +810,17 @@ def _fields(value: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace, listener: StageListener | None = None) -> WriteResult:
     """Run a write described by parsed ``add_arguments`` options; service markers with no
-    address get an embedded marker service in the driver, like Hudi's timeline server."""
+    address get an embedded marker service in the driver, like Hudi's timeline server.
+    The size options are checked first, by their names on the command line."""
+    if args.target_file_mb <= 0:
+        raise InvalidArgumentError(
+            f"must be > 0, got {args.target_file_mb}", field="target_file_mb"
+        )
+    if args.small_file_mb < 0:
+        raise InvalidArgumentError(
+            f"must be >= 0 (0: no small-file top-up), got {args.small_file_mb}",
+            field="small_file_mb",
+        )
     spark = build_session(args.master)
     if args.markers == "service" and not args.marker_service:
         with start_embedded_service("marker") as service:
@@ -796,7 +836,13 @@ def _run(
 ) -> WriteResult:
     return write(
         spark,
-        read_input(spark, args.input, args.format, _column_types(args.table)),
+        read_input(
+            spark,
+            args.input,
+            args.format,
+            _column_types(args.table),
+            exact_columns=(*args.key, *args.partition),
+        ),
         args.table,
         args.op,
         record_key_fields=args.key,

@@ -10,14 +10,16 @@ import pytest
 
 from services.marker.config import MarkerConfig
 from services.marker.embedded import EmbeddedMarkerService
+from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
+from tidemark.errors import UnavailableError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.storage import open_storage
-from tidemark.table.markers import read_markers_from_storage
+from tidemark.table.markers import IOType, MarkerSpec, read_markers_from_storage
 from tidemark.testing.s3local import FaultProxy
 
-from .conftest import INSTANT, StartService, create_request, metric
+from .conftest import FAST_CLIENT, INSTANT, StartService, create_request, metric
 
 pytestmark = pytest.mark.s3
 
@@ -126,3 +128,21 @@ def test_flushes_are_timed_and_counted_by_outcome(
     assert metric(port, "tidemark_marker_flush_seconds_sum", outcome="ok") > 0
     assert metric(port, "tidemark_marker_flush_markers_count") == 1
     assert metric(port, "tidemark_marker_flush_markers_sum") == 3
+
+
+def test_a_storage_outage_is_not_blamed_on_the_marker_service(
+    proxy: FaultProxy, service: EmbeddedMarkerService, s3_bucket: str
+) -> None:
+    """Issue 21: when S3 fails under the service (DeleteObjects here), the error says the
+    service answered and what failed, not that the service is unreachable."""
+    reader = ServiceMarkerReader(service.address, s3_bucket, FAST_CLIENT, owner_wait_s=0.5)
+    assert ServiceMarkerWriter(
+        MarkerSpec("service", s3_bucket, INSTANT, service.address), FAST_CLIENT
+    ).create("p=1", "a.parquet", IOType.CREATE)
+    proxy.fail_always(method="POST")  # DeleteObjects
+    with pytest.raises(UnavailableError) as failed:
+        reader.delete_dir(INSTANT)
+    proxy.clear()
+    assert f"marker service at {service.address} answered: " in str(failed.value)
+    assert "unreachable" not in str(failed.value)
+    assert reader.delete_dir(INSTANT)

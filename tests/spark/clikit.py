@@ -28,10 +28,18 @@ class Cli:
     def write(
         self, table: str, rows: list[Row], *options: str, fmt: str = "jsonl"
     ) -> tuple[int, str]:
+        text = _csv(rows) if fmt == "csv" else "".join(json.dumps(r) + "\n" for r in rows)
+        return self.write_text(table, text, *options, fmt=fmt)
+
+    def write_text(
+        self, table: str, text: str, *options: str, fmt: str = "jsonl"
+    ) -> tuple[int, str]:
+        """``tidemark write`` of an input file holding ``text`` exactly."""
         source = self.folder / f"in-{uuid.uuid4().hex[:8]}.{fmt}"
-        source.write_text(
-            _csv(rows) if fmt == "csv" else "".join(json.dumps(r) + "\n" for r in rows)
-        )
+        source.write_text(text)
+        return self.write_file(table, source, *options)
+
+    def write_file(self, table: str, source: Path, *options: str) -> tuple[int, str]:
         return self.run(
             "write",
             "--table",

@@ -101,6 +101,13 @@ REFUSED_ON_SIMPLE: dict[str, tuple[list[Row], tuple[str, ...], str, str]] = {
     "9_backslash": ([_row(p="a\\b")], (), "p", "backslash"),
     "9_newline": ([_row(p="a\nb")], (), "p", "control character"),
     "9_long_segment": ([_row(p="s" * 300)], (), "p", "300 bytes"),
+    # issue 21: Hudi's changelog column
+    "21_hoodie_operation": (
+        [_row() | {"_hoodie_operation": "D"}],
+        (),
+        "_hoodie_operation",
+        "changelog",
+    ),
     # precombine: Hudi refuses a null ordering value
     "null_precombine": ([_row(ts=None), _row(id=8)], (), "ts", "null in 1 rows"),
 }

@@ -179,3 +179,27 @@ def test_unsupported_types_and_bad_schemas() -> None:
     with pytest.raises(InvalidArgumentError) as bad:
         avro_to_arrow_schema('{"type": "enum"}')
     assert bad.value.field == "schema"
+
+
+def test_naive_timestamps_are_refused_and_zoned_ones_never_relabelled() -> None:
+    """Issue 21: a naive timestamp is neither declared an instant nor written as Hudi's
+    local-timestamp-micros (hudi-rs cannot read it); a table column Hudi wrote as
+    local-timestamp-micros refuses zoned input instead of relabelling it."""
+    nested = pa.struct([("at", pa.timestamp("us"))])
+    for schema, field in (
+        (pa.schema([("at", pa.timestamp("us"))]), "at"),
+        (pa.schema([("s", nested)]), "at"),
+        (pa.schema([("at", pa.timestamp("ms"))]), "at"),
+    ):
+        with pytest.raises(InvalidArgumentError, match="without a time zone") as refused:
+            arrow_to_avro_schema(schema, "t")
+        assert refused.value.field == field
+    zoned = pa.schema([("at", pa.timestamp("us", tz="UTC"))])
+    table_avro = arrow_to_avro_schema(zoned, "t")
+    assert json.loads(table_avro)["fields"][0]["type"][1]["logicalType"] == "timestamp-micros"
+    with pytest.raises(InvalidArgumentError, match="without a time zone"):
+        evolve_schema(table_avro, pa.schema([("at", pa.timestamp("us"))]))
+    hudi_local = table_avro.replace("timestamp-micros", "local-timestamp-micros")
+    assert avro_to_arrow_schema(hudi_local).field("at").type == pa.timestamp("us")
+    with pytest.raises(InvalidArgumentError, match="column holds local date-times"):
+        evolve_schema(hudi_local, zoned)

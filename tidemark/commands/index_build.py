@@ -38,11 +38,12 @@ def add_build(commands: Any) -> None:
 def _run_build(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from spark_jobs.index_build import build_index
+    from spark_jobs.index_build import build_index, check_build
     from spark_jobs.session import build_session
     from tidemark.commands.write import StageProgress
 
     configure_logging(json=False, level="warning")
+    check_build(args.table, args.shards, args.rebuild)  # refused before Spark starts
     with StageProgress(Console(stderr=True)) as progress:
         result = build_index(
             build_session(args.master), args.table, args.shards, progress, rebuild=args.rebuild

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import datetime as dt
+import decimal
 import json
 import re
 from pathlib import Path
@@ -216,6 +219,26 @@ def _parse_where(item: str) -> Filter:
     return column, "=", value
 
 
+def _json_value(value: Any, kind: pa.DataType) -> Any:
+    """``value`` as JSON writes it faithfully: binary as base64 (as Spark's ``to_json``),
+    maps as objects, structs and lists recursively, dates, times and decimals as text."""
+    if value is None:
+        return None
+    if pa.types.is_map(kind):
+        return {str(key): _json_value(item, kind.item_type) for key, item in value}
+    if pa.types.is_struct(kind):
+        return {f.name: _json_value(value[f.name], f.type) for f in kind}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return [_json_value(item, kind.value_type) for item in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    return value
+
+
 def _write_output(result: pa.Table, path: str) -> None:
     if not path.endswith((".parquet", ".json")):
         raise InvalidArgumentError("must end in .parquet or .json", field="output")
@@ -226,7 +249,11 @@ def _write_output(result: pa.Table, path: str) -> None:
         if path.endswith(".parquet"):
             pq.write_table(result, path)
         else:
-            Path(path).write_text(json.dumps(result.to_pylist(), default=str, indent=1))
+            rows = [
+                {field.name: _json_value(row[field.name], field.type) for field in result.schema}
+                for row in result.to_pylist()
+            ]
+            Path(path).write_text(json.dumps(rows, indent=1))
     except OSError as error:
         raise InvalidArgumentError(f"cannot write {path}: {error}", field="output") from error
 

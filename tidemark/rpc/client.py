@@ -33,7 +33,7 @@ from tenacity import (
 from tidemark.config import ClientConfig
 from tidemark.errors import TidemarkError, UnavailableError
 from tidemark.rpc.options import client_options
-from tidemark.rpc.status import REQUEST_ID_KEY, error_from_status
+from tidemark.rpc.status import ERROR_CLASS_KEY, REQUEST_ID_KEY, error_from_status
 
 log = structlog.get_logger(__name__)
 
@@ -160,6 +160,15 @@ def call(
         raise to_domain_error(error) from error
 
 
+def _sent_by_server(error: TidemarkError) -> bool:
+    """Whether a server raised ``error`` (its class rides in the trailing metadata), not
+    the transport (no connection, a deadline)."""
+    cause = error.__cause__
+    if not isinstance(cause, grpc.Call):
+        return False
+    return any(key == ERROR_CLASS_KEY for key, _ in cause.trailing_metadata() or ())
+
+
 def to_domain_error(error: grpc.RpcError) -> TidemarkError:
     """The ``tidemark.errors`` exception for a failed call, keeping the server's message."""
     if not isinstance(error, grpc.Call):
@@ -226,6 +235,11 @@ class ServiceClient(Generic[S]):
         try:
             return call(method, request, idempotent=idempotent, timeout=timeout, config=self.config)
         except UnavailableError as error:
+            if _sent_by_server(error):  # the service answered: what it depends on failed
+                raise UnavailableError(
+                    f"{self.service.label} at {self.address} answered: {error.message}",
+                    field=error.field,
+                ) from error
             raise self.service.unreachable(self.address, error) from error
 
     def check_reachable(self) -> None:

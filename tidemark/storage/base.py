@@ -85,6 +85,12 @@ class Storage(abc.ABC):
     uri: str
     requests: RequestCounter
 
+    @property
+    @abc.abstractmethod
+    def max_path_bytes(self) -> int:
+        """The longest table-relative path (UTF-8 bytes) the storage can write under its
+        root, temporaries included: writes check their paths against it up front."""
+
     @abc.abstractmethod
     def read(self, path: str) -> bytes:
         """Whole object; raises NotFoundError when absent."""

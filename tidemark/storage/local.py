@@ -39,6 +39,10 @@ TEMP_MARKER = ".tidemark-tmp-"
 """Infix of in-flight temporary files; listings skip them."""
 
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+PATH_MAX = 4096
+"""Linux's limit on a path, its terminating NUL included."""
+_TEMP_EXTRA_BYTES = len(f".{TEMP_MARKER}{uuid.UUID(int=0).hex}")
+"""What a temporary's name adds to its target's (``_temp_for``)."""
 
 
 class LocalStorage(Storage):
@@ -54,6 +58,11 @@ class LocalStorage(Storage):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (LocalStorage, (self.uri,))
+
+    @property
+    def max_path_bytes(self) -> int:
+        root = len(os.fsencode(self.root.absolute())) + len("/")
+        return PATH_MAX - len("\0") - root - _TEMP_EXTRA_BYTES
 
     def _full(self, path: str) -> Path:
         return self.root / validate_path(path)

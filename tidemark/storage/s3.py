@@ -87,6 +87,10 @@ def s3_client() -> S3Client:
         return _clients[key]
 
 
+MAX_KEY_BYTES = 1024
+"""S3's limit on an object key (UTF-8 bytes)."""
+
+
 class S3Storage(Storage):
     """Objects under ``s3://bucket/prefix``; ``list_page_size`` caps keys per list request."""
 
@@ -102,6 +106,10 @@ class S3Storage(Storage):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (S3Storage, (self.uri, self.list_page_size))
+
+    @property
+    def max_path_bytes(self) -> int:
+        return MAX_KEY_BYTES - len(self.key_prefix.encode())
 
     def _key(self, path: str) -> str:
         return self.key_prefix + validate_path(path)

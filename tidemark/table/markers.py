@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import enum
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.table.instant import is_instant_time, validate_instant_time
-from tidemark.table.naming import join_path
+from tidemark.table.naming import base_file_name, join_path, write_token
 
 TEMP_DIR = ".hoodie/.temp"
 MARKER_LEASE_ROOT = ".hoodie/.aux/tidemark/marker-leases"
@@ -25,6 +26,9 @@ MARKER_INFIX = ".marker."
 MARKERS_TYPE_FILE = "MARKERS.type"
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 _MARKERS_FILE = re.compile(r"MARKERS\d+")
+_LARGE_TASK_NUMBER = 2**31 - 1
+"""Spark's task, stage and attempt numbers are Java ints."""
+_LATE_INSTANT = "99991231235959999"
 
 
 class IOType(enum.Enum):
@@ -45,6 +49,15 @@ def marker_name(partition_path: str, data_file_name: str, io_type: IOType) -> st
     name = f"{join_path(partition_path, data_file_name)}{MARKER_INFIX}{io_type.value}"
     parse_marker_name(name)
     return name
+
+
+def longest_marker_path(partition_path: str) -> str:
+    """The longest path a write creates for a file of ``partition_path``, relative to the
+    table: the direct marker of a base file (markers sit under ``.hoodie/.temp/<instant>/``
+    and repeat the data file's path), with the largest write token a task gets."""
+    token = write_token(_LARGE_TASK_NUMBER, _LARGE_TASK_NUMBER, _LARGE_TASK_NUMBER)
+    file_name = base_file_name(f"{uuid.UUID(int=0)}-0", token, _LATE_INSTANT)
+    return f"{marker_dir(_LATE_INSTANT)}/{marker_name(partition_path, file_name, IOType.MERGE)}"
 
 
 def parse_marker_name(name: str) -> tuple[str, str, IOType]:

@@ -18,6 +18,7 @@ import pyarrow as pa
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.keys import (
     META_COLUMNS,
+    OPERATION,
     TIMESTAMP,
     check_key_generator,
     check_key_type,
@@ -71,12 +72,24 @@ def check_column_names(schema: pa.Schema) -> None:
     from another, or from a Hudi meta column, in case; none with the internal prefix."""
     seen: dict[str, str] = {}
     meta = {name.lower(): name for name in META_COLUMNS}
-    for field in schema:
+    for position, field in enumerate(schema, start=1):
+        if not field.name:
+            raise InvalidArgumentError(
+                f"has an empty name ({_neighbours(schema, position)}); name every column",
+                field=f"column {position}",
+            )
         lowered = field.name.lower()
         if lowered.startswith(INTERNAL_COLUMN_PREFIX):
             raise InvalidArgumentError(
                 f"column names starting with {INTERNAL_COLUMN_PREFIX!r} are reserved for "
                 "Tidemark's internal columns; rename the column",
+                field=field.name,
+            )
+        if lowered == OPERATION:
+            raise InvalidArgumentError(
+                "is Hudi's changelog operation column (hoodie.allow.operation.metadata.field), "
+                "which copy-on-write tables written by Tidemark do not keep: rename it, or "
+                "send deletes as _hoodie_is_deleted = true",
                 field=field.name,
             )
         if lowered in meta:
@@ -94,7 +107,21 @@ def check_column_names(schema: pa.Schema) -> None:
         _check_field_names(field, field.name)
 
 
+def _neighbours(schema: pa.Schema, position: int) -> str:
+    """Where the ``position``-th (1-based) column stands, by the names around it."""
+    before = schema.names[position - 2] if position > 1 else None
+    after = schema.names[position] if position < len(schema.names) else None
+    return (
+        ", ".join(
+            f"{side} {name!r}" for side, name in (("after", before), ("before", after)) if name
+        )
+        or "the only column"
+    )
+
+
 def _check_field_names(field: pa.Field, path: str) -> None:
+    if not field.name:
+        raise InvalidArgumentError("a struct field has an empty name; name it", field=path)
     if not is_avro_name(field.name):
         raise InvalidArgumentError(
             "column name is not an Avro name (ASCII letters, digits and '_', not starting "

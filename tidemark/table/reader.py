@@ -8,6 +8,7 @@ through ``Storage.open_input`` so local and S3 tables behave the same.
 from __future__ import annotations
 
 import itertools
+import re
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -39,6 +40,9 @@ Locator = Callable[[set[str]], Collection[str]]
 """Record keys -> ids of the file groups holding them (a record index lookup)."""
 
 log = structlog.get_logger(__name__)
+
+
+_SIGNED_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def read_snapshot(
@@ -82,9 +86,14 @@ def read_snapshot(
     for name in [f[0] for f in filters] + list(columns or []):
         if name not in schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
-    if pieces:
-        return pa.concat_tables(pieces, promote_options="permissive")
-    return (pa.schema([schema.field(n) for n in columns]) if columns else schema).empty_table()
+    wanted = pa.schema([schema.field(n) for n in columns]) if columns else schema
+    if not pieces:
+        return wanted.empty_table()
+    rows = pa.concat_tables(pieces, promote_options="permissive")
+    for field in wanted:  # a column only files left out by the filters have: null, as hudi-rs
+        if field.name not in rows.column_names:
+            rows = rows.append_column(field, pa.nulls(rows.num_rows, field.type))
+    return rows
 
 
 def files_holding(
@@ -317,9 +326,13 @@ def _read_file(
 
 
 def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:
+    """``value`` (text from a filter) as ``kind``; an integer may have a sign (``+1``, as
+    Arrow's cast accepts for floats but not for integers)."""
     if not isinstance(value, str) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return value
     try:
+        if pa.types.is_integer(kind) and _SIGNED_INTEGER.fullmatch(value):
+            return pa.scalar(int(value), type=kind).as_py()
         return pa.scalar(value).cast(kind).as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
         raise InvalidArgumentError(f"{value!r} is not a valid {kind}", field=column) from error

@@ -3,6 +3,10 @@
 Hudi stores the writer schema as Avro JSON in every commit (``extraMetadata.schema``) and
 in ``hoodie.table.create.schema``: a record ``<table>_record`` in namespace
 ``hoodie.<table>``, every field a ``["null", type]`` union defaulting to null.
+
+Timestamps are instants (``timestamp-micros``, Arrow timestamps with a time zone). A naive
+timestamp is refused rather than relabelled: Hudi's ``local-timestamp-micros`` is what it
+is, but hudi-rs cannot read that type, and ``timestamp-micros`` would make it UTC.
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "string": pa.string(),
     "bytes": pa.binary(),
 }
+NAIVE_TIMESTAMPS = (
+    "timestamps without a time zone cannot be written: Hudi declares them "
+    "local-timestamp-micros, which hudi-rs cannot read, and declaring them timestamp-micros "
+    "would make them instants in UTC; give the column a time zone first (e.g. UTC)"
+)
 _WIDENINGS = {
     "int": {"long", "float", "double"},
     "long": {"float", "double"},
@@ -114,9 +123,30 @@ def _evolve_type(old: Any, new: pa.DataType, path: str, protected: bool) -> pa.D
         return _PRIMITIVES[old]
     if primitive and new_avro in _WIDENINGS.get(old, set()):
         return new
+    if _is_timestamp(old) and _is_timestamp(new_avro) and _is_local(old) != _is_local(new_avro):
+        raise InvalidArgumentError(
+            f"the column holds {_TIMESTAMP_KINDS[_is_local(old)]}, the input "
+            f"{_TIMESTAMP_KINDS[_is_local(new_avro)]}: {_describe(old)} -> "
+            f"{_describe(new_avro)} is not allowed; convert the input's timestamps first",
+            field=path,
+        )
     raise InvalidArgumentError(
         f"type change {_describe(old)} -> {_describe(new_avro)} is not allowed", field=path
     )
+
+
+_TIMESTAMP_KINDS = {
+    False: "instants (with a time zone)",
+    True: "local date-times (without a time zone)",
+}
+
+
+def _is_timestamp(avro: Any) -> bool:
+    return isinstance(avro, dict) and "timestamp-" in str(avro.get("logicalType"))
+
+
+def _is_local(avro: Any) -> bool:
+    return str(avro.get("logicalType")).startswith("local-")
 
 
 def _record(name: str, namespace: str, fields: list[pa.Field]) -> dict[str, Any]:
@@ -151,6 +181,8 @@ def _avro_type(kind: pa.DataType, name: str, namespace: str) -> Any:
     if pa.types.is_date32(kind):
         return {"type": "int", "logicalType": "date"}
     if pa.types.is_timestamp(kind):
+        if kind.tz is None:
+            raise InvalidArgumentError(NAIVE_TIMESTAMPS, field=name)
         unit = "millis" if kind.unit in ("s", "ms") else "micros"
         return {"type": "long", "logicalType": f"timestamp-{unit}"}
     if pa.types.is_decimal(kind):
