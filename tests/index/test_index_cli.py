@@ -101,6 +101,21 @@ def test_stats_prints_one_json_object(indexed_table: str) -> None:
     stats = json.loads(result.stdout)
     assert (stats["entries"], stats["shards"]) == (len(KEYS), SHARDS)
     assert stats["bytes"] > 0
+    assert "block_cache_hit_rate" not in stats, "an embedded service's cache is not the table's"
+
+
+def test_stats_report_a_running_services_block_cache(
+    indexed_table: str, served_index: ServeProcess
+) -> None:
+    lookup = tidemark("index", "lookup", "--table", indexed_table, "--index-service",
+                      served_index.address, KEYS[0])  # fmt: skip
+    result = tidemark("index", "stats", "--table", indexed_table, "--index-service",
+                      served_index.address, "--json")  # fmt: skip
+
+    assert lookup.returncode == result.returncode == 0, result.stderr
+    stats = json.loads(result.stdout)
+    assert stats["block_cache_bytes"] > 0
+    assert 0 <= stats["block_cache_hit_rate"] <= 1
 
 
 def test_stats_count_what_lookups_see_and_compact_folds_the_deltas(indexed_table: str) -> None:

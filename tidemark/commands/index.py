@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -155,16 +156,24 @@ def _location(row: dict[str, Any]) -> dict[str, str] | None:
 def run_stats(args: argparse.Namespace) -> int:
     with index_client(args) as client:
         stats = client.stats()
-    values = {
+    values: dict[str, float] = {
         "entries": stats.entries,
         "shards": stats.shards,
         "bytes": stats.bytes,
         "delta_files": stats.delta_files,
         "max_shard_deltas": stats.max_shard_deltas,
-        "block_cache_hit_rate": round(stats.cache_hit_rate, 4),
-        "block_cache_bytes": stats.cache_bytes,
-        "block_cache_capacity_bytes": stats.cache_capacity_bytes,
     }
+    if args.index_service:
+        values |= {
+            "block_cache_hit_rate": round(stats.cache_hit_rate, 4),
+            "block_cache_bytes": stats.cache_bytes,
+            "block_cache_capacity_bytes": stats.cache_capacity_bytes,
+        }
+    elif not args.json:
+        print(
+            "(block cache figures belong to a running service: ask it with --index-service)",
+            file=sys.stderr,
+        )
     _print_values(values, as_json=args.json)
     return 0
 
