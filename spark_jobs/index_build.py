@@ -13,8 +13,6 @@ uniqueness and an index could not answer for it.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -43,7 +41,8 @@ from spark_jobs.task import storage_for
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import DEFAULT_LOCK_WAIT_S, check_lock_wait
+from tidemark.table.locked import changing
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
@@ -75,6 +74,7 @@ def build_index(
     listener: StageListener | None = None,
     *,
     rebuild: bool = False,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
 ) -> BuildResult:
     """Build the record index of the table at ``table_uri`` with ``shards`` shards (default:
     sized from the record count as Hudi does). A table with an index is refused unless
@@ -82,12 +82,11 @@ def build_index(
     and built again. A table without a commit gets an empty index that later writes fill."""
     if shards is not None and not 1 <= shards <= MAX_SHARDS:
         raise InvalidArgumentError(f"must be 1 to {MAX_SHARDS}, got {shards}", field="shards")
+    check_lock_wait(lock_wait_s)
     table = HoodieTable.open(table_uri)
     _check_buildable(table, rebuild)  # refusals leave the table untouched: no lock either
     clock = StageClock(listener)
-    owner = f"tidemark-index-build@{socket.gethostname()}:{os.getpid()}"
-    with TableLock(table.storage, owner) as lock:
-        table.timeline.fence = lock
+    with changing(table, "index-build", wait_s=lock_wait_s):
         _check_buildable(table, rebuild)  # again under the lock
         table.timeline.reload()
         last = table.timeline.last_completed(WRITE_ACTIONS)

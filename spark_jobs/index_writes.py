@@ -38,6 +38,8 @@ from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.properties import TableConfig
+from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
 
 TAGGINGS = ("record", "simple")
 UNTAGGED_OPERATIONS = ("bulk_insert", "insert_overwrite")
@@ -202,6 +204,17 @@ def new_files(stats: Sequence[WriteStat], instant: str) -> list[BaseFile]:
     """The files a write created, as base files of ``instant``."""
     return [
         BaseFile(s.partition_path, s.file_id, instant, s.path, s.file_size_in_bytes) for s in stats
+    ]
+
+
+def files_written_after(table: HoodieTable, after: str) -> list[BaseFile]:
+    """The base files created by the writes that completed after instant ``after``, as
+    their write stats name them (the timeline as last loaded)."""
+    return [
+        file
+        for instant in table.timeline.completed(WRITE_ACTIONS)
+        if instant.timestamp > after
+        for file in new_files(table.timeline.read_metadata(instant).write_stats, instant.timestamp)
     ]
 
 

@@ -11,8 +11,6 @@ spark_jobs/write.py``.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
@@ -52,6 +50,7 @@ from spark_jobs.index_writes import (
 from spark_jobs.input import FORMATS, read_input
 from spark_jobs.job_options import (
     DEFAULT_LOCK_LEASE_S,
+    DEFAULT_LOCK_WAIT_S,
     MarkerKind,
     MarkerOptions,
     add_job_options,
@@ -101,7 +100,8 @@ from tidemark.table.fsview import BaseFile
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH
-from tidemark.table.lock import LockHolder, TableLock
+from tidemark.table.lock import LockHolder, check_lock_wait
+from tidemark.table.locked import changing
 from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -178,6 +178,7 @@ def write(
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES,
     sort_mode: str = DEFAULT_SORT_MODE,
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
     idempotency_key: str | None = None,
     listener: StageListener | None = None,
     disable_hudi_metadata_table: bool = False,
@@ -198,6 +199,7 @@ def write(
     Tidemark does not maintain (refused otherwise). ``allow_duplicates`` (bulk_insert and
     insert) writes every row of a key that comes several times, as Hudi does with
     ``hoodie.combine.before.insert=false``; otherwise each key's winning row is kept.
+    The table lock is waited for up to ``lock_wait_s`` (0: fail at once if it is held).
     ``index`` tags keys with the record index (``record``, the default once the table has
     one) or by joining with the base files (``simple``); a table with a record index has
     it kept in step through the index service at ``index_service_address`` (default: one
@@ -219,6 +221,7 @@ def write(
     ):
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
+    check_lock_wait(lock_wait_s)
     _check_idempotency_key(idempotency_key)
     pending_clustering.check_policy(on_pending_clustering)
     if allow_duplicates and operation not in DUPLICATING_OPERATIONS:
@@ -245,41 +248,33 @@ def write(
         table, prepared = _create_or_join(
             df, table_uri, operation, request, prepared, _Input(allow_duplicates, index)
         )
-        owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
         with (
             index_client(table.uri, prepared.indexed, index_service_address) as index_service,
             cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel,
+            changing(
+                table, "write", wait_s=lock_wait_s, lease_s=lock_lease_s, on_lost=cancel
+            ) as lock,
         ):
-            lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
-            lock.acquire()
-            table.timeline.fence = lock
-            try:
-                if prepared.table is not None:
-                    remove_hudi_metadata_table(table, disable=disable_hudi_metadata_table)
-                return _write_locked(
-                    spark,
-                    table,
-                    prepared,
-                    operation,
-                    _Options(
-                        marker_options,
-                        target_file_bytes,
-                        small_file_limit_bytes,
-                        sort_mode,
-                        idempotency_key,
-                        lock.holder,
-                        prepared.tagging,
-                        index_service,
-                        on_pending_clustering,
-                    ),
-                    clock,
-                )
-            except Exception as failure:
-                if lock.lost.is_set():
-                    raise lock.lost_error() from failure
-                raise
-            finally:
-                release_lock(lock)
+            if prepared.table is not None:
+                remove_hudi_metadata_table(table, disable=disable_hudi_metadata_table)
+            return _write_locked(
+                spark,
+                table,
+                prepared,
+                operation,
+                _Options(
+                    marker_options,
+                    target_file_bytes,
+                    small_file_limit_bytes,
+                    sort_mode,
+                    idempotency_key,
+                    lock.holder,
+                    prepared.tagging,
+                    index_service,
+                    on_pending_clustering,
+                ),
+                clock,
+            )
     finally:
         prepared.rows.unpersist()
 
@@ -319,19 +314,6 @@ def _create_or_join(
         ) from error
     assert joined.table is not None
     return joined.table, joined
-
-
-def release_lock(lock: TableLock) -> None:
-    """Release after the outcome is decided: a release that fails (the lease then expires
-    on its own) is a warning, never the write's result or error."""
-    try:
-        lock.release()
-    except TidemarkError as error:
-        log.warning(
-            "write.lock_release_failed",
-            error=str(error),
-            note=f"the lock frees itself when its lease ends (at most {lock.lease_s:.0f} s)",
-        )
 
 
 @dataclass(frozen=True)
@@ -807,6 +789,7 @@ def _run(
         sort_mode=args.sort_mode,
         idempotency_key=args.idempotency_key,
         lock_lease_s=args.lock_lease_s,
+        lock_wait_s=args.lock_wait_s,
         listener=listener,
         disable_hudi_metadata_table=args.disable_hudi_metadata_table,
         allow_duplicates=args.allow_duplicates,

@@ -40,7 +40,7 @@ from tidemark.commands.args import positive_int
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage
 from tidemark.table.clustering_plan import save_plan
-from tidemark.table.lock import TableLock
+from tidemark.table.locked import changing
 from tidemark.table.table import HoodieTable
 
 EVENTS_PER_SESSION = 40
@@ -239,8 +239,7 @@ def schedule_whole_table(
     )
     outcome = plan_clustering(FileSlices.from_base_files(files), options)
     assert outcome.plan is not None, outcome.reason
-    with TableLock(table.storage, "tidemark-bench-clustering") as lock:
-        table.timeline.fence = lock
+    with changing(table, "bench-clustering"):
         return save_plan(table, outcome.plan).timestamp
 
 

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from spark_jobs.job_options import add_lock_wait_option
 from tidemark.logs import configure_logging
 
 
@@ -31,6 +32,7 @@ def add_build(commands: Any) -> None:
         help="delete the table's record index and build it again (under the table lock)",
     )
     build.add_argument("--master", default="local[*]", help="Spark master")
+    add_lock_wait_option(build)
     build.add_argument("--json", action="store_true", help="print the result as one JSON line")
     build.set_defaults(handler=_run_build)
 
@@ -45,7 +47,12 @@ def _run_build(args: argparse.Namespace) -> int:
     configure_logging(json=False, level="warning")
     with StageProgress(Console(stderr=True)) as progress:
         result = build_index(
-            build_session(args.master), args.table, args.shards, progress, rebuild=args.rebuild
+            build_session(args.master),
+            args.table,
+            args.shards,
+            progress,
+            rebuild=args.rebuild,
+            lock_wait_s=args.lock_wait_s,
         )
     if args.json:
         print(json.dumps(asdict(result)))

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.index.pruning import index_locator
+from spark_jobs.job_options import add_lock_wait_option
 from spark_jobs.rollback import rollback_table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
@@ -74,6 +75,7 @@ def register(subparsers: Any) -> None:
     undo = subparsers.add_parser("rollback", help="roll back a pending (failed) write")
     undo.add_argument("--table", required=True, help="table base URI")
     undo.add_argument("--instant", required=True, help="instant time of the failed write")
+    add_lock_wait_option(undo)
     undo.set_defaults(handler=run_rollback)
 
 
@@ -155,7 +157,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_rollback(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
     rollback_target(table, args.instant)
-    (result,) = rollback_table(args.table, args.instant)
+    (result,) = rollback_table(args.table, args.instant, lock_wait_s=args.lock_wait_s)
     print(
         f"rolled back {result.rolled_back.action} {args.instant} as rollback "
         f"{result.rollback_instant}: deleted {len(result.deleted_files)} files"

@@ -11,11 +11,15 @@ after half a lease without a successful renewal it declares the lock lost (well 
 another writer may take it over) and calls ``on_lost``. ``check()`` is the fencing token
 every timeline transition asks for first: it proves, right before the write, that our
 generation is still the newest lock object, carries our token and was renewed recently.
+
+The same leases fence other exclusive runs under their own folder (``lock_dir``): a
+clustering plan's run holds one so that two runners never execute one plan.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 import uuid
@@ -31,6 +35,7 @@ from tidemark.errors import (
     InvalidArgumentError,
     NotFoundError,
     TidemarkError,
+    with_note,
 )
 from tidemark.storage.base import Storage
 
@@ -43,6 +48,13 @@ on the next tick, several times before the safety margin runs out."""
 STALE_TEMPORARY_S = 60.0
 """Age past which a temporary in the lock dir is a killed process's: a younger one may be
 another contender's claim being written right now, which must not be pulled from under it."""
+DEFAULT_LOCK_LEASE_S = 60.0
+DEFAULT_LOCK_WAIT_S = 120.0
+"""How long taking a lock waits for its holder (``--lock-wait-s``; 0 fails at once)."""
+FIRST_POLL_S = 0.2
+MAX_POLL_S = 5.0
+"""Polls of a held lock back off from the first to the last, jittered, so waiting
+contenders do not list the lock folder in step."""
 SAFETY_MARGIN = 0.5
 """Fraction of the lease after which a holder that could not renew counts its lock as lost:
 the other half covers clock skew between writers and stopping the tasks."""
@@ -78,10 +90,13 @@ class TableLock:
         self,
         storage: Storage,
         owner: str,
-        lease_s: float = 60,
+        lease_s: float = DEFAULT_LOCK_LEASE_S,
         *,
         heartbeat: bool = True,
         on_lost: Callable[[], None] | None = None,
+        lock_dir: str = LOCK_DIR,
+        subject: str = "table",
+        field: str = "table",
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
@@ -91,6 +106,11 @@ class TableLock:
         self.owner = owner
         self.lease_s = lease_s
         self.heartbeat = heartbeat
+        self.lock_dir = lock_dir
+        self._subject = subject
+        self._field = field
+        """What the lock guards, as its errors name it, and the field a held lock's
+        ConflictError names."""
         self._token = uuid.uuid4().hex
         self._generation: int | None = None
         self._stop = threading.Event()
@@ -142,22 +162,51 @@ class TableLock:
                 field=field,
             )
 
-    def acquire(self) -> None:
+    def live_lease(self) -> Lease | None:
+        """The newest generation's lease if it is live (someone holds the lock), else None."""
+        _, lease = self._latest()
+        return lease if lease is not None and lease.is_live(time.time()) else None
+
+    def acquire(self, wait_s: float = 0.0) -> None:
+        """Take the lock, waiting up to ``wait_s`` for a live holder: its owner and lease
+        end are logged once, then the lock is polled with backoff; a lease that expires
+        meanwhile is taken over. Past the wait, the ConflictError of a held lock."""
+        check_lock_wait(wait_s)
+        deadline = time.monotonic() + wait_s
+        poll_s = FIRST_POLL_S
+        waiting = False
+        while True:
+            try:
+                self._try_acquire()
+                return
+            except ConflictError as held:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if waiting:
+                        raise with_note(held, f"waited {wait_s:g} s") from None
+                    raise
+                if not waiting:
+                    waiting = True
+                    log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
+                time.sleep(min(left, poll_s * random.uniform(0.5, 1.0)))
+                poll_s = min(MAX_POLL_S, poll_s * 2)
+
+    def _try_acquire(self) -> None:
         generation, lease = self._latest()
         now = time.time()
         if lease is not None and lease.is_live(now):
             raise ConflictError(
-                f"table is locked by {lease.owner!r} until "
+                f"{self._subject} is locked by {lease.owner!r} until "
                 f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(lease.expires_at))}",
-                field="table",
+                field=self._field,
             )
         claim = generation + 1
         started = time.monotonic()
         if not self.storage.create_if_absent(self._path(claim), self._lease_bytes(now)):
             holder = self._read(claim)
             raise ConflictError(
-                f"table is locked by {holder.owner if holder else 'another writer'!r}",
-                field="table",
+                f"{self._subject} is locked by {holder.owner if holder else 'another writer'!r}",
+                field=self._field,
             )
         self._generation = claim
         self._renewed_at = started
@@ -168,7 +217,7 @@ class TableLock:
                 *(self._path(g) for g in self._generations() if g < claim),
                 *(
                     partial.path
-                    for partial in self.storage.partial_files(LOCK_DIR)
+                    for partial in self.storage.partial_files(self.lock_dir)
                     if partial.modified_at < stale_before
                 ),
             ]
@@ -229,7 +278,7 @@ class TableLock:
     def lost_error(self) -> ConflictError:
         """The one-line error a writer that lost its lock ends with."""
         return ConflictError(
-            f"lost the table lock (generation {self._generation}, owner {self.owner!r}): "
+            f"lost the {self._subject} lock (generation {self._generation}, owner {self.owner!r}): "
             f"{self._lost_reason}; nothing was committed after that",
             field="lock",
         )
@@ -288,16 +337,21 @@ class TableLock:
             return None
 
     def _generations(self) -> list[int]:
-        prefix = f"{LOCK_DIR}/"
+        prefix = f"{self.lock_dir}/"
         return [
             int(info.path[len(prefix) :])
             for info in self.storage.list(prefix)
             if info.path[len(prefix) :].isdigit()
         ]
 
-    @staticmethod
-    def _path(generation: int) -> str:
-        return f"{LOCK_DIR}/{generation:020d}"
+    def _path(self, generation: int) -> str:
+        return f"{self.lock_dir}/{generation:020d}"
+
+
+def check_lock_wait(wait_s: float) -> None:
+    """InvalidArgumentError(field="lock_wait_s") unless it is a number of seconds >= 0."""
+    if not wait_s >= 0:
+        raise InvalidArgumentError(f"must be >= 0, got {wait_s}", field="lock_wait_s")
 
 
 def _encode(lease: Lease) -> bytes:
