@@ -291,6 +291,7 @@ class _Runner:
             if self.index is not None:
                 _stage_moved_keys(self.spark, table, instant, stats, self.index)
             faults.exit_if_requested("cluster_before_commit")
+            faults.hold_if_requested("cluster_before_commit")
             replaced: dict[str, list[str]] = {}
             for task in tasks:
                 replaced.setdefault(task.partition_path, []).extend(task.file_ids)
@@ -299,6 +300,12 @@ class _Runner:
                 run.check()
                 table.timeline.reload()
                 group_tasks(table, instant, plan)  # no write touched the plan's groups
+                if self.index is None and RecordIndex.exists(table.storage):
+                    raise ConflictError(
+                        "a record index was built during this run, which staged no moves "
+                        "for it; run the plan again",
+                        field="index",
+                    )
                 _check_moved_keys_unwritten(self.spark, table, instant, tasks)
                 complete_commit(table, instant, REPLACE_COMMIT, metadata, self._undo(lock).markers)
         except Exception as failure:

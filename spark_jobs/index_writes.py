@@ -16,12 +16,13 @@ keys keep their entry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
@@ -41,6 +42,8 @@ from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
 
+log = structlog.get_logger(__name__)
+
 TAGGINGS = ("record", "simple")
 UNTAGGED_OPERATIONS = ("bulk_insert", "insert_overwrite")
 """Operations that never look keys up: on an indexed table their keys must be new."""
@@ -52,12 +55,22 @@ _SHARD = f"{INTERNAL_COLUMN_PREFIX}shard"
 _COUNTS_DDL = "placed long, removed long, staged long"
 
 
-def choose_tagging(requested: str | None, has_index: bool) -> str:
-    """``record`` by default once the table has a record index, ``simple`` otherwise."""
+def choose_tagging(
+    requested: str | None, has_index: bool, building: Callable[[], bool] = lambda: False
+) -> str:
+    """``record`` by default once the table has a record index, ``simple`` otherwise; a
+    write asking for ``record`` while the index is being built (``building()``) tags by
+    join instead: the build catches up with it before publishing."""
     if requested is not None and requested not in TAGGINGS:
         raise InvalidArgumentError(
             f"unknown index {requested!r} (use {' or '.join(TAGGINGS)})", field="index"
         )
+    if requested == "record" and not has_index and building():
+        log.warning(
+            "write.index_being_built",
+            note="the record index is being built: this write tags its keys by join",
+        )
+        return "simple"
     if requested == "record" and not has_index:
         raise FailedPreconditionError(
             "the table has no record index (build one with `tidemark index build`)",

@@ -74,13 +74,19 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "embedded one in the driver)",
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+    add_lock_options(parser)
+
+
+def add_lock_options(parser: argparse.ArgumentParser) -> None:
+    """``--lock-wait-s`` and ``--lock-lease-s``, of the jobs that hold a lease (the table
+    lock, a clustering plan's run, an index build) while Spark works."""
     add_lock_wait_option(parser)
     parser.add_argument(
         "--lock-lease-s",
         type=float,
         default=DEFAULT_LOCK_LEASE_S,
-        help="table lock lease in seconds (renewed 6 times per lease; a writer that cannot "
-        "renew for half of it stops and commits nothing)",
+        help="lease in seconds of the table lock and of the job's own run (renewed 6 times "
+        "per lease; a job that cannot renew for half of it stops and commits nothing)",
     )
 
 

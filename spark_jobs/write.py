@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DataType
 
+from services.index.build import index_building
 from services.index.embedded import start_embedded_index_service
 from services.index.record_index import RecordIndex
 from services.marker.embedded import start_embedded_marker_service
@@ -367,7 +368,9 @@ def _prepare(
     if request.precombine_field:
         config = replace(config, precombine_field=request.precombine_field)
     indexed = table is not None and RecordIndex.exists(table.storage)
-    tagging = choose_tagging(given.index, indexed)
+    tagging = choose_tagging(
+        given.index, indexed, lambda: table is not None and index_building(table.storage)
+    )
     if given.allow_duplicates and indexed:
         raise InvalidArgumentError(
             "the table has a record index, which maps each key to one file group",

@@ -313,9 +313,12 @@ class TableLock:
             self._on_lost()
 
     def _superseded(self) -> bool:
-        return self._generation is not None and any(
-            g > self._generation for g in self._generations()
-        )
+        """Another owner took the lock over: a newer generation exists, or ours is gone
+        (taken over and cleaned up, or a finished run's leases deleted)."""
+        if self._generation is None:
+            return False
+        generations = self._generations()
+        return self._generation not in generations or max(generations) > self._generation
 
     def _lease_bytes(self, now: float) -> bytes:
         return _encode(Lease(self.owner, self._token, now + self.lease_s))

@@ -1,0 +1,377 @@
+"""Writers beside table services, with real processes: a ``cluster run`` holds the table
+lock only to start and to commit, so writes commit during its rewrite; a runner paused
+past its run lease never commits and a second runner completes the plan; writers started
+together both commit, one after the other; a writer waiting on a dead holder takes over
+once its lease ran out. Everything is checked exactly (hudi-rs, the record index)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import structlog
+from faults.faultkit import (
+    DATA,
+    KEYS,
+    SCHEMA,
+    StageHook,
+    Writer,
+    model_rows,
+    wait_for,
+    write_input,
+)
+from pyspark.sql import SparkSession
+
+from services.index import layout
+from services.index.build import build_lease
+from spark.indexkit import assert_index_agrees
+from spark.sparkkit import assert_readers_agree, hudi_rs_table, table_bytes
+from spark_jobs.cluster import run_clustering
+from spark_jobs.faults import HOLD_AT_ENV, REACHED_FILE, RESUME_FILE
+from spark_jobs.index_build import build_index
+from spark_jobs.write import write
+from tidemark.errors import FailedPreconditionError
+from tidemark.storage import open_storage
+from tidemark.table.clustering_plan import (
+    ClusteringGroup,
+    ClusteringPlan,
+    ClusteringStrategy,
+    SliceInfo,
+    save_plan,
+)
+from tidemark.table.commit_metadata import CommitMetadata, WriteStat
+from tidemark.table.instant import COMMIT, State, new_instant_time
+from tidemark.table.lock import TableLock
+from tidemark.table.locked import changing
+from tidemark.table.plan_run import RUNS_DIR
+from tidemark.table.table import HoodieTable
+
+PLANNED = "p0"
+"""The partition the plan clusters; the others take writes during the run."""
+RUN_LEASE_S = 120.0
+"""A run held at its commit point while the test writes keeps its leases that long."""
+SHORT_LEASE_S = 3.0
+
+
+@pytest.fixture
+def plain_table(spark: SparkSession, tmp_path: Path) -> str:
+    """400 rows in four partitions, several small files each."""
+    uri = str(tmp_path / "table")
+    for start in range(0, 400, 100):
+        batch = write_input(tmp_path / f"in-{start}.parquet", range(start, start + 100), "v1")
+        frame = spark.read.parquet(str(batch))
+        write(spark, frame, uri, "bulk_insert" if start == 0 else "insert", **KEYS)
+    return uri
+
+
+@pytest.fixture
+def table(spark: SparkSession, plain_table: str) -> str:
+    """``plain_table`` with a record index."""
+    build_index(spark, plain_table, shards=2)
+    return plain_table
+
+
+def schedule(uri: str, partition: str = PLANNED) -> str:
+    """A plan stitching every file group of ``partition`` into one."""
+    hudi = HoodieTable.open(uri)
+    files = hudi.view().file_groups_by_partition()[partition]
+    slices = tuple(SliceInfo(f.partition_path, f.file_id, f.path, f.size) for f in files)
+    plan = ClusteringPlan(
+        groups=(ClusteringGroup(slices, 1),), strategy=ClusteringStrategy(("id",), "linear", 1)
+    )
+    with changing(hudi, "test-scheduler"):
+        return save_plan(hudi, plan).timestamp
+
+
+def start_runner(uri: str, hold: Path, lease_s: float) -> Writer:
+    """A ``cluster run`` process held at its commit point (until ``hold``/resume)."""
+    return start_held(
+        ["cluster", "run", "--table", uri, "--markers", "direct"],
+        "cluster_before_commit",
+        hold,
+        lease_s,
+    )
+
+
+def start_builder(uri: str, hold: Path, lease_s: float) -> Writer:
+    """An ``index build`` process held before it catches up and publishes."""
+    return start_held(
+        ["index", "build", "--table", uri], "index_build_before_publish", hold, lease_s
+    )
+
+
+def start_held(args: list[str], point: str, hold: Path, lease_s: float) -> Writer:
+    """A ``tidemark`` process (a session leader, to pause it as a tree) that waits at
+    ``point`` until the test creates ``hold``/resume."""
+    hold.mkdir()
+    env = {**os.environ, HOLD_AT_ENV: f"{point}:{hold}"}
+    command = [
+        sys.executable,
+        "-m",
+        "tidemark.cli",
+        *args,
+        "--master",
+        "local[2]",
+        "--lock-lease-s",
+        str(lease_s),
+    ]
+    return Writer(
+        subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    )
+
+
+def reached(hold: Path, runner: Writer) -> None:
+    wait_for(lambda: (hold / REACHED_FILE).exists(), "the process to reach its hold", runner)
+
+
+def test_writes_commit_during_a_runs_rewrite(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    instant = schedule(table)
+    hold = tmp_path / "hold"
+    runner = start_runner(table, hold, RUN_LEASE_S)
+    try:
+        reached(hold, runner)  # rewritten and staged, not committed; the table lock is free
+        assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
+        inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
+        write(spark, spark.read.parquet(str(inserted)), table, "insert", lock_wait_s=0)
+        outside = range(1, 400, 4)  # p1: outside the plan
+        updated = write_input(tmp_path / "upsert.parquet", outside, "v3")
+        write(spark, spark.read.parquet(str(updated)), table, "upsert", lock_wait_s=0)
+        assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
+        (hold / RESUME_FILE).touch()
+        code, _, err = runner.finish()
+    finally:
+        runner.kill()
+    assert code == 0, err[-3000:]
+    assert HoodieTable.open(table).timeline.find(instant).is_completed
+    model = model_rows(range(400), "v1") | model_rows(range(400, 440), "v2")
+    model |= model_rows(outside, "v3")
+    read = assert_readers_agree(table, DATA)
+    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
+    assert_index_agrees(table)
+
+
+def test_a_commit_touching_the_plans_groups_meanwhile_stops_the_run(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    """Writers are refused on planned file groups, so a forged commit stands in for one
+    that got through: the run's commit refuses and rolls back to the plan."""
+    instant = schedule(table)
+    hold = tmp_path / "hold"
+    runner = start_runner(table, hold, RUN_LEASE_S)
+    try:
+        reached(hold, runner)
+        forge_rewrite_of_a_planned_file(table)
+        (hold / RESUME_FILE).touch()
+        code, _, err = runner.finish()
+    finally:
+        runner.kill()
+    assert code == 2
+    assert f"plan {instant} is stale" in err and "rolled back; its plan stays pending" in err
+    assert HoodieTable.open(table).timeline.find(instant).state is State.REQUESTED
+
+
+def forge_rewrite_of_a_planned_file(uri: str) -> None:
+    """A completed commit with a new base file (a copy) in a planned file group."""
+    hudi = HoodieTable.open(uri)
+    victim = hudi.view().file_groups_by_partition()[PLANNED][0]
+    with changing(hudi, "forger"):
+        forged = new_instant_time(after=hudi.timeline.latest_timestamp())
+        hudi.timeline.create_requested(forged, COMMIT)
+        hudi.timeline.transition_inflight(forged, COMMIT)
+        name = victim.path.rpartition("/")[2].replace(victim.instant, forged)
+        path = f"{victim.partition_path}/{name}"
+        hudi.storage.write(path, hudi.storage.read(victim.path))
+        rows = 100
+        stat = WriteStat(
+            file_id=victim.file_id,
+            path=path,
+            prev_commit=victim.instant,
+            num_writes=rows,
+            num_deletes=0,
+            num_update_writes=rows,
+            num_inserts=0,
+            total_write_bytes=victim.size,
+            file_size_in_bytes=victim.size,
+            partition_path=victim.partition_path,
+        )
+        metadata = CommitMetadata.from_write_stats([stat], "UPSERT", hudi.current_avro_schema(), {})
+        hudi.timeline.complete(forged, COMMIT, metadata.to_json())
+
+
+def test_a_runner_paused_past_its_run_lease_never_commits(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    instant = schedule(table)
+    before = {k: r["name"] for k, r in assert_readers_agree(table, DATA).items()}
+    hold = tmp_path / "hold"
+    paused = start_runner(table, hold, SHORT_LEASE_S)
+    try:
+        reached(hold, paused)
+        paused.signal_tree(signal.SIGSTOP)
+        wait_for(lambda: run_lease_expired(table, instant), "the run lease to expire")
+        [result] = run_clustering(spark, table, lock_lease_s=SHORT_LEASE_S)
+        assert result.instant == instant and result.rolled_back_earlier_run
+        (hold / RESUME_FILE).touch()
+        paused.signal_tree(signal.SIGCONT)
+        code, _, err = paused.finish()
+    finally:
+        paused.kill()
+    assert code == 2
+    assert f"lost the clustering plan {instant} lock" in err.strip().splitlines()[-1]
+    timeline = HoodieTable.open(table).timeline
+    assert timeline.find(instant).is_completed and timeline.pending() == []
+    assert {k: r["name"] for k, r in assert_readers_agree(table, DATA).items()} == before
+    assert_index_agrees(table)
+
+
+def run_lease_expired(uri: str, instant: str) -> bool:
+    lease = TableLock(open_storage(uri), "probe", lock_dir=f"{RUNS_DIR}/{instant}")
+    return lease.live_lease() is None
+
+
+def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    from services.planner.config import PlannerConfig
+    from services.planner.engine import PlannerEngine
+
+    instant = schedule(table)
+    hold = tmp_path / "hold"
+    runner = start_runner(table, hold, RUN_LEASE_S)
+    engine = PlannerEngine(PlannerConfig(lock_wait_s=0))
+    try:
+        reached(hold, runner)
+        assert run_clustering(spark, table) == []  # every pending plan: left to its runner
+        with pytest.raises(Exception, match=f"clustering plan {instant} is locked by"):
+            run_clustering(spark, table, instant)
+        with pytest.raises(FailedPreconditionError, match="is being run by"):
+            engine.cancel(table, instant)
+        (hold / RESUME_FILE).touch()
+        code, _, err = runner.finish()
+    finally:
+        engine.close()
+        runner.kill()
+    assert code == 0, err[-3000:]
+    assert HoodieTable.open(table).timeline.find(instant).is_completed
+    assert list(open_storage(table).list(f"{RUNS_DIR}/")) == []
+
+
+def test_two_writers_started_together_both_commit(table: str, tmp_path: Path) -> None:
+    first = write_input(tmp_path / "a.parquet", range(500, 520), "a")
+    second = write_input(tmp_path / "b.parquet", range(520, 540), "b")
+    writers = [Writer.start(table, path, "insert") for path in (first, second)]
+    outcomes = [writer.finish() for writer in writers]
+    assert [code for code, _, _ in outcomes] == [0, 0], [err[-2000:] for _, _, err in outcomes]
+    model = model_rows(range(400), "v1") | model_rows(range(500, 520), "a")
+    model |= model_rows(range(520, 540), "b")
+    read = assert_readers_agree(table, DATA)
+    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
+    assert HoodieTable.open(table).timeline.pending() == []
+    assert_index_agrees(table)
+
+
+def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str) -> None:
+    """The holder takes the lock once the write is ready for it and never renews it, as
+    a process killed holding it: the write waits, logs the holder once, takes over."""
+    dead = TableLock(open_storage(table), "a dead writer", lease_s=SHORT_LEASE_S, heartbeat=False)
+    frame = spark.createDataFrame([(7, "v9", "p3", 9)], SCHEMA)
+    with structlog.testing.capture_logs() as logs:
+        result = write(
+            spark,
+            frame,
+            table,
+            "upsert",
+            listener=StageHook(finished={"prepare": dead.acquire}),
+        )
+    [waiting] = [entry for entry in logs if entry["event"] == "lock.waiting"]
+    assert "table is locked by 'a dead writer'" in waiting["held"]
+    assert any(entry["event"] == "lock.taken_over" for entry in logs)
+    assert HoodieTable.open(table).timeline.find(result.instant).is_completed
+    read = hudi_rs_table(table)
+    assert read is not None
+    names = dict(zip(read.column("id").to_pylist(), read.column("name").to_pylist(), strict=True))
+    assert names[7] == "v9" and len(names) == 400
+
+
+def test_writes_during_an_index_build_are_caught_up(
+    spark: SparkSession, plain_table: str, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    builder = start_builder(plain_table, hold, RUN_LEASE_S)
+    try:
+        reached(hold, builder)  # every shard's base file written as of the snapshot
+        inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
+        write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
+        updated = write_input(tmp_path / "upsert.parquet", range(0, 400, 5), "v3")
+        with structlog.testing.capture_logs() as logs:
+            write(
+                spark,
+                spark.read.parquet(str(updated)),
+                plain_table,
+                "upsert",
+                index="record",
+                lock_wait_s=0,
+            )
+        assert [e["event"] for e in logs].count("write.index_being_built") == 1
+        deleted = spark.createDataFrame([(i, "x", "p3", 9) for i in range(3, 400, 8)], SCHEMA)
+        write(spark, deleted, plain_table, "delete", lock_wait_s=0)
+        (hold / RESUME_FILE).touch()
+        code, out, err = builder.finish()
+    finally:
+        builder.kill()
+    assert code == 0, err[-3000:]
+    assert "3 commits made meanwhile caught up" in out
+    model = model_rows(range(400), "v1") | model_rows(range(400, 440), "v2")
+    model |= model_rows(range(0, 400, 5), "v3")
+    for key in range(3, 400, 8):
+        del model[str(key)]
+    read = assert_readers_agree(plain_table, DATA)
+    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
+    assert_index_agrees(plain_table)
+
+
+def test_a_build_paused_past_its_lease_never_publishes(
+    spark: SparkSession, plain_table: str, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    paused = start_builder(plain_table, hold, SHORT_LEASE_S)
+    try:
+        reached(hold, paused)
+        paused.signal_tree(signal.SIGSTOP)
+        storage = open_storage(plain_table)
+        wait_for(
+            lambda: build_lease(storage, "probe").live_lease() is None,
+            "the build lease to expire",
+        )
+        inserted = write_input(tmp_path / "insert.parquet", range(400, 420), "v2")
+        write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
+        second = build_index(spark, plain_table, shards=2, lock_lease_s=SHORT_LEASE_S)
+        assert second.entries == 420
+        published = index_bytes(plain_table)
+        (hold / RESUME_FILE).touch()
+        paused.signal_tree(signal.SIGCONT)
+        code, _, err = paused.finish()
+    finally:
+        paused.kill()
+    assert code == 2
+    assert "lost the record index build lock" in err.strip().splitlines()[-1]
+    assert index_bytes(plain_table) == published
+    assert_index_agrees(plain_table)
+
+
+def index_bytes(uri: str) -> dict[str, bytes]:
+    """The files of the table's record index, with their content."""
+    return {path: data for path, data in table_bytes(uri).items() if path.startswith(layout.ROOT)}
