@@ -109,7 +109,7 @@ def build_index(
     clock = StageClock(listener)
     with (
         cancellable_jobs(spark, f"tidemark-index-build-{uuid.uuid4().hex}") as cancel,
-        build_lease(table.storage, owner_name(ROLE), lock_lease_s, cancel) as build,
+        build_lease(table.storage, owner_name(ROLE), lock_lease_s, cancel, lock_wait_s) as build,
     ):
         with changing(table, ROLE, wait_s=lock_wait_s, lease_s=lock_lease_s):
             _check_buildable(table, rebuild)  # again under the lock
