@@ -70,7 +70,7 @@ from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.lock import TableLock, check_lock_wait
-from tidemark.table.locked import changing, owner_name, release_quietly
+from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
 from tidemark.table.plan_run import forget_runs, run_lock
@@ -234,19 +234,10 @@ class _Runner:
                 raise
             log.info("cluster.plan_run_elsewhere", table=self.table.uri, instant=instant)
             return None
-        committed = False
-        try:
+        with holding(run):
             result = self._run(instant, run)
-            committed = True
-            return result
-        except Exception as failure:
-            if run.lost.is_set():
-                raise run.lost_error() from failure
-            raise
-        finally:
-            release_quietly(run)
-            if committed:
-                forget_runs(self.table.storage, instant)
+        forget_runs(self.table.storage, instant)
+        return result
 
     def _locked(self) -> AbstractContextManager[TableLock]:
         return changing(

@@ -56,7 +56,7 @@ from tidemark.table.lock import (
     TableLock,
     check_lock_wait,
 )
-from tidemark.table.locked import changing, owner_name
+from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
@@ -107,24 +107,25 @@ def build_index(
     table = HoodieTable.open(table_uri)
     _check_buildable(table, rebuild)  # refusals leave the table untouched: no lock either
     clock = StageClock(listener)
-    with (
-        cancellable_jobs(spark, f"tidemark-index-build-{uuid.uuid4().hex}") as cancel,
-        build_lease(table.storage, owner_name(ROLE), lock_lease_s, cancel, lock_wait_s) as build,
-    ):
-        with changing(table, ROLE, wait_s=lock_wait_s, lease_s=lock_lease_s):
-            _check_buildable(table, rebuild)  # again under the lock
-            table.timeline.reload()
-            last = table.timeline.last_completed(WRITE_ACTIONS)
-            with clock.stage("list base files"):
-                files = table.view().latest_base_files()
-            _delete_index_files(table)  # writes stop staging into an index being rebuilt
-        as_of = last.timestamp if last else NO_COMMIT
-        try:
-            return _build(spark, table, files, as_of, shards, _Publish(build, lock_wait_s, clock))
-        except BaseException:
-            if not build.lost.is_set():  # else the files are another build's now
-                _delete_failed_build(table)
-            raise
+    with cancellable_jobs(spark, f"tidemark-index-build-{uuid.uuid4().hex}") as cancel:
+        build = build_lease(table.storage, owner_name(ROLE), lock_lease_s, cancel)
+        build.acquire(lock_wait_s)
+        with holding(build):
+            with changing(table, ROLE, wait_s=lock_wait_s, lease_s=lock_lease_s):
+                _check_buildable(table, rebuild)  # again under the lock
+                table.timeline.reload()
+                last = table.timeline.last_completed(WRITE_ACTIONS)
+                with clock.stage("list base files"):
+                    files = table.view().latest_base_files()
+                _delete_index_files(table)  # writes stop staging into an index being rebuilt
+            as_of = last.timestamp if last else NO_COMMIT
+            publish = _Publish(build, lock_wait_s, clock)
+            try:
+                return _build(spark, table, files, as_of, shards, publish)
+            except BaseException:
+                if not build.lost.is_set():  # else the files are another build's now
+                    _delete_failed_build(table)
+                raise
 
 
 def _check_buildable(table: HoodieTable, rebuild: bool) -> None:

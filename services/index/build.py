@@ -82,10 +82,8 @@ def build_lease(
     owner: str,
     lease_s: float = DEFAULT_LOCK_LEASE_S,
     on_lost: Callable[[], None] | None = None,
-    wait_s: float = 0.0,
 ) -> TableLock:
-    """The lease a running build holds (``layout.BUILD_LEASE_DIR``); ``with`` waits up
-    to ``wait_s`` for another build's."""
+    """The lease a running build holds (``layout.BUILD_LEASE_DIR``)."""
     return TableLock(
         storage,
         owner,
@@ -93,7 +91,6 @@ def build_lease(
         on_lost=on_lost,
         lock_dir=layout.BUILD_LEASE_DIR,
         subject="record index build",
-        wait_s=wait_s,
     )
 
 

@@ -7,10 +7,12 @@ once its lease ran out. Everything is checked exactly (hudi-rs, the record index
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -47,7 +49,7 @@ from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import COMMIT, State, new_instant_time
 from tidemark.table.lock import TableLock
 from tidemark.table.locked import changing
-from tidemark.table.plan_run import RUNS_DIR
+from tidemark.table.plan_run import RUNS_DIR, run_lock
 from tidemark.table.table import HoodieTable
 
 PLANNED = "p0"
@@ -57,22 +59,41 @@ RUN_LEASE_S = 120.0
 SHORT_LEASE_S = 3.0
 
 
-@pytest.fixture
-def plain_table(spark: SparkSession, tmp_path: Path) -> str:
+@pytest.fixture(scope="module")
+def plain_source(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
     """400 rows in four partitions, several small files each."""
-    uri = str(tmp_path / "table")
-    for start in range(0, 400, 100):
-        batch = write_input(tmp_path / f"in-{start}.parquet", range(start, start + 100), "v1")
-        frame = spark.read.parquet(str(batch))
-        write(spark, frame, uri, "bulk_insert" if start == 0 else "insert", **KEYS)
+    folder = tmp_path_factory.mktemp("concurrency")
+    batch = write_input(folder / "in.parquet", range(400), "v1")
+    frame = spark.read.parquet(str(batch)).repartition(4)
+    uri = str(folder / "plain")
+    write(spark, frame, uri, "bulk_insert", **KEYS)
+    return uri
+
+
+@pytest.fixture(scope="module")
+def indexed_source(spark: SparkSession, plain_source: str) -> str:
+    """``plain_source`` with a record index."""
+    uri = str(Path(plain_source).with_name("indexed"))
+    shutil.copytree(plain_source, uri)
+    build_index(spark, uri, shards=2)
     return uri
 
 
 @pytest.fixture
-def table(spark: SparkSession, plain_table: str) -> str:
-    """``plain_table`` with a record index."""
-    build_index(spark, plain_table, shards=2)
-    return plain_table
+def plain_table(plain_source: str, tmp_path: Path) -> str:
+    return shutil.copytree(plain_source, tmp_path / "table").as_posix()
+
+
+@pytest.fixture
+def table(indexed_source: str, tmp_path: Path) -> str:
+    return shutil.copytree(indexed_source, tmp_path / "table").as_posix()
+
+
+def assert_exact(uri: str, model: dict[str, dict[str, Any]]) -> None:
+    """Both readers return exactly ``model``, each key once, and the index agrees."""
+    read = assert_readers_agree(uri, DATA)
+    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
+    assert_index_agrees(uri)
 
 
 def schedule(uri: str, partition: str = PLANNED) -> str:
@@ -87,26 +108,22 @@ def schedule(uri: str, partition: str = PLANNED) -> str:
         return save_plan(hudi, plan).timestamp
 
 
-def start_runner(uri: str, hold: Path, lease_s: float) -> Writer:
-    """A ``cluster run`` process held at its commit point (until ``hold``/resume)."""
-    return start_held(
-        ["cluster", "run", "--table", uri, "--markers", "direct"],
-        "cluster_before_commit",
-        hold,
-        lease_s,
-    )
+def start_runner(uri: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
+    """A ``cluster run`` process, once it is held at its commit point."""
+    command = ["cluster", "run", "--table", uri, "--markers", "direct"]
+    return start_held(command, "cluster_before_commit", folder, lease_s)
 
 
-def start_builder(uri: str, hold: Path, lease_s: float) -> Writer:
-    """An ``index build`` process held before it catches up and publishes."""
-    return start_held(
-        ["index", "build", "--table", uri], "index_build_before_publish", hold, lease_s
-    )
+def start_builder(uri: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
+    """An ``index build`` process, once it is held before it catches up and publishes."""
+    command = ["index", "build", "--table", uri]
+    return start_held(command, "index_build_before_publish", folder, lease_s)
 
 
-def start_held(args: list[str], point: str, hold: Path, lease_s: float) -> Writer:
-    """A ``tidemark`` process (a session leader, to pause it as a tree) that waits at
-    ``point`` until the test creates ``hold``/resume."""
+def start_held(args: list[str], point: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
+    """A ``tidemark`` process (a session leader, to pause it as a tree), once it waits at
+    ``point``; it goes on when the test creates ``hold``/resume (``resume``)."""
+    hold = folder / "hold"
     hold.mkdir()
     env = {**os.environ, HOLD_AT_ENV: f"{point}:{hold}"}
     command = [
@@ -119,7 +136,7 @@ def start_held(args: list[str], point: str, hold: Path, lease_s: float) -> Write
         "--lock-lease-s",
         str(lease_s),
     ]
-    return Writer(
+    held = Writer(
         subprocess.Popen(
             command,
             env=env,
@@ -129,20 +146,27 @@ def start_held(args: list[str], point: str, hold: Path, lease_s: float) -> Write
             start_new_session=True,
         )
     )
+    try:
+        wait_for(lambda: (hold / REACHED_FILE).exists(), f"the process to reach {point}", held)
+    except BaseException:
+        held.kill()
+        raise
+    return hold, held
 
 
-def reached(hold: Path, runner: Writer) -> None:
-    wait_for(lambda: (hold / REACHED_FILE).exists(), "the process to reach its hold", runner)
+def resume(hold: Path, held: Writer) -> tuple[int, str, str]:
+    """Let the held process go on; its exit code and output."""
+    (hold / RESUME_FILE).touch()
+    return held.finish()
 
 
 def test_writes_commit_during_a_runs_rewrite(
     spark: SparkSession, table: str, tmp_path: Path
 ) -> None:
     instant = schedule(table)
-    hold = tmp_path / "hold"
-    runner = start_runner(table, hold, RUN_LEASE_S)
+    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
     try:
-        reached(hold, runner)  # rewritten and staged, not committed; the table lock is free
+        # rewritten and staged, not committed; the table lock is free
         assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
         inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
         write(spark, spark.read.parquet(str(inserted)), table, "insert", lock_wait_s=0)
@@ -150,17 +174,13 @@ def test_writes_commit_during_a_runs_rewrite(
         updated = write_input(tmp_path / "upsert.parquet", outside, "v3")
         write(spark, spark.read.parquet(str(updated)), table, "upsert", lock_wait_s=0)
         assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
-        (hold / RESUME_FILE).touch()
-        code, _, err = runner.finish()
+        code, _, err = resume(hold, runner)
     finally:
         runner.kill()
     assert code == 0, err[-3000:]
     assert HoodieTable.open(table).timeline.find(instant).is_completed
     model = model_rows(range(400), "v1") | model_rows(range(400, 440), "v2")
-    model |= model_rows(outside, "v3")
-    read = assert_readers_agree(table, DATA)
-    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
-    assert_index_agrees(table)
+    assert_exact(table, model | model_rows(outside, "v3"))
 
 
 def test_a_commit_touching_the_plans_groups_meanwhile_stops_the_run(
@@ -169,13 +189,10 @@ def test_a_commit_touching_the_plans_groups_meanwhile_stops_the_run(
     """Writers are refused on planned file groups, so a forged commit stands in for one
     that got through: the run's commit refuses and rolls back to the plan."""
     instant = schedule(table)
-    hold = tmp_path / "hold"
-    runner = start_runner(table, hold, RUN_LEASE_S)
+    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
     try:
-        reached(hold, runner)
         forge_rewrite_of_a_planned_file(table)
-        (hold / RESUME_FILE).touch()
-        code, _, err = runner.finish()
+        code, _, err = resume(hold, runner)
     finally:
         runner.kill()
     assert code == 2
@@ -216,17 +233,14 @@ def test_a_runner_paused_past_its_run_lease_never_commits(
 ) -> None:
     instant = schedule(table)
     before = {k: r["name"] for k, r in assert_readers_agree(table, DATA).items()}
-    hold = tmp_path / "hold"
-    paused = start_runner(table, hold, SHORT_LEASE_S)
+    hold, paused = start_runner(table, tmp_path, SHORT_LEASE_S)
     try:
-        reached(hold, paused)
         paused.signal_tree(signal.SIGSTOP)
         wait_for(lambda: run_lease_expired(table, instant), "the run lease to expire")
         [result] = run_clustering(spark, table, lock_lease_s=SHORT_LEASE_S)
         assert result.instant == instant and result.rolled_back_earlier_run
-        (hold / RESUME_FILE).touch()
         paused.signal_tree(signal.SIGCONT)
-        code, _, err = paused.finish()
+        code, _, err = resume(hold, paused)
     finally:
         paused.kill()
     assert code == 2
@@ -238,8 +252,7 @@ def test_a_runner_paused_past_its_run_lease_never_commits(
 
 
 def run_lease_expired(uri: str, instant: str) -> bool:
-    lease = TableLock(open_storage(uri), "probe", lock_dir=f"{RUNS_DIR}/{instant}")
-    return lease.live_lease() is None
+    return run_lock(open_storage(uri), instant, "probe", heartbeat=False).live_lease() is None
 
 
 def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
@@ -249,18 +262,15 @@ def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
     from services.planner.engine import PlannerEngine
 
     instant = schedule(table)
-    hold = tmp_path / "hold"
-    runner = start_runner(table, hold, RUN_LEASE_S)
+    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
     engine = PlannerEngine(PlannerConfig(lock_wait_s=0))
     try:
-        reached(hold, runner)
         assert run_clustering(spark, table) == []  # every pending plan: left to its runner
         with pytest.raises(Exception, match=f"clustering plan {instant} is locked by"):
             run_clustering(spark, table, instant)
         with pytest.raises(FailedPreconditionError, match="is being run by"):
             engine.cancel(table, instant)
-        (hold / RESUME_FILE).touch()
-        code, _, err = runner.finish()
+        code, _, err = resume(hold, runner)
     finally:
         engine.close()
         runner.kill()
@@ -276,11 +286,8 @@ def test_two_writers_started_together_both_commit(table: str, tmp_path: Path) ->
     outcomes = [writer.finish() for writer in writers]
     assert [code for code, _, _ in outcomes] == [0, 0], [err[-2000:] for _, _, err in outcomes]
     model = model_rows(range(400), "v1") | model_rows(range(500, 520), "a")
-    model |= model_rows(range(520, 540), "b")
-    read = assert_readers_agree(table, DATA)
-    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
+    assert_exact(table, model | model_rows(range(520, 540), "b"))
     assert HoodieTable.open(table).timeline.pending() == []
-    assert_index_agrees(table)
 
 
 def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str) -> None:
@@ -309,10 +316,9 @@ def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str
 def test_writes_during_an_index_build_are_caught_up(
     spark: SparkSession, plain_table: str, tmp_path: Path
 ) -> None:
-    hold = tmp_path / "hold"
-    builder = start_builder(plain_table, hold, RUN_LEASE_S)
+    hold, builder = start_builder(plain_table, tmp_path, RUN_LEASE_S)
     try:
-        reached(hold, builder)  # every shard's base file written as of the snapshot
+        # every shard's base file written as of the snapshot
         inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
         write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
         updated = write_input(tmp_path / "upsert.parquet", range(0, 400, 5), "v3")
@@ -328,8 +334,7 @@ def test_writes_during_an_index_build_are_caught_up(
         assert [e["event"] for e in logs].count("write.index_being_built") == 1
         deleted = spark.createDataFrame([(i, "x", "p3", 9) for i in range(3, 400, 8)], SCHEMA)
         write(spark, deleted, plain_table, "delete", lock_wait_s=0)
-        (hold / RESUME_FILE).touch()
-        code, out, err = builder.finish()
+        code, out, err = resume(hold, builder)
     finally:
         builder.kill()
     assert code == 0, err[-3000:]
@@ -338,18 +343,14 @@ def test_writes_during_an_index_build_are_caught_up(
     model |= model_rows(range(0, 400, 5), "v3")
     for key in range(3, 400, 8):
         del model[str(key)]
-    read = assert_readers_agree(plain_table, DATA)
-    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
-    assert_index_agrees(plain_table)
+    assert_exact(plain_table, model)
 
 
 def test_a_build_paused_past_its_lease_never_publishes(
     spark: SparkSession, plain_table: str, tmp_path: Path
 ) -> None:
-    hold = tmp_path / "hold"
-    paused = start_builder(plain_table, hold, SHORT_LEASE_S)
+    hold, paused = start_builder(plain_table, tmp_path, SHORT_LEASE_S)
     try:
-        reached(hold, paused)
         paused.signal_tree(signal.SIGSTOP)
         storage = open_storage(plain_table)
         wait_for(
@@ -361,9 +362,8 @@ def test_a_build_paused_past_its_lease_never_publishes(
         second = build_index(spark, plain_table, shards=2, lock_lease_s=SHORT_LEASE_S)
         assert second.entries == 420
         published = index_bytes(plain_table)
-        (hold / RESUME_FILE).touch()
         paused.signal_tree(signal.SIGCONT)
-        code, _, err = paused.finish()
+        code, _, err = resume(hold, paused)
     finally:
         paused.kill()
     assert code == 2

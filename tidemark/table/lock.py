@@ -97,7 +97,6 @@ class TableLock:
         lock_dir: str = LOCK_DIR,
         subject: str = "table",
         field: str = "table",
-        wait_s: float = 0.0,
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
@@ -108,8 +107,6 @@ class TableLock:
         self.lease_s = lease_s
         self.heartbeat = heartbeat
         self.lock_dir = lock_dir
-        self.wait_s = wait_s
-        """How long ``with`` waits for a held lock (``acquire``)."""
         self._subject = subject
         self._field = field
         """What the lock guards, as its errors name it, and the field a held lock's
@@ -125,7 +122,7 @@ class TableLock:
         self.lost = threading.Event()
 
     def __enter__(self) -> TableLock:
-        self.acquire(self.wait_s)
+        self.acquire()
         return self
 
     def __exit__(

@@ -43,13 +43,23 @@ def changing(
     lock.acquire(wait_s)
     table.timeline.fence = lock
     try:
+        with holding(lock):
+            yield lock
+    finally:
+        table.timeline.fence = None
+
+
+@contextmanager
+def holding(lock: TableLock) -> Iterator[TableLock]:
+    """An acquired lock (the table's, a plan's run, a build's) for the block: a failure
+    once it was lost is the one lost-lock error; then it is released quietly."""
+    try:
         yield lock
     except Exception as failure:
         if lock.lost.is_set():
             raise lock.lost_error() from failure
         raise
     finally:
-        table.timeline.fence = None
         release_quietly(lock)
 
 
