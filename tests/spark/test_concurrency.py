@@ -57,6 +57,7 @@ PLANNED = "p0"
 RUN_LEASE_S = 120.0
 """A run held at its commit point while the test writes keeps its leases that long."""
 SHORT_LEASE_S = 3.0
+"""The lease of a process the test pauses: it runs out soon after the pause."""
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +238,7 @@ def test_a_runner_paused_past_its_run_lease_never_commits(
     try:
         paused.signal_tree(signal.SIGSTOP)
         wait_for(lambda: run_lease_expired(table, instant), "the run lease to expire")
-        [result] = run_clustering(spark, table, lock_lease_s=SHORT_LEASE_S)
+        [result] = run_clustering(spark, table)
         assert result.instant == instant and result.rolled_back_earlier_run
         paused.signal_tree(signal.SIGCONT)
         code, _, err = resume(hold, paused)
@@ -359,7 +360,7 @@ def test_a_build_paused_past_its_lease_never_publishes(
         )
         inserted = write_input(tmp_path / "insert.parquet", range(400, 420), "v2")
         write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
-        second = build_index(spark, plain_table, shards=2, lock_lease_s=SHORT_LEASE_S)
+        second = build_index(spark, plain_table, shards=2)
         assert second.entries == 420
         published = index_bytes(plain_table)
         paused.signal_tree(signal.SIGCONT)
