@@ -13,7 +13,8 @@ every timeline transition asks for first: it proves, right before the write, tha
 generation is still the newest lock object, carries our token and was renewed recently.
 
 The same leases fence other exclusive runs under their own folder (``lock_dir``): a
-clustering plan's run holds one so that two runners never execute one plan.
+clustering plan's run (``plan_run.py``) and a record index build each hold one, so two
+never run at once and one paused past its lease commits nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ STALE_TEMPORARY_S = 60.0
 """Age past which a temporary in the lock dir is a killed process's: a younger one may be
 another contender's claim being written right now, which must not be pulled from under it."""
 DEFAULT_LOCK_LEASE_S = 60.0
+"""Lease of a lock (``--lock-lease-s``), renewed ``RENEWALS_PER_LEASE`` times per lease."""
 DEFAULT_LOCK_WAIT_S = 120.0
 """How long taking a lock waits for its holder (``--lock-wait-s``; 0 fails at once)."""
 FIRST_POLL_S = 0.2
@@ -108,9 +110,9 @@ class TableLock:
         self.heartbeat = heartbeat
         self.lock_dir = lock_dir
         self._subject = subject
+        """What the lock guards, as its errors name it."""
         self._field = field
-        """What the lock guards, as its errors name it, and the field a held lock's
-        ConflictError names."""
+        """The field a held lock's ConflictError names."""
         self._token = uuid.uuid4().hex
         self._generation: int | None = None
         self._stop = threading.Event()
