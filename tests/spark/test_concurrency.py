@@ -36,7 +36,7 @@ from spark_jobs.cluster import run_clustering
 from spark_jobs.faults import HOLD_AT_ENV, REACHED_FILE, RESUME_FILE
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
-from tidemark.errors import FailedPreconditionError
+from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.storage import open_storage
 from tidemark.table.clustering_plan import (
     ClusteringGroup,
@@ -167,7 +167,7 @@ def test_writes_commit_during_a_runs_rewrite(
     instant = schedule(table)
     hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
     try:
-        # rewritten and staged, not committed; the table lock is free
+        # held at its commit point: rewritten and staged, not committed; no table lock
         assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
         inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
         write(spark, spark.read.parquet(str(inserted)), table, "insert", lock_wait_s=0)
@@ -267,7 +267,7 @@ def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
     engine = PlannerEngine(PlannerConfig(lock_wait_s=0))
     try:
         assert run_clustering(spark, table) == []  # every pending plan: left to its runner
-        with pytest.raises(Exception, match=f"clustering plan {instant} is locked by"):
+        with pytest.raises(ConflictError, match=f"clustering plan {instant} is locked by"):
             run_clustering(spark, table, instant)
         with pytest.raises(FailedPreconditionError, match="is being run by"):
             engine.cancel(table, instant)
