@@ -49,6 +49,7 @@ from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import COMMIT, State, new_instant_time
 from tidemark.table.lock import TableLock
 from tidemark.table.locked import changing
+from tidemark.table.naming import new_file_id
 from tidemark.table.plan_run import RUNS_DIR, run_lock
 from tidemark.table.table import HoodieTable
 
@@ -184,37 +185,47 @@ def test_writes_commit_during_a_runs_rewrite(
     assert_exact(table, model | model_rows(outside, "v3"))
 
 
-def test_a_commit_touching_the_plans_groups_meanwhile_stops_the_run(
-    spark: SparkSession, table: str, tmp_path: Path
+@pytest.mark.parametrize(
+    ("into", "refusal"),
+    [("planned group", "is stale"), ("p1", "was written meanwhile to file group")],
+)
+def test_a_commit_touching_the_plan_meanwhile_stops_the_run(
+    spark: SparkSession, table: str, tmp_path: Path, into: str, refusal: str
 ) -> None:
-    """Writers are refused on planned file groups, so a forged commit stands in for one
-    that got through: the run's commit refuses and rolls back to the plan."""
+    """Writers are refused on planned file groups and keys, so a forged commit stands in
+    for one that got through: a new slice of a planned group, or a planned file's keys
+    in a new group of p1. The run's commit refuses and rolls back to the plan."""
     instant = schedule(table)
     hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
     try:
-        forge_rewrite_of_a_planned_file(table)
+        forge_copy_of_a_planned_file(table, into)
         code, _, err = resume(hold, runner)
     finally:
         runner.kill()
     assert code == 2
-    assert f"plan {instant} is stale" in err and "rolled back; its plan stays pending" in err
+    assert refusal in err and f"plan {instant}" in err
+    assert "rolled back; its plan stays pending" in err
     assert HoodieTable.open(table).timeline.find(instant).state is State.REQUESTED
 
 
-def forge_rewrite_of_a_planned_file(uri: str) -> None:
-    """A completed commit with a new base file (a copy) in a planned file group."""
+def forge_copy_of_a_planned_file(uri: str, into: str) -> None:
+    """A completed commit whose one base file is a copy of a planned file: in the same
+    file group (``planned group``) or in a new file group of partition ``into``."""
     hudi = HoodieTable.open(uri)
     victim = hudi.view().file_groups_by_partition()[PLANNED][0]
+    partition, file_id = victim.partition_path, victim.file_id
+    if into != "planned group":
+        partition, file_id = into, new_file_id()
     with changing(hudi, "forger"):
         forged = new_instant_time(after=hudi.timeline.latest_timestamp())
         hudi.timeline.create_requested(forged, COMMIT)
         hudi.timeline.transition_inflight(forged, COMMIT)
         name = victim.path.rpartition("/")[2].replace(victim.instant, forged)
-        path = f"{victim.partition_path}/{name}"
+        path = f"{partition}/{name.replace(victim.file_id, file_id)}"
         hudi.storage.write(path, hudi.storage.read(victim.path))
         rows = 100
         stat = WriteStat(
-            file_id=victim.file_id,
+            file_id=file_id,
             path=path,
             prev_commit=victim.instant,
             num_writes=rows,
@@ -223,7 +234,7 @@ def forge_rewrite_of_a_planned_file(uri: str) -> None:
             num_inserts=0,
             total_write_bytes=victim.size,
             file_size_in_bytes=victim.size,
-            partition_path=victim.partition_path,
+            partition_path=partition,
         )
         metadata = CommitMetadata.from_write_stats([stat], "UPSERT", hudi.current_avro_schema(), {})
         hudi.timeline.complete(forged, COMMIT, metadata.to_json())
