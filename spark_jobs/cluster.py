@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import os
-import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -39,21 +38,19 @@ from pyspark.sql import SparkSession
 from spark_jobs.base_file import BaseFileWriter, conform
 from spark_jobs.context import WriteContext
 from spark_jobs.errors import run_spark_action
-from spark_jobs.index_writes import file_changes, new_files, stage
+from spark_jobs.index_writes import file_changes, files_written_after, new_files, stage
 from spark_jobs.job_options import (
     DEFAULT_LOCK_LEASE_S,
+    DEFAULT_LOCK_WAIT_S,
     MarkerKind,
     MarkerOptions,
     add_job_options,
 )
 from spark_jobs.session import build_session, cancellable_jobs
 from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
+from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from spark_jobs.task import current_task, marker_writer, storage_for
-from spark_jobs.write import (
-    MIB,
-    index_client,
-    release_lock,
-)
+from spark_jobs.write import MIB, index_client
 from tidemark.clients.index import IndexClient
 from tidemark.clustering.curves import (
     CURVE_METHODS,
@@ -61,7 +58,13 @@ from tidemark.clustering.curves import (
     check_sortable,
     layout_order,
 )
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError, with_note
+from tidemark.errors import (
+    ConflictError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    TidemarkError,
+    with_note,
+)
 from tidemark.index.record_index import RecordIndex
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
@@ -69,15 +72,19 @@ from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_
 from tidemark.table.commit import complete_commit, rollback
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
-from tidemark.table.lock import TableLock
+from tidemark.table.keys import RECORD_KEY
+from tidemark.table.lock import TableLock, check_lock_wait
+from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
+from tidemark.table.plan_run import forget_runs, run_lock
 from tidemark.table.table import HoodieTable
 from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 
 OPERATION_TYPE = "CLUSTER"
+ROLE = "cluster"
 CURVE_METHOD_PARAM = "hoodie.layout.optimize.build.curve.method"
 """Strategy parameter choosing rank ranges (``sample``, our default) or raw 8-byte keys
 (``direct``, Hudi's default) for z-order and Hilbert."""
@@ -136,40 +143,33 @@ def run_clustering(
     marker_fallback_direct: bool = False,
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
     index_service_address: str | None = None,
 ) -> list[ClusterResult]:
     """Run the pending plan at ``instant``, or every pending plan when it is None (none
-    pending: nothing happens). Bad input (an instant that is not a pending plan, a sort
-    column the table lacks) is refused before the table lock is even taken. A table with
-    a record index is kept in step through the index service at
-    ``index_service_address`` (default: one embedded in the driver)."""
+    pending: nothing happens; a plan another runner is executing is left to it). Bad
+    input (an instant that is not a pending plan, a sort column the table lacks) is
+    refused before any lock is taken. The table lock (waited for up to ``lock_wait_s``)
+    is held only to start each plan and to commit it. A table with a record index is
+    kept in step through the index service at ``index_service_address`` (default: one
+    embedded in the driver)."""
     marker_options = MarkerOptions(markers, marker_service_address, marker_fallback_direct)
+    if lock_lease_s <= 0:
+        raise InvalidArgumentError(f"must be > 0, got {lock_lease_s}", field="lock_lease_s")
+    check_lock_wait(lock_wait_s)
     table, plans = checked_plans(table_uri, instant, row_group_bytes)
     if not plans:
         return []
     marker_options.check_reachable()
     options = _Options(marker_options, row_group_bytes)
-    owner = f"tidemark-cluster@{socket.gethostname()}:{os.getpid()}"
     indexed = RecordIndex.exists(table.storage)
     with (
         index_client(table.uri, indexed, index_service_address) as index,
         cancellable_jobs(spark, f"tidemark-cluster-{uuid.uuid4().hex}") as cancel,
     ):
-        lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
-        lock.acquire()
-        table.timeline.fence = lock
-        try:
-            undo = _Undo(table, options.markers.reader(table, lock.holder), index)
-            return [
-                _run_plan(spark, table, pending, options, undo)
-                for pending in plans_to_run(table, instant)
-            ]
-        except Exception as failure:
-            if lock.lost.is_set():
-                raise lock.lost_error() from failure
-            raise
-        finally:
-            release_lock(lock)
+        runner = _Runner(spark, table, options, index, _Locking(lock_wait_s, lock_lease_s, cancel))
+        results = [runner.run(pending.timestamp, only=instant is not None) for pending in plans]
+    return [result for result in results if result is not None]
 
 
 def plans_to_run(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
@@ -211,6 +211,147 @@ def _check_layout(table: HoodieTable, pending: PendingPlan) -> None:
 
 
 @dataclass(frozen=True)
+class _Locking:
+    """How a run takes the table lock (its short transitions) and its plan's run lease
+    (held for the whole run); ``cancel`` stops the run's Spark jobs when either is lost."""
+
+    wait_s: float
+    lease_s: float
+    cancel: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """Runs plans one at a time: start under the table lock, rewrite without it (fenced by
+    the plan's run lease), commit under the table lock."""
+
+    spark: SparkSession
+    table: HoodieTable
+    options: _Options
+    index: IndexClient | None
+    locking: _Locking
+
+    def run(self, instant: str, *, only: bool) -> ClusterResult | None:
+        """Run plan ``instant``; None when another runner holds its run lease and the
+        plan was not asked for by name (``only``)."""
+        run = run_lock(
+            self.table.storage,
+            instant,
+            owner_name(ROLE),
+            self.locking.lease_s,
+            on_lost=self.locking.cancel,
+        )
+        try:
+            run.acquire()
+        except ConflictError:
+            if only:
+                raise
+            log.info("cluster.plan_run_elsewhere", table=self.table.uri, instant=instant)
+            return None
+        with holding(run):
+            result = self._run(instant, run)
+        forget_runs(self.table.storage, instant)
+        return result
+
+    def _locked(self) -> AbstractContextManager[TableLock]:
+        return changing(
+            self.table,
+            ROLE,
+            wait_s=self.locking.wait_s,
+            lease_s=self.locking.lease_s,
+            on_lost=self.locking.cancel,
+        )
+
+    def _undo(self, lock: TableLock) -> _Undo:
+        return _Undo(self.table, self.options.markers.reader(self.table, lock.holder), self.index)
+
+    def _run(self, instant: str, run: TableLock) -> ClusterResult:
+        started = time.perf_counter()
+        table = self.table
+        with self._locked() as lock:
+            run.check()
+            table.timeline.reload()
+            pending = pending_plan(table, instant)
+            plan = pending.plan
+            rolled_back = pending.instant.state is State.INFLIGHT
+            if rolled_back:  # its runner's lease expired: it died or was paused
+                self._undo(lock).to_plan(instant)
+                log.info("cluster.earlier_run_rolled_back", table=table.uri, instant=instant)
+            tasks = group_tasks(table, instant, plan)
+            table.timeline.transition_inflight(instant, REPLACE_COMMIT)
+        log.info("cluster.started", table=table.uri, instant=instant, groups=len(tasks))
+        context = WriteContext(
+            table_uri=table.uri,
+            instant=instant,
+            action=REPLACE_COMMIT,
+            markers=self.options.markers.spec(table.uri, instant),
+            file_schema=_file_schema(table, plan),
+            config=table.config,
+        )
+        schema = table.current_avro_schema()
+        try:
+            stats = _write_groups(
+                self.spark, tasks, context, layout_of(plan), self.options.row_group_bytes
+            )
+            if self.index is not None:
+                _stage_moved_keys(self.spark, table, instant, stats, self.index)
+            faults.exit_if_requested("cluster_before_commit")
+            faults.hold_if_requested("cluster_before_commit")
+            replaced: dict[str, list[str]] = {}
+            for task in tasks:
+                replaced.setdefault(task.partition_path, []).extend(task.file_ids)
+            metadata = CommitMetadata.from_write_stats(stats, OPERATION_TYPE, schema, replaced)
+            with self._locked() as lock:
+                run.check()
+                table.timeline.reload()
+                group_tasks(table, instant, plan)  # no write touched the plan's groups
+                if self.index is None and RecordIndex.exists(table.storage):
+                    raise ConflictError(
+                        "a record index was built during this run, which staged no moves "
+                        "for it; run the plan again",
+                        field="index",
+                    )
+                _check_moved_keys_unwritten(self.spark, table, instant, tasks)
+                complete_commit(table, instant, REPLACE_COMMIT, metadata, self._undo(lock).markers)
+        except Exception as failure:
+            raise self._undo_failed_run(instant, run, failure) from failure
+        return ClusterResult(
+            instant=instant,
+            groups=len(tasks),
+            rows=sum(s.num_writes for s in stats),
+            files_replaced=sum(len(t.file_ids) for t in tasks),
+            files_written=len(stats),
+            bytes_written=sum(s.file_size_in_bytes for s in stats),
+            seconds=time.perf_counter() - started,
+            rolled_back_earlier_run=rolled_back,
+        )
+
+    def _undo_failed_run(self, instant: str, run: TableLock, failure: Exception) -> Exception:
+        """Roll the failed run back to its plan, under the table lock, unless its run
+        lease was lost (the plan is another runner's now); the error says what became of
+        the plan."""
+        table = self.table
+        try:
+            run.check()
+            with self._locked() as lock:
+                table.timeline.reload()
+                if table.timeline.find(instant).is_completed:
+                    return failure
+                self._undo(lock).to_plan(instant)
+        except TidemarkError as error:
+            log.warning(
+                "cluster.rollback_failed", table=table.uri, instant=instant, error=str(error)
+            )
+            note = f"clustering {instant} failed and is left inflight: the next run rolls it back"
+        else:
+            note = f"clustering {instant} failed and was rolled back; its plan stays pending"
+        if isinstance(failure, TidemarkError):
+            return with_note(failure, note)
+        failure.add_note(note)
+        return failure
+
+
+@dataclass(frozen=True)
 class _Undo:
     """What rolling a run back to its plan needs: the markers naming its files, and the
     index service holding its staged changes (None: the table has no record index)."""
@@ -223,55 +364,6 @@ class _Undo:
         rollback(self.table, instant, self.markers, keep_plan=True)
         if self.index is not None:
             self.index.discard(instant)
-
-
-def _run_plan(
-    spark: SparkSession,
-    table: HoodieTable,
-    pending: PendingPlan,
-    options: _Options,
-    undo: _Undo,
-) -> ClusterResult:
-    started = time.perf_counter()
-    instant, plan = pending.timestamp, pending.plan
-    rolled_back = pending.instant.state is State.INFLIGHT
-    if rolled_back:
-        undo.to_plan(instant)
-        log.info("cluster.earlier_run_rolled_back", table=table.uri, instant=instant)
-    tasks = group_tasks(table, instant, plan)
-    context = WriteContext(
-        table_uri=table.uri,
-        instant=instant,
-        action=REPLACE_COMMIT,
-        markers=options.markers.spec(table.uri, instant),
-        file_schema=_file_schema(table, plan),
-        config=table.config,
-    )
-    schema = table.current_avro_schema()
-    table.timeline.transition_inflight(instant, REPLACE_COMMIT)
-    log.info("cluster.started", table=table.uri, instant=instant, groups=len(tasks))
-    try:
-        stats = _write_groups(spark, tasks, context, layout_of(plan), options.row_group_bytes)
-        if undo.index is not None:
-            _stage_moved_keys(spark, table, instant, stats, undo.index)
-        faults.exit_if_requested("cluster_before_commit")
-        replaced: dict[str, list[str]] = {}
-        for task in tasks:
-            replaced.setdefault(task.partition_path, []).extend(task.file_ids)
-        metadata = CommitMetadata.from_write_stats(stats, OPERATION_TYPE, schema, replaced)
-        complete_commit(table, instant, REPLACE_COMMIT, metadata, undo.markers)
-    except Exception as failure:
-        raise _undo_failed_run(undo, instant, failure) from failure
-    return ClusterResult(
-        instant=instant,
-        groups=len(tasks),
-        rows=sum(s.num_writes for s in stats),
-        files_replaced=sum(len(t.file_ids) for t in tasks),
-        files_written=len(stats),
-        bytes_written=sum(s.file_size_in_bytes for s in stats),
-        seconds=time.perf_counter() - started,
-        rolled_back_earlier_run=rolled_back,
-    )
 
 
 def _stage_moved_keys(
@@ -295,23 +387,30 @@ def _stage_moved_keys(
         )
 
 
-def _undo_failed_run(undo: _Undo, instant: str, failure: Exception) -> Exception:
-    """Roll the failed run back to its plan; the error says what became of it."""
-    table = undo.table
-    try:
-        table.timeline.reload()
-        if table.timeline.find(instant).is_completed:
-            return failure
-        undo.to_plan(instant)
-    except TidemarkError as error:
-        log.warning("cluster.rollback_failed", table=table.uri, instant=instant, error=str(error))
-        note = f"clustering {instant} failed and is left inflight: the next run rolls it back"
-    else:
-        note = f"clustering {instant} failed and was rolled back; its plan stays pending"
-    if isinstance(failure, TidemarkError):
-        return with_note(failure, note)
-    failure.add_note(note)
-    return failure
+def _check_moved_keys_unwritten(
+    spark: SparkSession, table: HoodieTable, instant: str, tasks: Sequence[GroupTask]
+) -> None:
+    """No write completed since the plan placed one of the keys the run moves elsewhere:
+    the moves staged for the index (and the rows rewritten) would then be wrong. Writers
+    are refused on the plan's file groups and an insert of a key they hold is tagged as
+    an update of them, so this is a guard; it reads keys only when writes completed."""
+    written = files_written_after(table, instant)
+    if not written:
+        return
+    planned = {(task.partition_path, file_id) for task in tasks for file_id in task.file_ids}
+    live = table.view().latest_base_files()
+    inputs = [f for f in live if (f.partition_path, f.file_id) in planned]
+    moved = existing_keys(spark, table.uri, table.config, inputs).select(RECORD_KEY)
+    fresh = existing_keys(spark, table.uri, table.config, written)
+    clash = run_spark_action(fresh.join(moved, RECORD_KEY, "left_semi").limit(1).collect)
+    if clash:
+        row = clash[0]
+        raise FailedPreconditionError(
+            f"key {row[RECORD_KEY]!r} of clustering plan {instant} was written meanwhile to "
+            f"file group {row[OLD_FILE_ID]} of partition {row[OLD_PARTITION]!r}: the plan's "
+            "moves are stale, it is not committed (cancel the plan)",
+            field="instant",
+        )
 
 
 def layout_of(plan: ClusteringPlan) -> Layout:
@@ -455,6 +554,7 @@ def run(args: argparse.Namespace) -> list[ClusterResult]:
             marker_service_address=address,
             row_group_bytes=row_group_bytes,
             lock_lease_s=args.lock_lease_s,
+            lock_wait_s=args.lock_wait_s,
             index_service_address=args.index_service,
         )
 

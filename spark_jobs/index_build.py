@@ -1,21 +1,24 @@
 """Bootstrap a table's record index from its latest base files, one Spark task per shard.
 
-Under the table lock (no write can commit meanwhile), as of the latest completed instant:
-executors read each latest base file's keys (``tagging.file_keys``: the meta column, or the
+As of the latest completed instant, read under the table lock, and without the lock from
+then on (writers go on; a build lease keeps other builds out): executors read each
+latest base file's keys (``tagging.file_keys``: the meta column, or the
 key fields in tables with virtual keys), route each key to its shard with Hudi's hash
 (``tidemark.index.sharding``), and each shard's task writes its base file
 (``tidemark.index.build.write_base_shard``). The driver writes the base files of shards
-that received no key, then ``index.properties`` last: a build that fails leaves no index
-(its base files are deleted). Works on any table the file-system view reads, Apache Hudi's
-included. A key found twice is an error naming it and both locations: the table violates
-uniqueness and an index could not answer for it.
+that received no key; then, under the table lock again, it stages what the writes that
+completed meanwhile changed (their write stats name the file groups; their keys are read)
+and writes ``index.properties`` last: a build that fails leaves no index (its base files
+are deleted), and one that lost its lease publishes nothing. Works on any table the
+file-system view reads, Apache Hudi's included. A key found twice is an error naming it
+and both locations: the table violates uniqueness and an index could not answer for it.
 """
 
 from __future__ import annotations
 
-import os
-import socket
+import uuid
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from spark_jobs.errors import run_spark_action
+from spark_jobs.session import cancellable_jobs
 from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
 from spark_jobs.task import storage_for
@@ -35,20 +39,31 @@ from tidemark.index import layout
 from tidemark.index.build import (
     MAX_SHARDS,
     NO_COMMIT,
+    build_lease,
     publish_index,
     shard_count_for,
+    stage_caught_up,
     write_base_shard,
 )
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.sharding import shard_of
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import (
+    DEFAULT_LOCK_LEASE_S,
+    DEFAULT_LOCK_WAIT_S,
+    TableLock,
+    check_lock_wait,
+)
+from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
+
+ROLE = "index-build"
 
 _KEY, _PARTITION, _FILE_ID, _INSTANT, _SHARD = "key", "partition", "file_id", "instant", "shard"
 _ENTRIES_DDL = "key string, partition string, file_id string, instant string, shard int"
@@ -65,6 +80,8 @@ class BuildResult:
     entries: int
     bytes: int
     base_files_read: int
+    commits_caught_up: int = 0
+    """Writes that completed during the build, applied from their write stats."""
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -75,27 +92,37 @@ def build_index(
     listener: StageListener | None = None,
     *,
     rebuild: bool = False,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
+    lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
 ) -> BuildResult:
     """Build the record index of the table at ``table_uri`` with ``shards`` shards (default:
     sized from the record count as Hudi does). A table with an index is refused unless
-    ``rebuild``: then its index is deleted under the lock (no write can commit meanwhile)
-    and built again. A table without a commit gets an empty index that later writes fill."""
+    ``rebuild``: then its index is deleted under the lock and built again. A table
+    without a commit gets an empty index that later writes fill. The table lock (waited
+    for up to ``lock_wait_s``) is held only to read the snapshot and to catch up and
+    publish; a build lease keeps other builds out meanwhile."""
+    check_lock_wait(lock_wait_s)
     table = check_build(table_uri, shards, rebuild)  # refusals: no lock, table untouched
     clock = StageClock(listener)
-    owner = f"tidemark-index-build@{socket.gethostname()}:{os.getpid()}"
-    with TableLock(table.storage, owner) as lock:
-        table.timeline.fence = lock
-        _check_buildable(table, rebuild)  # again under the lock
-        table.timeline.reload()
-        last = table.timeline.last_completed(WRITE_ACTIONS)
-        with clock.stage("list base files"):
-            files = table.view().latest_base_files()
-        _delete_index_files(table)
-        try:
-            return _build(spark, table, files, last.timestamp if last else NO_COMMIT, shards, clock)
-        except BaseException:
-            _delete_failed_build(table)
-            raise
+    with cancellable_jobs(spark, f"tidemark-index-build-{uuid.uuid4().hex}") as cancel:
+        build = build_lease(table.storage, owner_name(ROLE), lock_lease_s, cancel)
+        build.acquire(lock_wait_s)
+        with holding(build):
+            with changing(table, ROLE, wait_s=lock_wait_s, lease_s=lock_lease_s):
+                _check_buildable(table, rebuild)  # again under the lock
+                table.timeline.reload()
+                last = table.timeline.last_completed(WRITE_ACTIONS)
+                with clock.stage("list base files"):
+                    files = table.view().latest_base_files()
+                _delete_index_files(table)  # writes stop staging into an index being rebuilt
+            as_of = last.timestamp if last else NO_COMMIT
+            publish = _Publish(build, lock_wait_s, clock)
+            try:
+                return _build(spark, table, files, as_of, shards, publish)
+            except BaseException:
+                if not build.lost.is_set():  # else the files are another build's now
+                    _delete_failed_build(table)
+                raise
 
 
 def check_build(table_uri: str, shards: int | None, rebuild: bool) -> HoodieTable:
@@ -122,8 +149,9 @@ def _build(
     files: list[BaseFile],
     as_of: str,
     shards: int | None,
-    clock: StageClock,
+    publish: _Publish,
 ) -> BuildResult:
+    clock = publish.clock
     entries = _entries(spark, table.uri, table.config, files).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with clock.stage("read keys"):
@@ -138,24 +166,88 @@ def _build(
             )
     finally:
         entries.unpersist()
-    with clock.stage("publish"):
-        done = {row[_SHARD] for row in written}
-        total_bytes = sum(row["bytes"] for row in written)
-        empty = pa.array([], pa.string())
-        for shard in sorted(set(range(num_shards)) - done):
-            total_bytes += write_base_shard(
-                table.storage, shard, num_shards, empty, empty, empty, empty, as_of
-            )
+    done = {row[_SHARD] for row in written}
+    total_bytes = sum(row["bytes"] for row in written)
+    empty = pa.array([], pa.string())
+    for shard in sorted(set(range(num_shards)) - done):
+        total_bytes += write_base_shard(
+            table.storage, shard, num_shards, empty, empty, empty, empty, as_of
+        )
+    faults.hold_if_requested("index_build_before_publish")
+    with publish.clock.stage("catch up and publish"), publish.locked(table):
+        caught_up = _catch_up(spark, table, files, as_of, num_shards)
         publish_index(table.storage, num_shards, as_of)
-    log.info("index.built", table=table.uri, as_of=as_of, shards=num_shards, entries=records)
+    log.info(
+        "index.built",
+        table=table.uri,
+        as_of=as_of,
+        shards=num_shards,
+        entries=records,
+        caught_up=caught_up,
+    )
     return BuildResult(
         as_of=as_of,
         shards=num_shards,
         entries=records,
         bytes=total_bytes,
         base_files_read=len(files),
-        stage_seconds=dict(clock.seconds),
+        commits_caught_up=caught_up,
+        stage_seconds=dict(publish.clock.seconds),
     )
+
+
+@dataclass(frozen=True)
+class _Publish:
+    """How a build takes the table lock to catch up and publish, fenced by its lease."""
+
+    build: TableLock
+    lock_wait_s: float
+    clock: StageClock
+
+    @contextmanager
+    def locked(self, table: HoodieTable) -> Iterator[None]:
+        with changing(table, ROLE, wait_s=self.lock_wait_s, lease_s=self.build.lease_s):
+            table.timeline.reload()
+            self.build.check()
+            yield
+
+
+def _catch_up(
+    spark: SparkSession, table: HoodieTable, files: Sequence[BaseFile], as_of: str, shards: int
+) -> int:
+    """Stage what the writes completed after ``as_of`` changed, read from the file
+    groups their write stats name (and the groups they replaced): every key of those
+    groups' latest files at its group, a tombstone for every key those groups held at
+    ``as_of`` and hold no more. Returns how many writes that was."""
+    later = [i for i in table.timeline.completed(WRITE_ACTIONS) if i.timestamp > as_of]
+    if not later:
+        return 0
+    touched: set[tuple[str, str]] = set()
+    for instant in later:
+        metadata = table.timeline.read_metadata(instant)
+        touched |= {(s.partition_path, s.file_id) for s in metadata.write_stats}
+        touched |= {
+            (partition, file_id)
+            for partition, file_ids in metadata.partition_to_replace_file_ids.items()
+            for file_id in file_ids
+        }
+    now = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in touched]
+    then = [f for f in files if (f.partition_path, f.file_id) in touched]
+    placed = _entries(spark, table.uri, table.config, now).select(_KEY, _PARTITION, _FILE_ID)
+    gone = (
+        _entries(spark, table.uri, table.config, then)
+        .select(_KEY)
+        .join(placed.select(_KEY), _KEY, "left_anti")
+        .select(_KEY, sf.lit(None).cast("string"), sf.lit(None).cast("string"))
+    )
+    changes = run_spark_action(placed.union(gone).toArrow)
+    stage_caught_up(
+        table.storage,
+        shards,
+        later[-1].timestamp,
+        changes.rename_columns(["key", "partition", "file_id"]),
+    )
+    return len(later)
 
 
 def _entries(

@@ -16,12 +16,13 @@ keys keep their entry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
@@ -38,6 +39,10 @@ from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.properties import TableConfig
+from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
+
+log = structlog.get_logger(__name__)
 
 TAGGINGS = ("record", "simple")
 CHANGES = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
@@ -48,12 +53,22 @@ _SHARD = f"{INTERNAL_COLUMN_PREFIX}shard"
 _COUNTS_DDL = "placed long, removed long, staged long"
 
 
-def choose_tagging(requested: str | None, has_index: bool) -> str:
-    """``record`` by default once the table has a record index, ``simple`` otherwise."""
+def choose_tagging(
+    requested: str | None, has_index: bool, building: Callable[[], bool] = lambda: False
+) -> str:
+    """``record`` by default once the table has a record index, ``simple`` otherwise; a
+    write asking for ``record`` while the index is being built (``building()``) tags by
+    join instead: the build catches up with it before publishing."""
     if requested is not None and requested not in TAGGINGS:
         raise InvalidArgumentError(
             f"unknown index {requested!r} (use {' or '.join(TAGGINGS)})", field="index"
         )
+    if requested == "record" and not has_index and building():
+        log.warning(
+            "write.index_being_built",
+            note="the record index is being built: this write tags its keys by join",
+        )
+        return "simple"
     if requested == "record" and not has_index:
         raise FailedPreconditionError(
             "the table has no record index (build one with `tidemark index build`)",
@@ -199,6 +214,17 @@ def new_files(stats: Sequence[WriteStat], instant: str) -> list[BaseFile]:
     """The files a write created, as base files of ``instant``."""
     return [
         BaseFile(s.partition_path, s.file_id, instant, s.path, s.file_size_in_bytes) for s in stats
+    ]
+
+
+def files_written_after(table: HoodieTable, after: str) -> list[BaseFile]:
+    """The base files created by the writes that completed after instant ``after``, as
+    their write stats name them (the timeline as last loaded)."""
+    return [
+        file
+        for instant in table.timeline.completed(WRITE_ACTIONS)
+        if instant.timestamp > after
+        for file in new_files(table.timeline.read_metadata(instant).write_stats, instant.timestamp)
     ]
 
 

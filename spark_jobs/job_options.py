@@ -1,6 +1,7 @@
 """Options of the Spark jobs that write files (``write``, ``cluster run``): where markers
-and the record index are served, the Spark master and the lock lease, so the jobs spell
-them the same way, and how their markers are made and read back (``MarkerOptions``)."""
+and the record index are served, the Spark master and the table lock's wait and lease, so
+the jobs spell them the same way, and how their markers are made and read back
+(``MarkerOptions``)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ import argparse
 from dataclasses import dataclass
 from typing import Literal
 
-from spark_jobs.session import DEFAULT_MASTER
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.lock import LockHolder
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S, LockHolder
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.table import HoodieTable
 
-DEFAULT_LOCK_LEASE_S = 60.0
+__all__ = ["DEFAULT_LOCK_LEASE_S", "DEFAULT_LOCK_WAIT_S", "MarkerKind", "MarkerOptions"]
+
 MarkerKind = Literal["direct", "service"]
+
+DEFAULT_MASTER = "local[*]"
+"""Spark master of the CLI's jobs; spark-submit keeps its own (``--master`` unset)."""
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,39 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "embedded one in the driver)",
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+    add_lock_options(parser)
+
+
+def add_lock_options(parser: argparse.ArgumentParser) -> None:
+    """``--lock-wait-s`` and ``--lock-lease-s``, of the jobs that hold a lease (the table
+    lock, a clustering plan's run, an index build) while Spark works."""
+    add_lock_wait_option(parser)
     parser.add_argument(
         "--lock-lease-s",
         type=float,
         default=DEFAULT_LOCK_LEASE_S,
-        help="table lock lease in seconds (renewed 6 times per lease; a writer that cannot "
-        "renew for half of it stops and commits nothing)",
+        help="lease in seconds of the table lock and of the job's own run (renewed 6 times "
+        "per lease; a job that cannot renew for half of it stops and commits nothing)",
     )
+
+
+def add_lock_wait_option(parser: argparse.ArgumentParser) -> None:
+    """``--lock-wait-s``, of every command that takes the table lock."""
+    parser.add_argument(
+        "--lock-wait-s",
+        type=non_negative_float,
+        default=DEFAULT_LOCK_WAIT_S,
+        help=f"wait up to this many seconds for a table lock another process holds "
+        f"(default {DEFAULT_LOCK_WAIT_S:g}; 0 fails at once)",
+    )
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value

@@ -8,25 +8,26 @@ index changes the failed write staged (never visible: their instant never comple
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 from collections.abc import Sequence
 
+from spark_jobs.job_options import add_lock_wait_option
 from tidemark.index.record_index import discard_staged
 from tidemark.table.commit import RollbackResult, rollback, rollback_failed_writes
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
+from tidemark.table.locked import changing
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.table import HoodieTable
 
 
-def rollback_table(table_uri: str, instant: str | None = None) -> list[RollbackResult]:
-    """Roll back ``instant``, or every failed write when it is None."""
+def rollback_table(
+    table_uri: str, instant: str | None = None, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
+) -> list[RollbackResult]:
+    """Roll back ``instant``, or every failed write when it is None (the table lock is
+    waited for up to ``lock_wait_s``)."""
     table = HoodieTable.open(table_uri)
     markers = StorageMarkerReader(table.storage)
-    owner = f"tidemark-rollback@{socket.gethostname()}:{os.getpid()}"
-    with TableLock(table.storage, owner) as lock:
-        table.timeline.fence = lock
+    with changing(table, "rollback", wait_s=lock_wait_s):
         if instant is None:
             results = rollback_failed_writes(table, markers, lock_held=True)
         else:
@@ -40,8 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spark_jobs/rollback.py", description=__doc__)
     parser.add_argument("--table", required=True, help="table base URI")
     parser.add_argument("--instant", help="pending instant to roll back (default: all failed)")
+    add_lock_wait_option(parser)
     args = parser.parse_args(argv)
-    for result in rollback_table(args.table, args.instant):
+    for result in rollback_table(args.table, args.instant, lock_wait_s=args.lock_wait_s):
         print(f"rolled back {result.rolled_back.timestamp}: {len(result.deleted_files)} files")
     return 0
 

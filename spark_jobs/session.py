@@ -14,9 +14,9 @@ from pathlib import Path
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
+from spark_jobs.job_options import DEFAULT_MASTER
 from tidemark.errors import FailedPreconditionError
 
-DEFAULT_MASTER = "local[*]"
 _FORWARDED_ENV_PREFIXES = ("AWS_", "TIDEMARK_")
 _TASK_FAILURE_LOGGERS = (
     "org.apache.spark.executor.Executor",

@@ -11,8 +11,6 @@ spark_jobs/write.py``.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
@@ -48,6 +46,7 @@ from spark_jobs.index_writes import (
 from spark_jobs.input import FORMATS, read_input
 from spark_jobs.job_options import (
     DEFAULT_LOCK_LEASE_S,
+    DEFAULT_LOCK_WAIT_S,
     MarkerKind,
     MarkerOptions,
     add_job_options,
@@ -82,6 +81,7 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
+from tidemark.index.build import index_building
 from tidemark.index.record_index import RecordIndex
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage, open_storage
@@ -99,7 +99,8 @@ from tidemark.table.fsview import BaseFile
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
-from tidemark.table.lock import LockHolder, TableLock
+from tidemark.table.lock import LockHolder, check_lock_wait
+from tidemark.table.locked import changing
 from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -177,6 +178,7 @@ def write(
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES,
     sort_mode: str = DEFAULT_SORT_MODE,
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
     idempotency_key: str | None = None,
     listener: StageListener | None = None,
     disable_hudi_metadata_table: bool = False,
@@ -197,6 +199,7 @@ def write(
     Tidemark does not maintain (refused otherwise). ``allow_duplicates`` (bulk_insert and
     insert) writes every row of a key that comes several times, as Hudi does with
     ``hoodie.combine.before.insert=false``; otherwise each key's winning row is kept.
+    The table lock is waited for up to ``lock_wait_s`` (0: fail at once if it is held).
     ``index`` tags keys with the record index (``record``, the default once the table has
     one) or by joining with the base files (``simple``); a table with a record index has
     it kept in step through the index service at ``index_service_address`` (default: one
@@ -219,6 +222,7 @@ def write(
             f"must be >= 0 (0: no small-file top-up), got {small_file_limit_bytes}",
             field="small_file_limit_bytes",
         )
+    check_lock_wait(lock_wait_s)
     _check_idempotency_key(idempotency_key)
     pending_clustering.check_policy(on_pending_clustering)
     if allow_duplicates and operation not in DUPLICATING_OPERATIONS:
@@ -245,17 +249,15 @@ def write(
         table, prepared = _create_or_join(
             df, table_uri, operation, request, prepared, _Input(allow_duplicates, index)
         )
-        owner = f"tidemark-write@{socket.gethostname()}:{os.getpid()}"
         with (
             index_client(table.uri, prepared.indexed, index_service_address) as index_service,
             cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel,
         ):
             if operation == "insert_overwrite" and index_service is not None:
                 _check_overwrite_keys(table, prepared.rows, index_service)
-            lock = TableLock(table.storage, owner, lease_s=lock_lease_s, on_lost=cancel)
-            lock.acquire()
-            table.timeline.fence = lock
-            try:
+            with changing(
+                table, "write", wait_s=lock_wait_s, lease_s=lock_lease_s, on_lost=cancel
+            ) as lock:
                 if prepared.table is not None:
                     remove_hudi_metadata_table(table, disable=disable_hudi_metadata_table)
                 return _write_locked(
@@ -276,12 +278,6 @@ def write(
                     ),
                     clock,
                 )
-            except Exception as failure:
-                if lock.lost.is_set():
-                    raise lock.lost_error() from failure
-                raise
-            finally:
-                release_lock(lock)
     finally:
         prepared.rows.unpersist()
 
@@ -321,19 +317,6 @@ def _create_or_join(
         ) from error
     assert joined.table is not None
     return joined.table, joined
-
-
-def release_lock(lock: TableLock) -> None:
-    """Release after the outcome is decided: a release that fails (the lease then expires
-    on its own) is a warning, never the write's result or error."""
-    try:
-        lock.release()
-    except TidemarkError as error:
-        log.warning(
-            "write.lock_release_failed",
-            error=str(error),
-            note=f"the lock frees itself when its lease ends (at most {lock.lease_s:.0f} s)",
-        )
 
 
 @dataclass(frozen=True)
@@ -387,7 +370,9 @@ def _prepare(
     if request.precombine_field:
         config = replace(config, precombine_field=request.precombine_field)
     indexed = table is not None and RecordIndex.exists(table.storage)
-    tagging = choose_tagging(given.index, indexed)
+    tagging = choose_tagging(
+        given.index, indexed, lambda: table is not None and index_building(table.storage)
+    )
     if given.allow_duplicates and indexed:
         raise InvalidArgumentError(
             "the table has a record index, which maps each key to one file group",
@@ -858,6 +843,7 @@ def _run(
         sort_mode=args.sort_mode,
         idempotency_key=args.idempotency_key,
         lock_lease_s=args.lock_lease_s,
+        lock_wait_s=args.lock_wait_s,
         listener=listener,
         disable_hudi_metadata_table=args.disable_hudi_metadata_table,
         allow_duplicates=args.allow_duplicates,

@@ -7,16 +7,17 @@ from collections.abc import Mapping
 
 from tidemark.config import load_config, require_positive
 from tidemark.errors import ConfigError
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S
 
 SECTION = "planner"
 
 
 @dataclasses.dataclass(frozen=True)
 class PlannerConfig:
-    lock_wait_s: float = 30.0
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S
     """How long a schedule or cancel waits for the table lock a writer holds before
-    answering FAILED_PRECONDITION."""
-    lock_lease_s: float = 60.0
+    answering FAILED_PRECONDITION (0: at once), as every command's ``--lock-wait-s``."""
+    lock_lease_s: float = DEFAULT_LOCK_LEASE_S
     """Lease of the table lock the planner takes (renewed by a heartbeat)."""
     trigger_poll_s: float = 10.0
     """How often the trigger loop looks at the watched tables' timelines."""
@@ -25,8 +26,10 @@ class PlannerConfig:
     policy through this service is followed too."""
 
     def __post_init__(self) -> None:
-        for name in ("lock_wait_s", "lock_lease_s", "trigger_poll_s"):
+        for name in ("lock_lease_s", "trigger_poll_s"):
             require_positive(name, getattr(self, name))
+        if not self.lock_wait_s >= 0:
+            raise ConfigError(f"must be >= 0, got {self.lock_wait_s}", field="lock_wait_s")
         if self.lock_lease_s < 1:
             raise ConfigError(
                 f"must be at least 1 second, got {self.lock_lease_s}", field="lock_lease_s"

@@ -11,37 +11,33 @@ group. Every operation is blocking (storage); the servicer runs them in threads.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TypeVar
 
 import structlog
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random
 
 from services.planner.config import PlannerConfig
 from services.planner.exclusions import busy_file_groups
 from services.planner.policy import TriggerPolicy
 from services.planner.triggers import TriggerLoop, load_policy, save_policy
 from tidemark.clustering.curves import check_sortable
-from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering
-from tidemark.errors import ConflictError, FailedPreconditionError
+from tidemark.clustering.strategy import FileSlices, PlanOptions, PlanOutcome, plan_clustering
+from tidemark.errors import FailedPreconditionError
 from tidemark.index.record_index import discard_staged
 from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
 from tidemark.table.commit import RollbackResult, rollback
 from tidemark.table.lock import TableLock
+from tidemark.table.locked import changing, owner_name
 from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.plan_run import check_not_running, forget_runs
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
+PLANNER_ROLE = "planner"
 
 
 @dataclass(frozen=True)
@@ -55,7 +51,7 @@ class ScheduleResult:
 class PlannerEngine:
     def __init__(self, config: PlannerConfig) -> None:
         self.config = config
-        self.owner = f"tidemark-planner@{socket.gethostname()}:{os.getpid()}"
+        self.owner = owner_name(PLANNER_ROLE)
         self.counts: Counter[str] = Counter()
         """Outcomes by name (``scheduled.<trigger>``, ``nothing.<trigger>``, ``cancelled``),
         read by the metrics collector."""
@@ -77,16 +73,17 @@ class PlannerEngine:
                 f"the table at {table.uri} has no completed commits to cluster", field="table"
             )
         check_sortable(avro_to_arrow_schema(table.current_avro_schema()), options.sort_columns)
-        with self._locked(table):
-            plans = pending_plans(table)
-            live = table.view().latest_base_files()
-            busy = busy_file_groups(table, plans, live)
-            outcome = plan_clustering(FileSlices.from_base_files(live), options, busy.keys())
-            if outcome.plan is None:
-                self._count(f"nothing.{trigger}")
-                log.info("planner.nothing_to_cluster", table=table.uri, reason=outcome.reason)
-                return ScheduleResult(None, outcome.reason)
-            instant = save_plan(table, outcome.plan)
+        outcome = _plan(table, options)
+        if outcome.plan is not None:  # planned again under the lock, from what it reads
+            with self._locked(table):
+                table.timeline.reload()
+                outcome = _plan(table, options)
+                if outcome.plan is not None:
+                    instant = save_plan(table, outcome.plan)
+        if outcome.plan is None:  # nothing changed: no lock was taken, or none is left
+            self._count(f"nothing.{trigger}")
+            log.info("planner.nothing_to_cluster", table=table.uri, reason=outcome.reason)
+            return ScheduleResult(None, outcome.reason)
         self._count(f"scheduled.{trigger}")
         return ScheduleResult(PendingPlan(instant, outcome.plan))
 
@@ -98,13 +95,17 @@ class PlannerEngine:
 
     def cancel(self, table_uri: str, instant: str) -> RollbackResult:
         """Roll the pending plan back as Hudi rolls back a pending replacecommit (files an
-        interrupted run wrote are deleted, what it staged in the record index discarded)."""
+        interrupted run wrote are deleted, what it staged in the record index discarded);
+        refused while a runner executes it (its run lease is live)."""
         table = HoodieTable.open(table_uri)
         pending_plan(table, instant)
+        check_not_running(table.storage, instant)
         with self._locked(table):
             pending_plan(table, instant)
+            check_not_running(table.storage, instant)
             result = rollback(table, instant, StorageMarkerReader(table.storage))
             discard_staged(table.storage, instant)
+            forget_runs(table.storage, instant)
         self._count("cancelled")
         return result
 
@@ -138,29 +139,16 @@ class PlannerEngine:
         with self._counts_lock:
             self.counts[name] += 1
 
-    @contextmanager
-    def _locked(self, table: HoodieTable) -> Iterator[TableLock]:
+    def _locked(self, table: HoodieTable) -> AbstractContextManager[TableLock]:
         """The table lock, waited for up to ``lock_wait_s``; its fence guards every
         timeline change made inside."""
-        lock = TableLock(table.storage, self.owner, lease_s=self.config.lock_lease_s)
-        _retrying(self.config.lock_wait_s, lock.acquire)
-        table.timeline.fence = lock
-        try:
-            yield lock
-        finally:
-            table.timeline.fence = None
-            lock.release()
+        return changing(
+            table, PLANNER_ROLE, wait_s=self.config.lock_wait_s, lease_s=self.config.lock_lease_s
+        )
 
 
-def _retrying(wait_s: float, attempt: Callable[[], T]) -> T:
-    """``attempt()`` again while it raises ConflictError (the lock is held), for up to
-    ``wait_s``; then that ConflictError."""
-    started = time.monotonic()
-    result = Retrying(
-        retry=retry_if_exception_type(ConflictError),
-        stop=stop_after_delay(wait_s),
-        wait=wait_random(0.05, 0.5),
-        reraise=True,
-    )(attempt)
-    log.debug("planner.lock_acquired", waited_s=round(time.monotonic() - started, 3))
-    return result
+def _plan(table: HoodieTable, options: PlanOptions) -> PlanOutcome:
+    """A plan of the table's live file groups that no pending plan or write holds."""
+    live = table.view().latest_base_files()
+    busy = busy_file_groups(table, pending_plans(table), live)
+    return plan_clustering(FileSlices.from_base_files(live), options, busy.keys())

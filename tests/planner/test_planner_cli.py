@@ -12,6 +12,7 @@ from planner.plankit import hoodie_files, serve_planner
 from tidemark.cli import main
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import ROLLBACK
+from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
 
 
@@ -104,6 +105,27 @@ def test_bad_schedule_input_is_one_line(
     assert err.count("\n") == 1
     assert err.startswith(f"tidemark cluster: error: {message}")
     assert hoodie_files(small_files) == before
+
+
+def test_nothing_to_cluster_takes_no_lock(
+    small_files: HoodieTable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = hoodie_files(small_files)
+    code, out, _ = run(capsys, "schedule", "--table", small_files.uri, "--partitions", "regex:zzz")
+    assert code == 0 and out.startswith("nothing to cluster")
+    assert hoodie_files(small_files) == before
+
+
+def test_a_held_lock_with_no_wait_is_one_line(
+    small_files: HoodieTable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with TableLock(small_files.storage, "a long write", lease_s=30):
+        before = hoodie_files(small_files)
+        code, out, err = run(capsys, "schedule", "--table", small_files.uri, "--lock-wait-s", "0")
+        assert hoodie_files(small_files) == before
+    assert code == 2 and out == ""
+    assert err.startswith("tidemark cluster: error: table: table is locked by 'a long write'")
+    assert err.count("\n") == 1
 
 
 def test_cancel_of_a_commit_is_one_line(

@@ -46,3 +46,7 @@ def test_bench_reports_every_field(spark: SparkSession, capsys: pytest.CaptureFi
         assert 0.0 <= result[name] <= 1.0
     assert set(result["layouts"]) == {"linear", "zorder", "hilbert", "delta-rs"}
     assert result["plan_100k_s"] > 0
+    ingestion = result["ingestion_under_clustering"]
+    assert ingestion["insert_rows"] == 1000
+    assert ingestion["insert_alone_s"] > 0 and ingestion["insert_beside_cluster_run_s"] > 0
+    assert ingestion["cluster_run_s"] > 0

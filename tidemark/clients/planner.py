@@ -18,14 +18,16 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.proto.planner.v1.planner_service_pb2_grpc import PlannerServiceStub
 from tidemark.rpc.client import ServiceClient, ServiceName
 from tidemark.storage.uri import canonical_uri
+from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 
 PLANNER_SERVICE = ServiceName(
     full_name=pb.DESCRIPTOR.services_by_name["PlannerService"].full_name,
     label="planner service",
     address_field="planner_service_address",
 )
-TIMELINE_CHANGE_TIMEOUT_S = 120.0
-"""Deadline of a schedule or cancel: the service waits up to 30 s for the table lock."""
+TIMELINE_CHANGE_TIMEOUT_S = DEFAULT_LOCK_WAIT_S + 60.0
+"""Deadline of a schedule or cancel: the service waits for the table lock (by default up
+to ``DEFAULT_LOCK_WAIT_S``), then plans and saves."""
 
 
 def partition_filter(text: str, field: str = "partitions") -> pb.PartitionFilter:

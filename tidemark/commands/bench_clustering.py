@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.table import Table
 
@@ -41,7 +42,8 @@ from tidemark.commands.bench import ReadmeRow, times
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage
 from tidemark.table.clustering_plan import save_plan
-from tidemark.table.lock import TableLock
+from tidemark.table.instant import State
+from tidemark.table.locked import changing
 from tidemark.table.table import HoodieTable
 
 EVENTS_PER_SESSION = 40
@@ -56,6 +58,8 @@ OUTPUT_FILE_RATIO = 8
 ROW_GROUPS_PER_FILE = 8
 """Row groups per clustered file (the blog's 600 MB files with Hudi's 120 MB blocks: 5)."""
 SEED = 20210127
+SMALL_INSERT_ROWS = 1000
+"""The ingestion batch timed with and without a concurrent cluster run."""
 
 
 def register(subparsers: Any) -> None:
@@ -196,6 +200,7 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
             "files": len(paths),
         }
     layouts["delta-rs"] = _deltars_zorder(data, workdir / "delta", target, checks)
+    ingestion = ingestion_beside_clustering(spark, before_uri, workdir, target, row_group)
     before_mean = _mean(before_scan)
     after_mean = _mean(after_scan)
     return {
@@ -220,6 +225,50 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
         "linear_skipped": layouts["linear"]["skipped"],
         "deltars_skipped": layouts["delta-rs"]["skipped"],
         "plan_100k_s": time_plan(PLAN_SLICES, PlanOptions(max_groups=PLAN_SLICES)),
+        "ingestion_under_clustering": ingestion,
+    }
+
+
+def ingestion_beside_clustering(
+    spark: SparkSession, before_uri: str, workdir: Path, target: int, row_group_bytes: int
+) -> dict[str, float | bool]:
+    """Seconds of a small insert (``SMALL_INSERT_ROWS`` new events) into a copy of the
+    table alone (after an untimed warm-up insert), then into another copy while a
+    ``cluster run`` of the whole table
+    rewrites it (started once the plan is inflight, i.e. the run released the table lock
+    after its start), and the run's seconds: writers wait for a run only during its
+    short start and commit."""
+    rows = events(SMALL_INSERT_ROWS, seed=SEED + 1)
+
+    def new_events(first_id: int) -> DataFrame:
+        ids = pa.array(np.arange(len(rows)) + first_id)
+        return spark.createDataFrame(rows.set_column(0, "event_id", ids).to_pandas())
+
+    frame = new_events(10**12)
+    alone_uri = _copy(before_uri, workdir / "ingest-alone")
+    write(spark, new_events(2 * 10**12), alone_uri, "insert")  # warm-up, not timed
+    started = time.perf_counter()
+    write(spark, frame, alone_uri, "insert")
+    alone_s = time.perf_counter() - started
+    busy_uri = _copy(before_uri, workdir / "ingest-beside-run")
+    instant = schedule_whole_table(busy_uri, ("session_id",), "linear", target)
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(_cluster, spark, busy_uri, row_group_bytes)
+        table = HoodieTable.open(busy_uri)
+        while not run.done() and table.timeline.find(instant).state is State.REQUESTED:
+            time.sleep(0.01)
+            table.timeline.reload()
+        started = time.perf_counter()
+        write(spark, frame, busy_uri, "insert")
+        beside_s = time.perf_counter() - started
+        during = not run.done()
+        run_s = run.result()
+    return {
+        "insert_rows": SMALL_INSERT_ROWS,
+        "insert_alone_s": alone_s,
+        "insert_beside_cluster_run_s": beside_s,
+        "insert_done_before_run_ended": during,
+        "cluster_run_s": run_s,
     }
 
 
@@ -240,8 +289,7 @@ def schedule_whole_table(
     )
     outcome = plan_clustering(FileSlices.from_base_files(files), options)
     assert outcome.plan is not None, outcome.reason
-    with TableLock(table.storage, "tidemark-bench-clustering") as lock:
-        table.timeline.fence = lock
+    with changing(table, "bench-clustering"):
         return save_plan(table, outcome.plan).timestamp
 
 
@@ -346,6 +394,18 @@ def print_table(result: dict[str, Any]) -> None:
         )
     console.print(layouts)
     console.print(f"planner: {PLAN_SLICES:,} file slices planned in {result['plan_100k_s']:.3f} s")
+    ingestion = result["ingestion_under_clustering"]
+    order = (
+        "committed before the run ended"
+        if ingestion["insert_done_before_run_ended"]
+        else "the run ended first"
+    )
+    console.print(
+        f"ingestion: an insert of {ingestion['insert_rows']:,} rows took "
+        f"{ingestion['insert_alone_s']:.2f} s alone and "
+        f"{ingestion['insert_beside_cluster_run_s']:.2f} s beside a "
+        f"{ingestion['cluster_run_s']:.1f} s cluster run ({order})"
+    )
 
 
 def _cluster(spark: SparkSession, uri: str, row_group_bytes: int) -> float:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from spark_jobs.job_options import add_lock_wait_option
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.clustering.layouts import LAYOUT_NAMES, LAYOUTS
 from tidemark.logs import configure_logging
@@ -28,14 +29,15 @@ PLAN_STATES = {pb.PLAN_STATE_REQUESTED: "requested", pb.PLAN_STATE_INFLIGHT: "in
 def register(actions: Any) -> None:
     """Add ``schedule``, ``list``, ``cancel`` and ``trigger`` to the ``tidemark cluster``
     subcommands."""
-    _add_plan_options(
-        _subcommand(actions, "schedule", "plan the table's small files", run_schedule)
-    )
+    schedule = _subcommand(actions, "schedule", "plan the table's small files", run_schedule)
+    _add_plan_options(schedule)
+    add_lock_wait_option(schedule)
 
     _subcommand(actions, "list", "list the pending plans", run_list)
 
     cancel = _subcommand(actions, "cancel", "roll a pending plan back", run_cancel)
     cancel.add_argument("--instant", required=True, help="instant time of the plan")
+    add_lock_wait_option(cancel)
 
     trigger = _subcommand(
         actions,
@@ -96,21 +98,26 @@ def _subcommand(
 
 
 @contextmanager
-def planner_client(address: str | None) -> Iterator[PlannerClient]:
-    """A client of the service at ``address``, or of an embedded one for this command.
-    Logs go to stderr, warnings only: stdout carries the answer."""
+def planner_client(
+    address: str | None, lock_wait_s: float | None = None
+) -> Iterator[PlannerClient]:
+    """A client of the service at ``address``, or of an embedded one for this command
+    (waiting ``lock_wait_s`` for the table lock, if given; a running service has its
+    own setting). Logs go to stderr, warnings only: stdout carries the answer."""
     configure_logging(json=False, level="warning")
     if address:
         yield PlannerClient(address)
         return
+    from services.planner.config import PlannerConfig
     from services.planner.embedded import start_embedded_planner_service
 
-    with start_embedded_planner_service() as service:
+    overrides = {} if lock_wait_s is None else {"lock_wait_s": lock_wait_s}
+    with start_embedded_planner_service(PlannerConfig.load(overrides)) as service:
         yield PlannerClient(service.address)
 
 
 def run_schedule(args: argparse.Namespace) -> int:
-    with planner_client(args.planner_service) as client:
+    with planner_client(args.planner_service, args.lock_wait_s) as client:
         response = client.schedule(args.table, _plan_options(args))
     if not response.HasField("plan"):
         if args.json:
@@ -149,7 +156,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    with planner_client(args.planner_service) as client:
+    with planner_client(args.planner_service, args.lock_wait_s) as client:
         rollback = client.cancel_plan(args.table, args.instant)
     if args.json:
         print(json.dumps({"instant": args.instant, "rollback_instant": rollback}))

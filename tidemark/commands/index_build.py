@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from spark_jobs.job_options import add_lock_options
 from tidemark.logs import configure_logging
 
 
@@ -16,7 +17,8 @@ def add_build(commands: Any) -> None:
         "build",
         help="build a table's record index from its latest base files (Spark)",
         description="Build the record index of a table (ours or one Apache Hudi wrote) as "
-        "of its latest completed commit, under the table lock. A table without a commit "
+        "of its latest completed commit; writes go on meanwhile and are caught up with "
+        "under the table lock before the index is published. A table without a commit "
         "gets an empty index that its writes fill (size it with --shards).",
     )
     build.add_argument("--table", required=True, help="table base URI (path or s3://)")
@@ -31,6 +33,7 @@ def add_build(commands: Any) -> None:
         help="delete the table's record index and build it again (under the table lock)",
     )
     build.add_argument("--master", default="local[*]", help="Spark master")
+    add_lock_options(build)
     build.add_argument("--json", action="store_true", help="print the result as one JSON line")
     build.set_defaults(handler=_run_build)
 
@@ -46,7 +49,13 @@ def _run_build(args: argparse.Namespace) -> int:
     check_build(args.table, args.shards, args.rebuild)  # refused before Spark starts
     with StageProgress(Console(stderr=True)) as progress:
         result = build_index(
-            build_session(args.master), args.table, args.shards, progress, rebuild=args.rebuild
+            build_session(args.master),
+            args.table,
+            args.shards,
+            progress,
+            rebuild=args.rebuild,
+            lock_wait_s=args.lock_wait_s,
+            lock_lease_s=args.lock_lease_s,
         )
     if args.json:
         print(json.dumps(asdict(result)))
@@ -54,6 +63,6 @@ def _run_build(args: argparse.Namespace) -> int:
         print(
             f"record index built as of {result.as_of}: {result.entries} keys in "
             f"{result.shards} shards ({result.bytes} bytes) from {result.base_files_read} "
-            "base files"
+            f"base files, {result.commits_caught_up} commits made meanwhile caught up"
         )
     return 0

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
+from spark_jobs.job_options import add_lock_wait_option
 from spark_jobs.rollback import rollback_table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
@@ -77,6 +78,7 @@ def register(subparsers: Any) -> None:
     undo = subparsers.add_parser("rollback", help="roll back a pending (failed) write")
     undo.add_argument("--table", required=True, help="table base URI")
     undo.add_argument("--instant", required=True, help="instant time of the failed write")
+    add_lock_wait_option(undo)
     undo.set_defaults(handler=run_rollback)
 
 
@@ -158,7 +160,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_rollback(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
     rollback_target(table, args.instant)
-    (result,) = rollback_table(args.table, args.instant)
+    (result,) = rollback_table(args.table, args.instant, lock_wait_s=args.lock_wait_s)
     print(
         f"rolled back {result.rolled_back.action} {args.instant} as rollback "
         f"{result.rollback_instant}: deleted {len(result.deleted_files)} files"

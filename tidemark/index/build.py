@@ -1,7 +1,8 @@
 """Building a table's record index: what the Spark bootstrap calls per shard, then once.
 
 ``write_base_shard`` writes one shard's base file as of the instant the build read the
-table; ``publish_index`` writes ``index.properties`` last, so a build killed half-way
+table; ``stage_caught_up`` adds what writes that completed meanwhile changed;
+``publish_index`` writes ``index.properties`` last, so a build killed half-way
 leaves no index (a new build overwrites its stray base files). The shard count follows
 Hudi: sized from the record count at ``ESTIMATED_BYTES_PER_ENTRY`` per entry and a
 maximum shard size, between 10 and 10000 shards.
@@ -10,16 +11,19 @@ maximum shard size, between 10 and 10000 shards.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.index import layout
+from tidemark.index.record_index import delta_files, write_stage
 from tidemark.index.shard_file import KIND_BASE, write_shard
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
 from tidemark.table.instant import validate_instant_time
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, TableLock
 
 MIN_SHARDS = 10
 MAX_SHARDS = 10000
@@ -83,6 +87,37 @@ def publish_index(storage: Storage, num_shards: int, as_of: str) -> None:
     if num_shards < 1:
         raise InvalidArgumentError(f"must be positive, got {num_shards}", field="num_shards")
     storage.write(layout.PROPERTIES_PATH, layout.IndexProperties(num_shards, as_of).to_bytes())
+
+
+def build_lease(
+    storage: Storage,
+    owner: str,
+    lease_s: float = DEFAULT_LOCK_LEASE_S,
+    on_lost: Callable[[], None] | None = None,
+) -> TableLock:
+    """The lease a running build holds (``layout.BUILD_LEASE_DIR``)."""
+    return TableLock(
+        storage,
+        owner,
+        lease_s,
+        on_lost=on_lost,
+        lock_dir=layout.BUILD_LEASE_DIR,
+        subject="record index build",
+    )
+
+
+def index_building(storage: Storage) -> bool:
+    """A build of the table's record index is under way (its lease is live)."""
+    return build_lease(storage, "build-check").live_lease() is not None
+
+
+def stage_caught_up(storage: Storage, num_shards: int, instant: str, changes: pa.Table) -> None:
+    """Before ``publish_index``: the changes of the writes that completed while the bases
+    were built, as one delta of the newest of them (``instant``, completed, so visible
+    at once)."""
+    staged = delta_files(instant, changes, num_shards)
+    if staged is not None:
+        write_stage(storage, *staged)
 
 
 def build_index(

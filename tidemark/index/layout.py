@@ -28,6 +28,9 @@ STAGED_DIR = f"{ROOT}/staged"
 BASES_DIR = f"{ROOT}/bases"
 SHARDS_DIR = f"{ROOT}/shards"
 COMPACTION_LOCK_DIR = f"{ROOT}/compaction-lock"
+BUILD_LEASE_DIR = ".hoodie/.tidemark/index-build"
+"""The lease of a running build (outside ``ROOT``, which a build deletes): one build of a
+table at a time, and writers asking for the index can see one is under way."""
 SHARD_FILE_SUFFIX = ".tmi"
 FORMAT_VERSION = 1
 

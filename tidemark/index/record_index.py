@@ -247,30 +247,10 @@ class RecordIndex:
         """Write ``changes`` (key, partition, file_id; null partition and file_id delete
         the key) as deltas tagged with ``instant``, invisible until it completes. Several
         calls per instant add up; a retried call writes the same files again."""
-        validate_instant_time(instant)
-        missing = [name for name in CHANGE_COLUMNS if name not in changes.column_names]
-        if missing:
-            raise InvalidArgumentError(f"missing column {missing[0]!r}", field="changes")
-        keys = changes["key"].combine_chunks()
-        instants = pa.array(np.full(len(keys), instant, object), pa.string())
-        order, bounds = group_by_shard(shard_of(keys, self.num_shards), self.num_shards)
-        files: dict[int, bytes] = {}
-        for shard in np.flatnonzero(np.diff(bounds)).tolist():
-            rows = pa.array(order[bounds[shard] : bounds[shard + 1]])
-            files[shard] = write_shard(
-                keys.take(rows),
-                changes["partition"].take(rows),
-                changes["file_id"].take(rows),
-                instants.take(rows),
-                kind=KIND_DELTA,
-                as_of=instant,
-            )
-        if not files:
+        staged = delta_files(instant, changes, self.num_shards)
+        if staged is None:
             return
-        digest = hashlib.sha256()
-        for shard, data in sorted(files.items()):
-            digest.update(shard.to_bytes(4, "little") + data)
-        manifest = layout.StageManifest(instant, digest.hexdigest()[:16], tuple(sorted(files)))
+        manifest, files = staged
         with self._lock:
             self._timeline.reload()
             if self._timeline.is_completed(instant) and manifest.name not in self._manifests:
@@ -278,9 +258,7 @@ class RecordIndex:
                     f"instant {instant} is already completed; its changes are final",
                     field="instant",
                 )
-            self.storage.write(manifest.path, manifest.to_bytes())
-            for shard, path in zip(manifest.shards, manifest.delta_paths(), strict=True):
-                self.storage.write(path, files[shard])
+            write_stage(self.storage, manifest, files)
             self._manifests[manifest.name] = manifest
             self._view = self._load_view()
 
@@ -342,7 +320,7 @@ class RecordIndex:
             raise InvalidArgumentError(f"must be >= 1, got {min_deltas}", field="min_deltas")
         with (
             self._compacting,
-            TableLock(self.storage, owner, lease_s, directory=layout.COMPACTION_LOCK_DIR) as lock,
+            TableLock(self.storage, owner, lease_s, lock_dir=layout.COMPACTION_LOCK_DIR) as lock,
         ):
             with self._lock:
                 self._view = self._load_view()
@@ -528,6 +506,44 @@ def _rolled_back(view: _View) -> list[layout.StageManifest]:
         and m.instant < view.latest
         and not view.visible(m.instant)
     ]
+
+
+def delta_files(
+    instant: str, changes: pa.Table, num_shards: int
+) -> tuple[layout.StageManifest, dict[int, bytes]] | None:
+    """The delta file of each shard ``changes`` touch, all tagged ``instant``, and their
+    manifest (None: no change)."""
+    validate_instant_time(instant)
+    missing = [name for name in CHANGE_COLUMNS if name not in changes.column_names]
+    if missing:
+        raise InvalidArgumentError(f"missing column {missing[0]!r}", field="changes")
+    keys = changes["key"].combine_chunks()
+    instants = pa.array(np.full(len(keys), instant, object), pa.string())
+    order, bounds = group_by_shard(shard_of(keys, num_shards), num_shards)
+    files: dict[int, bytes] = {}
+    for shard in np.flatnonzero(np.diff(bounds)).tolist():
+        rows = pa.array(order[bounds[shard] : bounds[shard + 1]])
+        files[shard] = write_shard(
+            keys.take(rows),
+            changes["partition"].take(rows),
+            changes["file_id"].take(rows),
+            instants.take(rows),
+            kind=KIND_DELTA,
+            as_of=instant,
+        )
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for shard, data in sorted(files.items()):
+        digest.update(shard.to_bytes(4, "little") + data)
+    return layout.StageManifest(instant, digest.hexdigest()[:16], tuple(sorted(files))), files
+
+
+def write_stage(storage: Storage, manifest: layout.StageManifest, files: dict[int, bytes]) -> None:
+    """The manifest first, then its delta files (a lookup reads the deltas it lists)."""
+    storage.write(manifest.path, manifest.to_bytes())
+    for shard, path in zip(manifest.shards, manifest.delta_paths(), strict=True):
+        storage.write(path, files[shard])
 
 
 def _locations(keys: pa.Array, winner: np.ndarray, dictionaries: list[pa.Table]) -> pa.Table:

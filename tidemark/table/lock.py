@@ -11,11 +11,16 @@ after half a lease without a successful renewal it declares the lock lost (well 
 another writer may take it over) and calls ``on_lost``. ``check()`` is the fencing token
 every timeline transition asks for first: it proves, right before the write, that our
 generation is still the newest lock object, carries our token and was renewed recently.
+
+The same leases fence other exclusive runs under their own folder (``lock_dir``): a
+clustering plan's run (``plan_run.py``) and a record index build each hold one, so two
+never run at once and one paused past its lease commits nothing.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 import uuid
@@ -31,6 +36,7 @@ from tidemark.errors import (
     InvalidArgumentError,
     NotFoundError,
     TidemarkError,
+    with_note,
 )
 from tidemark.storage.base import Storage
 
@@ -43,6 +49,14 @@ on the next tick, several times before the safety margin runs out."""
 STALE_TEMPORARY_S = 60.0
 """Age past which a temporary in the lock dir is a killed process's: a younger one may be
 another contender's claim being written right now, which must not be pulled from under it."""
+DEFAULT_LOCK_LEASE_S = 60.0
+"""Lease of a lock (``--lock-lease-s``), renewed ``RENEWALS_PER_LEASE`` times per lease."""
+DEFAULT_LOCK_WAIT_S = 120.0
+"""How long taking a lock waits for its holder (``--lock-wait-s``; 0 fails at once)."""
+FIRST_POLL_S = 0.2
+MAX_POLL_S = 5.0
+"""Polls of a held lock back off from the first to the last, jittered, so waiting
+contenders do not list the lock folder in step."""
 SAFETY_MARGIN = 0.5
 """Fraction of the lease after which a holder that could not renew counts its lock as lost:
 the other half covers clock skew between writers and stopping the tasks."""
@@ -78,11 +92,13 @@ class TableLock:
         self,
         storage: Storage,
         owner: str,
-        lease_s: float = 60,
+        lease_s: float = DEFAULT_LOCK_LEASE_S,
         *,
         heartbeat: bool = True,
         on_lost: Callable[[], None] | None = None,
-        directory: str = LOCK_DIR,
+        lock_dir: str = LOCK_DIR,
+        subject: str = "table",
+        field: str = "table",
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
@@ -92,9 +108,11 @@ class TableLock:
         self.owner = owner
         self.lease_s = lease_s
         self.heartbeat = heartbeat
-        self.directory = directory
-        """Where the generations live: the table lock's, or another lock's of the same kind
-        (the record index's compaction)."""
+        self.lock_dir = lock_dir
+        self._subject = subject
+        """What the lock guards, as its errors name it."""
+        self._field = field
+        """The field a held lock's ConflictError names."""
         self._token = uuid.uuid4().hex
         self._generation: int | None = None
         self._stop = threading.Event()
@@ -146,22 +164,51 @@ class TableLock:
                 field=field,
             )
 
-    def acquire(self) -> None:
+    def live_lease(self) -> Lease | None:
+        """The newest generation's lease if it is live (someone holds the lock), else None."""
+        _, lease = self._latest()
+        return lease if lease is not None and lease.is_live(time.time()) else None
+
+    def acquire(self, wait_s: float = 0.0) -> None:
+        """Take the lock, waiting up to ``wait_s`` for a live holder: its owner and lease
+        end are logged once, then the lock is polled with backoff; a lease that expires
+        meanwhile is taken over. Past the wait, the ConflictError of a held lock."""
+        check_lock_wait(wait_s)
+        deadline = time.monotonic() + wait_s
+        poll_s = FIRST_POLL_S
+        waiting = False
+        while True:
+            try:
+                self._try_acquire()
+                return
+            except ConflictError as held:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if waiting:
+                        raise with_note(held, f"waited {wait_s:g} s") from None
+                    raise
+                if not waiting:
+                    waiting = True
+                    log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
+                time.sleep(min(left, poll_s * random.uniform(0.5, 1.0)))
+                poll_s = min(MAX_POLL_S, poll_s * 2)
+
+    def _try_acquire(self) -> None:
         generation, lease = self._latest()
         now = time.time()
         if lease is not None and lease.is_live(now):
             raise ConflictError(
-                f"table is locked by {lease.owner!r} until "
+                f"{self._subject} is locked by {lease.owner!r} until "
                 f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(lease.expires_at))}",
-                field="table",
+                field=self._field,
             )
         claim = generation + 1
         started = time.monotonic()
         if not self.storage.create_if_absent(self._path(claim), self._lease_bytes(now)):
             holder = self._read(claim)
             raise ConflictError(
-                f"table is locked by {holder.owner if holder else 'another writer'!r}",
-                field="table",
+                f"{self._subject} is locked by {holder.owner if holder else 'another writer'!r}",
+                field=self._field,
             )
         self._generation = claim
         self._renewed_at = started
@@ -172,7 +219,7 @@ class TableLock:
                 *(self._path(g) for g in self._generations() if g < claim),
                 *(
                     partial.path
-                    for partial in self.storage.partial_files(self.directory)
+                    for partial in self.storage.partial_files(self.lock_dir)
                     if partial.modified_at < stale_before
                 ),
             ]
@@ -233,7 +280,7 @@ class TableLock:
     def lost_error(self) -> ConflictError:
         """The one-line error a writer that lost its lock ends with."""
         return ConflictError(
-            f"lost the table lock (generation {self._generation}, owner {self.owner!r}): "
+            f"lost the {self._subject} lock (generation {self._generation}, owner {self.owner!r}): "
             f"{self._lost_reason}; nothing was committed after that",
             field="lock",
         )
@@ -268,9 +315,12 @@ class TableLock:
             self._on_lost()
 
     def _superseded(self) -> bool:
-        return self._generation is not None and any(
-            g > self._generation for g in self._generations()
-        )
+        """Another owner took the lock over: a newer generation exists, or ours is gone
+        (taken over and cleaned up, or a finished run's leases deleted)."""
+        if self._generation is None:
+            return False
+        generations = self._generations()
+        return self._generation not in generations or max(generations) > self._generation
 
     def _lease_bytes(self, now: float) -> bytes:
         return _encode(Lease(self.owner, self._token, now + self.lease_s))
@@ -292,7 +342,7 @@ class TableLock:
             return None
 
     def _generations(self) -> list[int]:
-        prefix = f"{self.directory}/"
+        prefix = f"{self.lock_dir}/"
         return [
             int(info.path[len(prefix) :])
             for info in self.storage.list(prefix)
@@ -300,7 +350,13 @@ class TableLock:
         ]
 
     def _path(self, generation: int) -> str:
-        return f"{self.directory}/{generation:020d}"
+        return f"{self.lock_dir}/{generation:020d}"
+
+
+def check_lock_wait(wait_s: float) -> None:
+    """InvalidArgumentError(field="lock_wait_s") unless it is a number of seconds >= 0."""
+    if not wait_s >= 0:
+        raise InvalidArgumentError(f"must be >= 0, got {wait_s}", field="lock_wait_s")
 
 
 def _encode(lease: Lease) -> bytes:

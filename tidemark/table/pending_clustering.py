@@ -4,7 +4,8 @@ A pending plan will rewrite its file groups; an update, delete or insert_overwri
 of them would be lost when the plan completes. By default such a write is refused with
 Hudi's message (``SparkRejectUpdateStrategy``) naming the plan's instant; with
 ``--on-pending-clustering rollback`` the plans it touches are rolled back first (as
-Hudi's rollback of a pending replacecommit) and the write goes on. Inserts never top up a
+Hudi's rollback of a pending replacecommit) and the write goes on, unless a runner is
+executing one of them (its run lease is live: the write is refused). Inserts never top up a
 small file in a pending plan (Hudi's small-file handling skips them too), so inserts
 always proceed, into other file groups. Run under the writer's table lock.
 """
@@ -22,6 +23,7 @@ from tidemark.table.clustering_plan import file_groups_in, pending_plans
 from tidemark.table.commit import rollback
 from tidemark.table.fsview import BaseFile
 from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.plan_run import check_not_running, forget_runs
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
@@ -83,6 +85,9 @@ class PendingClustering:
         instants = sorted({instant for _, instant in hits})
         markers = StorageMarkerReader(self.table.storage)
         for instant in instants:
+            check_not_running(self.table.storage, instant)
+        for instant in instants:
             rollback(self.table, instant, markers)
+            forget_runs(self.table.storage, instant)
             log.warning("write.pending_clustering_rolled_back", table=self.table.uri, plan=instant)
         return instants

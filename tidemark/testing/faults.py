@@ -2,18 +2,24 @@
 
 Task faults are requested through a Spark local property (set on the driver thread, seen by
 that job's tasks); driver faults through ``TIDEMARK_TEST_EXIT_AT`` so a test can kill a
-writer process at a named point. Both are inert unless a test sets them.
+writer process at a named point, or ``TIDEMARK_TEST_HOLD_AT`` (``point:folder``) so it can
+act while the process waits there. All are inert unless a test sets them.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 from pyspark import TaskContext
 
 FAIL_TASK_ATTEMPT_PROPERTY = "tidemark.test.fail_task_attempt"
 EXIT_AT_ENV = "TIDEMARK_TEST_EXIT_AT"
 EXIT_CODE = 17
+HOLD_AT_ENV = "TIDEMARK_TEST_HOLD_AT"
+REACHED_FILE = "reached"
+RESUME_FILE = "resume"
 
 
 class InjectedTaskFailureError(RuntimeError):
@@ -36,3 +42,14 @@ def exit_if_requested(point: str) -> None:
     """Kill the driver process abruptly (no cleanup) when a test named this point."""
     if os.environ.get(EXIT_AT_ENV) == point:
         os._exit(EXIT_CODE)
+
+
+def hold_if_requested(point: str) -> None:
+    """When a test named this point (``point:folder``), create ``folder/reached`` and wait
+    until the test creates ``folder/resume``: the test acts at a known moment."""
+    requested, _, folder = os.environ.get(HOLD_AT_ENV, "").partition(":")
+    if requested != point:
+        return
+    (Path(folder) / REACHED_FILE).touch()
+    while not (Path(folder) / RESUME_FILE).exists():
+        time.sleep(0.05)

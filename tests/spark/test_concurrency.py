@@ -1,0 +1,389 @@
+"""Writers beside table services, with real processes: a ``cluster run`` holds the table
+lock only to start and to commit, so writes commit during its rewrite; a runner paused
+past its run lease never commits and a second runner completes the plan; writers started
+together both commit, one after the other; a writer waiting on a dead holder takes over
+once its lease ran out. Everything is checked exactly (hudi-rs, the record index)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from faults.faultkit import (
+    DATA,
+    KEYS,
+    SCHEMA,
+    StageHook,
+    Writer,
+    model_rows,
+    wait_for,
+    write_input,
+)
+from pyspark.sql import SparkSession
+
+from spark.indexkit import assert_index_agrees
+from spark.sparkkit import assert_readers_agree, hudi_rs_table, table_bytes
+from spark_jobs.cluster import run_clustering
+from spark_jobs.index_build import build_index
+from spark_jobs.write import write
+from tidemark.errors import ConflictError, FailedPreconditionError
+from tidemark.index import layout
+from tidemark.index.build import build_lease
+from tidemark.storage import open_storage
+from tidemark.table.clustering_plan import (
+    ClusteringGroup,
+    ClusteringPlan,
+    ClusteringStrategy,
+    SliceInfo,
+    save_plan,
+)
+from tidemark.table.commit_metadata import CommitMetadata, WriteStat
+from tidemark.table.instant import COMMIT, State, new_instant_time
+from tidemark.table.lock import TableLock
+from tidemark.table.locked import changing
+from tidemark.table.naming import new_file_id
+from tidemark.table.plan_run import RUNS_DIR, run_lock
+from tidemark.table.table import HoodieTable
+from tidemark.testing.faults import HOLD_AT_ENV, REACHED_FILE, RESUME_FILE
+
+PLANNED = "p0"
+"""The partition the plan clusters; the others take writes during the run."""
+RUN_LEASE_S = 120.0
+"""A run held at its commit point while the test writes keeps its leases that long."""
+SHORT_LEASE_S = 3.0
+"""The lease of a process the test pauses: it runs out soon after the pause."""
+
+
+@pytest.fixture(scope="module")
+def plain_source(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """400 rows in four partitions, several small files each."""
+    folder = tmp_path_factory.mktemp("concurrency")
+    batch = write_input(folder / "in.parquet", range(400), "v1")
+    frame = spark.read.parquet(str(batch)).repartition(4)
+    uri = str(folder / "plain")
+    write(spark, frame, uri, "bulk_insert", **KEYS)
+    return uri
+
+
+@pytest.fixture(scope="module")
+def indexed_source(spark: SparkSession, plain_source: str) -> str:
+    """``plain_source`` with a record index."""
+    uri = str(Path(plain_source).with_name("indexed"))
+    shutil.copytree(plain_source, uri)
+    build_index(spark, uri, shards=2)
+    return uri
+
+
+@pytest.fixture
+def plain_table(plain_source: str, tmp_path: Path) -> str:
+    return shutil.copytree(plain_source, tmp_path / "table").as_posix()
+
+
+@pytest.fixture
+def table(indexed_source: str, tmp_path: Path) -> str:
+    return shutil.copytree(indexed_source, tmp_path / "table").as_posix()
+
+
+def assert_exact(uri: str, model: dict[str, dict[str, Any]]) -> None:
+    """Both readers return exactly ``model``, each key once, and the index agrees."""
+    read = assert_readers_agree(uri, DATA)
+    assert {key: {c: row[c] for c in DATA} for key, row in read.items()} == model
+    assert_index_agrees(uri)
+
+
+def schedule(uri: str, partition: str = PLANNED) -> str:
+    """A plan stitching every file group of ``partition`` into one."""
+    hudi = HoodieTable.open(uri)
+    files = hudi.view().file_groups_by_partition()[partition]
+    slices = tuple(SliceInfo(f.partition_path, f.file_id, f.path, f.size) for f in files)
+    plan = ClusteringPlan(
+        groups=(ClusteringGroup(slices, 1),), strategy=ClusteringStrategy(("id",), "linear", 1)
+    )
+    with changing(hudi, "test-scheduler"):
+        return save_plan(hudi, plan).timestamp
+
+
+def start_runner(uri: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
+    """A ``cluster run`` process, once it is held at its commit point."""
+    command = ["cluster", "run", "--table", uri, "--markers", "direct"]
+    return start_held(command, "cluster_before_commit", folder, lease_s)
+
+
+def start_builder(uri: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
+    """An ``index build`` process, once it is held before it catches up and publishes."""
+    command = ["index", "build", "--table", uri]
+    return start_held(command, "index_build_before_publish", folder, lease_s)
+
+
+def start_held(args: list[str], point: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
+    """A ``tidemark`` process (a session leader, to pause it as a tree), once it waits at
+    ``point``; it goes on when the test creates ``hold``/resume (``resume``)."""
+    hold = folder / "hold"
+    hold.mkdir()
+    env = {**os.environ, HOLD_AT_ENV: f"{point}:{hold}"}
+    command = [
+        sys.executable,
+        "-m",
+        "tidemark.cli",
+        *args,
+        "--master",
+        "local[2]",
+        "--lock-lease-s",
+        str(lease_s),
+    ]
+    held = Writer(
+        subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    )
+    try:
+        wait_for(lambda: (hold / REACHED_FILE).exists(), f"the process to reach {point}", held)
+    except BaseException:
+        held.kill()
+        raise
+    return hold, held
+
+
+def resume(hold: Path, held: Writer) -> tuple[int, str, str]:
+    """Let the held process go on; its exit code and output."""
+    (hold / RESUME_FILE).touch()
+    return held.finish()
+
+
+def test_writes_commit_during_a_runs_rewrite(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    instant = schedule(table)
+    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
+    try:
+        # held at its commit point: rewritten and staged, not committed; no table lock
+        assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
+        inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
+        write(spark, spark.read.parquet(str(inserted)), table, "insert", lock_wait_s=0)
+        outside = range(1, 400, 4)  # p1: outside the plan
+        updated = write_input(tmp_path / "upsert.parquet", outside, "v3")
+        write(spark, spark.read.parquet(str(updated)), table, "upsert", lock_wait_s=0)
+        assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
+        code, _, err = resume(hold, runner)
+    finally:
+        runner.kill()
+    assert code == 0, err[-3000:]
+    assert HoodieTable.open(table).timeline.find(instant).is_completed
+    model = model_rows(range(400), "v1") | model_rows(range(400, 440), "v2")
+    assert_exact(table, model | model_rows(outside, "v3"))
+
+
+@pytest.mark.parametrize(
+    ("into", "refusal"),
+    [("planned group", "is stale"), ("p1", "was written meanwhile to file group")],
+)
+def test_a_commit_touching_the_plan_meanwhile_stops_the_run(
+    spark: SparkSession, table: str, tmp_path: Path, into: str, refusal: str
+) -> None:
+    """Writers are refused on planned file groups and keys, so a forged commit stands in
+    for one that got through: a new slice of a planned group, or a planned file's keys
+    in a new group of p1. The run's commit refuses and rolls back to the plan."""
+    instant = schedule(table)
+    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
+    try:
+        forge_copy_of_a_planned_file(table, into)
+        code, _, err = resume(hold, runner)
+    finally:
+        runner.kill()
+    assert code == 2
+    assert refusal in err and f"plan {instant}" in err
+    assert "rolled back; its plan stays pending" in err
+    assert HoodieTable.open(table).timeline.find(instant).state is State.REQUESTED
+
+
+def forge_copy_of_a_planned_file(uri: str, into: str) -> None:
+    """A completed commit whose one base file is a copy of a planned file: in the same
+    file group (``planned group``) or in a new file group of partition ``into``."""
+    hudi = HoodieTable.open(uri)
+    victim = hudi.view().file_groups_by_partition()[PLANNED][0]
+    partition, file_id = victim.partition_path, victim.file_id
+    if into != "planned group":
+        partition, file_id = into, new_file_id()
+    with changing(hudi, "forger"):
+        forged = new_instant_time(after=hudi.timeline.latest_timestamp())
+        hudi.timeline.create_requested(forged, COMMIT)
+        hudi.timeline.transition_inflight(forged, COMMIT)
+        name = victim.path.rpartition("/")[2].replace(victim.instant, forged)
+        path = f"{partition}/{name.replace(victim.file_id, file_id)}"
+        hudi.storage.write(path, hudi.storage.read(victim.path))
+        rows = 100
+        stat = WriteStat(
+            file_id=file_id,
+            path=path,
+            prev_commit=victim.instant,
+            num_writes=rows,
+            num_deletes=0,
+            num_update_writes=rows,
+            num_inserts=0,
+            total_write_bytes=victim.size,
+            file_size_in_bytes=victim.size,
+            partition_path=partition,
+        )
+        metadata = CommitMetadata.from_write_stats([stat], "UPSERT", hudi.current_avro_schema(), {})
+        hudi.timeline.complete(forged, COMMIT, metadata.to_json())
+
+
+def test_a_runner_paused_past_its_run_lease_never_commits(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    instant = schedule(table)
+    before = {k: r["name"] for k, r in assert_readers_agree(table, DATA).items()}
+    hold, paused = start_runner(table, tmp_path, SHORT_LEASE_S)
+    try:
+        paused.signal_tree(signal.SIGSTOP)
+        wait_for(lambda: run_lease_expired(table, instant), "the run lease to expire")
+        [result] = run_clustering(spark, table)
+        assert result.instant == instant and result.rolled_back_earlier_run
+        paused.signal_tree(signal.SIGCONT)
+        code, _, err = resume(hold, paused)
+    finally:
+        paused.kill()
+    assert code == 2
+    assert f"lost the clustering plan {instant} lock" in err.strip().splitlines()[-1]
+    timeline = HoodieTable.open(table).timeline
+    assert timeline.find(instant).is_completed and timeline.pending() == []
+    assert {k: r["name"] for k, r in assert_readers_agree(table, DATA).items()} == before
+    assert_index_agrees(table)
+
+
+def run_lease_expired(uri: str, instant: str) -> bool:
+    return run_lock(open_storage(uri), instant, "probe", heartbeat=False).live_lease() is None
+
+
+def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    from services.planner.config import PlannerConfig
+    from services.planner.engine import PlannerEngine
+
+    instant = schedule(table)
+    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
+    engine = PlannerEngine(PlannerConfig(lock_wait_s=0))
+    try:
+        assert run_clustering(spark, table) == []  # every pending plan: left to its runner
+        with pytest.raises(ConflictError, match=f"clustering plan {instant} is locked by"):
+            run_clustering(spark, table, instant)
+        with pytest.raises(FailedPreconditionError, match="is being run by"):
+            engine.cancel(table, instant)
+        code, _, err = resume(hold, runner)
+    finally:
+        engine.close()
+        runner.kill()
+    assert code == 0, err[-3000:]
+    assert HoodieTable.open(table).timeline.find(instant).is_completed
+    assert list(open_storage(table).list(f"{RUNS_DIR}/")) == []
+
+
+def test_two_writers_started_together_both_commit(table: str, tmp_path: Path) -> None:
+    first = write_input(tmp_path / "a.parquet", range(500, 520), "a")
+    second = write_input(tmp_path / "b.parquet", range(520, 540), "b")
+    writers = [Writer.start(table, path, "insert") for path in (first, second)]
+    outcomes = [writer.finish() for writer in writers]
+    assert [code for code, _, _ in outcomes] == [0, 0], [err[-2000:] for _, _, err in outcomes]
+    model = model_rows(range(400), "v1") | model_rows(range(500, 520), "a")
+    assert_exact(table, model | model_rows(range(520, 540), "b"))
+    assert HoodieTable.open(table).timeline.pending() == []
+
+
+def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str) -> None:
+    """The holder takes the lock once the write is ready for it and never renews it, as
+    a process killed holding it: the write waits, logs the holder once, takes over."""
+    dead = TableLock(open_storage(table), "a dead writer", lease_s=SHORT_LEASE_S, heartbeat=False)
+    frame = spark.createDataFrame([(7, "v9", "p3", 9)], SCHEMA)
+    with structlog.testing.capture_logs() as logs:
+        result = write(
+            spark,
+            frame,
+            table,
+            "upsert",
+            listener=StageHook(finished={"prepare": dead.acquire}),
+        )
+    [waiting] = [entry for entry in logs if entry["event"] == "lock.waiting"]
+    assert "table is locked by 'a dead writer'" in waiting["held"]
+    assert any(entry["event"] == "lock.taken_over" for entry in logs)
+    assert HoodieTable.open(table).timeline.find(result.instant).is_completed
+    read = hudi_rs_table(table)
+    assert read is not None
+    names = dict(zip(read.column("id").to_pylist(), read.column("name").to_pylist(), strict=True))
+    assert names[7] == "v9" and len(names) == 400
+
+
+def test_writes_during_an_index_build_are_caught_up(
+    spark: SparkSession, plain_table: str, tmp_path: Path
+) -> None:
+    hold, builder = start_builder(plain_table, tmp_path, RUN_LEASE_S)
+    try:
+        # every shard's base file written as of the snapshot
+        inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
+        write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
+        updated = write_input(tmp_path / "upsert.parquet", range(0, 400, 5), "v3")
+        with structlog.testing.capture_logs() as logs:
+            write(
+                spark,
+                spark.read.parquet(str(updated)),
+                plain_table,
+                "upsert",
+                index="record",
+                lock_wait_s=0,
+            )
+        assert [e["event"] for e in logs].count("write.index_being_built") == 1
+        deleted = spark.createDataFrame([(i, "x", "p3", 9) for i in range(3, 400, 8)], SCHEMA)
+        write(spark, deleted, plain_table, "delete", lock_wait_s=0)
+        code, out, err = resume(hold, builder)
+    finally:
+        builder.kill()
+    assert code == 0, err[-3000:]
+    assert "3 commits made meanwhile caught up" in out
+    model = model_rows(range(400), "v1") | model_rows(range(400, 440), "v2")
+    model |= model_rows(range(0, 400, 5), "v3")
+    for key in range(3, 400, 8):
+        del model[str(key)]
+    assert_exact(plain_table, model)
+
+
+def test_a_build_paused_past_its_lease_never_publishes(
+    spark: SparkSession, plain_table: str, tmp_path: Path
+) -> None:
+    hold, paused = start_builder(plain_table, tmp_path, SHORT_LEASE_S)
+    try:
+        paused.signal_tree(signal.SIGSTOP)
+        storage = open_storage(plain_table)
+        wait_for(
+            lambda: build_lease(storage, "probe").live_lease() is None,
+            "the build lease to expire",
+        )
+        inserted = write_input(tmp_path / "insert.parquet", range(400, 420), "v2")
+        write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
+        second = build_index(spark, plain_table, shards=2)
+        assert second.entries == 420
+        published = index_bytes(plain_table)
+        paused.signal_tree(signal.SIGCONT)
+        code, _, err = resume(hold, paused)
+    finally:
+        paused.kill()
+    assert code == 2
+    assert "lost the record index build lock" in err.strip().splitlines()[-1]
+    assert index_bytes(plain_table) == published
+    assert_index_agrees(plain_table)
+
+
+def index_bytes(uri: str) -> dict[str, bytes]:
+    """The files of the table's record index, with their content."""
+    return {path: data for path, data in table_bytes(uri).items() if path.startswith(layout.ROOT)}
