@@ -84,6 +84,7 @@ def run_benchmark(
     source = generate(spark, rows).cache()
     source.count()
     runs: dict[str, list[float]] = {"plain": [], "bulk_insert": []}
+    stages: list[dict[str, float]] = []
     first = WRITERS.index(cold_first)
     for run in range(repeats + 1):
         for writer in (WRITERS[(first + run) % 2], WRITERS[(first + run + 1) % 2]):
@@ -91,8 +92,10 @@ def run_benchmark(
                 target = str(workdir / f"plain-{run}")
                 runs[writer].append(_timed(source.write.partitionBy("part").parquet, target))
             else:
-                seconds = _timed(bulk_insert_generated, spark, source, _table(workdir, run))
-                runs[writer].append(seconds)
+                started = time.perf_counter()
+                result = bulk_insert_generated(spark, source, _table(workdir, run))
+                runs[writer].append(time.perf_counter() - started)
+                stages.append(result.stage_seconds)
     updates = generate(spark, rows, step=UPSERT_EVERY, version=1).cache()
     upsert_rows = updates.count()
     upsert_s = _timed(write, spark, updates, _table(workdir, repeats), "upsert")
@@ -116,6 +119,10 @@ def run_benchmark(
         "plain_parquet_cold_s": round(plain_runs[0], 3),
         "bulk_insert_cold_s": round(bulk_runs[0], 3),
         "cold_bulk_vs_plain_ratio": round(plain_runs[0] / bulk_runs[0], 3),
+        "bulk_insert_stage_s": {
+            stage: round(statistics.median(run[stage] for run in stages[1:]), 3)
+            for stage in stages[-1]
+        },
         "upsert_rows": upsert_rows,
         "upsert_s": round(upsert_s, 3),
         "references": [],
@@ -141,6 +148,12 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{result['bulk_insert_cold_s']:.2f} s",
             f"{result['plain_parquet_cold_s']:.2f} s",
             f"{result['cold_bulk_vs_plain_ratio']:.2f}x",
+        ),
+        (
+            "same: bulk_insert's stages (warm medians)",
+            ", ".join(f"{k} {v:.2f} s" for k, v in result["bulk_insert_stage_s"].items()),
+            "-",
+            "-",
         ),
         (
             "same: upsert of 1% (global simple index join)",
@@ -237,3 +250,7 @@ def _print_table(result: dict[str, Any]) -> None:
         "",
     )
     Console().print(table)
+    stages = ", ".join(
+        f"{name} {seconds:.2f} s" for name, seconds in result["bulk_insert_stage_s"].items()
+    )
+    Console().print(f"bulk_insert stages (warm medians): {stages}")
