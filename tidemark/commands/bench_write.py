@@ -139,8 +139,9 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return [
         (
             f"{setting}: bulk_insert, warm median of {result['repeats']}",
-            f"{result['bulk_insert_s']:.2f} s",
-            f"Spark plain Parquet, `partitionBy`: {result['plain_parquet_s']:.2f} s",
+            f"{result['bulk_insert_s']:.2f} s ({_spread(result['bulk_insert_runs_s'][1:])})",
+            f"Spark plain Parquet, `partitionBy`: {result['plain_parquet_s']:.2f} s "
+            f"({_spread(result['plain_parquet_runs_s'][1:])})",
             f"{result['bulk_vs_plain_ratio']:.2f}x",
         ),
         (
@@ -162,6 +163,10 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             "-",
         ),
     ]
+
+
+def _spread(runs: list[float]) -> str:
+    return f"runs {min(runs):.2f}-{max(runs):.2f} s"
 
 
 def _table(workdir: Path, run: int) -> str:
