@@ -475,6 +475,13 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             _rewrite_row(f"same: {name} rewrite of the whole table", layouts)
             for name, layouts in (("events", events_), ("uniform points", uniform))
         ),
+        (
+            f"same: the planner's strategy over {PLAN_SLICES:,} file slices (every group "
+            "planned, 100 file groups busy)",
+            f"{result['plan_100k_s']:.2f} s",
+            "-",
+            "-",
+        ),
     ]
 
 
