@@ -2,19 +2,22 @@
 
 Under the table lock, for each pending plan, oldest first: a run of it that died earlier
 is rolled back to its plan (Hudi's rollbackInflightClustering), the plan moves to inflight,
-and one Spark task per clustering group reads the group's base files through
-``tidemark.storage``, orders the rows by the plan's layout (``tidemark/clustering/curves.py``) and
-writes them into the planned number of new file groups, each behind its marker like every
-write (``spark_jobs/base_file.py``). The replacecommit lists the old file groups in
-``partitionToReplaceFileIds``, so readers switch to the new ones at once.
+and Spark tasks read the groups' base files through ``tidemark.storage``, order the rows by
+the plan's layout (``tidemark/clustering/curves.py``) and write them into the planned number of new
+file groups, each behind its marker like every write (``spark_jobs/base_file.py``). With
+fewer groups than cores a group is cut into slices of whole output files, one task each:
+every slice orders the group from its sort columns alone, then reads and writes only its
+own rows, so the files and their order are the same however the group is cut. The
+replacecommit lists the old file groups in ``partitionToReplaceFileIds``, so readers switch
+to the new ones at once.
 
 Rows are copied, never changed: meta columns included (Hudi's preserveHoodieMetadata),
 only ``_hoodie_file_name`` names the new file. A table with a record index gets every
 moved key staged at its new file group for the replacecommit's instant (through the
 index service, like every write), so the index moves with the commit. A run that fails
 is rolled back to its plan, which stays pending for a re-run, and its staged index
-changes are discarded. A group is one task, so its rows must fit a
-Python worker's memory: the plan's max group size bounds it.
+changes are discarded. A task holds its group's sort columns and its slice's rows in a
+Python worker's memory: the plan's max group size bounds them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
@@ -67,6 +71,7 @@ from tidemark.errors import (
 )
 from tidemark.index.record_index import RecordIndex
 from tidemark.rpc.embedded import start_embedded_service
+from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
 from tidemark.table.commit import complete_commit, rollback
@@ -466,40 +471,64 @@ def _write_groups(
     layout: Layout,
     row_group_bytes: int,
 ) -> list[WriteStat]:
-    indices = spark.sparkContext.parallelize([(i,) for i in range(len(tasks))], len(tasks))
-    groups = spark.createDataFrame(indices, "group int")
-    shipped = list(tasks)
+    slices = split_groups(tasks, spark.sparkContext.defaultParallelism)
+    indices = spark.sparkContext.parallelize([(i,) for i in range(len(slices))], len(slices))
+    pieces = spark.createDataFrame(indices, "piece int")
 
     def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                task = shipped[index]
-                yield stats_batch(cluster_group(task, context, layout, row_group_bytes))
+                yield stats_batch(cluster_slice(slices[index], context, layout, row_group_bytes))
 
-    return stats_from_rows(run_spark_action(groups.mapInArrow(write_task, STAT_DDL).collect))
+    return stats_from_rows(run_spark_action(pieces.mapInArrow(write_task, STAT_DDL).collect))
 
 
-def cluster_group(
-    task: GroupTask, context: WriteContext, layout: Layout, row_group_bytes: int
+@dataclass(frozen=True)
+class SliceTask:
+    """Output files ``[first_file, stop_file)`` of a group, in the group's order: one Spark
+    task each, so a group with fewer groups than cores is written by several tasks."""
+
+    group: GroupTask
+    first_file: int
+    stop_file: int
+
+
+def split_groups(tasks: Sequence[GroupTask], parallelism: int) -> list[SliceTask]:
+    """Each group cut into up to ``parallelism / groups`` slices of whole output files
+    (never more slices than output files): with a few large groups every core writes."""
+    per_group = max(1, -(-parallelism // max(1, len(tasks))))
+    slices: list[SliceTask] = []
+    for task in tasks:
+        count = min(task.output_files, per_group)
+        bounds = [task.output_files * i // count for i in range(count + 1)]
+        slices.extend(SliceTask(task, first, stop) for first, stop in itertools.pairwise(bounds))
+    return slices
+
+
+def cluster_slice(
+    piece: SliceTask, context: WriteContext, layout: Layout, row_group_bytes: int
 ) -> list[WriteStat]:
-    """Read, order and rewrite one group into ``task.output_files`` files of near-equal
-    row counts, in row groups of about ``row_group_bytes`` (from the input's bytes/row)."""
+    """Write the slice's files of its group: the group's ``output_files`` files of
+    near-equal row counts in the layout's order, in row groups of about
+    ``row_group_bytes`` (from the input's bytes/row). The order comes from the sort
+    columns alone (read from every file of the group, so every slice computes the same
+    order); then only the slice's rows are read, file by file, so a task holds its slice,
+    not the group."""
+    task = piece.group
     storage = storage_for(context.table_uri)
-    parts = []
-    for path in task.paths:
-        with storage.open_input(path) as stream:
-            parts.append(conform(pq.read_table(stream), context.file_schema))
-    rows = pa.concat_tables(parts)
-    if layout.sort_columns and rows.num_rows:
-        rows = rows.take(
-            layout_order(rows, layout.sort_columns, layout.layout, curve_method=layout.curve_method)
-        )
-    files = max(1, min(task.output_files, rows.num_rows))
-    row_group_rows = max(1, row_group_bytes * rows.num_rows // max(1, task.input_bytes))
-    bounds = [rows.num_rows * i // files for i in range(files + 1)]
+    order, offsets = _group_order(task, context, layout)
+    total = len(order)
+    files = max(1, min(task.output_files, total))
+    bounds = [total * i // files for i in range(files + 1)]
+    first, stop = min(piece.first_file, files), min(piece.stop_file, files)
+    if first >= stop:
+        return []
+    start = bounds[first]
+    rows = _rows_at(storage, task.paths, offsets, order[start : bounds[stop]], context)
+    row_group_rows = max(1, row_group_bytes * total // max(1, task.input_bytes))
     stats = []
     identity = current_task()
-    for start, stop in itertools.pairwise(bounds):
+    for low, high in itertools.pairwise(bounds[first : stop + 1]):
         with BaseFileWriter(
             storage=storage,
             markers=marker_writer(context.markers),
@@ -511,13 +540,70 @@ def cluster_group(
             schema=context.file_schema,
             populate_meta_fields=context.config.populate_meta_fields,
         ) as writer:
-            for offset in range(start, stop, row_group_rows):
-                writer.write_carried(rows.slice(offset, min(row_group_rows, stop - offset)))
+            for offset in range(low, high, row_group_rows):
+                size = min(row_group_rows, high - offset)
+                writer.write_carried(rows.slice(offset - start, size))
             stats.append(writer.close())
         spark_task = TaskContext.get()
         if spark_task is not None:
             faults.fail_task_after_file_written(spark_task)
     return stats
+
+
+def _group_order(
+    task: GroupTask, context: WriteContext, layout: Layout
+) -> tuple[np.ndarray, np.ndarray]:
+    """The group's row order as positions in its files' concatenation, and each file's
+    first position (plus the total): read from the sort columns only, or the row counts
+    alone when the plan keeps the input order."""
+    storage = storage_for(context.table_uri)
+    columns = pa.schema([context.file_schema.field(name) for name in layout.sort_columns])
+    counts, keys = [], []
+    for path in task.paths:
+        with storage.open_input(path) as stream:
+            parquet = pq.ParquetFile(stream)
+            counts.append(parquet.metadata.num_rows)
+            if layout.sort_columns:
+                present = [name for name in columns.names if name in parquet.schema_arrow.names]
+                keys.append(conform(parquet.read(columns=present), columns))
+    offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    if not layout.sort_columns or offsets[-1] == 0:
+        return np.arange(offsets[-1], dtype=np.int64), offsets
+    order = layout_order(
+        pa.concat_tables(keys).combine_chunks(),
+        layout.sort_columns,
+        layout.layout,
+        curve_method=layout.curve_method,
+    )
+    return order.to_numpy().astype(np.int64, copy=False), offsets
+
+
+def _rows_at(
+    storage: Storage,
+    paths: Sequence[str],
+    offsets: np.ndarray,
+    positions: np.ndarray,
+    context: WriteContext,
+) -> pa.Table:
+    """The rows at ``positions`` of the files' concatenation, in that order; a file none
+    of them falls in is not read."""
+    wanted = np.sort(positions)
+    cuts = np.searchsorted(wanted, offsets)
+    pieces = []
+    for index, path in enumerate(paths):
+        local = wanted[cuts[index] : cuts[index + 1]] - offsets[index]
+        if len(local) == 0:
+            continue
+        with storage.open_input(path) as stream:
+            rows = conform(pq.read_table(stream), context.file_schema)
+        if len(local) < rows.num_rows:
+            rows = rows.take(pa.array(local))
+        pieces.append(rows)
+    gathered = pa.concat_tables(pieces).combine_chunks()
+    placed = np.searchsorted(wanted, positions)
+    if np.array_equal(placed, np.arange(len(placed))):
+        return gathered
+    return gathered.take(pa.array(placed))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

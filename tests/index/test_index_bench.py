@@ -33,6 +33,8 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
     assert (report["table_rows"], report["tag_keys"]) == (2000, 2)
     # The scan opens every base file (how many depends on the session's parallelism).
     assert report["point_index_files"] == 1 < report["point_scan_files"]
+    assert report["point_index_runs_s"] == [report["point_index_s"]]  # --repeat 1: one round
+    assert report["point_scan_runs_s"] == [report["point_scan_s"]]
     for key in (
         "warm_ms",
         "cold_ms",
@@ -69,6 +71,7 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
     for _, ours, baseline, ratio in rows:
         assert "Hudi" not in ours + baseline + ratio
         assert not any(ref["figure"] in ours + baseline + ratio for ref in references)
+    assert "point query by key (median of 1, taking turns first)" in table
 
 
 def test_bench_index_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:

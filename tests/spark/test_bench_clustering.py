@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tidemark.cli import main
-from tidemark.commands.bench_clustering import events
+from tidemark.commands.bench_clustering import events, points, readme_rows
 
 FIELDS = (
     "rows",
@@ -21,7 +21,10 @@ FIELDS = (
     "hilbert_skipped",
     "deltars_skipped",
     "plan_100k_s",
+    "uniform_layouts",
+    "references",
 )
+LAYOUTS = {"linear", "zorder", "hilbert", "zorder-direct", "hilbert-direct", "delta-rs"}
 
 
 def test_events_are_in_arrival_order_with_sessions_spread_over_time() -> None:
@@ -44,9 +47,31 @@ def test_bench_reports_every_field(spark: SparkSession, capsys: pytest.CaptureFi
     assert result["query_speedup"] > 0
     for name in ("zorder_skipped", "hilbert_skipped", "deltars_skipped"):
         assert 0.0 <= result[name] <= 1.0
-    assert set(result["layouts"]) == {"linear", "zorder", "hilbert", "delta-rs"}
+    for layouts, columns in ((result["layouts"], "session_id"), (result["uniform_layouts"], "x")):
+        assert set(layouts) == LAYOUTS
+        for name, measured in layouts.items():
+            assert 0.0 <= measured[f"skipped_{columns}"] <= 1.0
+            assert measured["rewrite_s"] > 0
+            if name != "delta-rs":
+                assert measured["speed_vs_deltars"] > 0
+        assert layouts["delta-rs"]["stats_checked_files"] == layouts["delta-rs"]["files"] >= 1
     assert result["plan_100k_s"] > 0
     ingestion = result["ingestion_under_clustering"]
     assert ingestion["insert_rows"] == 1000
     assert ingestion["insert_alone_s"] > 0 and ingestion["insert_beside_cluster_run_s"] > 0
     assert ingestion["cluster_run_s"] > 0
+    assert result["master"] == str(spark.sparkContext.master)
+    assert all(set(ref) == {"what", "figure", "source"} for ref in result["references"])
+    rows = readme_rows(result)
+    assert len(rows) == 6 and all(len(row) == 4 for row in rows)
+    assert "hilbert-direct" in rows[1][1] and "delta-rs" in rows[3][2]
+    assert not any("0.55" in cell for row in rows for cell in row)
+
+
+def test_points_have_two_columns_of_comparable_range() -> None:
+    data = points(10_000, seed=1)
+    spans = [
+        float(data.column(c).to_numpy().max()) - float(data.column(c).to_numpy().min())
+        for c in ("x", "y")
+    ]
+    assert 0.9 < spans[0] / spans[1] < 1.1 and min(spans) > 2**62

@@ -30,7 +30,7 @@ from spark.sparkkit import (
     hudi_rs_table,
     table_bytes,
 )
-from spark_jobs.cluster import ClusterResult, run_clustering
+from spark_jobs.cluster import ClusterResult, group_tasks, run_clustering, split_groups
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
 from tidemark.cli import main
@@ -149,6 +149,39 @@ def test_clustering_keeps_rows_and_orders_files_by_layout(
             file_rows = _read(table, base.path)
             assert set(file_rows.column(FILE_NAME).to_pylist()) == {base.path.rpartition("/")[2]}
             assert pq.ParquetFile(Path(table) / base.path).metadata.num_row_groups > 1
+
+
+@pytest.mark.parametrize("layout", ["linear", "hilbert"])
+def test_a_group_split_across_tasks_writes_the_rows_and_order_of_the_whole_group(
+    spark: SparkSession, table: str, layout: str
+) -> None:
+    """One group and several cores: its 5 output files are written by several tasks,
+    yet every file holds exactly the rows, in exactly the order, that the whole
+    group's layout order puts there."""
+    hoodie = HoodieTable.open(table)
+    inputs = hoodie.view().file_groups_by_partition()["p0"]
+    plan = ClusteringPlan(
+        groups=(ClusteringGroup(tuple(map(_slice, inputs)), 5),),
+        strategy=ClusteringStrategy(SORT, layout, GIB),
+    )
+    with TableLock(hoodie.storage, "test-scheduler") as lock:
+        hoodie.timeline.fence = lock
+        instant = save_plan(hoodie, plan).timestamp
+    parallelism = spark.sparkContext.defaultParallelism
+    slices = split_groups(group_tasks(hoodie, instant, plan), parallelism)
+    cuts = [(s.first_file, s.stop_file) for s in slices]
+    assert len(cuts) == min(5, parallelism) > 1
+    assert [first for first, _ in cuts[1:]] == [stop for _, stop in cuts[:-1]]
+    assert (cuts[0][0], cuts[-1][1]) == (0, 5)
+    [result] = cluster(spark, table)
+    assert (result.groups, result.files_written, result.rows) == (1, 5, ROWS // 2)
+    expected = _expected_files(table, inputs, layout, 5)
+    written = [
+        _read(table, f.path).column("id").to_pylist()
+        for f in HoodieTable.open(table).view().file_groups_by_partition()["p0"]
+        if f.file_id not in {i.file_id for i in inputs}
+    ]
+    assert sorted(written) == sorted(expected)
 
 
 def _expected_files(uri: str, inputs: list[BaseFile], layout: str, files: int) -> list[list[int]]:

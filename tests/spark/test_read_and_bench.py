@@ -14,6 +14,7 @@ from spark_jobs.read import read_dataframe
 from spark_jobs.rollback import rollback_table
 from spark_jobs.write import write
 from tidemark.cli import main
+from tidemark.commands.bench_write import readme_rows
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.instant import COMMIT
 from tidemark.table.table import HoodieTable
@@ -62,8 +63,19 @@ def test_rollback_job_rolls_back_a_pending_write(spark: SparkSession, table_uri:
 def test_bench_write_prints_a_json_line(
     spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(["bench", "write", "--rows", "2000", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    master = str(spark.sparkContext.master)
+    argv = ["bench", "write", "--rows", "2000", "--repeats", "2", "--cold-first", "plain"]
+    assert main([*argv, "--master", master, "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert any("partitionBy" in line for line in out[:-1])
+    result = json.loads(out[-1])
     assert result["rows"] == 2000
+    assert (result["master"], result["cold_first"], result["partitions"]) == (master, "plain", 10)
+    assert len(result["plain_parquet_runs_s"]) == len(result["bulk_insert_runs_s"]) == 3
+    assert result["plain_parquet_cold_s"] == result["plain_parquet_runs_s"][0]
     assert result["upsert_rows"] == 20
     assert result["bulk_vs_plain_ratio"] > 0
+    assert {"write files", "commit"} <= result["bulk_insert_stage_s"].keys()
+    rows = readme_rows(result)
+    assert [len(row) for row in rows] == [4, 4, 4, 4]
+    assert rows[1][0] == "same, cold round (plain first)"

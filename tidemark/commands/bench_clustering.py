@@ -6,10 +6,14 @@ query ``session_id = X`` prunes files by their min/max and row groups by their
 statistics (footer statistics, as Spark reads Parquet without Hudi's metadata table),
 then reads what is left: files read, rows read and time, before and after clustering by
 ``session_id``. Then the same rows clustered on two columns (``session_id``,
-``item_id``; item ids skewed) with the linear, z-order and Hilbert layouts, and with
+``item_id``; item ids skewed) with the linear, z-order and Hilbert layouts (curves from
+rank ranges, ``sample``, and from the raw values, ``direct``: Hudi's default), and with
 delta-rs's ``z_order`` (the ``deltalake`` package) at about the same file size: the
 fraction of files a single-column equality predicate skips, on each column, and the
-rewrite time. Last, the planner's strategy over 100k synthetic file slices.
+rewrite time. The same again on a second table whose two columns have comparable
+ranges (uniform 63-bit values, where raw-bit interleaving is at its best). delta-rs's
+file bounds come from its log and are checked against its files' own Parquet
+statistics. Last, the planner's strategy over 100k synthetic file slices.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +37,12 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from spark_jobs.cluster import run_clustering
+from spark_jobs.cluster import CURVE_METHOD_PARAM, run_clustering
 from spark_jobs.session import build_session
 from spark_jobs.write import write
+from tidemark.clustering.curves import DEFAULT_CURVE_METHOD
 from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench import ReadmeRow, times
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage
 from tidemark.table.clustering_plan import save_plan
@@ -51,7 +55,15 @@ ITEMS = 100_000
 QUERIES = 20
 SKIP_PROBES = 100
 SORT_COLUMNS = ("session_id", "item_id")
-TWO_COLUMN_LAYOUTS = ("linear", "zorder", "hilbert")
+POINT_COLUMNS = ("x", "y")
+TWO_COLUMN_LAYOUTS: tuple[tuple[str, str, str], ...] = (
+    ("linear", "linear", "sample"),
+    ("zorder", "zorder", "sample"),
+    ("hilbert", "hilbert", "sample"),
+    ("zorder-direct", "zorder", "direct"),
+    ("hilbert-direct", "hilbert", "direct"),
+)
+"""(name, layout, curve method): ``sample`` is Tidemark's default, ``direct`` Hudi's."""
 PLAN_SLICES = 100_000
 OUTPUT_FILE_RATIO = 8
 """Clustering stitches this many input files into one (the blog: 13,642 -> 294 files)."""
@@ -60,6 +72,22 @@ ROW_GROUPS_PER_FILE = 8
 SEED = 20210127
 SMALL_INSERT_ROWS = 1000
 """The ingestion batch timed with and without a concurrent cluster run."""
+
+
+REFERENCES = (
+    {
+        "what": "rows read by the session query after clustering",
+        "figure": "0.55% of the rows (20M -> ~110K); 130.7 s -> 56.0 s (2.3x)",
+        "source": "Apache Hudi blog, 'Optimize Data lake layout using Clustering in Apache "
+        "Hudi' (2021-01-27)",
+    },
+    {
+        "what": "fraction of files skipped by col = v with z-order / Hilbert layouts",
+        "figure": "0.55-0.60 (a linear sort: ~0 on either column)",
+        "source": "Apache Hudi blog, 'Hudi Z-Order and Hilbert Space Filling Curves' "
+        "(Hudi 0.10, Amazon Reviews, 543 files)",
+    },
+)
 
 
 def register(subparsers: Any) -> None:
@@ -73,6 +101,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--master", default="local[*]", help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=_handle)
+
+
+def points(rows: int, seed: int = SEED) -> pa.Table:
+    """Rows with two columns of comparable range: uniform signed 63-bit values."""
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "id": pa.array(np.arange(rows, dtype=np.int64)),
+            "x": pa.array(rng.integers(-(2**62), 2**62, rows)),
+            "y": pa.array(rng.integers(-(2**62), 2**62, rows)),
+        }
+    )
 
 
 def events(rows: int, seed: int = SEED) -> pa.Table:
@@ -174,9 +214,7 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
     """Everything side by side on the same rows; returns the measured numbers."""
     spark = build_session(master, app_name="tidemark-bench-clustering")
     data = events(rows)
-    before_uri = str(workdir / "events")
-    frame = spark.createDataFrame(data.to_pandas()).repartitionByRange(files, "event_id")
-    write(spark, frame, before_uri, "bulk_insert", record_key_fields=["event_id"])
+    before_uri = _bulk_insert(spark, data, workdir / "events", files, "event_id")
     before_files = _latest_paths(before_uri)
     total_bytes = sum(size for _, size in before_files.values())
     target = max(1, total_bytes * OUTPUT_FILE_RATIO // max(1, len(before_files)))
@@ -188,18 +226,12 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
     schedule_whole_table(session_uri, ("session_id",), "linear", target)
     rewrite_s = _cluster(spark, session_uri, row_group)
     after_scan = _scan_all(session_uri, "session_id", sessions)
-    checks = {column: probes(data, column) for column in SORT_COLUMNS}
-    layouts: dict[str, dict[str, float]] = {}
-    for layout in TWO_COLUMN_LAYOUTS:
-        uri = _copy(before_uri, workdir / layout)
-        schedule_whole_table(uri, SORT_COLUMNS, layout, target)
-        seconds = _cluster(spark, uri, row_group)
-        paths = list(_latest_paths(uri))
-        layouts[layout] = _skipping(uri, paths, checks) | {
-            "rewrite_s": seconds,
-            "files": len(paths),
-        }
-    layouts["delta-rs"] = _deltars_zorder(data, workdir / "delta", target, checks)
+    layouts = compare_layouts(spark, data, before_uri, SORT_COLUMNS, target, workdir / "events-")
+    uniform = points(rows)
+    uniform_uri = _bulk_insert(spark, uniform, workdir / "points", files, "id")
+    uniform_layouts = compare_layouts(
+        spark, uniform, uniform_uri, POINT_COLUMNS, target, workdir / "points-"
+    )
     ingestion = ingestion_beside_clustering(spark, before_uri, workdir, target, row_group)
     before_mean = _mean(before_scan)
     after_mean = _mean(after_scan)
@@ -224,7 +256,10 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
         "hilbert_skipped": layouts["hilbert"]["skipped"],
         "linear_skipped": layouts["linear"]["skipped"],
         "deltars_skipped": layouts["delta-rs"]["skipped"],
+        "uniform_layouts": uniform_layouts,
         "plan_100k_s": time_plan(PLAN_SLICES, PlanOptions(max_groups=PLAN_SLICES)),
+        "master": master,
+        "references": list(REFERENCES),
         "ingestion_under_clustering": ingestion,
     }
 
@@ -272,11 +307,52 @@ def ingestion_beside_clustering(
     }
 
 
+def compare_layouts(
+    spark: SparkSession,
+    data: pa.Table,
+    before_uri: str,
+    columns: Sequence[str],
+    target: int,
+    prefix: Path,
+) -> dict[str, dict[str, float]]:
+    """Copies of the table at ``before_uri`` (holding ``data``) clustered on ``columns``
+    with each layout, and delta-rs's ``z_order`` of the same rows: per layout the files,
+    the fraction of files ``col = v`` skips per column and on average, and the rewrite
+    seconds, with delta-rs's rewrite time over each layout's (above 1: faster)."""
+    checks = {column: probes(data, column) for column in columns}
+    row_group = max(1, target // ROW_GROUPS_PER_FILE)
+    layouts: dict[str, dict[str, float]] = {}
+    for name, layout, method in TWO_COLUMN_LAYOUTS:
+        uri = _copy(before_uri, Path(f"{prefix}{name}"))
+        schedule_whole_table(uri, columns, layout, target, curve_method=method)
+        seconds = _cluster(spark, uri, row_group)
+        paths = list(_latest_paths(uri))
+        layouts[name] = _skipping(uri, paths, checks) | {"rewrite_s": seconds, "files": len(paths)}
+    deltars = _deltars_zorder(data, Path(f"{prefix}delta"), columns, target, checks)
+    for measured in layouts.values():
+        measured["speed_vs_deltars"] = deltars["rewrite_s"] / measured["rewrite_s"]
+    layouts["delta-rs"] = deltars
+    return layouts
+
+
+def _bulk_insert(spark: SparkSession, data: pa.Table, path: Path, files: int, key: str) -> str:
+    """``data`` bulk-inserted in ``key`` order into about ``files`` files."""
+    frame = spark.createDataFrame(data.to_pandas()).repartitionByRange(files, key)
+    write(spark, frame, str(path), "bulk_insert", record_key_fields=[key])
+    return str(path)
+
+
 def schedule_whole_table(
-    uri: str, sort_columns: Sequence[str], layout: str, target_file_bytes: int
+    uri: str,
+    sort_columns: Sequence[str],
+    layout: str,
+    target_file_bytes: int,
+    *,
+    curve_method: str = DEFAULT_CURVE_METHOD,
 ) -> str:
     """Plan every file group with the planner's strategy (one group per partition: the
-    group limit is the table's size), saved under the table lock."""
+    group limit is the table's size), saved under the table lock; a curve method other
+    than the default goes into the strategy's parameters, as Hudi writes it."""
     table = HoodieTable.open(uri)
     files = table.view().latest_base_files()
     everything = sum(f.size for f in files) + 1
@@ -289,8 +365,12 @@ def schedule_whole_table(
     )
     outcome = plan_clustering(FileSlices.from_base_files(files), options)
     assert outcome.plan is not None, outcome.reason
+    plan = outcome.plan
+    if curve_method != DEFAULT_CURVE_METHOD:
+        params = {**plan.strategy.extra_params, CURVE_METHOD_PARAM: curve_method}
+        plan = replace(plan, strategy=replace(plan.strategy, extra_params=params))
     with changing(table, "bench-clustering"):
-        return save_plan(table, outcome.plan).timestamp
+        return save_plan(table, plan).timestamp
 
 
 def _latest_paths(uri: str) -> dict[str, tuple[str, int]]:
@@ -326,19 +406,26 @@ def _skipping(uri: str, paths: Sequence[str], checks: dict[str, np.ndarray]) -> 
 
 
 def _deltars_zorder(
-    data: pa.Table, path: Path, target_file_bytes: int, checks: dict[str, np.ndarray]
+    data: pa.Table,
+    path: Path,
+    columns: Sequence[str],
+    target_file_bytes: int,
+    checks: dict[str, np.ndarray],
 ) -> dict[str, float]:
-    """delta-rs: the same rows written once, then ``optimize.z_order`` on the same two
-    columns at the same target file size; bounds from the Delta log's file statistics.
-    ``deltalake`` is a dev dependency, imported only when the benchmark runs."""
+    """delta-rs: the same rows written once, then ``optimize.z_order`` on the same
+    columns at the same target file size; bounds from the Delta log's file statistics,
+    checked against each file's own Parquet statistics. ``deltalake`` is a dev
+    dependency, imported only when the benchmark runs."""
     from deltalake import DeltaTable, write_deltalake
 
     write_deltalake(str(path), data)
     table = DeltaTable(str(path))
     started = time.perf_counter()
-    table.optimize.z_order(list(SORT_COLUMNS), target_size=target_file_bytes)
+    table.optimize.z_order(list(columns), target_size=target_file_bytes)
     seconds = time.perf_counter() - started
     actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+    storage = open_storage(str(path))
+    files = actions.column("path").to_pylist()
     fractions = {}
     for column, values in checks.items():
         bounds = np.stack(
@@ -348,11 +435,19 @@ def _deltars_zorder(
             ],
             axis=1,
         ).astype(np.int64)
+        own = file_bounds(storage, files, column)
+        if not np.array_equal(bounds, own):
+            wrong = int(np.count_nonzero((bounds != own).any(axis=1)))
+            raise RuntimeError(
+                f"delta-rs's log disagrees with {wrong} of its {len(files)} files' own "
+                f"Parquet statistics on {column}"
+            )
         fractions[f"skipped_{column}"] = skipped_fraction(bounds, values)
     return fractions | {
         "skipped": statistics.mean(fractions.values()),
         "rewrite_s": seconds,
         "files": actions.num_rows,
+        "stats_checked_files": len(files),
     }
 
 
@@ -380,19 +475,8 @@ def print_table(result: dict[str, Any]) -> None:
         f"query speedup {result['query_speedup']:.1f}x; clustering by session took "
         f"{result['cluster_by_session_s']:.1f} s"
     )
-    layouts = Table(title="two-column layouts (session_id, item_id): files skipped by col = v")
-    for column in ("layout", "files", "session_id", "item_id", "mean", "rewrite s"):
-        layouts.add_column(column, justify="right")
-    for name, measured in result["layouts"].items():
-        layouts.add_row(
-            name,
-            f"{measured['files']:,}",
-            f"{measured['skipped_session_id']:.3f}",
-            f"{measured['skipped_item_id']:.3f}",
-            f"{measured['skipped']:.3f}",
-            f"{measured['rewrite_s']:.1f}",
-        )
-    console.print(layouts)
+    console.print(_layout_table("events", SORT_COLUMNS, result["layouts"]))
+    console.print(_layout_table("uniform points", POINT_COLUMNS, result["uniform_layouts"]))
     console.print(f"planner: {PLAN_SLICES:,} file slices planned in {result['plan_100k_s']:.3f} s")
     ingestion = result["ingestion_under_clustering"]
     order = (
@@ -405,6 +489,86 @@ def print_table(result: dict[str, Any]) -> None:
         f"{ingestion['insert_alone_s']:.2f} s alone and "
         f"{ingestion['insert_beside_cluster_run_s']:.2f} s beside a "
         f"{ingestion['cluster_run_s']:.1f} s cluster run ({order})"
+    )
+
+
+def _layout_table(name: str, columns: Sequence[str], layouts: dict[str, Any]) -> Table:
+    table = Table(title=f"{name} on ({', '.join(columns)}): files skipped by col = v")
+    for column in ("layout", "files", *columns, "mean", "rewrite s", "delta-rs s / s"):
+        table.add_column(column, justify="right")
+    for layout, measured in layouts.items():
+        table.add_row(
+            layout,
+            f"{measured['files']:,}",
+            *(f"{measured['skipped_' + column]:.3f}" for column in columns),
+            f"{measured['skipped']:.3f}",
+            f"{measured['rewrite_s']:.1f}",
+            f"{measured['speed_vs_deltars']:.2f}x" if "speed_vs_deltars" in measured else "",
+        )
+    return table
+
+
+def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The README's rows (benchmark, Tidemark, baseline, ratio) from one ``--json``
+    result; both sides of each ratio measured in that run."""
+    rows, events_, uniform = result["rows"], result["layouts"], result["uniform_layouts"]
+    setting = f"`bench clustering --rows {rows} --files {result['files_before']}`"
+    return [
+        (
+            f"{setting}: `session_id = X` after clustering by session (mean of "
+            f"{result['queries']} queries; file and row-group min/max pruning): rows read, "
+            "files read, time",
+            f"{result['rows_read_after']:,.0f} rows ({result['rows_read_after_fraction']:.2%}), "
+            f"{result['files_read_after']:.1f} files, {result['query_s_after']:.3f} s",
+            f"before, arrival order: {result['rows_read_before']:,.0f} rows, "
+            f"{result['files_read_before']:.0f} files, {result['query_s_before']:.3f} s",
+            f"{result['query_speedup']:.1f}x faster",
+        ),
+        *(
+            _layout_row(f"same: events on ({', '.join(SORT_COLUMNS)}), item ids skewed", events_),
+            _layout_row(
+                f"same: uniform points on ({', '.join(POINT_COLUMNS)}), comparable ranges",
+                uniform,
+            ),
+        ),
+        *(
+            _rewrite_row(f"same: {name} rewrite of the whole table", layouts)
+            for name, layouts in (("events", events_), ("uniform points", uniform))
+        ),
+        _ingestion_row(result["ingestion_under_clustering"]),
+        (
+            f"same: the planner's strategy over {PLAN_SLICES:,} file slices (every group "
+            "planned, 100 file groups busy)",
+            f"{result['plan_100k_s']:.2f} s",
+            "-",
+            "-",
+        ),
+    ]
+
+
+def _layout_row(what: str, layouts: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Mean fraction of files ``col = v`` skips: each layout vs delta-rs's z_order."""
+    ours = {name: measured for name, measured in layouts.items() if name != "delta-rs"}
+    deltars = layouts["delta-rs"]["skipped"]
+    return (
+        f"{what}: mean fraction of files a `col = v` predicate skips",
+        "; ".join(f"{name} {measured['skipped']:.3f}" for name, measured in ours.items()),
+        f"delta-rs `z_order` {deltars:.3f} (log statistics checked against "
+        f"{layouts['delta-rs']['stats_checked_files']} files' own)",
+        "; ".join(
+            f"{name} {measured['skipped'] / deltars:.2f}x" if deltars else f"{name} -"
+            for name, measured in ours.items()
+        ),
+    )
+
+
+def _rewrite_row(what: str, layouts: dict[str, Any]) -> tuple[str, str, str, str]:
+    ours = {name: measured for name, measured in layouts.items() if name != "delta-rs"}
+    return (
+        f"{what} (groups split across tasks)",
+        "; ".join(f"{name} {measured['rewrite_s']:.1f} s" for name, measured in ours.items()),
+        f"delta-rs `z_order` {layouts['delta-rs']['rewrite_s']:.1f} s",
+        "; ".join(f"{name} {measured['speed_vs_deltars']:.2f}x" for name, measured in ours.items()),
     )
 
 
@@ -428,53 +592,13 @@ def _handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
-    """The README's rows for one ``bench clustering --json`` result."""
-    layouts = result["layouts"]
-    ours = [name for name in layouts if name != "delta-rs"]
-    theirs = layouts["delta-rs"]
-
-    def skipped(name: str) -> str:
-        measured = layouts[name]
-        return (
-            f"{measured['skipped_session_id']:.3f} / {measured['skipped_item_id']:.3f} / "
-            f"{measured['skipped']:.3f}"
-        )
-
-    return [
-        (
-            f"`bench clustering --rows {result['rows']} --files {result['files_before']}` "
-            f"(`session_id = X`, mean of {result['queries']} queries, file and row-group "
-            "min/max pruning): rows read, files read, time",
-            f"after clustering by session ({result['files_after']} files): "
-            f"{result['rows_read_after']:,.0f} rows ({result['rows_read_after_fraction']:.2%}), "
-            f"{result['files_read_after']:,.1f} files, {result['query_s_after']:.3f} s",
-            f"before: {result['rows_read_before']:,.0f} rows, "
-            f"{result['files_read_before']:,.1f} files, {result['query_s_before']:.3f} s",
-            f"{times(result['query_s_before'], result['query_s_after'])} faster",
-        ),
-        (
-            "same rows clustered on (`session_id`, `item_id`): fraction of files a `col = v` "
-            "predicate skips, session_id / item_id / mean",
-            "; ".join(f"{name} {skipped(name)} ({layouts[name]['files']} files)" for name in ours),
-            f"delta-rs `z_order` {skipped('delta-rs')} ({theirs['files']} files)",
-            ", ".join(
-                f"{name} {times(layouts[name]['skipped'], theirs['skipped'])}" for name in ours
-            ),
-        ),
-        (
-            "same: rewrite time of the whole table",
-            f"by session {result['cluster_by_session_s']:.1f} s; "
-            + ", ".join(f"{name} {layouts[name]['rewrite_s']:.1f} s" for name in ours),
-            f"delta-rs `z_order` {theirs['rewrite_s']:.1f} s",
-            ", ".join(
-                f"{name} {times(theirs['rewrite_s'], layouts[name]['rewrite_s'])}" for name in ours
-            ),
-        ),
-        (
-            "same: the planner's strategy over 100,000 file slices",
-            f"{result['plan_100k_s']:.2f} s",
-            "—",
-            "—",
-        ),
-    ]
+def _ingestion_row(ingestion: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A small insert's latency beside a ``cluster run`` against the same insert alone."""
+    order = "before" if ingestion["insert_done_before_run_ended"] else "after"
+    return (
+        f"same: ingestion latency of a {ingestion['insert_rows']:,}-row insert during a "
+        f"{ingestion['cluster_run_s']:.1f} s `cluster run` (committed {order} the run ended)",
+        f"{ingestion['insert_beside_cluster_run_s']:.2f} s",
+        f"{ingestion['insert_alone_s']:.2f} s alone",
+        f"{ingestion['insert_beside_cluster_run_s'] / ingestion['insert_alone_s']:.2f}x",
+    )

@@ -174,6 +174,10 @@ def median_ms(runs: list[float]) -> float:
     return statistics.median(runs) * 1000
 
 
+def _ms_spread(seconds: list[float]) -> str:
+    return f"{min(seconds) * 1000:,.1f}-{max(seconds) * 1000:,.1f} ms"
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     began = time.perf_counter()
     value = fn()
@@ -536,9 +540,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"tagging an upsert of {report['tag_keys']:,} keys in a {report['table_rows']:,}-row "
         f"table: index {report['tag_index_s']:.2f} s, join {report['tag_join_s']:.2f} s "
         f"({times(report['tag_join_s'], report['tag_index_s'])} faster)",
-        f"point query by key: index {report['point_index_s'] * 1000:,.1f} ms "
-        f"({report['point_index_files']} file), scan {report['point_scan_s'] * 1000:,.1f} ms "
-        f"({report['point_scan_files']} files)",
+        f"point query by key (median of {len(report['point_index_runs_s'])}, taking turns "
+        f"first): index {report['point_index_s'] * 1000:,.1f} ms "
+        f"({_ms_spread(report['point_index_runs_s'])}, {report['point_index_files']} file), "
+        f"scan {report['point_scan_s'] * 1000:,.1f} ms "
+        f"({_ms_spread(report['point_scan_runs_s'])}, {report['point_scan_files']} files)",
     ]
     one_client = report["service_keys_per_s_one_client_by_batch"]
     clients = report["service_clients"]
@@ -680,19 +686,18 @@ def measure_table(
         raise RuntimeError(f"tagging found {join[0][1]} (join) and {index[0][1]} (index) keys")
     keyed.unpersist()
     key = str(args.table_rows // 2)
-    scan_s, scan_rows = timed(lambda: point_query(table, base_files, key))
-    index_s, (index_files, index_rows) = timed(lambda: indexed_point_query(table, client, key))
-    if scan_rows != index_rows or index_rows != 1:
-        raise RuntimeError(f"point query found {scan_rows} rows by scan, {index_rows} by index")
+    scans, lookups = point_queries(table, base_files, client, key, args.repeat)
     return {
         "table_rows": args.table_rows,
         "tag_keys": tagged_keys,
         "tag_join_s": statistics.median(seconds for seconds, _ in join),
         "tag_index_s": statistics.median(seconds for seconds, _ in index),
-        "point_scan_s": scan_s,
+        "point_scan_s": statistics.median(scans),
+        "point_scan_runs_s": scans,
         "point_scan_files": len(base_files),
-        "point_index_s": index_s,
-        "point_index_files": index_files,
+        "point_index_s": statistics.median(seconds for seconds, _ in lookups),
+        "point_index_runs_s": [seconds for seconds, _ in lookups],
+        "point_index_files": lookups[0][1],
     }
 
 
@@ -725,6 +730,26 @@ def index_table(table: HoodieTable, base_files: list[BaseFile]) -> None:
 def read_rows(table: HoodieTable, base: BaseFile, key: str) -> int:
     with table.storage.open_input(base.path) as stream:
         return len(pq.read_table(stream, filters=[(RECORD_KEY, "=", key)]))
+
+
+def point_queries(
+    table: HoodieTable, base_files: list[BaseFile], client: IndexClient, key: str, runs: int
+) -> tuple[list[float], list[tuple[float, int]]]:
+    """``runs`` rounds of the point query by scan and through the index, taking turns
+    going first: the scans' seconds, and the lookups' seconds and files opened."""
+    scans: list[float] = []
+    lookups: list[tuple[float, int]] = []
+    for round_ in range(runs):
+        for by_index in (False, True) if round_ % 2 == 0 else (True, False):
+            if by_index:
+                seconds, (files, found) = timed(lambda: indexed_point_query(table, client, key))
+                lookups.append((seconds, files))
+            else:
+                seconds, found = timed(lambda: point_query(table, base_files, key))
+                scans.append(seconds)
+            if found != 1:
+                raise RuntimeError(f"point query found {found} rows for key {key}")
+    return scans, lookups
 
 
 def point_query(table: HoodieTable, base_files: list[BaseFile], key: str) -> int:

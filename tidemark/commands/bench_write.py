@@ -1,7 +1,10 @@
 """``tidemark bench write``: bulk_insert and a 1% upsert vs Spark writing plain Parquet.
 
-Both writers get the same cached input in the same Spark session, so the ratio shows the
-cost of Hudi's layout (keys, meta columns, sorting, markers, commit) over a bare write.
+Both writers get the same cached input in the same Spark session and write the same ten
+partitions (the plain baseline with ``partitionBy``), so the ratio shows the cost of
+Hudi's layout (keys, meta columns, markers, commit) over a bare partitioned write. The
+writers take turns going first, round by round; ``--cold-first`` picks who opens the
+session (the cold round pays for Spark's start-up code paths).
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.sizing import DEFAULT_TARGET_FILE_BYTES
 from spark_jobs.write import WriteResult, write
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench import ReadmeRow
 from tidemark.logs import configure_logging
 
 PARTITIONS = 10
 UPSERT_EVERY = 100
 DEFAULT_REPEATS = 3
+WRITERS = ("bulk_insert", "plain")
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +47,12 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         default=DEFAULT_REPEATS,
         help="warm runs of each writer after the cold one (the median is compared)",
+    )
+    parser.add_argument(
+        "--cold-first",
+        choices=WRITERS,
+        default="bulk_insert",
+        help="the writer that goes first in the cold round (then they alternate)",
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
@@ -62,38 +71,102 @@ def generate(spark: SparkSession, rows: int, *, step: int = 1, version: int = 0)
 
 
 def run_benchmark(
-    spark: SparkSession, rows: int, workdir: Path, repeats: int = DEFAULT_REPEATS
-) -> dict[str, float | int]:
+    spark: SparkSession,
+    rows: int,
+    workdir: Path,
+    repeats: int = DEFAULT_REPEATS,
+    cold_first: str = "bulk_insert",
+) -> dict[str, Any]:
     """The first run of each writer is cold (JVM code paths, Python workers); the ratio is
-    taken on the medians of the ``repeats`` warm runs that follow, plain and bulk_insert
-    alternating so both see the same machine."""
+    taken on the medians of the ``repeats`` warm runs that follow. Each round runs both
+    writers, ``cold_first`` first in round 0 and the other first in the next, so
+    neither always runs on a machine the other just warmed or loaded."""
     source = generate(spark, rows).cache()
     source.count()
-    plain_runs: list[float] = []
-    bulk_runs: list[float] = []
+    runs: dict[str, list[float]] = {"plain": [], "bulk_insert": []}
+    stages: list[dict[str, float]] = []
+    first = WRITERS.index(cold_first)
     for run in range(repeats + 1):
-        plain_runs.append(_timed(source.write.parquet, str(workdir / f"plain-{run}")))
-        bulk_runs.append(_timed(bulk_insert_generated, spark, source, _table(workdir, run)))
+        for writer in (WRITERS[(first + run) % 2], WRITERS[(first + run + 1) % 2]):
+            if writer == "plain":
+                target = str(workdir / f"plain-{run}")
+                runs[writer].append(_timed(source.write.partitionBy("part").parquet, target))
+            else:
+                started = time.perf_counter()
+                result = bulk_insert_generated(spark, source, _table(workdir, run))
+                runs[writer].append(time.perf_counter() - started)
+                stages.append(result.stage_seconds)
     updates = generate(spark, rows, step=UPSERT_EVERY, version=1).cache()
     upsert_rows = updates.count()
     upsert_s = _timed(write, spark, updates, _table(workdir, repeats), "upsert")
     source.unpersist()
     updates.unpersist()
+    plain_runs, bulk_runs = runs["plain"], runs["bulk_insert"]
     plain_s, bulk_s = statistics.median(plain_runs[1:]), statistics.median(bulk_runs[1:])
     return {
         "rows": rows,
         "repeats": repeats,
+        "partitions": PARTITIONS,
+        "cold_first": cold_first,
+        "master": spark.sparkContext.master,
         "plain_parquet_s": round(plain_s, 3),
         "bulk_insert_s": round(bulk_s, 3),
+        "plain_parquet_runs_s": [round(s, 3) for s in plain_runs],
+        "bulk_insert_runs_s": [round(s, 3) for s in bulk_runs],
         "plain_rows_per_s": round(rows / plain_s),
         "bulk_insert_rows_per_s": round(rows / bulk_s),
         "bulk_vs_plain_ratio": round(plain_s / bulk_s, 3),
         "plain_parquet_cold_s": round(plain_runs[0], 3),
         "bulk_insert_cold_s": round(bulk_runs[0], 3),
         "cold_bulk_vs_plain_ratio": round(plain_runs[0] / bulk_runs[0], 3),
+        "bulk_insert_stage_s": {
+            stage: round(statistics.median(run[stage] for run in stages[1:]), 3)
+            for stage in stages[-1]
+        },
         "upsert_rows": upsert_rows,
         "upsert_s": round(upsert_s, 3),
+        "references": [],
     }
+
+
+def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The README's rows (benchmark, Tidemark, baseline, ratio) from one ``--json``
+    result; both sides measured in that run."""
+    setting = (
+        f"`bench write --rows {result['rows']} --repeats {result['repeats']}` "
+        f"({result['partitions']} partitions both sides)"
+    )
+    return [
+        (
+            f"{setting}: bulk_insert, warm median of {result['repeats']}",
+            f"{result['bulk_insert_s']:.2f} s ({_spread(result['bulk_insert_runs_s'][1:])})",
+            f"Spark plain Parquet, `partitionBy`: {result['plain_parquet_s']:.2f} s "
+            f"({_spread(result['plain_parquet_runs_s'][1:])})",
+            f"{result['bulk_vs_plain_ratio']:.2f}x",
+        ),
+        (
+            f"same, cold round ({result['cold_first']} first)",
+            f"{result['bulk_insert_cold_s']:.2f} s",
+            f"{result['plain_parquet_cold_s']:.2f} s",
+            f"{result['cold_bulk_vs_plain_ratio']:.2f}x",
+        ),
+        (
+            "same: bulk_insert's stages (warm medians)",
+            ", ".join(f"{k} {v:.2f} s" for k, v in result["bulk_insert_stage_s"].items()),
+            "-",
+            "-",
+        ),
+        (
+            "same: upsert of 1% (global simple index join)",
+            f"{result['upsert_s']:.2f} s ({result['upsert_rows']:,} rows)",
+            "-",
+            "-",
+        ),
+    ]
+
+
+def _spread(runs: list[float]) -> str:
+    return f"runs {min(runs):.2f}-{max(runs):.2f} s"
 
 
 def _table(workdir: Path, run: int) -> str:
@@ -136,7 +209,7 @@ def _handle(args: argparse.Namespace) -> int:
     spark = build_session(args.master, app_name="tidemark-bench-write")
     workdir = Path(tempfile.mkdtemp(prefix="tidemark-bench-write-"))
     try:
-        result = run_benchmark(spark, args.rows, workdir, args.repeats)
+        result = run_benchmark(spark, args.rows, workdir, args.repeats, args.cold_first)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     _print_table(result)
@@ -145,15 +218,16 @@ def _handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(result: dict[str, float | int]) -> None:
+def _print_table(result: dict[str, Any]) -> None:
     rows = int(result["rows"])
     table = Table(
-        title=f"write benchmark, {rows:,} rows (warm: median of {result['repeats']} runs)"
+        title=f"write benchmark, {rows:,} rows in {result['partitions']} partitions "
+        f"(warm: median of {result['repeats']} runs; cold round: {result['cold_first']} first)"
     )
     for column in ("writer", "rows", "warm s", "rows/s", "vs plain", "cold s", "cold vs plain"):
         table.add_column(column, justify="right")
     table.add_row(
-        "Spark plain Parquet",
+        "Spark plain Parquet (partitionBy)",
         f"{rows:,}",
         f"{result['plain_parquet_s']:.2f}",
         f"{result['plain_rows_per_s']:,}",
@@ -181,28 +255,7 @@ def _print_table(result: dict[str, float | int]) -> None:
         "",
     )
     Console().print(table)
-
-
-def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
-    """The README's rows for one ``bench write --json`` result."""
-    return [
-        (
-            f"`bench write --rows {result['rows']}`: bulk_insert (sort mode none, warm median "
-            f"of {result['repeats']})",
-            f"{result['bulk_insert_s']:.2f} s",
-            f"Spark plain Parquet {result['plain_parquet_s']:.2f} s",
-            f"{result['bulk_vs_plain_ratio']:.2f}x",
-        ),
-        (
-            "same, first (cold) run of each writer",
-            f"{result['bulk_insert_cold_s']:.2f} s",
-            f"{result['plain_parquet_cold_s']:.2f} s",
-            f"{result['cold_bulk_vs_plain_ratio']:.2f}x",
-        ),
-        (
-            f"same: upsert of 1% ({result['upsert_rows']:,} rows, global simple index join)",
-            f"{result['upsert_s']:.2f} s",
-            "—",
-            "—",
-        ),
-    ]
+    stages = ", ".join(
+        f"{name} {seconds:.2f} s" for name, seconds in result["bulk_insert_stage_s"].items()
+    )
+    Console().print(f"bulk_insert stages (warm medians): {stages}")
