@@ -49,6 +49,7 @@ from spark_jobs.job_options import (
     MarkerKind,
     MarkerOptions,
     add_job_options,
+    serving_markers,
 )
 from spark_jobs.session import build_session, cancellable_jobs
 from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
@@ -70,7 +71,6 @@ from tidemark.errors import (
     with_note,
 )
 from tidemark.index.record_index import RecordIndex
-from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
@@ -630,8 +630,7 @@ def run(args: argparse.Namespace) -> list[ClusterResult]:
     if not checked_plans(args.table, args.instant, row_group_bytes)[1]:
         return []
     spark = build_session(args.master)
-
-    def run_with(address: str | None) -> list[ClusterResult]:
+    with serving_markers(args.markers, args.marker_service) as address:
         return run_clustering(
             spark,
             args.table,
@@ -643,11 +642,6 @@ def run(args: argparse.Namespace) -> list[ClusterResult]:
             lock_wait_s=args.lock_wait_s,
             index_service_address=args.index_service,
         )
-
-    if args.markers == "service" and not args.marker_service:
-        with start_embedded_service("marker") as service:
-            return run_with(service.address)
-    return run_with(args.marker_service)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,6 +44,7 @@ from tidemark.index.build import (
     shard_count_for,
     stage_caught_up,
     write_base_shard,
+    write_empty_shards,
 )
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.sharding import shard_of
@@ -168,11 +169,8 @@ def _build(
         entries.unpersist()
     done = {row[_SHARD] for row in written}
     total_bytes = sum(row["bytes"] for row in written)
-    empty = pa.array([], pa.string())
-    for shard in sorted(set(range(num_shards)) - done):
-        total_bytes += write_base_shard(
-            table.storage, shard, num_shards, empty, empty, empty, empty, as_of
-        )
+    missing = sorted(set(range(num_shards)) - done)
+    total_bytes += write_empty_shards(table.storage, missing, num_shards, as_of)
     faults.hold_if_requested("index_build_before_publish")
     with publish.clock.stage("catch up and publish"), publish.locked(table):
         caught_up = _catch_up(spark, table, files, as_of, num_shards)

@@ -6,11 +6,14 @@ the jobs spell them the same way, and how their markers are made and read back
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.errors import InvalidArgumentError
+from tidemark.rpc.embedded import start_embedded_service
 from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S, LockHolder
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.table import HoodieTable
@@ -56,6 +59,17 @@ class MarkerOptions:
         if self.kind == "service" and self.service_address:
             return ServiceMarkerReader(self.service_address, table.uri, lock_holder=lock_holder)
         return StorageMarkerReader(table.storage)
+
+
+@contextmanager
+def serving_markers(kind: MarkerKind, address: str | None) -> Iterator[str | None]:
+    """The marker service a job's tasks use: ``address``, or for service markers without
+    one an embedded service in the driver, like Hudi's embedded timeline server."""
+    if kind == "service" and not address:
+        with start_embedded_service("marker") as service:
+            yield service.address
+    else:
+        yield address
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:

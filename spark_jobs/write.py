@@ -45,11 +45,9 @@ from spark_jobs.index_writes import (
 )
 from spark_jobs.input import FORMATS, read_input
 from spark_jobs.job_options import (
-    DEFAULT_LOCK_LEASE_S,
-    DEFAULT_LOCK_WAIT_S,
-    MarkerKind,
     MarkerOptions,
     add_job_options,
+    serving_markers,
 )
 from spark_jobs.keying import (
     arrow_schema,
@@ -71,6 +69,7 @@ from spark_jobs.stages import StageClock, StageListener
 from spark_jobs.stats import stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
 from spark_jobs.validation import TableRequest, check_layout, validate_input
+from spark_jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.clients.index import IndexClient
 from tidemark.errors import (
     AlreadyExistsError,
@@ -81,7 +80,7 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
-from tidemark.index.build import index_building
+from tidemark.index.build import create_empty_index, index_building, shard_count_for
 from tidemark.index.record_index import RecordIndex
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage, open_storage
@@ -165,101 +164,108 @@ def write(
     df: DataFrame,
     table_uri: str,
     operation: str,
+    options: WriteOptions = DEFAULT_OPTIONS,
     *,
-    record_key_fields: Sequence[str] = (),
-    partition_fields: Sequence[str] = (),
-    precombine_field: str | None = None,
-    hive_style: bool = False,
-    url_encode_partitions: bool = False,
-    markers: MarkerKind = "direct",
-    marker_service_address: str | None = None,
-    marker_fallback_direct: bool = False,
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
-    small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES,
-    sort_mode: str = DEFAULT_SORT_MODE,
-    lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
-    idempotency_key: str | None = None,
     listener: StageListener | None = None,
-    disable_hudi_metadata_table: bool = False,
-    allow_duplicates: bool = False,
-    index: str | None = None,
-    index_service_address: str | None = None,
-    on_pending_clustering: str = pending_clustering.REJECT,
 ) -> WriteResult:
-    """Write ``df`` to the table at ``table_uri``, creating it when ``record_key_fields``
-    are given and there is no table yet. Raises tidemark.errors exceptions on bad input.
-    A relative path is made absolute first: executors and the marker service run with
-    other working directories.
+    """Write ``df`` to the table at ``table_uri``, creating it when
+    ``options.record_key_fields`` are given and there is no table yet (``WriteOptions``
+    documents every option; its defaults are the CLI's). Raises tidemark.errors exceptions
+    on bad input. A relative path is made absolute first: executors and the marker service
+    run with other working directories. Service markers without an address get an embedded
+    marker service in the driver, like Hudi's embedded timeline server.
 
     The outcome is the completed instant: once it is published the write returns it,
-    whatever clean-up fails afterwards. With ``idempotency_key``, a key some completed
-    instant already carries makes the write a no-op returning that instant.
-    ``disable_hudi_metadata_table`` lets the write remove Hudi's metadata table, which
-    Tidemark does not maintain (refused otherwise). ``allow_duplicates`` (bulk_insert and
-    insert) writes every row of a key that comes several times, as Hudi does with
-    ``hoodie.combine.before.insert=false``; otherwise each key's winning row is kept.
-    The table lock is waited for up to ``lock_wait_s`` (0: fail at once if it is held).
-    ``index`` tags keys with the record index (``record``, the default once the table has
-    one) or by joining with the base files (``simple``); a table with a record index has
-    it kept in step through the index service at ``index_service_address`` (default: one
-    embedded in the driver)."""
+    whatever clean-up fails afterwards."""
+    with serving_markers(options.markers, options.marker_service_address) as address:
+        return _write(
+            spark, df, table_uri, operation, options.with_marker_service(address), listener
+        )
+
+
+def _write(
+    spark: SparkSession,
+    df: DataFrame,
+    table_uri: str,
+    operation: str,
+    options: WriteOptions,
+    listener: StageListener | None,
+) -> WriteResult:
     if operation not in OPERATION_TYPES:
         raise InvalidArgumentError(
             f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
             field="operation",
         )
-    marker_options = MarkerOptions(markers, marker_service_address, marker_fallback_direct)
-    if sort_mode not in SORT_MODES:
+    marker_options = MarkerOptions(
+        options.markers, options.marker_service_address, options.marker_fallback_direct
+    )
+    if options.sort_mode not in SORT_MODES:
         raise InvalidArgumentError(
-            f"unknown sort mode {sort_mode!r} (use {', '.join(SORT_MODES)})", field="sort_mode"
+            f"unknown sort mode {options.sort_mode!r} (use {', '.join(SORT_MODES)})",
+            field="sort_mode",
         )
-    for name, value in (("target_file_bytes", target_file_bytes), ("lock_lease_s", lock_lease_s)):
+    for name, value in (
+        ("target_file_bytes", options.target_file_bytes),
+        ("lock_lease_s", options.lock_lease_s),
+    ):
         if value <= 0:
             raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
-    if small_file_limit_bytes < 0:
+    if options.small_file_limit_bytes < 0:
         raise InvalidArgumentError(
-            f"must be >= 0 (0: no small-file top-up), got {small_file_limit_bytes}",
+            f"must be >= 0 (0: no small-file top-up), got {options.small_file_limit_bytes}",
             field="small_file_limit_bytes",
         )
-    check_lock_wait(lock_wait_s)
-    _check_idempotency_key(idempotency_key)
-    pending_clustering.check_policy(on_pending_clustering)
-    if allow_duplicates and operation not in DUPLICATING_OPERATIONS:
+    check_lock_wait(options.lock_wait_s)
+    _check_idempotency_key(options.idempotency_key)
+    pending_clustering.check_policy(options.on_pending_clustering)
+    if options.allow_duplicates and operation not in DUPLICATING_OPERATIONS:
         raise InvalidArgumentError(
             f"only {' and '.join(DUPLICATING_OPERATIONS)} can keep duplicate keys, not {operation}",
             field="allow_duplicates",
         )
     table_uri = canonical_uri(table_uri)
     marker_options.check_reachable()
-    if index_service_address:
-        IndexClient(index_service_address, table_uri).check_reachable()
+    if options.index_service_address:
+        IndexClient(options.index_service_address, table_uri).check_reachable()
     clock = StageClock(listener)
     request = TableRequest(
-        tuple(record_key_fields),
-        tuple(partition_fields),
-        precombine_field,
-        hive_style,
-        url_encode_partitions,
-        disable_hudi_metadata_table,
+        tuple(options.record_key_fields),
+        tuple(options.partition_fields),
+        options.precombine_field,
+        options.hive_style,
+        options.url_encode_partitions,
+        options.disable_hudi_metadata_table,
     )
     with clock.stage("prepare"):
-        prepared = _prepare(df, table_uri, operation, request, _Input(allow_duplicates, index))
+        prepared = _prepare(
+            df, table_uri, operation, request, _Input(options.allow_duplicates, options.index)
+        )
     try:
         table, prepared = _create_or_join(
-            df, table_uri, operation, request, prepared, _Input(allow_duplicates, index)
+            df,
+            table_uri,
+            operation,
+            request,
+            prepared,
+            _Input(options.allow_duplicates, options.index),
         )
         with (
-            index_client(table.uri, prepared.indexed, index_service_address) as index_service,
+            index_client(
+                table.uri, prepared.indexed, options.index_service_address
+            ) as index_service,
             cancellable_jobs(spark, f"tidemark-write-{uuid.uuid4().hex}") as cancel,
         ):
             if operation == "insert_overwrite" and index_service is not None:
                 _check_overwrite_keys(table, prepared.rows, index_service)
             with changing(
-                table, "write", wait_s=lock_wait_s, lease_s=lock_lease_s, on_lost=cancel
+                table,
+                "write",
+                wait_s=options.lock_wait_s,
+                lease_s=options.lock_lease_s,
+                on_lost=cancel,
             ) as lock:
                 if prepared.table is not None:
-                    remove_hudi_metadata_table(table, disable=disable_hudi_metadata_table)
+                    remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
                 return _write_locked(
                     spark,
                     table,
@@ -267,14 +273,14 @@ def write(
                     operation,
                     _Options(
                         marker_options,
-                        target_file_bytes,
-                        small_file_limit_bytes,
-                        sort_mode,
-                        idempotency_key,
+                        options.target_file_bytes,
+                        options.small_file_limit_bytes,
+                        options.sort_mode,
+                        options.idempotency_key,
                         lock.holder,
                         prepared.tagging,
                         index_service,
-                        on_pending_clustering,
+                        options.on_pending_clustering,
                     ),
                     clock,
                 )
@@ -305,9 +311,13 @@ def _create_or_join(
     if prepared.table is not None:
         return prepared.table, prepared
     try:
-        return HoodieTable.create(table_uri, prepared.config), prepared
+        table = HoodieTable.create(table_uri, prepared.config)
     except AlreadyExistsError:
         log.info("write.table_created_concurrently", table=table_uri)
+    else:
+        if prepared.indexed:  # --index record on a new table: its index starts with it
+            create_empty_index(table.storage, shard_count_for(prepared.row_count))
+        return table, prepared
     prepared.rows.unpersist()
     try:
         joined = _prepare(df, table_uri, operation, request, given)
@@ -369,7 +379,8 @@ def _prepare(
         check_writable(config, disable_hudi_metadata_table=request.disable_hudi_metadata_table)
     if request.precombine_field:
         config = replace(config, precombine_field=request.precombine_field)
-    indexed = table is not None and RecordIndex.exists(table.storage)
+    creates_index = table is None and given.index == "record"
+    indexed = creates_index or (table is not None and RecordIndex.exists(table.storage))
     tagging = choose_tagging(
         given.index, indexed, lambda: table is not None and index_building(table.storage)
     )
@@ -794,9 +805,9 @@ def _fields(value: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, listener: StageListener | None = None) -> WriteResult:
-    """Run a write described by parsed ``add_arguments`` options; service markers with no
-    address get an embedded marker service in the driver, like Hudi's timeline server.
-    The size options are checked first, by their names on the command line."""
+    """Run a write described by parsed ``add_arguments`` options: the same
+    ``WriteOptions`` the Python API takes. The size options are checked first, by their
+    names on the command line."""
     if args.target_file_mb <= 0:
         raise InvalidArgumentError(
             f"must be > 0, got {args.target_file_mb}", field="target_file_mb"
@@ -807,49 +818,15 @@ def run(args: argparse.Namespace, listener: StageListener | None = None) -> Writ
             field="small_file_mb",
         )
     spark = build_session(args.master)
-    if args.markers == "service" and not args.marker_service:
-        with start_embedded_service("marker") as service:
-            return _run(spark, args, service.address, listener)
-    return _run(spark, args, args.marker_service, listener)
-
-
-def _run(
-    spark: SparkSession,
-    args: argparse.Namespace,
-    marker_service_address: str | None,
-    listener: StageListener | None,
-) -> WriteResult:
-    return write(
+    source = read_input(
         spark,
-        read_input(
-            spark,
-            args.input,
-            args.format,
-            _column_types(args.table),
-            exact_columns=(*args.key, *args.partition),
-        ),
-        args.table,
-        args.op,
-        record_key_fields=args.key,
-        partition_fields=args.partition,
-        precombine_field=args.precombine,
-        hive_style=args.hive_style,
-        url_encode_partitions=args.urlencode_partitions,
-        markers=args.markers,
-        marker_service_address=marker_service_address,
-        marker_fallback_direct=args.marker_fallback_direct,
-        target_file_bytes=args.target_file_mb * MIB,
-        small_file_limit_bytes=args.small_file_mb * MIB,
-        sort_mode=args.sort_mode,
-        idempotency_key=args.idempotency_key,
-        lock_lease_s=args.lock_lease_s,
-        lock_wait_s=args.lock_wait_s,
-        listener=listener,
-        disable_hudi_metadata_table=args.disable_hudi_metadata_table,
-        allow_duplicates=args.allow_duplicates,
-        index=args.index,
-        index_service_address=args.index_service,
-        on_pending_clustering=args.on_pending_clustering,
+        args.input,
+        args.format,
+        _column_types(args.table),
+        exact_columns=(*args.key, *args.partition),
+    )
+    return write(
+        spark, source, args.table, args.op, WriteOptions.from_args(args), listener=listener
     )
 
 

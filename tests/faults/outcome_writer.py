@@ -11,6 +11,7 @@ import sys
 
 from spark_jobs.session import build_session
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 
 SCHEMA = "id int, name string, part string, ts long"
 """``faultkit.SCHEMA`` (this script runs on its own, without the test packages)."""
@@ -43,11 +44,13 @@ if __name__ == "__main__":
         spark.createDataFrame([tuple(row) for row in spec["rows"]], SCHEMA),
         spec["table"],
         spec["operation"],
-        markers="service" if service else "direct",
-        marker_service_address=service,
-        lock_lease_s=spec["lock_lease_s"],
-        idempotency_key=spec["idempotency_key"],
+        WriteOptions(
+            markers="service" if service else "direct",
+            marker_service_address=service,
+            lock_lease_s=spec["lock_lease_s"],
+            idempotency_key=spec["idempotency_key"],
+            **spec["keys"],
+        ),
         listener=StopAt(spec["stop_at"]),
-        **spec["keys"],
     )
     print("finished without stopping", flush=True)

@@ -34,6 +34,7 @@ from faults.faultkit import (
     write_input,
 )
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.testing.s3local import FaultProxy
 
 pytestmark = pytest.mark.spark
@@ -53,7 +54,9 @@ def _write(
     """A write of ``write_input(ids, name)`` by a second writer, in this process; returns
     the model of its rows."""
     df = spark.read.parquet(str(write_input(tmp_path / f"{name}.parquet", ids, name)))
-    write(spark, df, uri, operation, record_key_fields=["id"], partition_fields=["part"])
+    write(
+        spark, df, uri, operation, WriteOptions(record_key_fields=["id"], partition_fields=["part"])
+    )
     return model_rows(ids, name)
 
 

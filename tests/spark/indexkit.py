@@ -11,6 +11,7 @@ from spark.sparkkit import SCHEMA, hudi_rs_table
 from spark_jobs.index_build import build_index
 from spark_jobs.tagging import file_keys
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
@@ -76,9 +77,7 @@ def indexed_table(spark: SparkSession, uri: str, shards: int = 3) -> dict[str, t
         rows(spark, *first),
         uri,
         "bulk_insert",
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="ts",
+        WriteOptions(record_key_fields=["id"], partition_fields=["part"], precombine_field="ts"),
     )
     build_index(spark, uri, shards=shards)
     return assert_index_agrees(uri)

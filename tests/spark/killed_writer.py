@@ -11,6 +11,7 @@ import sys
 from services.marker.embedded import start_embedded_marker_service
 from spark_jobs.session import build_session
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 
 SCHEMA = "id int, name string, part string, ts long"
 LEASE_S = 2.0
@@ -28,9 +29,9 @@ if __name__ == "__main__":
             df,
             sys.argv[1],
             "upsert",
-            lock_lease_s=LEASE_S,
-            markers="service",
-            marker_service_address=service.address,
+            WriteOptions(
+                lock_lease_s=LEASE_S, markers="service", marker_service_address=service.address
+            ),
         )
     else:
-        write(spark, df, sys.argv[1], "upsert", lock_lease_s=LEASE_S)
+        write(spark, df, sys.argv[1], "upsert", WriteOptions(lock_lease_s=LEASE_S))

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from spark.sparkkit import assert_readers_agree
 from spark_jobs.bulk import SORT_MODES
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.table.table import HoodieTable
 
@@ -30,8 +31,7 @@ def _bulk_insert(spark: SparkSession, table_uri: str, sort_mode: str) -> None:
         data.repartition(INPUT_PARTITIONS),
         table_uri,
         "bulk_insert",
-        **KEYS,
-        sort_mode=sort_mode,
+        WriteOptions(**KEYS, sort_mode=sort_mode),
     )
 
 

@@ -33,6 +33,7 @@ from spark.sparkkit import (
 from spark_jobs.cluster import ClusterResult, group_tasks, run_clustering, split_groups
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.cli import main
 from tidemark.clustering.curves import layout_order
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
@@ -66,7 +67,13 @@ def source_table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) 
         for i in range(ROWS)
     ]
     df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(6)
-    write(spark, df, uri, "bulk_insert", record_key_fields=["id"], partition_fields=["part"])
+    write(
+        spark,
+        df,
+        uri,
+        "bulk_insert",
+        WriteOptions(record_key_fields=["id"], partition_fields=["part"]),
+    )
     return uri
 
 
@@ -372,7 +379,13 @@ def test_clustering_on_s3_with_service_markers(spark: SparkSession, s3_bucket: s
     """Through the local S3 server, markers batched by an embedded marker service."""
     rows = [(i, i % 7, f"name-{i}", "p") for i in range(200)]
     df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(4)
-    write(spark, df, s3_bucket, "bulk_insert", record_key_fields=["id"], partition_fields=["part"])
+    write(
+        spark,
+        df,
+        s3_bucket,
+        "bulk_insert",
+        WriteOptions(record_key_fields=["id"], partition_fields=["part"]),
+    )
     before = rows_without_file_name(s3_bucket)
     schedule(s3_bucket, ("a",), "hilbert", output_files=2)
     with start_embedded_marker_service() as service:

@@ -33,6 +33,7 @@ from spark.sparkkit import assert_readers_agree, hudi_rs_table, table_bytes
 from spark_jobs.cluster import run_clustering
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.index import layout
 from tidemark.index.build import build_lease
@@ -171,10 +172,12 @@ def test_writes_commit_during_a_runs_rewrite(
         # held at its commit point: rewritten and staged, not committed; no table lock
         assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
         inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
-        write(spark, spark.read.parquet(str(inserted)), table, "insert", lock_wait_s=0)
+        write(
+            spark, spark.read.parquet(str(inserted)), table, "insert", WriteOptions(lock_wait_s=0)
+        )
         outside = range(1, 400, 4)  # p1: outside the plan
         updated = write_input(tmp_path / "upsert.parquet", outside, "v3")
-        write(spark, spark.read.parquet(str(updated)), table, "upsert", lock_wait_s=0)
+        write(spark, spark.read.parquet(str(updated)), table, "upsert", WriteOptions(lock_wait_s=0))
         assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
         code, _, err = resume(hold, runner)
     finally:
@@ -332,7 +335,13 @@ def test_writes_during_an_index_build_are_caught_up(
     try:
         # every shard's base file written as of the snapshot
         inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
-        write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
+        write(
+            spark,
+            spark.read.parquet(str(inserted)),
+            plain_table,
+            "insert",
+            WriteOptions(lock_wait_s=0),
+        )
         updated = write_input(tmp_path / "upsert.parquet", range(0, 400, 5), "v3")
         with structlog.testing.capture_logs() as logs:
             write(
@@ -340,12 +349,11 @@ def test_writes_during_an_index_build_are_caught_up(
                 spark.read.parquet(str(updated)),
                 plain_table,
                 "upsert",
-                index="record",
-                lock_wait_s=0,
+                WriteOptions(index="record", lock_wait_s=0),
             )
         assert [e["event"] for e in logs].count("write.index_being_built") == 1
         deleted = spark.createDataFrame([(i, "x", "p3", 9) for i in range(3, 400, 8)], SCHEMA)
-        write(spark, deleted, plain_table, "delete", lock_wait_s=0)
+        write(spark, deleted, plain_table, "delete", WriteOptions(lock_wait_s=0))
         code, out, err = resume(hold, builder)
     finally:
         builder.kill()
@@ -370,7 +378,13 @@ def test_a_build_paused_past_its_lease_never_publishes(
             "the build lease to expire",
         )
         inserted = write_input(tmp_path / "insert.parquet", range(400, 420), "v2")
-        write(spark, spark.read.parquet(str(inserted)), plain_table, "insert", lock_wait_s=0)
+        write(
+            spark,
+            spark.read.parquet(str(inserted)),
+            plain_table,
+            "insert",
+            WriteOptions(lock_wait_s=0),
+        )
         second = build_index(spark, plain_table, shards=2)
         assert second.entries == 420
         published = index_bytes(plain_table)

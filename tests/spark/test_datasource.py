@@ -21,6 +21,7 @@ from spark.indexkit import indexed_table, rows
 from spark.sparkkit import files_in_view, hudi_rs_table, rows_by_key, snapshot
 from spark_jobs.datasource import FilePartition, PushdownReader, TidemarkDataSource
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.errors import NotFoundError
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.table import HoodieTable
@@ -107,9 +108,7 @@ def test_a_table_without_an_index_reads_every_file(spark: SparkSession, table_ur
         rows(spark, *MODEL.values()),
         table_uri,
         "bulk_insert",
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="ts",
+        WriteOptions(record_key_fields=["id"], partition_fields=["part"], precombine_field="ts"),
     )
     by_keys = tidemark_table(spark, table_uri).where(sf.col("id").isin([1, 2]))
     assert by_keys.rdd.getNumPartitions() == len(files_in_view(table_uri))

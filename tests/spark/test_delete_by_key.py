@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, cli_write, table_bytes
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.table import HoodieTable
 
@@ -36,8 +37,7 @@ def table(spark: SparkSession, local_or_s3_uri: str) -> str:
         spark.createDataFrame(ROWS, SCHEMA),
         local_or_s3_uri,
         "bulk_insert",
-        precombine_field="ts",
-        **options,
+        WriteOptions(precombine_field="ts", **options),
     )
     return local_or_s3_uri
 
@@ -80,8 +80,7 @@ def test_composite_keys_are_deleted_by_their_key_columns(
         spark.createDataFrame(ROWS, SCHEMA),
         table_uri,
         "bulk_insert",
-        record_key_fields=["id", "name"],
-        partition_fields=["part"],
+        WriteOptions(record_key_fields=["id", "name"], partition_fields=["part"]),
     )
     keys = spark.createDataFrame([(0, "n0"), (5, "n5"), (5, "other")], "id int, name string")
     assert write(spark, keys, table_uri, "delete").rows_deleted == 2
@@ -110,8 +109,7 @@ def test_a_delete_creating_the_table_needs_its_layout_columns(
             spark.createDataFrame([(1,)], "id int"),
             table_uri,
             "delete",
-            record_key_fields=["id"],
-            partition_fields=["part"],
+            WriteOptions(record_key_fields=["id"], partition_fields=["part"]),
         )
     assert raised.value.field == "partition_fields"
     assert not Path(table_uri).exists()

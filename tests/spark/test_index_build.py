@@ -15,6 +15,7 @@ from spark.indexkit import assert_index_agrees
 from spark.sparkkit import copy_fixture
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.errors import FailedPreconditionError
 from tidemark.index import layout
 from tidemark.index.record_index import RecordIndex
@@ -101,9 +102,7 @@ def test_a_key_held_twice_is_named_and_nothing_is_published(
         spark.createDataFrame(rows.to_pandas()),
         uri,
         "bulk_insert",
-        record_key_fields=["id"],
-        partition_fields=["p"],
-        allow_duplicates=True,
+        WriteOptions(record_key_fields=["id"], partition_fields=["p"], allow_duplicates=True),
     )
     with pytest.raises(FailedPreconditionError) as refused:
         build_index(spark, uri, shards=2)

@@ -28,6 +28,7 @@ from spark_jobs.cluster import run_clustering
 from spark_jobs.index_writes import CHANGES_DDL, stage_changes
 from spark_jobs.read import read_dataframe
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError
 from tidemark.index import layout
@@ -87,7 +88,7 @@ def test_every_operation_and_tagging_keeps_the_index(
         rows(spark, (5, "simple-move", "a", 3), (21, "simple", "a", 3)),
         uri,
         "upsert",
-        index="simple",
+        WriteOptions(index="simple"),
     )
     assert assert_index_agrees(uri)["5"][0] == "a"
     write(spark, rows(spark, (6, "inserted-again", "a", 4), (22, "fresh", "b", 4)), uri, "insert")
@@ -270,3 +271,20 @@ def test_index_changes_that_disagree_with_the_files_fail_before_the_commit(
             assert "is not committed" in str(refused.value)
     assert RecordIndex.open(storage).lookup(keys) == answers
     assert assert_index_agrees(table_uri) == located
+
+
+def test_a_write_creating_a_table_with_index_record_starts_its_index(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """``--index record`` on a new table (as enabling Hudi's record index on one): the
+    first commit fills an index the table starts with, and later writes tag through it."""
+    created = WriteOptions(record_key_fields=["id"], partition_fields=["part"], index="record")
+    first = write(
+        spark, rows(spark, (1, "a", "p", 1), (2, "b", "q", 1)), table_uri, "insert", created
+    )
+    assert RecordIndex.exists(open_storage(table_uri))
+    assert first.tagging == "record"
+    assert_index_agrees(table_uri)
+    moved = write(spark, rows(spark, (2, "b2", "p", 2), (3, "c", "q", 2)), table_uri, "upsert")
+    assert moved.tagging == "record"
+    assert set(assert_index_agrees(table_uri)) == {"1", "2", "3"}

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from spark.sparkkit import cli_write, hudi_rs_table, rows_by_key, table_bytes, write_csv
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 
 TRICKY_ROWS: list[dict[str, Any]] = [
     {"id": 1, "name": 'say "hi"', "note": "comma, inside", "part": "p"},
@@ -45,7 +46,7 @@ def test_csv_and_json_values_are_read_as_the_tables_column_types(
     df = spark.createDataFrame(
         [(1, "0150", 1.5, b"\x00")], "id int, zip string, amount double, raw binary"
     )
-    write(spark, df, local_or_s3_uri, "bulk_insert", record_key_fields=["id"])
+    write(spark, df, local_or_s3_uri, "bulk_insert", WriteOptions(record_key_fields=["id"]))
     batch = write_csv(
         tmp_path / "batch.csv", [{"id": 2, "zip": "02134", "amount": 3, "raw": "abc"}]
     )
@@ -68,7 +69,7 @@ def test_csv_and_json_values_are_read_as_the_tables_column_types(
 @pytest.fixture
 def existing(spark: SparkSession, local_or_s3_uri: str) -> str:
     df = spark.createDataFrame([(1, "a", "p")], "id int, name string, part string")
-    write(spark, df, local_or_s3_uri, "bulk_insert", record_key_fields=["id"])
+    write(spark, df, local_or_s3_uri, "bulk_insert", WriteOptions(record_key_fields=["id"]))
     return local_or_s3_uri
 
 

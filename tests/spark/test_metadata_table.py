@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
 from tidemark.table.hudi_metadata import clear_metadata_properties
@@ -103,7 +104,7 @@ def test_option_removes_the_metadata_table_and_commits(spark: SparkSession, tmp_
         spark.createDataFrame(batch),
         str(root),
         "upsert",
-        disable_hudi_metadata_table=True,
+        WriteOptions(disable_hudi_metadata_table=True),
     )
     assert result.rows_updated == 1
     _assert_removed(root)

@@ -32,3 +32,5 @@ def test_python_api_examples_run_as_written(
     assert "table: not a Hudi table" in printed
     assert f"3 4 3\n{len(holders)}\n" in printed
     assert "_hoodie_commit_time" in printed
+    assert "written 20 5 7\ntagged by record record\n" in printed
+    assert "clustered True 2\n" in printed

@@ -22,6 +22,7 @@ from spark.sparkkit import (
     write_csv,
 )
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -50,7 +51,7 @@ def test_whole_numbers_in_csv_are_written_to_a_double_column_as_doubles(
     df = spark.createDataFrame(
         [(1, 1.5, "p"), (2, 2.25, "q")], "id int, amount double, part string"
     )
-    write(spark, df, local_or_s3_uri, "bulk_insert", **KEYED)
+    write(spark, df, local_or_s3_uri, "bulk_insert", WriteOptions(**KEYED))
     batch = write_csv(
         tmp_path / "batch.csv",
         [{"id": 2, "amount": 3, "part": "q"}, {"id": 3, "amount": 4, "part": "p"}],
@@ -71,7 +72,7 @@ def test_every_numeric_promotion_hudi_makes(spark: SparkSession, table_uri: str)
         spark.createDataFrame([(1, 1, 1.5, 1.5, 1.5, 1.5, 1.5)], f"id int, {columns}"),
         table_uri,
         "bulk_insert",
-        record_key_fields=["id"],
+        WriteOptions(record_key_fields=["id"]),
     )
     incoming = "id int, l int, f int, d int, ld long, lf long, fd float"
     write(
@@ -98,7 +99,7 @@ def nested(spark: SparkSession, local_or_s3_uri: str) -> str:
         [(1, ("Oslo", 10), "p"), (2, ("Rome", 20), "q")],
         f"id int, address {ADDRESS}, part string",
     )
-    write(spark, df, local_or_s3_uri, "bulk_insert", sort_mode="global_sort", **KEYED)
+    write(spark, df, local_or_s3_uri, "bulk_insert", WriteOptions(sort_mode="global_sort", **KEYED))
     return local_or_s3_uri
 
 

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from spark.sparkkit import SCHEMA, timeline_listing
 from spark_jobs.errors import run_spark_action
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
 
@@ -68,10 +69,16 @@ def test_unknown_fields_and_missing_tables(spark: SparkSession, tmp_path: Path) 
         write(spark, df, missing, "upsert")
     assert raised.value.field == "table"
     with pytest.raises(InvalidArgumentError) as unknown:
-        write(spark, df, missing, "upsert", record_key_fields=["nope"])
+        write(spark, df, missing, "upsert", WriteOptions(record_key_fields=["nope"]))
     assert unknown.value.field == "record_key_fields"
     with pytest.raises(InvalidArgumentError) as inside:
-        write(spark, df, str(tmp_path / "t" / ".hoodie" / "x"), "upsert", record_key_fields=["id"])
+        write(
+            spark,
+            df,
+            str(tmp_path / "t" / ".hoodie" / "x"),
+            "upsert",
+            WriteOptions(record_key_fields=["id"]),
+        )
     assert inside.value.field == "table"
     assert not (tmp_path / "missing").exists()
 

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 
 Row = tuple[int, str, str, int]
 OPERATIONS = ("upsert", "delete", "insert", "insert_overwrite", "bulk_insert")
@@ -84,9 +85,9 @@ def test_writes_match_the_model(spark: SparkSession, steps: list[tuple[str, list
                 spark.createDataFrame(batch, SCHEMA),
                 uri,
                 operation,
-                record_key_fields=["id"],
-                partition_fields=["part"],
-                precombine_field="ts",
+                WriteOptions(
+                    record_key_fields=["id"], partition_fields=["part"], precombine_field="ts"
+                ),
             )
             model.apply(operation, batch, result.instant)
             seen = assert_readers_agree(uri, ["id", "name", "part", "ts"])

@@ -40,6 +40,7 @@ from rich.table import Table
 from spark_jobs.cluster import CURVE_METHOD_PARAM, run_clustering
 from spark_jobs.session import build_session
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.clustering.curves import DEFAULT_CURVE_METHOD
 from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from tidemark.commands.args import positive_int
@@ -338,7 +339,7 @@ def compare_layouts(
 def _bulk_insert(spark: SparkSession, data: pa.Table, path: Path, files: int, key: str) -> str:
     """``data`` bulk-inserted in ``key`` order into about ``files`` files."""
     frame = spark.createDataFrame(data.to_pandas()).repartitionByRange(files, key)
-    write(spark, frame, str(path), "bulk_insert", record_key_fields=[key])
+    write(spark, frame, str(path), "bulk_insert", WriteOptions(record_key_fields=[key]))
     return str(path)
 
 

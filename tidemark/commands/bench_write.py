@@ -28,6 +28,7 @@ from spark_jobs.job_options import MarkerKind
 from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.sizing import DEFAULT_TARGET_FILE_BYTES
 from spark_jobs.write import WriteResult, write
+from spark_jobs.write_options import WriteOptions
 from tidemark.commands.args import positive_int
 from tidemark.logs import configure_logging
 
@@ -189,12 +190,14 @@ def bulk_insert_generated(
         source,
         table_uri,
         "bulk_insert",
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="version",
-        markers=markers,
-        marker_service_address=marker_service_address,
-        target_file_bytes=target_file_bytes,
+        WriteOptions(
+            record_key_fields=["id"],
+            partition_fields=["part"],
+            precombine_field="version",
+            markers=markers,
+            marker_service_address=marker_service_address,
+            target_file_bytes=target_file_bytes,
+        ),
     )
 
 

@@ -36,6 +36,7 @@ from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.stages import StageListener
 from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from spark_jobs.write import WriteResult, write
+from spark_jobs.write_options import WriteOptions
 from tidemark.clients.index import IndexClient
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.commands.args import positive_int
@@ -304,12 +305,14 @@ def _write(
         df,
         table_uri,
         operation,
-        record_key_fields=[KEY],
-        partition_fields=["event_date"],
-        precombine_field="ts",
-        markers="service",
-        marker_service_address=services["marker"].address,
-        index_service_address=services["index"].address,
+        WriteOptions(
+            record_key_fields=[KEY],
+            partition_fields=["event_date"],
+            precombine_field="ts",
+            markers="service",
+            marker_service_address=services["marker"].address,
+            index_service_address=services["index"].address,
+        ),
         listener=_Prefixed(operation, progress),
     )
 

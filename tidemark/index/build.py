@@ -11,7 +11,7 @@ maximum shard size, between 10 and 10000 shards.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -78,6 +78,23 @@ def write_base_shard(
     data = write_shard(keys, partitions, file_ids, instants, kind=KIND_BASE, as_of=as_of)
     storage.write(layout.base_path(shard, as_of), data)
     return len(data)
+
+
+def write_empty_shards(storage: Storage, shards: Iterable[int], num_shards: int, as_of: str) -> int:
+    """Base files without an entry for ``shards``; returns their bytes."""
+    empty = pa.array([], pa.string())
+    return sum(
+        write_base_shard(storage, shard, num_shards, empty, empty, empty, empty, as_of)
+        for shard in shards
+    )
+
+
+def create_empty_index(storage: Storage, num_shards: int) -> None:
+    """A record index without an entry, as of ``NO_COMMIT`` (earlier than every instant),
+    for a table without a commit: its writes fill it, as Hudi's record index enabled on a
+    new table."""
+    write_empty_shards(storage, range(num_shards), num_shards, NO_COMMIT)
+    publish_index(storage, num_shards, NO_COMMIT)
 
 
 def publish_index(storage: Storage, num_shards: int, as_of: str) -> None:

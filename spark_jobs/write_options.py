@@ -1,0 +1,104 @@
+"""Every option of a write as one frozen value, with the CLI's defaults.
+
+``tidemark write``, ``spark-submit spark_jobs/write.py`` and the Python API
+(``tidemark.spark.write``) all build a ``WriteOptions`` (the CLI from its flags with
+``from_args``), so a write has one default for everything wherever it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from spark_jobs.bulk import DEFAULT_SORT_MODE
+from spark_jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind
+from spark_jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
+from tidemark.table import pending_clustering
+from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How to write; every field has the CLI's default."""
+
+    record_key_fields: Sequence[str] = ()
+    """Record key field(s); needed only when the write creates the table (``--key``)."""
+    partition_fields: Sequence[str] = ()
+    """Partition field(s) of a table the write creates (``--partition``)."""
+    precombine_field: str | None = None
+    """Field deciding between rows of one key: the largest wins (``--precombine``)."""
+    hive_style: bool = False
+    """``field=value`` partition folders, for a table the write creates."""
+    url_encode_partitions: bool = False
+    """URL-encode partition values as Hudi does, for a table the write creates."""
+    markers: MarkerKind = "service"
+    """``service``: markers batched by the marker service (Hudi's timeline-server markers);
+    ``direct``: one marker object per data file."""
+    marker_service_address: str | None = None
+    """``host:port`` of a ``tidemark serve marker``; None with service markers starts an
+    embedded marker service in the driver, like Hudi's embedded timeline server."""
+    marker_fallback_direct: bool = False
+    """Write direct markers when the marker service stays unreachable after retries."""
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
+    """Size of the base files the write aims at (``--target-file-mb``)."""
+    small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES
+    """Files below it are topped up by inserts (``--small-file-mb``)."""
+    sort_mode: str = DEFAULT_SORT_MODE
+    """bulk_insert layout: none (no shuffle, Hudi's default), partition_sort, global_sort."""
+    lock_lease_s: float = DEFAULT_LOCK_LEASE_S
+    """Lease of the table lock; a writer that cannot renew it for half of it stops."""
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S
+    """How long to wait for a table lock another writer holds (0: fail at once)."""
+    idempotency_key: str | None = None
+    """Stored with the commit; a write whose key a completed instant carries does nothing."""
+    disable_hudi_metadata_table: bool = False
+    """Remove Hudi's metadata table, which Tidemark does not update (refused otherwise)."""
+    allow_duplicates: bool = False
+    """bulk_insert and insert keep every row of a key that comes several times."""
+    index: str | None = None
+    """How keys are tagged: ``record`` (the record index; the default once the table has
+    one) or ``simple`` (a join with the latest base files)."""
+    index_service_address: str | None = None
+    """``host:port`` of a ``tidemark serve index`` for a table with a record index; None
+    starts an embedded one in the driver."""
+    on_pending_clustering: str = pending_clustering.REJECT
+    """A write touching a pending clustering plan's file groups is refused (``reject``) or
+    rolls the plan back first (``rollback``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("record_key_fields", "partition_fields"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> WriteOptions:
+        """The options ``spark_jobs.write.add_arguments`` parsed."""
+        return cls(
+            record_key_fields=args.key,
+            partition_fields=args.partition,
+            precombine_field=args.precombine,
+            hive_style=args.hive_style,
+            url_encode_partitions=args.urlencode_partitions,
+            markers=args.markers,
+            marker_service_address=args.marker_service,
+            marker_fallback_direct=args.marker_fallback_direct,
+            target_file_bytes=args.target_file_mb * MIB,
+            small_file_limit_bytes=args.small_file_mb * MIB,
+            sort_mode=args.sort_mode,
+            lock_lease_s=args.lock_lease_s,
+            lock_wait_s=args.lock_wait_s,
+            idempotency_key=args.idempotency_key,
+            disable_hudi_metadata_table=args.disable_hudi_metadata_table,
+            allow_duplicates=args.allow_duplicates,
+            index=args.index,
+            index_service_address=args.index_service,
+            on_pending_clustering=args.on_pending_clustering,
+        )
+
+    def with_marker_service(self, address: str | None) -> WriteOptions:
+        return replace(self, marker_service_address=address)
+
+
+DEFAULT_OPTIONS = WriteOptions()
