@@ -27,7 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from spark.sparkkit import assert_readers_agree, data_files, hudi_rs_table
 
+from spark_jobs.stages import StageListener
 from spark_jobs.write import WriteResult, write
+from spark_jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
 from tidemark.table.keys import RECORD_KEY
@@ -116,10 +118,16 @@ def rows_to_parquet(path: Path, batch: list[Row]) -> Path:
 
 
 def write_rows(
-    spark: SparkSession, batch: list[Row], table: str, operation: str, **options: Any
+    spark: SparkSession,
+    batch: list[Row],
+    table: str,
+    operation: str,
+    listener: StageListener | None = None,
+    **options: Any,
 ) -> WriteResult:
-    """``write`` of ``batch`` in this process; ``options`` are ``write``'s keywords."""
-    return write(spark, spark.createDataFrame(batch, SCHEMA), table, operation, **options)
+    """``write`` of ``batch`` in this process; ``options`` are ``WriteOptions``' fields."""
+    frame = spark.createDataFrame(batch, SCHEMA)
+    return write(spark, frame, table, operation, WriteOptions(**options), listener=listener)
 
 
 def bulk_insert(spark: SparkSession, batch: list[Row], table: str, **options: Any) -> WriteResult:

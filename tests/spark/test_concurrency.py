@@ -69,7 +69,7 @@ def plain_source(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) 
     batch = write_input(folder / "in.parquet", range(400), "v1")
     frame = spark.read.parquet(str(batch)).repartition(4)
     uri = str(folder / "plain")
-    write(spark, frame, uri, "bulk_insert", **KEYS)
+    write(spark, frame, uri, "bulk_insert", WriteOptions(**KEYS))
     return uri
 
 

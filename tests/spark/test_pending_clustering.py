@@ -15,6 +15,7 @@ from services.planner.engine import PlannerEngine
 from spark.clikit import Cli, refused_in_one_line
 from spark.sparkkit import SCHEMA, assert_readers_agree, timeline_listing
 from spark_jobs.write import WriteResult, write
+from spark_jobs.write_options import WriteOptions
 from tidemark.clustering.strategy import PartitionFilter, PlanOptions
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table.clustering_plan import PendingPlan, pending_plans
@@ -32,7 +33,7 @@ CREATE: dict[str, Any] = {
 def _write(
     spark: SparkSession, uri: str, op: str, rows: list[tuple], **options: Any
 ) -> WriteResult:
-    return write(spark, spark.createDataFrame(rows, SCHEMA), uri, op, **options)
+    return write(spark, spark.createDataFrame(rows, SCHEMA), uri, op, WriteOptions(**options))
 
 
 def _schedule(uri: str, partition: str) -> PendingPlan:

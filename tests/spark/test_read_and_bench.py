@@ -13,6 +13,7 @@ from spark.sparkkit import SCHEMA, snapshot
 from spark_jobs.read import read_dataframe
 from spark_jobs.rollback import rollback_table
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.cli import main
 from tidemark.commands.bench_write import readme_rows
 from tidemark.errors import InvalidArgumentError
@@ -34,7 +35,7 @@ def test_read_dataframe_filters_prunes_and_time_travels(
         spark.createDataFrame([(1, "a", "p", 0), (2, "b", "q", 0)], SCHEMA),
         table_uri,
         "bulk_insert",
-        **CREATE,
+        WriteOptions(**CREATE),
     )
     write(spark, spark.createDataFrame([(1, "a2", "p", 1)], SCHEMA), table_uri, "upsert")
     everything = read_dataframe(spark, table_uri)
@@ -51,7 +52,11 @@ def test_read_dataframe_filters_prunes_and_time_travels(
 
 def test_rollback_job_rolls_back_a_pending_write(spark: SparkSession, table_uri: str) -> None:
     write(
-        spark, spark.createDataFrame([(1, "a", "p", 0)], SCHEMA), table_uri, "bulk_insert", **CREATE
+        spark,
+        spark.createDataFrame([(1, "a", "p", 0)], SCHEMA),
+        table_uri,
+        "bulk_insert",
+        WriteOptions(**CREATE),
     )
     timeline = HoodieTable.open(table_uri).timeline
     timeline.create_requested("29990101000000000", COMMIT)

@@ -23,7 +23,11 @@ CREATE: dict[str, Any] = {"record_key_fields": ["id"], "partition_fields": ["par
 @pytest.fixture
 def existing(spark: SparkSession, table_uri: str) -> str:
     write(
-        spark, spark.createDataFrame([(1, "a", "p", 0)], SCHEMA), table_uri, "bulk_insert", **CREATE
+        spark,
+        spark.createDataFrame([(1, "a", "p", 0)], SCHEMA),
+        table_uri,
+        "bulk_insert",
+        WriteOptions(**CREATE),
     )
     return table_uri
 
@@ -57,7 +61,9 @@ def test_bad_input_leaves_the_timeline_unchanged(
 ) -> None:
     before = timeline_listing(existing)
     with pytest.raises(InvalidArgumentError) as raised:
-        write(spark, spark.createDataFrame(rows, schema), existing, operation, **options)
+        write(
+            spark, spark.createDataFrame(rows, schema), existing, operation, WriteOptions(**options)
+        )
     assert raised.value.field == field
     assert timeline_listing(existing) == before
 

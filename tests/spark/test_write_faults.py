@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.table.table import HoodieTable
 from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 
@@ -49,7 +50,11 @@ def test_retried_attempts_leave_no_stray_files(
     spark: SparkSession, any_uri: str, first_attempts_fail: None
 ) -> None:
     bulk = write(
-        spark, spark.createDataFrame(_rows(6, "v1", 1), SCHEMA), any_uri, "bulk_insert", **CREATE
+        spark,
+        spark.createDataFrame(_rows(6, "v1", 1), SCHEMA),
+        any_uri,
+        "bulk_insert",
+        WriteOptions(**CREATE),
     )
     upsert = write(spark, spark.createDataFrame(_rows(8, "v2", 2), SCHEMA), any_uri, "upsert")
     assert bulk.files_reconciled >= 1
@@ -72,7 +77,11 @@ def test_killed_writer_is_rolled_back_by_the_next_write(
     spark: SparkSession, table_uri: str
 ) -> None:
     write(
-        spark, spark.createDataFrame(_rows(4, "v1", 1), SCHEMA), table_uri, "bulk_insert", **CREATE
+        spark,
+        spark.createDataFrame(_rows(4, "v1", 1), SCHEMA),
+        table_uri,
+        "bulk_insert",
+        WriteOptions(**CREATE),
     )
     committed = data_files(table_uri)
     script = Path(__file__).with_name("killed_writer.py")

@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
 from spark_jobs.write import WriteResult, write
+from spark_jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table.table import HoodieTable
 
@@ -19,7 +20,7 @@ DATA = ["id", "name", "part", "ts"]
 def _write(
     spark: SparkSession, uri: str, op: str, rows: list[tuple], **options: Any
 ) -> WriteResult:
-    return write(spark, spark.createDataFrame(rows, SCHEMA), uri, op, **options)
+    return write(spark, spark.createDataFrame(rows, SCHEMA), uri, op, WriteOptions(**options))
 
 
 def _names(uri: str) -> dict[str, str]:

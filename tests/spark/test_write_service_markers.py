@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
 from spark_jobs.write import write
+from spark_jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table.markers import read_markers_from_storage
 from tidemark.table.table import HoodieTable
@@ -67,9 +68,9 @@ def test_service_markers_commit_rows_and_reconcile_retried_attempts(
     spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, "0")
     try:
         rows_v1 = spark.createDataFrame(_rows(6, "v1", 1), SCHEMA)
-        bulk = write(spark, rows_v1, any_uri, "bulk_insert", **KEYS, **service)
+        bulk = write(spark, rows_v1, any_uri, "bulk_insert", WriteOptions(**KEYS, **service))
         rows_v2 = spark.createDataFrame(_rows(8, "v2", 2), SCHEMA)
-        upsert = write(spark, rows_v2, any_uri, "upsert", **service)
+        upsert = write(spark, rows_v2, any_uri, "upsert", WriteOptions(**service))
     finally:
         spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, None)  # type: ignore[arg-type]
     assert bulk.files_reconciled >= 1, "failed first attempts leave files that reconcile deletes"
@@ -92,7 +93,7 @@ def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
 ) -> None:
     service = _service_markers(marker_service)
     rows_v1 = spark.createDataFrame(_rows(4, "v1", 1), SCHEMA)
-    write(spark, rows_v1, table_uri, "bulk_insert", **KEYS, **service)
+    write(spark, rows_v1, table_uri, "bulk_insert", WriteOptions(**KEYS, **service))
     committed = data_files(table_uri)
     script = Path(__file__).with_name("killed_writer.py")
     killed = subprocess.run(
@@ -112,7 +113,7 @@ def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     assert any(p.rsplit("/", 1)[1].startswith("MARKERS") for p in _temp_objects(table_uri))
     time.sleep(1.5 * KILLED_LEASE_S)  # the dead writer's table lock and marker dir lease run out
     rows_v3 = spark.createDataFrame([(3, "v3", "p", 3)], SCHEMA)
-    write(spark, rows_v3, table_uri, "upsert", **service)
+    write(spark, rows_v3, table_uri, "upsert", WriteOptions(**service))
     timeline = HoodieTable.open(table_uri).timeline
     assert [i.action for i in timeline.completed()] == ["commit", "rollback", "commit"]
     assert data_files(table_uri) & orphans == set()
