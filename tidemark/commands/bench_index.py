@@ -50,10 +50,11 @@ from pyspark.sql import functions as sf
 
 from services.index.embedded import start_embedded_index_service
 from spark_jobs.index_writes import tag_with_index
+from spark_jobs.job_options import non_negative_float
 from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from tidemark.clients.index import IndexClient
-from tidemark.commands.args import non_negative_float, positive_int
+from tidemark.commands.args import positive_int
 from tidemark.commands.bench import ReadmeRow, times
 from tidemark.commands.bench_markers import table_root
 from tidemark.commands.bench_write import bulk_insert_generated, generate
