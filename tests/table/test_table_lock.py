@@ -110,7 +110,9 @@ def test_renewals_failing_past_the_margin_lose_the_lock_and_fence_the_timeline(
         assert lock.lost.is_set()
         assert not lock.held
         faulty_s3.clear()
-        with pytest.raises(ConflictError, match=r"no lease renewal for over 0\.75 s"):
+        with pytest.raises(
+            ConflictError, match=r"no lease renewal for over 0\.75 s \(the last renewal failed: "
+        ):
             table.timeline.transition_inflight(instant, COMMIT)
     table.timeline.reload()
     assert [i.state.name for i in table.timeline.instants()] == ["REQUESTED"]

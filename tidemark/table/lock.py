@@ -288,13 +288,16 @@ class TableLock:
     def _renew_loop(self) -> None:
         """Renew on every tick; a failed renewal is retried on the next one, and the lock
         counts as lost once none succeeded within the safety margin."""
+        failure = ""
         while not self._stop.wait(self.lease_s / RENEWALS_PER_LEASE):
             try:
                 self.renew()
+                failure = ""
             except Exception as error:  # any failure: the heartbeat must outlive it
                 log.warning("lock.renewal_failed", owner=self.owner, error=str(error))
+                failure = f" (the last renewal failed: {error})"
             if not self.lost.is_set() and self._renewal_overdue():
-                self._mark_lost(f"no lease renewal for over {self._margin_s():g} s")
+                self._mark_lost(f"no lease renewal for over {self._margin_s():g} s{failure}")
             if self.lost.is_set():
                 return
 

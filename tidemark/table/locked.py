@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import structlog
 
-from tidemark.errors import TidemarkError
+from tidemark.errors import ConflictError, TidemarkError, with_note
 from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S, TableLock
 from tidemark.table.table import HoodieTable
 
@@ -56,9 +56,12 @@ def holding(lock: TableLock) -> Iterator[TableLock]:
     try:
         yield lock
     except Exception as failure:
-        if lock.lost.is_set():
-            raise lock.lost_error() from failure
-        raise
+        if not lock.lost.is_set() or _is_lost_lock_error(failure):
+            raise
+        lost: TidemarkError = lock.lost_error()
+        if isinstance(failure, TidemarkError):  # what the work said, e.g. its instant's fate
+            lost = with_note(lost, failure.message)
+        raise lost from failure
     finally:
         release_quietly(lock)
 
@@ -75,3 +78,8 @@ def release_quietly(lock: TableLock) -> None:
             error=str(error),
             note=f"the lock frees itself when its lease ends (at most {lock.lease_s:.0f} s)",
         )
+
+
+def _is_lost_lock_error(error: Exception) -> bool:
+    """The fence already raised the one lost-lock error (with the work's notes)."""
+    return isinstance(error, ConflictError) and error.field == "lock"
