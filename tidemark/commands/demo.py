@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import socket
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -45,6 +43,8 @@ from tidemark.commands.write import StageProgress
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
+from tidemark.storage import open_storage
+from tidemark.storage.uri import canonical_uri
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.reader import files_holding, read_snapshot
 from tidemark.table.table import HoodieTable
@@ -97,7 +97,16 @@ def register(subparsers: Any) -> None:
         "--rows", type=positive_int, default=DEFAULT_ROWS, help="events to generate"
     )
     parser.add_argument("--upsert-fraction", type=float, default=0.01)
-    parser.add_argument("--table", default=DEFAULT_TABLE, help="where to write the table")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--table", help=f"the demo table's path or s3:// URI (default {DEFAULT_TABLE})"
+    )
+    where.add_argument(
+        "--storage",
+        metavar="ROOT",
+        help="a folder or s3://bucket/prefix to put the demo table in (ROOT/sessions); S3 "
+        "through the standard AWS settings (AWS_ENDPOINT_URL for an S3-compatible endpoint)",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
     parser.set_defaults(handler=_handle)
@@ -109,10 +118,11 @@ def _handle(args: argparse.Namespace) -> int:
             f"must be in (0, 1], got {args.upsert_fraction}", field="upsert_fraction"
         )
     configure_logging(json=False, level="warning")
-    table_dir = _fresh_table_dir(Path(args.table))
+    location = args.table or (f"{args.storage.rstrip('/')}/sessions" if args.storage else None)
+    table_uri = _fresh_table(location or DEFAULT_TABLE)
     console = Console(stderr=True)
     with StageProgress(console) as progress:
-        report = run_demo(args.rows, args.upsert_fraction, table_dir, args.master, progress)
+        report = run_demo(args.rows, args.upsert_fraction, table_uri, args.master, progress)
     if args.json:
         print(json.dumps(asdict(report)))
     else:
@@ -160,12 +170,11 @@ def _free_port() -> int:
 
 
 def run_demo(
-    rows: int, upsert_fraction: float, table_dir: Path, master: str, progress: StageProgress
+    rows: int, upsert_fraction: float, table_uri: str, master: str, progress: StageProgress
 ) -> DemoReport:
     """Every stage against the three services; each measurement is taken in this run."""
     stages: dict[str, float] = {}
     timed = _Stages(stages, progress)
-    table_uri = str(table_dir.resolve())
     spark = timed("start spark", lambda: build_session(master, app_name="tidemark-demo"))
     with ExitStack() as stack:
         services = timed(
@@ -446,19 +455,21 @@ class _Prefixed:
         self._listener.stage_finished(f"{self._prefix}: {name}", seconds)
 
 
-def _fresh_table_dir(table_dir: Path) -> Path:
-    """Reuse the demo's own folder; refuse to wipe anything the demo did not create."""
-    if table_dir.exists():
-        if not (table_dir / DEMO_MARKER).exists():
+def _fresh_table(location: str) -> str:
+    """The demo table's URI at ``location`` (a path or s3://bucket/prefix), emptied first;
+    anything the demo did not create (no demo marker file) is refused, never wiped."""
+    table_uri = canonical_uri(location)
+    storage = open_storage(table_uri)
+    if next(iter(storage.list("")), None) is not None:
+        if not storage.exists(DEMO_MARKER):
             raise FailedPreconditionError(
-                f"{table_dir} exists and was not created by `tidemark demo`; "
-                "choose another --table",
+                f"{location} exists and was not created by `tidemark demo`; "
+                "choose another --table or --storage",
                 field="table",
             )
-        shutil.rmtree(table_dir)
-    table_dir.mkdir(parents=True)
-    (table_dir / DEMO_MARKER).write_text("created by tidemark demo; rerunning the demo wipes it\n")
-    return table_dir
+        storage.delete_prefix("")
+    storage.write(DEMO_MARKER, b"created by tidemark demo; rerunning the demo wipes it\n")
+    return table_uri
 
 
 def _ratio(baseline: float, measured: float) -> str:
