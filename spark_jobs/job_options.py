@@ -10,6 +10,7 @@ from typing import Literal
 
 from spark_jobs.session import DEFAULT_MASTER
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
+from tidemark.config import add_client_arguments
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.lock import LockHolder
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
@@ -71,6 +72,7 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         help="index service address, for a table with a record index (default: start an "
         "embedded one in the driver)",
     )
+    add_client_arguments(parser)
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument(
         "--lock-lease-s",
