@@ -12,6 +12,7 @@ from spark_jobs.session import DEFAULT_MASTER
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.config import add_client_arguments
 from tidemark.errors import InvalidArgumentError
+from tidemark.rpc.client import config_for
 from tidemark.table.lock import LockHolder
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 from tidemark.table.table import HoodieTable
@@ -44,7 +45,11 @@ class MarkerOptions:
 
     def spec(self, table_uri: str, instant: str) -> MarkerSpec:
         """What the job's tasks need to create the markers of ``instant``."""
-        return MarkerSpec(self.kind, table_uri, instant, self.service_address, self.fallback_direct)
+        address = self.service_address
+        client = config_for(address) if self.kind == "service" and address else None
+        return MarkerSpec(
+            self.kind, table_uri, instant, self.service_address, self.fallback_direct, client
+        )
 
     def reader(self, table: HoodieTable, lock_holder: LockHolder | None) -> MarkerReader:
         """Reconcile and rollback ask the marker service when the job uses it (it owns the

@@ -338,6 +338,18 @@ class ClientConfig:
     def tls(self) -> bool:
         return self.tls_ca_path is not None
 
+    def without_credentials(self) -> ClientConfig:
+        """These settings without TLS or token: for a service embedded in this process,
+        which listens in plaintext on loopback and checks no token."""
+        return dataclasses.replace(
+            self,
+            tls_ca_path=None,
+            tls_cert_path=None,
+            tls_key_path=None,
+            token_file=None,
+            token=None,
+        )
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ClientConfig:
         """Reads ``TIDEMARK_CLIENT_<FIELD>``."""

@@ -50,6 +50,23 @@ AUTHORIZATION_KEY = "authorization"
 _channels: dict[tuple[int, str, ClientConfig | None], grpc.Channel] = {}
 _channels_lock = threading.Lock()
 _tokens: dict[str, tuple[tuple[int, int], str]] = {}
+_embedded: set[str] = set()
+
+
+def set_embedded(address: str, embedded: bool) -> None:
+    """Record that a service embedded in this process listens at ``address`` (or no
+    longer does)."""
+    if embedded:
+        _embedded.add(address)
+    else:
+        _embedded.discard(address)
+
+
+def config_for(address: str, config: ClientConfig | None = None) -> ClientConfig:
+    """``config`` (default: the env's) for dialing ``address``: without TLS and token when
+    it is a service embedded in this process (plaintext loopback, no token checked)."""
+    settings = config or ClientConfig.from_env()
+    return settings.without_credentials() if address in _embedded else settings
 
 
 def channel_for(address: str, *, config: ClientConfig | None = None) -> grpc.Channel:
@@ -244,7 +261,7 @@ class ServiceClient(Generic[S]):
         config: ClientConfig | None = None,
     ) -> None:
         self.service = service
-        self.config = config or ClientConfig.from_env()
+        self.config = config_for(address, config)
         self._stub: LazyStub[S] = lazy_stub(address, stub_class, config=self.config)
 
     @property
