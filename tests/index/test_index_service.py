@@ -253,6 +253,18 @@ NOT_UTF8 = arrow_ipc.encode(pa.table({"key": pa.array([b"ok", b"\xff\xfe"]).view
             grpc.StatusCode.INVALID_ARGUMENT,
             "keys",
         ),
+        (
+            "Lookup",
+            {"keys": keys_payload(["a", "k" * 4097])},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "keys[1]",
+        ),
+        (
+            "StageChanges",
+            {"instant_time": BUILT_AS_OF, "changes": changes_payload([("k" * 4097, "p", "f")])},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "changes[0].key",
+        ),
         ("Lookup", {"keys": NOT_ARROW}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
         ("Lookup", {"keys": out_of_bounds_offsets()}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
         ("Lookup", {"keys": NOT_UTF8}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
