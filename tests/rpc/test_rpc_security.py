@@ -14,8 +14,9 @@ import pytest
 from google.protobuf import descriptor, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tidemark.cli import main
 from tidemark.config import ClientConfig, ServerConfig
-from tidemark.errors import ResourceExhaustedError, UnauthenticatedError
+from tidemark.errors import ConfigError, ResourceExhaustedError, UnauthenticatedError
 from tidemark.proto.index.v1 import index_service_pb2
 from tidemark.proto.marker.v1 import marker_service_pb2, marker_service_pb2_grpc
 from tidemark.proto.planner.v1 import planner_service_pb2
@@ -277,3 +278,61 @@ def test_a_client_over_its_limit_is_told_to_retry_and_does(
         threading.Timer(0.5, servicer.release.set).start()
         assert call(echo, b"x", idempotent=True, config=ClientConfig(max_attempts=20)) == b"x"
         assert waiting.result() == b"done"
+
+
+def test_the_cli_dials_with_its_client_tls_flags(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--client-tls-*`` instead of the env vars; the token from the env. The table holds
+    only its properties, so the answer that proves the call got through is the planner's
+    own complaint about them."""
+    for name in ("CA", "CERT", "KEY"):
+        monkeypatch.delenv(f"TIDEMARK_CLIENT_TLS_{name}_PATH", raising=False)
+    monkeypatch.setenv("TIDEMARK_CLIENT_TOKEN", TOKEN)
+    pair = deployment.client_pair
+    argv = ["cluster", "list", "--table", str(deployment.root / "table")]
+    argv += ["--planner-service", deployment.address, "--json"]
+    assert main(argv) == 2
+    assert "unreachable" in capsys.readouterr().err
+    tls = ["--client-tls-ca", deployment.authority.cert]
+    tls += ["--client-tls-cert", pair.cert, "--client-tls-key", pair.key]
+    assert main([*argv, *tls]) == 2
+    assert "hoodie.properties lacks hoodie.table.type" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"tls_client_ca_path": "CA"}, "tls_client_ca_path"),
+        ({"health_port": 70000}, "health_port"),
+        ({"auth_token_file": "/nonexistent/tokens"}, "auth_token_file"),
+        ({"max_client_concurrent_rpcs": 0}, "max_client_concurrent_rpcs"),
+    ],
+)
+def test_bad_server_security_settings_name_their_field(
+    deployment: Deployment, settings: dict[str, Any], field: str
+) -> None:
+    values: dict[str, Any] = {
+        key: deployment.authority.cert if value == "CA" else value
+        for key, value in settings.items()
+    }
+    with pytest.raises(ConfigError) as raised:
+        ServerConfig(**values)
+    assert raised.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"tls_cert_path": "CERT"}, "tls_cert_path"),
+        ({"tls_cert_path": "CERT", "tls_key_path": "KEY"}, "tls_ca_path"),
+        ({"token_file": "/nonexistent/token"}, "token_file"),
+    ],
+)
+def test_bad_client_security_settings_name_their_field(
+    deployment: Deployment, settings: dict[str, Any], field: str
+) -> None:
+    paths = {"CERT": deployment.client_pair.cert, "KEY": deployment.client_pair.key}
+    with pytest.raises(ConfigError) as raised:
+        ClientConfig(**{key: paths.get(value, value) for key, value in settings.items()})
+    assert raised.value.field == field
