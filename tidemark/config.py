@@ -205,10 +205,11 @@ class ServerConfig:
     """File of accepted bearer tokens, one a line; re-read when it changes, so tokens rotate
     without a restart. Set = every call but health and reflection needs
     ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
-    max_client_concurrent_rpcs: int = 256
-    """Calls in progress at once per client (its token, else its certificate subject, else
-    its address); beyond it RESOURCE_EXHAUSTED with a retry hint, so one job cannot starve
-    the others."""
+    max_client_concurrent_rpcs: int = 1024
+    """Calls in progress at once per client (its bearer token, else its client certificate's
+    subject; anonymous callers only count towards ``max_concurrent_rpcs``); beyond it
+    RESOURCE_EXHAUSTED with a retry hint the clients wait out, so one job cannot starve the
+    others. A waiting marker create is a call: size it for a job's concurrent tasks."""
     log_json: bool = True
     """structlog's JSON renderer (``--log-format json``), else the console one."""
     log_level: str = "info"

@@ -251,10 +251,16 @@ def test_a_renewed_certificate_is_served_without_a_restart(
 
 
 @pytest.fixture
-def limited(servicer: ProbeServicer, definition: ServiceDefinition) -> Iterator[RunningServer]:
-    running = build_server(
-        ServerConfig(port=0, metrics_port=0, max_client_concurrent_rpcs=1), [definition]
+def limited(
+    servicer: ProbeServicer, definition: ServiceDefinition, tmp_path: Path
+) -> Iterator[RunningServer]:
+    """The probe service allowing one call at a time per token (two accepted)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{TOKEN}\nother-job-token\n")
+    config = ServerConfig(
+        port=0, metrics_port=0, max_client_concurrent_rpcs=1, auth_token_file=str(tokens)
     )
+    running = build_server(config, [definition])
     yield running
     servicer.release.set()
     running.stop(0)
@@ -266,17 +272,22 @@ def test_a_client_over_its_limit_is_told_to_retry_and_does(
     with grpc.insecure_channel(f"127.0.0.1:{limited.port}") as channel:
         slow = channel.unary_unary("/tidemark.test.v1.TestService/Slow", None, None)
         echo = channel.unary_unary("/tidemark.test.v1.TestService/Echo", None, None)
-        waiting = slow.future(b"", timeout=60)
+        bearer = (("authorization", f"Bearer {TOKEN}"),)
+        waiting = slow.future(b"", timeout=60, metadata=bearer)
         servicer.slow_started.wait(30)
+        other = (("authorization", "Bearer other-job-token"),)
+        assert echo(b"other", timeout=10, metadata=other) == b"other", "others are not starved"
         with pytest.raises(grpc.RpcError) as refused:
-            echo(b"x", timeout=10)
+            echo(b"x", timeout=10, metadata=bearer)
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "max_client_concurrent_rpcs" in (refused.value.details() or "")
         assert (RETRY_AFTER_KEY, "200") in (refused.value.trailing_metadata() or ())
+        client = ClientConfig(max_attempts=2, token=TOKEN)
         with pytest.raises(ResourceExhaustedError):
-            call(echo, b"x", idempotent=True, config=ClientConfig(max_attempts=2))
+            call(echo, b"x", idempotent=True, config=client)
         threading.Timer(0.5, servicer.release.set).start()
-        assert call(echo, b"x", idempotent=True, config=ClientConfig(max_attempts=20)) == b"x"
+        patient = ClientConfig(max_attempts=20, token=TOKEN)
+        assert call(echo, b"x", idempotent=True, config=patient) == b"x"
         assert waiting.result() == b"done"
 
 

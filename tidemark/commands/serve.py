@@ -96,8 +96,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--max-client-concurrent-rpcs",
         type=int,
-        help="calls in progress at once per client, beyond it RESOURCE_EXHAUSTED "
-        "(TIDEMARK_MAX_CLIENT_CONCURRENT_RPCS, default 256)",
+        help="calls in progress at once per client (token or certificate), beyond it "
+        "RESOURCE_EXHAUSTED (TIDEMARK_MAX_CLIENT_CONCURRENT_RPCS, default 1024)",
     )
     parser.add_argument(
         "--log-format", choices=("json", "console"), help="default json (TIDEMARK_LOG_JSON)"

@@ -3,9 +3,11 @@
 Checked by the one server interceptor before a servicer runs. Health and reflection are
 exempt (Kubernetes' probes send no token). Tokens come from a file of one token a line,
 re-read when it changes (rotation without a restart) and compared in constant time; a
-token is never logged, a client is named in logs and limits by a short hash of it. A
-client (its token, else its certificate subject, else its host) with too many calls in
-progress gets RESOURCE_EXHAUSTED with a retry hint, so one job cannot starve the others.
+token is never logged, a client is named in limits by a short hash of it. A client (its
+token, else its client certificate's subject) with too many calls in progress gets
+RESOURCE_EXHAUSTED with a retry hint, so one job cannot starve the others. Anonymous
+callers (no token, no certificate) are bounded by the server-wide limit only: one host
+may run a whole Spark job, so a host is not a client.
 """
 
 from __future__ import annotations
@@ -87,16 +89,15 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | No
     return None
 
 
-def client_of(context: Context, token: str | None) -> str:
-    """A stable name for the caller that reveals no secret."""
+def client_of(context: Context, token: str | None) -> str | None:
+    """A stable name for the caller that reveals no secret; None = anonymous."""
     if token:
         return "token:" + hashlib.sha256(token.encode()).hexdigest()[:12]
     auth = context.auth_context()
     subject = list(auth.get("x509_subject") or auth.get("x509_common_name") or ())
     if subject:
         return "cert:" + subject[0].decode(errors="replace")
-    peer = context.peer() or ""
-    return "peer:" + peer.rsplit(":", 1)[0]
+    return None
 
 
 class CallGuard:
@@ -108,8 +109,9 @@ class CallGuard:
         self._limit = config.max_client_concurrent_rpcs
         self._in_flight: dict[str, int] = {}
 
-    async def admit(self, context: Context) -> str:
-        """The client's name, counted in; aborts UNAUTHENTICATED or RESOURCE_EXHAUSTED."""
+    async def admit(self, context: Context) -> str | None:
+        """The client's name, counted in (None: anonymous, not counted); aborts
+        UNAUTHENTICATED or RESOURCE_EXHAUSTED."""
         token = bearer_token(cast(Iterable[tuple[str, str | bytes]], context.invocation_metadata()))
         if self._tokens is not None and not self._tokens.accepts(token):
             await context.abort(
@@ -117,6 +119,8 @@ class CallGuard:
                 "missing or unknown bearer token (send authorization: Bearer <token>)",
             )
         client = client_of(context, token)
+        if client is None:
+            return None
         count = self._in_flight.get(client, 0)
         if count >= self._limit:
             await context.abort(
