@@ -108,6 +108,9 @@ class CallGuard:
         self._tokens = TokenFile(config.auth_token_file) if config.auth_token_file else None
         self._limit = config.max_client_concurrent_rpcs
         self._in_flight: dict[str, int] = {}
+        self.active = self._tokens is not None or config.tls_client_ca_path is not None
+        """False when every caller is anonymous: nothing to check or count, so the
+        interceptor skips admission (the marker create hot path pays nothing)."""
 
     async def admit(self, context: Context) -> str | None:
         """The client's name, counted in (None: anonymous, not counted); aborts

@@ -97,7 +97,7 @@ class ServerCallInterceptor(grpc.aio.ServerInterceptor):
             handler = await continuation(handler_call_details)
             if handler is None:
                 return handler  # unknown method: not cached, callers choose these names
-            guard = None if is_exempt(method) else self._guard
+            guard = self._guard if self._guard.active and not is_exempt(method) else None
             wrapped = self._handlers[method] = _observed(
                 handler, method, self._metrics.for_method(method), guard
             )
