@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup demo test lint protos clean
+.PHONY: setup demo test lint protos contracts-image clean
 
 setup: $(STAMP)
 
@@ -25,12 +25,19 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/buf lint
+	$(VENV)/bin/buf breaking --against protos/image.binpb
 
 test: lint
 	$(VENV)/bin/pytest $(ARGS)
 
 protos: setup
 	$(PY) scripts/gen_protos.py
+
+# The contracts as running clients know them: refresh only on a release whose wire
+# changes were checked compatible (``make lint`` compares protos/ with this image).
+contracts-image: setup
+	$(VENV)/bin/buf build -o protos/image.binpb
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

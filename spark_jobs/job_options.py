@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
+from tidemark.config import add_client_arguments
 from tidemark.errors import InvalidArgumentError
+from tidemark.rpc.client import config_for
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S, LockHolder
 from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
@@ -50,7 +52,11 @@ class MarkerOptions:
 
     def spec(self, table_uri: str, instant: str) -> MarkerSpec:
         """What the job's tasks need to create the markers of ``instant``."""
-        return MarkerSpec(self.kind, table_uri, instant, self.service_address, self.fallback_direct)
+        address = self.service_address
+        client = config_for(address) if self.kind == "service" and address else None
+        return MarkerSpec(
+            self.kind, table_uri, instant, self.service_address, self.fallback_direct, client
+        )
 
     def reader(self, table: HoodieTable, lock_holder: LockHolder | None) -> MarkerReader:
         """Reconcile and rollback ask the marker service when the job uses it (it owns the
@@ -89,6 +95,7 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         help="index service address, for a table with a record index (default: start an "
         "embedded one in the driver)",
     )
+    add_client_arguments(parser)
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     add_lock_options(parser)
 

@@ -18,6 +18,10 @@ from spark_jobs.job_options import DEFAULT_MASTER
 from tidemark.errors import FailedPreconditionError
 
 _FORWARDED_ENV_PREFIXES = ("AWS_", "TIDEMARK_")
+_NEVER_FORWARDED = frozenset({"TIDEMARK_CLIENT_TOKEN"})
+"""A token value as ``spark.executorEnv`` would show on the UI's environment page and in
+the event log; executors read ``TIDEMARK_CLIENT_TOKEN_FILE`` (a path) instead, or the
+token travels inside the pickled client config of a task, never in the Spark conf."""
 _TASK_FAILURE_LOGGERS = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",
@@ -54,7 +58,7 @@ def build_session(
         "spark.driver.extraJavaOptions": "-Dlog4j2.rootLogger.level=warn",
     }
     for name, value in os.environ.items():
-        if name.startswith(_FORWARDED_ENV_PREFIXES):
+        if name.startswith(_FORWARDED_ENV_PREFIXES) and name not in _NEVER_FORWARDED:
             settings[f"spark.executorEnv.{name}"] = value
     settings.update(conf or {})
     for key, value in settings.items():

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 
 from tidemark.commands.spark_extra import add_needs_spark, import_command
+from tidemark.config import export_client_arguments
 from tidemark.errors import TidemarkError
 
 COMMAND_MODULES: dict[str, str] = {
@@ -57,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
     try:
+        export_client_arguments(args)
         return int(args.handler(args))
     except TidemarkError as error:
         print(f"tidemark {args.command}: error: {error}", file=sys.stderr)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tidemark.errors import ConfigError, InvalidArgumentError
+from tidemark.errors import ConfigError, PermissionDeniedError
 
 T = TypeVar("T")
 
@@ -57,6 +57,11 @@ def parse_optional_str(text: str) -> str | None:
     return text or None
 
 
+def parse_optional_int(text: str) -> int | None:
+    """An empty env var means "unset" for optional numbers such as the health port."""
+    return parse_int(text) if text.strip() else None
+
+
 def parse_str_tuple(text: str) -> tuple[str, ...]:
     """Comma-separated list, blanks dropped."""
     return tuple(item.strip() for item in text.split(",") if item.strip())
@@ -68,6 +73,7 @@ PARSERS: dict[Any, Callable[[str], Any]] = {
     bool: parse_bool,
     str: str,
     str | None: parse_optional_str,
+    int | None: parse_optional_int,
     tuple[str, ...]: parse_str_tuple,
 }
 
@@ -129,6 +135,11 @@ def load_config(
     return cls(**values)
 
 
+def _canonical_root(root: str) -> str:
+    """A local allowed root resolved (symlinks, ``..``); an S3 root as given."""
+    return root if "://" in root else str(Path(root).resolve())
+
+
 def _is_under(path: str, root: str) -> bool:
     prefix = root.rstrip("/")
     return path == prefix or path.startswith(prefix + "/")
@@ -182,7 +193,23 @@ class ServerConfig:
     tls_cert_path: str | None = None
     """PEM certificate: serve TLS (with ``tls_key_path``; both must be readable)."""
     tls_key_path: str | None = None
-    """PEM private key of ``tls_cert_path``."""
+    """PEM private key of ``tls_cert_path``. Certificate and key are re-read when either
+    file changes, so a renewed certificate is served without a restart."""
+    tls_client_ca_path: str | None = None
+    """PEM CA bundle for mutual TLS: every client must present a certificate it signed
+    (needs ``tls_cert_path``)."""
+    health_port: int | None = None
+    """Also serve the health service alone on this plaintext port (no TLS, no token), for
+    Kubernetes' native gRPC probes; unset = health only on the main port."""
+    auth_token_file: str | None = None
+    """File of accepted bearer tokens, one a line; re-read when it changes, so tokens rotate
+    without a restart. Set = every call but health and reflection needs
+    ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
+    max_client_concurrent_rpcs: int = 1024
+    """Calls in progress at once per client (its bearer token, else its client certificate's
+    subject; anonymous callers only count towards ``max_concurrent_rpcs``); beyond it
+    RESOURCE_EXHAUSTED with a retry hint the clients wait out, so one job cannot starve the
+    others. A waiting marker create is a call: size it for a job's concurrent tasks."""
     log_json: bool = True
     """structlog's JSON renderer (``--log-format json``), else the console one."""
     log_level: str = "info"
@@ -202,6 +229,7 @@ class ServerConfig:
             "keepalive_time_ms",
             "keepalive_timeout_ms",
             "max_concurrent_rpcs",
+            "max_client_concurrent_rpcs",
             "gc_young_threshold",
             "workers",
         ):
@@ -215,6 +243,16 @@ class ServerConfig:
         if self.tls_cert_path is not None and self.tls_key_path is not None:
             require_readable("tls_cert_path", self.tls_cert_path)
             require_readable("tls_key_path", self.tls_key_path)
+        if self.health_port is not None:
+            require_port("health_port", self.health_port)
+        if self.tls_client_ca_path is not None:
+            if self.tls_cert_path is None:
+                raise ConfigError(
+                    "mutual TLS needs --tls-cert and --tls-key", field="tls_client_ca_path"
+                )
+            require_readable("tls_client_ca_path", self.tls_client_ca_path)
+        if self.auth_token_file is not None:
+            require_readable("auth_token_file", self.auth_token_file)
         log_level_number(self.log_level)
 
     @property
@@ -222,13 +260,14 @@ class ServerConfig:
         return self.tls_cert_path is not None
 
     def check_table_path(self, table_path: str, *, field: str = "table_path") -> None:
-        """Refuse a table outside ``allowed_roots`` (empty = any) so a service cannot be
-        pointed at arbitrary storage."""
+        """Refuse a canonical table path outside ``allowed_roots`` (empty = any) so a
+        service cannot be pointed at arbitrary storage. Local roots are resolved like the
+        table path (symlinks followed), so neither side can alias the other."""
         if not self.allowed_roots or any(
-            _is_under(table_path, root) for root in self.allowed_roots
+            _is_under(table_path, _canonical_root(root)) for root in self.allowed_roots
         ):
             return
-        raise InvalidArgumentError(f"{table_path} is not under an allowed root", field=field)
+        raise PermissionDeniedError(f"{table_path} is not under an allowed root", field=field)
 
     @classmethod
     def from_args_and_env(
@@ -266,20 +305,85 @@ class ClientConfig:
     keepalive_timeout_ms: int = 10_000
     """How long a keepalive ping may go unanswered before the channel reconnects."""
     tls_ca_path: str | None = None
-    """PEM roots to trust for TLS channels; None = the system's."""
+    """PEM roots to trust: set = every channel is TLS (``--client-tls-ca``)."""
+    tls_cert_path: str | None = None
+    """PEM client certificate presented for mutual TLS (with ``tls_key_path``)."""
+    tls_key_path: str | None = None
+    """PEM private key of ``tls_cert_path``."""
+    token_file: str | None = None
+    """File holding the bearer token sent as ``authorization: Bearer``; re-read when it
+    changes. Spark executors read the same path, so the token never enters Spark's
+    configuration."""
+    token: str | None = dataclasses.field(default=None, repr=False)
+    """The bearer token itself when no ``token_file`` is set (never forwarded to Spark
+    executors nor logged: prefer ``token_file`` for Spark jobs)."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if isinstance(value, int | float):
                 require_positive(field.name, value)
-        if self.tls_ca_path is not None:
-            require_readable("tls_ca_path", self.tls_ca_path)
+        if (self.tls_cert_path is None) != (self.tls_key_path is None):
+            raise ConfigError(
+                "a client certificate needs its key and the key its certificate",
+                field="tls_cert_path",
+            )
+        if self.tls_cert_path is not None and self.tls_ca_path is None:
+            raise ConfigError("a client certificate needs tls_ca_path", field="tls_ca_path")
+        for field_name in ("tls_ca_path", "tls_cert_path", "tls_key_path", "token_file"):
+            path = getattr(self, field_name)
+            if path is not None:
+                require_readable(field_name, path)
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_ca_path is not None
+
+    def without_credentials(self) -> ClientConfig:
+        """These settings without TLS or token: for a service embedded in this process,
+        which listens in plaintext on loopback and checks no token."""
+        return dataclasses.replace(
+            self,
+            tls_ca_path=None,
+            tls_cert_path=None,
+            tls_key_path=None,
+            token_file=None,
+            token=None,
+        )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ClientConfig:
         """Reads ``TIDEMARK_CLIENT_<FIELD>``."""
         return load_config(cls, section="client", environ=environ)
+
+
+CLIENT_FLAGS = {
+    "--client-tls-ca": "tls_ca_path",
+    "--client-tls-cert": "tls_cert_path",
+    "--client-tls-key": "tls_key_path",
+}
+"""Flags of the commands that dial a service, by the ``ClientConfig`` field they set."""
+
+
+def add_client_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--client-tls-ca/-cert/-key`` (same as ``TIDEMARK_CLIENT_TLS_*_PATH``)."""
+    for flag, field in CLIENT_FLAGS.items():
+        parser.add_argument(
+            flag,
+            dest=f"client_{field}",
+            metavar="PATH",
+            help=f"PEM file for TLS to the services ({env_var_name(field, 'client')})",
+        )
+
+
+def export_client_arguments(args: argparse.Namespace) -> None:
+    """Put the client flags given into this process's environment, where every client
+    (``ClientConfig.from_env``: the driver's, and Spark executors', which get the
+    driver's ``TIDEMARK_*`` variables) reads them."""
+    for field in CLIENT_FLAGS.values():
+        value = getattr(args, f"client_{field}", None)
+        if value is not None:
+            os.environ[env_var_name(field, "client")] = value
 
 
 def log_level_number(level: str) -> int:

@@ -37,6 +37,10 @@ class PermissionDeniedError(TidemarkError):
     """Credentials are missing or wrong, or they do not allow the operation."""
 
 
+class UnauthenticatedError(TidemarkError):
+    """No valid credentials: a missing or unknown bearer token."""
+
+
 class ConflictError(TidemarkError):
     """Another writer or owner holds the resource (lock, lease)."""
 

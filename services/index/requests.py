@@ -22,16 +22,16 @@ PARTITION = "partition"
 FILE_ID = "file_id"
 
 
-def keys(payload: bytes, limit: int, *, field: str = "keys") -> pa.Array:
+def keys(payload: bytes, limit: int, max_key_bytes: int, *, field: str = "keys") -> pa.Array:
     """The keys of an Arrow IPC payload {key: utf8}: at least one, at most ``limit``,
-    none null, empty or holding NUL (duplicates are fine)."""
+    none null, empty, longer than ``max_key_bytes`` or holding NUL (duplicates are fine)."""
     values = arrow_ipc.column(arrow_ipc.decode(payload, field=field), KEY, field=field)
     _check_count(len(values), limit, "keys", field)
-    _check_keys(values, field + "[{row}]")
+    _check_keys(values, max_key_bytes, field + "[{row}]")
     return values
 
 
-def changes(payload: bytes, limit: int, *, field: str = "changes") -> pa.Table:
+def changes(payload: bytes, limit: int, max_key_bytes: int, *, field: str = "changes") -> pa.Table:
     """A commit's changes {key, partition, file_id}: keys as for lookups and each at most
     once, a location (partition may be empty: a non-partitioned table) or neither (delete)."""
     table = arrow_ipc.decode(payload, field=field)
@@ -39,7 +39,7 @@ def changes(payload: bytes, limit: int, *, field: str = "changes") -> pa.Table:
         arrow_ipc.column(table, name, field=field) for name in (KEY, PARTITION, FILE_ID)
     )
     _check_count(len(key), limit, "changes", field)
-    _check_keys(key, field + "[{row}]." + KEY)
+    _check_keys(key, max_key_bytes, field + "[{row}]." + KEY)
     half = pc.xor(pc.is_null(partition), pc.is_null(file_id))
     _refuse_first(
         half, field + "[{row}]", "partition and file_id must both be set, or both null (a delete)"
@@ -70,12 +70,19 @@ def _check_count(count: int, limit: int, what: str, field: str) -> None:
         raise InvalidArgumentError(f"at most {limit} {what} per call, got {count}", field=field)
 
 
-def _check_keys(values: pa.Array, field: str) -> None:
+def _check_keys(values: pa.Array, max_key_bytes: int, field: str) -> None:
     _refuse_first(pc.is_null(values), field, "must not be null")
     offsets, data = string_buffers(values)
-    empty = np.flatnonzero(offsets[1:] == offsets[:-1])
+    lengths = np.diff(offsets)
+    empty = np.flatnonzero(lengths == 0)
     if len(empty):
         raise InvalidArgumentError("must not be empty", field=field.format(row=int(empty[0])))
+    long = np.flatnonzero(lengths > max_key_bytes)
+    if len(long):
+        raise InvalidArgumentError(
+            f"is {int(lengths[long[0]])} bytes, over max_key_bytes={max_key_bytes}",
+            field=field.format(row=int(long[0])),
+        )
     nul = np.flatnonzero(data == 0)
     if len(nul):
         row = int(np.searchsorted(offsets, nul[0], "right")) - 1

@@ -136,7 +136,9 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
     def _lookup(self, table: str, payload: bytes, as_of_instant: str) -> tuple[bytes, int]:
         """One batch, in a thread: the encoded locations and how many keys were found."""
         began = time.perf_counter()
-        keys = requests.keys(payload, self.tables.config.max_batch_keys)
+        keys = requests.keys(
+            payload, self.tables.config.max_batch_keys, self.tables.config.max_key_bytes
+        )
         as_of = requests.as_of(as_of_instant)
         located = self.tables.index(table).lookup(keys, as_of)
         found = len(located) - located["partition"].null_count
@@ -146,7 +148,9 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
 
     def _stage(self, table: str, instant_time: str, payload: bytes) -> int:
         instant = requests.instant_time(instant_time)
-        changes = requests.changes(payload, self.tables.config.max_batch_keys)
+        changes = requests.changes(
+            payload, self.tables.config.max_batch_keys, self.tables.config.max_key_bytes
+        )
         self.tables.index(table).stage(instant, changes)
         self.tables.compactor.wake()
         return len(changes)

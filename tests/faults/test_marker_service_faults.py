@@ -34,6 +34,7 @@ from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.markers import marker_dir, marker_lease_dir
+from tidemark.table.properties import PROPERTIES_PATH, format_properties
 from tidemark.testing.s3local import free_port
 
 pytestmark = pytest.mark.spark
@@ -193,6 +194,7 @@ def test_only_the_table_lock_holder_deletes_a_dir_another_service_leases(tmp_pat
     config = MarkerConfig(batch_interval_ms=5, lease_s=SERVICE_LEASE_S)
     marker = pb.Marker(partition_path="p", data_file_name="f.parquet", io_type=pb.IO_TYPE_CREATE)
     storage = open_storage(table)
+    storage.write(PROPERTIES_PATH, format_properties({"hoodie.table.name": "t"}))
     with (
         start_embedded_marker_service(config=config) as owner,
         start_embedded_marker_service(config=config) as other,

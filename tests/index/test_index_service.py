@@ -140,6 +140,8 @@ def test_stream_lookup_answers_each_batch_in_order(
 def test_a_stream_cannot_switch_tables(
     indexed_table: str, index_stub: IndexServiceStub, tmp_path: Path
 ) -> None:
+    (tmp_path / ".hoodie").mkdir()
+    (tmp_path / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=other\n")
     requests = [
         pb.StreamLookupRequest(table=TableRef(base_path=indexed_table), keys=keys_payload(["a"])),
         pb.StreamLookupRequest(table=TableRef(base_path=str(tmp_path)), keys=keys_payload(["a"])),
@@ -250,6 +252,18 @@ NOT_UTF8 = arrow_ipc.encode(pa.table({"key": pa.array([b"ok", b"\xff\xfe"]).view
             {"keys": keys_payload(["k"] * (MAX_BATCH_KEYS + 1))},
             grpc.StatusCode.INVALID_ARGUMENT,
             "keys",
+        ),
+        (
+            "Lookup",
+            {"keys": keys_payload(["a", "k" * 4097])},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "keys[1]",
+        ),
+        (
+            "StageChanges",
+            {"instant_time": BUILT_AS_OF, "changes": changes_payload([("k" * 4097, "p", "f")])},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "changes[0].key",
         ),
         ("Lookup", {"keys": NOT_ARROW}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
         ("Lookup", {"keys": out_of_bounds_offsets()}, grpc.StatusCode.INVALID_ARGUMENT, "keys"),
@@ -476,5 +490,5 @@ def test_a_table_outside_the_allowed_roots_is_refused(indexed_table: str, tmp_pa
         pytest.raises(grpc.RpcError) as caught,
     ):
         lookup(IndexServiceStub(channel), indexed_table, [KEYS[0]])
-    assert error_of(caught) == (grpc.StatusCode.INVALID_ARGUMENT, "table.base_path")
+    assert error_of(caught) == (grpc.StatusCode.PERMISSION_DENIED, "table.base_path")
     assert "not under an allowed root" in (caught.value.details() or "")

@@ -19,6 +19,8 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.process import ServeProcess
 from tidemark.rpc.status import ERROR_FIELD_KEY
+from tidemark.storage import open_storage
+from tidemark.table.properties import PROPERTIES_PATH, format_properties
 
 INSTANT = "20240102030405006"
 FAST_CLIENT = ClientConfig(
@@ -26,6 +28,39 @@ FAST_CLIENT = ClientConfig(
 )
 
 StartService = Callable[..., EmbeddedMarkerService]
+
+
+def as_table(uri: str) -> str:
+    """``uri`` made a table (its ``hoodie.properties``): the service serves tables only."""
+    open_storage(uri).write(PROPERTIES_PATH, format_properties({"hoodie.table.name": "t"}))
+    return uri
+
+
+def only_the_table(root: str) -> bool:
+    """Whether ``root`` holds nothing but what ``as_table`` wrote."""
+    return [str(p.relative_to(root)) for p in Path(root).rglob("*") if p.is_file()] == [
+        PROPERTIES_PATH
+    ]
+
+
+@pytest.fixture
+def empty_root(tmp_path: Path) -> str:
+    """A fresh empty local folder, for a test that creates its table itself."""
+    root = tmp_path / "empty"
+    root.mkdir()
+    return str(root)
+
+
+@pytest.fixture
+def local_root(local_root: str) -> str:
+    """The shared fresh local root, made a table."""
+    return as_table(local_root)
+
+
+@pytest.fixture
+def s3_bucket(s3_bucket: str) -> str:
+    """The shared fresh S3 root, made a table."""
+    return as_table(s3_bucket)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from services.marker.config import MarkerConfig
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
-from .conftest import FAST_CLIENT, INSTANT, StartService, stored_markers
+from .conftest import FAST_CLIENT, INSTANT, StartService, as_table, stored_markers
 
 OTHER_INSTANT = "20240102030405999"
 
@@ -65,7 +65,7 @@ def test_batch_calls_dedup_within_and_across_calls(
 def test_instants_and_tables_are_independent(
     start_service: StartService, local_root: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    other_root = str(tmp_path_factory.mktemp("other"))
+    other_root = as_table(str(tmp_path_factory.mktemp("other")))
     service = start_service(MarkerConfig(batch_interval_ms=5, num_marker_files=3))
     targets = [(local_root, INSTANT), (local_root, OTHER_INSTANT), (other_root, INSTANT)]
     writers = [

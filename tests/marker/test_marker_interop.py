@@ -98,8 +98,9 @@ def new_table(root: str) -> HoodieTable:
 
 
 def test_rollback_through_service_deletes_files_of_hudi_markers(
-    start_service: StartService, local_root: str
+    start_service: StartService, empty_root: str
 ) -> None:
+    local_root = empty_root  # new_table writes the table's own properties
     table = new_table(local_root)
     write_hudi_marker_dir(local_root)
     data_files = [
@@ -123,8 +124,9 @@ def test_rollback_through_service_deletes_files_of_hudi_markers(
 
 
 def test_our_marker_files_drive_a_storage_rollback(
-    start_service: StartService, local_root: str
+    start_service: StartService, empty_root: str
 ) -> None:
+    local_root = empty_root  # new_table writes the table's own properties
     table = new_table(local_root)
     service = start_service(MarkerConfig(batch_interval_ms=5, num_marker_files=2))
     writer = ServiceMarkerWriter(

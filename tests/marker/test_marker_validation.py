@@ -18,7 +18,14 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.table.markers import IOType, marker_name
 
-from .conftest import INSTANT, StartService, create_request, error_field
+from .conftest import (
+    INSTANT,
+    StartService,
+    as_table,
+    create_request,
+    error_field,
+    only_the_table,
+)
 
 
 @pytest.mark.parametrize(
@@ -49,7 +56,7 @@ def test_bad_marker_is_rejected(
         stub.CreateMarker(create_request(local_root, name, io_type, partition))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_field(caught.value) == field
-    assert not any(Path(local_root).iterdir())
+    assert only_the_table(local_root)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +75,7 @@ def test_bad_instant_is_rejected(
         stub.CreateMarker(request)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_field(caught.value) == "instant_time"
-    assert not any(Path(local_root).iterdir())
+    assert only_the_table(local_root)
 
 
 def test_table_outside_allowed_roots_is_rejected(
@@ -79,17 +86,25 @@ def test_table_outside_allowed_roots_is_rejected(
     allowed.mkdir()
     outside.mkdir()
     stub = stub_for(start_service(allowed_roots=[str(allowed)]).address)
-    for table in (str(outside), f"{allowed}/../outside", ""):
+    for table, code in (
+        (str(outside), grpc.StatusCode.PERMISSION_DENIED),
+        (f"{allowed}/../outside", grpc.StatusCode.INVALID_ARGUMENT),
+        ("", grpc.StatusCode.INVALID_ARGUMENT),
+    ):
         with pytest.raises(grpc.RpcError) as caught:
             stub.CreateMarker(create_request(table, "f.parquet"))
-        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert caught.value.code() == code
         assert error_field(caught.value) == "table.base_path"
     with pytest.raises(grpc.RpcError) as caught:
         stub.DeleteMarkerDir(
             pb.DeleteMarkerDirRequest(table=TableRef(base_path=str(outside)), instant_time=INSTANT)
         )
     assert error_field(caught.value) == "table.base_path"
-    assert stub.CreateMarker(create_request(str(allowed / "table"), "f.parquet")).created
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.CreateMarker(create_request(str(allowed / "table"), "f.parquet"))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert not any(allowed.iterdir()), "no folder is created for a path that is not a table"
+    assert stub.CreateMarker(create_request(as_table(str(allowed / "table")), "f.parquet")).created
     assert not any(Path(outside).iterdir())
 
 
@@ -111,7 +126,7 @@ def test_one_bad_marker_fails_the_whole_batch(
         )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_field(caught.value) == "markers"
-    assert not any(Path(local_root).iterdir())
+    assert only_the_table(local_root)
 
 
 _PATH_TEXT = st.text(alphabet="a.=/\\\n\r\x00\x0b\u2028", max_size=8)

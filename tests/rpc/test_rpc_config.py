@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tidemark.config import ClientConfig, ServerConfig, env_default, load_config, parse_int
-from tidemark.errors import ConfigError, InvalidArgumentError
+from tidemark.errors import ConfigError, PermissionDeniedError
 
 
 def namespace(**values: object) -> argparse.Namespace:
@@ -80,7 +80,7 @@ def test_tls_needs_cert_and_key(tmp_path: Path) -> None:
 def test_allowed_roots_match_whole_path_segments() -> None:
     config = ServerConfig(allowed_roots=("s3://bucket/tables/",))
     config.check_table_path("s3://bucket/tables/orders")
-    with pytest.raises(InvalidArgumentError) as raised:
+    with pytest.raises(PermissionDeniedError) as raised:
         config.check_table_path("s3://bucket/tables-other/orders")
     assert raised.value.field == "table_path"
     ServerConfig().check_table_path("/anything")

@@ -165,7 +165,7 @@ def test_tls_server_talks_to_tls_client(tmp_path: Path) -> None:
     )
     address = f"127.0.0.1:{running.port}"
     try:
-        with channel_for(address, tls=True, config=ClientConfig(tls_ca_path=cert)) as channel:
+        with channel_for(address, config=ClientConfig(tls_ca_path=cert)) as channel:
             assert health_status(channel, "") == SERVING
         with grpc.insecure_channel(address) as plaintext, pytest.raises(grpc.RpcError):
             health_status(plaintext, "")

@@ -182,4 +182,4 @@ def marker_writer_for(spec: MarkerSpec) -> MarkerWriter:
     lazily there)."""
     if spec.kind == "direct":
         return DirectMarkerWriter(open_storage(spec.table_uri), spec.instant)
-    return ServiceMarkerWriter(spec)
+    return ServiceMarkerWriter(spec, spec.client)

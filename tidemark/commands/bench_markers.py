@@ -67,6 +67,7 @@ from tidemark.table.markers import (
     marker_dir,
     marker_lease_dir,
 )
+from tidemark.table.properties import PROPERTIES_PATH, format_properties
 from tidemark.testing.s3local import FaultProxy, LocalS3Server, free_port
 
 LoadKind = Literal["echo", "create", "create_many", "direct"]
@@ -406,7 +407,17 @@ class MarkerServerProcess:
 
 @contextlib.contextmanager
 def table_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
-    """A fresh table root; for S3 the endpoint (and latency proxy) is exported to children."""
+    """A fresh table (its ``hoodie.properties`` only: the marker service serves tables
+    only); for S3 the endpoint (and latency proxy) is exported to children."""
+    with _empty_root(storage_kind, latency_ms) as root:
+        open_storage(root).write(
+            PROPERTIES_PATH, format_properties({"hoodie.table.name": "bench_markers"})
+        )
+        yield root
+
+
+@contextlib.contextmanager
+def _empty_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
     if storage_kind == "local":
         with tempfile.TemporaryDirectory(prefix="tidemark-bench-") as root:
             yield root

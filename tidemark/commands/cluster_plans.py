@@ -18,6 +18,7 @@ from typing import Any
 from spark_jobs.job_options import add_lock_wait_option
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.clustering.layouts import LAYOUT_NAMES, LAYOUTS
+from tidemark.config import add_client_arguments
 from tidemark.logs import configure_logging
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 
@@ -92,6 +93,7 @@ def _subcommand(
         metavar="HOST:PORT",
         help="planner service address (default: an embedded service in this process)",
     )
+    add_client_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=handler)
     return parser

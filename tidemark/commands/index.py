@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from tidemark.clients.index import IndexClient
 from tidemark.commands.index_build import add_build
+from tidemark.config import add_client_arguments
 from tidemark.errors import InvalidArgumentError
 from tidemark.logs import configure_logging
 
@@ -46,6 +47,7 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="index service address (default: start an embedded one in this process)",
     )
+    add_client_arguments(parser)
 
 
 def _add_lookup(commands: Any) -> None:

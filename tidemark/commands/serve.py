@@ -75,6 +75,31 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--tls-cert", dest="tls_cert_path", help="PEM certificate (with --tls-key)")
     parser.add_argument("--tls-key", dest="tls_key_path", help="PEM private key (with --tls-cert)")
     parser.add_argument(
+        "--tls-client-ca",
+        dest="tls_client_ca_path",
+        metavar="PATH",
+        help="mutual TLS: clients must present a certificate signed by this PEM CA "
+        "(TIDEMARK_TLS_CLIENT_CA_PATH)",
+    )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        help="also answer health checks in plaintext on this port, for probes that cannot "
+        "speak TLS or send a token (TIDEMARK_HEALTH_PORT)",
+    )
+    parser.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help="accepted bearer tokens, one a line, re-read when it changes "
+        "(TIDEMARK_AUTH_TOKEN_FILE; default no token needed)",
+    )
+    parser.add_argument(
+        "--max-client-concurrent-rpcs",
+        type=int,
+        help="calls in progress at once per client (token or certificate), beyond it "
+        "RESOURCE_EXHAUSTED (TIDEMARK_MAX_CLIENT_CONCURRENT_RPCS, default 1024)",
+    )
+    parser.add_argument(
         "--log-format", choices=("json", "console"), help="default json (TIDEMARK_LOG_JSON)"
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, help="default info (TIDEMARK_LOG_LEVEL)")

@@ -1,11 +1,14 @@
 """Client side of every Tidemark service: lazy per-process channels and retries.
 
 Channels are created on first use in the process that uses them (PySpark forks its
-workers, and a gRPC channel does not survive fork), cached by (pid, address, tls, config), and
-never pickled. ``call`` puts a deadline on every RPC, retries only what is safe to
-retry, and turns the final gRPC error back into the server's ``tidemark.errors``
-exception. ``ServiceClient`` bundles both for one service's clients (``tidemark.clients``):
-a service still unreachable after the retries is one error naming it and its address.
+workers, and a gRPC channel does not survive fork), cached by (pid, address, config), and
+never pickled. A config with ``tls_ca_path`` dials TLS (presenting its client certificate
+for mutual TLS when it has one); a config with a token sends it on every call as
+``authorization: Bearer``, the token file re-read when it changes. ``call`` puts a
+deadline on every RPC, retries only what is safe to retry, and turns the final gRPC
+error back into the server's ``tidemark.errors`` exception. ``ServiceClient`` bundles
+both for one service's clients (``tidemark.clients``): a service still unreachable after
+the retries is one error naming it and its address.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from tenacity import (
 from tidemark.config import ClientConfig
 from tidemark.errors import TidemarkError, UnavailableError
 from tidemark.rpc.options import client_options
-from tidemark.rpc.status import ERROR_CLASS_KEY, REQUEST_ID_KEY, error_from_status
+from tidemark.rpc.status import ERROR_CLASS_KEY, REQUEST_ID_KEY, error_from_status, retry_after_s
 
 log = structlog.get_logger(__name__)
 
@@ -42,40 +45,85 @@ R = TypeVar("R")
 
 ALWAYS_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
-_channels: dict[tuple[int, str, bool, ClientConfig | None], grpc.Channel] = {}
+AUTHORIZATION_KEY = "authorization"
+
+_channels: dict[tuple[int, str, ClientConfig | None], grpc.Channel] = {}
 _channels_lock = threading.Lock()
+_tokens: dict[str, tuple[tuple[int, int], str]] = {}
+_embedded: set[str] = set()
 
 
-def channel_for(
-    address: str, *, tls: bool = False, config: ClientConfig | None = None
-) -> grpc.Channel:
-    """A new channel with the keepalive and message limits the server expects.
+def set_embedded(address: str, embedded: bool) -> None:
+    """Record that a service embedded in this process listens at ``address`` (or no
+    longer does)."""
+    if embedded:
+        _embedded.add(address)
+    else:
+        _embedded.discard(address)
 
-    ``tls`` trusts ``config.tls_ca_path`` if set, else the system roots.
-    """
+
+def config_for(address: str, config: ClientConfig | None = None) -> ClientConfig:
+    """``config`` (default: the env's) for dialing ``address``: without TLS and token when
+    it is a service embedded in this process (plaintext loopback, no token checked)."""
+    settings = config or ClientConfig.from_env()
+    return settings.without_credentials() if address in _embedded else settings
+
+
+def channel_for(address: str, *, config: ClientConfig | None = None) -> grpc.Channel:
+    """A new channel with the keepalive and message limits the server expects; TLS
+    trusting ``config.tls_ca_path`` when it is set, with the client certificate if any.
+    The files are read when the channel is made: a renewed client certificate is used
+    by the channels of processes started after the renewal."""
     settings = config or ClientConfig()
     options = client_options(
         max_message_bytes=settings.max_message_bytes,
         keepalive_time_ms=settings.keepalive_time_ms,
         keepalive_timeout_ms=settings.keepalive_timeout_ms,
     )
-    if tls:
-        roots = Path(settings.tls_ca_path).read_bytes() if settings.tls_ca_path else None
-        credentials = grpc.ssl_channel_credentials(root_certificates=roots)
-        return grpc.secure_channel(address, credentials, options=options)
-    return grpc.insecure_channel(address, options=options)
+    if settings.tls_ca_path is None:
+        return grpc.insecure_channel(address, options=options)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=Path(settings.tls_ca_path).read_bytes(),
+        private_key=_read_optional(settings.tls_key_path),
+        certificate_chain=_read_optional(settings.tls_cert_path),
+    )
+    return grpc.secure_channel(address, credentials, options=options)
 
 
-def shared_channel(
-    address: str, *, tls: bool = False, config: ClientConfig | None = None
-) -> grpc.Channel:
+def _read_optional(path: str | None) -> bytes | None:
+    return None if path is None else Path(path).read_bytes()
+
+
+def shared_channel(address: str, *, config: ClientConfig | None = None) -> grpc.Channel:
     """This process's channel to ``address``; a forked child gets its own."""
-    key = (os.getpid(), address, tls, config)
+    key = (os.getpid(), address, config)
     with _channels_lock:
         channel = _channels.get(key)
         if channel is None:
-            channel = _channels[key] = channel_for(address, tls=tls, config=config)
+            channel = _channels[key] = channel_for(address, config=config)
         return channel
+
+
+def bearer_token(config: ClientConfig) -> str | None:
+    """The token to send: ``token_file``'s first line (re-read when the file's mtime or
+    size changes, so a rotated token is used by the next call), else ``token``."""
+    if config.token_file is None:
+        return config.token
+    stat = Path(config.token_file).stat()
+    version = (stat.st_mtime_ns, stat.st_size)
+    cached = _tokens.get(config.token_file)
+    if cached is None or cached[0] != version:
+        lines = Path(config.token_file).read_text().split()
+        cached = _tokens[config.token_file] = (version, lines[0] if lines else "")
+    return cached[1]
+
+
+def call_metadata(config: ClientConfig, request_id: str) -> tuple[tuple[str, str], ...]:
+    """The request id, and the bearer token when the config has one."""
+    token = bearer_token(config)
+    if not token:
+        return ((REQUEST_ID_KEY, request_id),)
+    return ((REQUEST_ID_KEY, request_id), (AUTHORIZATION_KEY, f"Bearer {token}"))
 
 
 class LazyStub(Generic[S]):
@@ -86,12 +134,10 @@ class LazyStub(Generic[S]):
         address: str,
         stub_class: Callable[[grpc.Channel], S],
         *,
-        tls: bool = False,
         config: ClientConfig | None = None,
     ) -> None:
         self.address = address
         self.stub_class = stub_class
-        self.tls = tls
         self.config = config or ClientConfig()
         self._stub: tuple[int, S] | None = None
 
@@ -99,7 +145,7 @@ class LazyStub(Generic[S]):
     def stub(self) -> S:
         pid = os.getpid()
         if self._stub is None or self._stub[0] != pid:
-            channel = shared_channel(self.address, tls=self.tls, config=self.config)
+            channel = shared_channel(self.address, config=self.config)
             self._stub = (pid, self.stub_class(channel))
         return self._stub[1]
 
@@ -113,10 +159,9 @@ def lazy_stub(
     address: str,
     stub_class: Callable[[grpc.Channel], S],
     *,
-    tls: bool = False,
     config: ClientConfig | None = None,
 ) -> LazyStub[S]:
-    return LazyStub(address, stub_class, tls=tls, config=config)
+    return LazyStub(address, stub_class, config=config)
 
 
 def is_retryable(error: BaseException, *, idempotent: bool) -> bool:
@@ -139,17 +184,23 @@ def call(
     """Invoke ``method(request, timeout=..., metadata=...)`` with retries.
 
     ``method`` is a unary stub method (or any callable with that signature). Every
-    attempt carries the same ``x-request-id`` so the server can recognise repeats.
+    attempt carries the same ``x-request-id`` so the server can recognise repeats, and
+    waits at least the retry hint a RESOURCE_EXHAUSTED answer carries.
     Raises the ``tidemark.errors`` exception matching the final status.
     """
     settings = config or ClientConfig()
     deadline = settings.timeout_s if timeout is None else timeout
-    metadata = ((REQUEST_ID_KEY, request_id or uuid.uuid4().hex),)
+    metadata = call_metadata(settings, request_id or uuid.uuid4().hex)
+    backoff = wait_random_exponential(
+        multiplier=settings.initial_backoff_s, max=settings.max_backoff_s
+    )
+
+    def wait(state: RetryCallState) -> float:
+        return max(backoff(state), _server_hint_s(state))
+
     retrying = Retrying(
         stop=stop_after_attempt(settings.max_attempts) | stop_after_delay(settings.max_total_s),
-        wait=wait_random_exponential(
-            multiplier=settings.initial_backoff_s, max=settings.max_backoff_s
-        ),
+        wait=wait,
         retry=retry_if_exception(lambda error: is_retryable(error, idempotent=idempotent)),
         before_sleep=_log_retry,
         reraise=True,
@@ -174,6 +225,14 @@ def to_domain_error(error: grpc.RpcError) -> TidemarkError:
     if not isinstance(error, grpc.Call):
         return TidemarkError(str(error))
     return error_from_status(error.code(), error.details() or "", error.trailing_metadata() or ())
+
+
+def _server_hint_s(state: RetryCallState) -> float:
+    """The retry hint of the failed attempt (0 when the server gave none)."""
+    error = state.outcome.exception() if state.outcome else None
+    if not isinstance(error, grpc.Call):
+        return 0.0
+    return retry_after_s(error.trailing_metadata() or ())
 
 
 def _log_retry(state: RetryCallState) -> None:
@@ -211,7 +270,7 @@ class ServiceClient(Generic[S]):
         config: ClientConfig | None = None,
     ) -> None:
         self.service = service
-        self.config = config or ClientConfig.from_env()
+        self.config = config_for(address, config)
         self._stub: LazyStub[S] = lazy_stub(address, stub_class, config=self.config)
 
     @property

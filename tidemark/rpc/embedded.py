@@ -1,6 +1,7 @@
 """A service hosted inside another process on a loopback ephemeral port, like Hudi's
 embedded timeline server: ``tidemark write`` and the CLI use one when no service address
-is given. Each service's ``embedded`` module starts it with its own engine.
+is given. Each service's ``embedded`` module starts it with its own engine. It listens in
+plaintext and checks no token; this process's clients dial it so (``config_for``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from types import TracebackType
 from typing import Self
 
 from tidemark.config import ServerConfig
+from tidemark.rpc.client import set_embedded
 from tidemark.rpc.registry import ServiceDefinition, resolve_services
 from tidemark.rpc.server import RunningServer, build_server
 
@@ -23,10 +25,12 @@ class EmbeddedServer:
         self._server = server
         self.address = f"127.0.0.1:{server.port}"
         self.metrics_port = server.metrics_port
+        set_embedded(self.address, True)
 
     def stop(self) -> None:
         """Let in-flight calls finish, then close the services."""
         self._server.stop(STOP_GRACE_S)
+        set_embedded(self.address, False)
 
     def __enter__(self) -> Self:
         return self

@@ -1,4 +1,5 @@
-"""One server interceptor per call: metrics, domain-error mapping and the log context.
+"""One server interceptor per call: admission (token, per-client limit), metrics,
+domain-error mapping and the log context.
 
 Servicers raise ``tidemark.errors`` exceptions and stay free of try/except: the
 interceptor turns them into status codes (see ``status.STATUS_CODES``) with details
@@ -26,6 +27,7 @@ import structlog
 
 from tidemark.errors import TidemarkError
 from tidemark.logs import bind_call_fields
+from tidemark.rpc.auth import CallGuard, is_exempt
 from tidemark.rpc.metrics import MethodMetrics, RpcMetrics
 from tidemark.rpc.status import REQUEST_ID_KEY, error_metadata, status_code_for
 
@@ -78,10 +80,12 @@ def _request_id_from(metadata: Any) -> str:
 
 
 class ServerCallInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps each method's handler once (metrics, error mapping, log context)."""
+    """Wraps each method's handler once (admission, metrics, error mapping, log context);
+    health and reflection skip admission."""
 
-    def __init__(self, metrics: RpcMetrics) -> None:
+    def __init__(self, metrics: RpcMetrics, guard: CallGuard) -> None:
         self._metrics = metrics
+        self._guard = guard
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
@@ -93,18 +97,23 @@ class ServerCallInterceptor(grpc.aio.ServerInterceptor):
             handler = await continuation(handler_call_details)
             if handler is None:
                 return handler  # unknown method: not cached, callers choose these names
+            guard = self._guard if self._guard.active and not is_exempt(method) else None
             wrapped = self._handlers[method] = _observed(
-                handler, method, self._metrics.for_method(method)
+                handler, method, self._metrics.for_method(method), guard
             )
         return wrapped
 
 
 def _observed(
-    handler: grpc.RpcMethodHandler, method: str, metrics: MethodMetrics
+    handler: grpc.RpcMethodHandler,
+    method: str,
+    metrics: MethodMetrics,
+    guard: CallGuard | None,
 ) -> grpc.RpcMethodHandler:
-    """A handler equivalent to ``handler`` whose calls are observed. Behaviors must be
-    coroutines (unary responses) or async generators (streams); for streams the whole
-    iteration is observed, so errors raised mid-stream are mapped too."""
+    """A handler equivalent to ``handler`` whose calls are admitted by ``guard`` (None =
+    exempt) and observed. Behaviors must be coroutines (unary responses) or async
+    generators (streams); for streams the whole iteration is observed, so errors raised
+    mid-stream are mapped too."""
     behavior = cast(
         Callable[[Any, Context], Any],
         handler.unary_unary
@@ -117,11 +126,16 @@ def _observed(
         began = metrics.start()
         fields = CallFields(context, method)
         bind_call_fields(fields)
+        client = None
         try:
+            client = guard and await guard.admit(context)
             response = await behavior(request, context)
         except BaseException as error:
             await _fail(context, error, fields, metrics, began)
             raise
+        finally:
+            if guard and client:
+                guard.release(client)
         metrics.finish(began, context.code() or grpc.StatusCode.OK)
         return response
 
@@ -129,12 +143,17 @@ def _observed(
         began = metrics.start()
         fields = CallFields(context, method)
         bind_call_fields(fields)
+        client = None
         try:
+            client = guard and await guard.admit(context)
             async for response in behavior(request, context):
                 yield response
         except BaseException as error:
             await _fail(context, error, fields, metrics, began)
             raise
+        finally:
+            if guard and client:
+                guard.release(client)
         metrics.finish(began, context.code() or grpc.StatusCode.OK)
 
     serializers = {

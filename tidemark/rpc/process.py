@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from typing import IO
 
 from tidemark.errors import UnavailableError
 
@@ -25,15 +26,17 @@ class ServeProcess:
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
         show_logs: bool = False,
+        log_file: IO[str] | None = None,
     ) -> None:
         """``args`` come after ``--port 0`` (a later ``--port`` wins); the child's logs go
-        to this process's stderr with ``show_logs``, else nowhere."""
+        to ``log_file`` if given, else to this process's stderr with ``show_logs``, else
+        nowhere."""
         command = [sys.executable, "-m", "tidemark.cli", "serve", service, "--port", "0", *args]
         self.process = subprocess.Popen(
             command,
             env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,
-            stderr=None if show_logs else subprocess.DEVNULL,
+            stderr=log_file or (None if show_logs else subprocess.DEVNULL),
             text=True,
         )
         assert self.process.stdout is not None

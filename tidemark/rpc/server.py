@@ -5,7 +5,11 @@ thread, so hundreds of writers blocked on a marker flush are cheap. Servicers ar
 ``async def``; blocking work (storage) goes to threads. Every server gets the same
 runtime: standard health (per service and overall ``""``), reflection, Prometheus
 metrics on a separate HTTP port, and one interceptor for metrics, error mapping and the
-log context of every call.
+log context of every call, which also admits calls (bearer token, per-client
+concurrency; see ``tidemark.rpc.auth``). TLS credentials are dynamic: certificate, key and
+client CA are re-read for new connections when their files change, so a renewed
+certificate needs no restart. With ``health_port`` the health service alone also answers
+in plaintext on that port, for probes that cannot speak TLS or send a token.
 Shutdown is graceful: health flips to NOT_SERVING, in-flight calls get the grace period
 to finish, then service objects are closed.
 """
@@ -13,6 +17,7 @@ to finish, then service objects are closed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import socket
 import threading
@@ -29,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from tidemark.config import ServerConfig
 from tidemark.errors import ConfigError
+from tidemark.rpc.auth import CallGuard
 from tidemark.rpc.interceptor import ServerCallInterceptor
 from tidemark.rpc.metrics import MetricsEndpoint, RpcMetrics
 from tidemark.rpc.options import server_options
@@ -75,20 +81,19 @@ class RunningServer:
     def __init__(
         self,
         loop: _LoopThread,
-        server: grpc.aio.Server,
-        health_servicer: HealthServicer,
+        started: _Started,
         closeables: list[Closeable],
         metrics: MetricsEndpoint,
-        port: int,
     ) -> None:
         self._loop = loop
-        self._server = server
-        self._health = health_servicer
+        self._started = started
+        self._health = started.health
         self._closeables = closeables
         self._metrics = metrics
         self._stop_lock = threading.Lock()
         self._stopped = threading.Event()
-        self.port = port
+        self.port = started.port
+        self.health_port = started.health_port
         self.metrics_port = metrics.port
 
     def enter_graceful_shutdown(self) -> None:
@@ -102,7 +107,9 @@ class RunningServer:
                 return
             self.enter_graceful_shutdown()
             log.info("shutting down", grace_period_s=grace)
-            self._loop.run(self._server.stop(grace))
+            self._loop.run(self._started.server.stop(grace))
+            if self._started.health_server is not None:
+                self._loop.run(self._started.health_server.stop(0))
             _close_all(self._closeables)
             self._metrics.close()
             self._loop.close()
@@ -124,7 +131,7 @@ def build_server(
     loop = _LoopThread()
     closeables: list[Closeable] = []
     try:
-        server, health_servicer, port = loop.run(
+        started = loop.run(
             _start(
                 config,
                 services,
@@ -141,12 +148,24 @@ def build_server(
     log.info(
         "server started",
         host=config.host,
-        port=port,
+        port=started.port,
+        health_port=started.health_port,
         metrics_port=metrics.port,
         tls=config.tls,
+        mutual_tls=config.tls_client_ca_path is not None,
+        tokens=config.auth_token_file is not None,
         services=[service.name for service in services],
     )
-    return RunningServer(loop, server, health_servicer, closeables, metrics, port)
+    return RunningServer(loop, started, closeables, metrics)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Started:
+    server: grpc.aio.Server
+    health: HealthServicer
+    port: int
+    health_server: grpc.aio.Server | None
+    health_port: int | None
 
 
 async def _start(
@@ -155,9 +174,9 @@ async def _start(
     context: ServiceContext,
     closeables: list[Closeable],
     reuse_port: bool,
-) -> tuple[grpc.aio.Server, HealthServicer, int]:
+) -> _Started:
     server = grpc.aio.server(
-        interceptors=[ServerCallInterceptor(RpcMetrics(context.metrics))],
+        interceptors=[ServerCallInterceptor(RpcMetrics(context.metrics), CallGuard(config))],
         options=server_options(
             max_message_bytes=config.max_message_bytes,
             keepalive_time_ms=config.keepalive_time_ms,
@@ -181,7 +200,13 @@ async def _start(
     )
     port = _bind(server, config, reuse_port)
     await server.start()
-    return server, health_servicer, port
+    if config.health_port is None:
+        return _Started(server, health_servicer, port, None, None)
+    health_server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
+    health_port = _bind_insecure(health_server, config.host, config.health_port, "health_port")
+    await health_server.start()
+    return _Started(server, health_servicer, port, health_server, health_port)
 
 
 def _close_all(closeables: list[Closeable]) -> None:
@@ -214,17 +239,74 @@ def _check_port_free(config: ServerConfig, reuse_port: bool) -> None:
 
 def _bind(server: grpc.aio.Server, config: ServerConfig, reuse_port: bool) -> int:
     _check_port_free(config, reuse_port)
-    address = f"{config.host}:{config.port}"
+    if not config.tls:
+        return _bind_insecure(server, config.host, config.port, "port")
     try:
-        if config.tls_cert_path is not None and config.tls_key_path is not None:
-            credentials = grpc.ssl_server_credentials(
-                [(Path(config.tls_key_path).read_bytes(), Path(config.tls_cert_path).read_bytes())]
-            )
-            port = server.add_secure_port(address, credentials)
-        else:
-            port = server.add_insecure_port(address)
+        port = server.add_secure_port(f"{config.host}:{config.port}", _credentials(config))
     except RuntimeError:
         port = 0
     if port == 0:
         raise ConfigError(f"port {config.port} is already in use", field="port")
     return port
+
+
+def _bind_insecure(server: grpc.aio.Server, host: str, port: int, field: str) -> int:
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise ConfigError(f"port {port} is already in use", field=field)
+    return bound
+
+
+class _CertificateFiles:
+    """Certificate, key and client CA as of their last change: gRPC asks for a new
+    configuration at each handshake, and gets one only when a file changed."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self._paths = tuple(
+            path
+            for path in (config.tls_cert_path, config.tls_key_path, config.tls_client_ca_path)
+            if path is not None
+        )
+        self._config = config
+        self._version = self._stat()
+
+    def _stat(self) -> tuple[tuple[int, int], ...]:
+        stats = [Path(path).stat() for path in self._paths]
+        return tuple((stat.st_mtime_ns, stat.st_size) for stat in stats)
+
+    def load(self) -> Any:
+        """The certificate configuration from the files now."""
+        cert, key = self._config.tls_cert_path, self._config.tls_key_path
+        assert cert is not None and key is not None
+        ca = self._config.tls_client_ca_path
+        return grpc.ssl_server_certificate_configuration(
+            [(Path(key).read_bytes(), Path(cert).read_bytes())],
+            root_certificates=Path(ca).read_bytes() if ca else None,
+        )
+
+    def fetch(self) -> Any:
+        """A new configuration when a file changed, else None (keep the current one); a
+        half-written renewal is retried at the next handshake."""
+        try:
+            version = self._stat()
+            if version == self._version:
+                return None
+            loaded = self.load()
+        except OSError as error:
+            log.warning("TLS files unreadable, keeping the current ones", error=error.strerror)
+            return None
+        self._version = version
+        log.info("TLS certificate reloaded")
+        return loaded
+
+
+def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
+    files = _CertificateFiles(config)
+    return grpc.dynamic_ssl_server_credentials(
+        files.load(),
+        files.fetch,
+        require_client_authentication=config.tls_client_ca_path is not None,
+    )

@@ -16,12 +16,15 @@ from tidemark import errors
 ERROR_CLASS_KEY = "tidemark-error-class"
 ERROR_FIELD_KEY = "tidemark-error-field"
 REQUEST_ID_KEY = "x-request-id"
+RETRY_AFTER_KEY = "tidemark-retry-after-ms"
+"""Trailing metadata of a RESOURCE_EXHAUSTED answer: how long the client should wait."""
 
 STATUS_CODES: dict[type[errors.TidemarkError], grpc.StatusCode] = {
     errors.InvalidArgumentError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.FailedPreconditionError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ConflictError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
     errors.NotFoundError: grpc.StatusCode.NOT_FOUND,
     errors.AlreadyExistsError: grpc.StatusCode.ALREADY_EXISTS,
     errors.ResourceExhaustedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -39,6 +42,7 @@ _CLASSES_BY_CODE: dict[grpc.StatusCode, type[errors.TidemarkError]] = {
     grpc.StatusCode.NOT_FOUND: errors.NotFoundError,
     grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExistsError,
     grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDeniedError,
+    grpc.StatusCode.UNAUTHENTICATED: errors.UnauthenticatedError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhaustedError,
     grpc.StatusCode.UNAVAILABLE: errors.UnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.UnavailableError,
@@ -75,3 +79,11 @@ def error_from_status(
     if field is not None and details.startswith(f"{field}: "):
         details = details[len(field) + 2 :]
     return cls(details, field=field)
+
+
+def retry_after_s(metadata: Sequence[tuple[str, str | bytes]]) -> float:
+    """The server's retry hint in seconds, 0 when absent or malformed."""
+    for key, value in metadata:
+        if key == RETRY_AFTER_KEY and isinstance(value, str) and value.isdigit():
+            return int(value) / 1000
+    return 0.0

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from tidemark.config import ClientConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.table.instant import is_instant_time, validate_instant_time
@@ -115,6 +116,9 @@ class MarkerSpec:
     instant: str
     service_address: str | None = None
     fallback_to_direct: bool = False
+    client: ClientConfig | None = None
+    """The driver's client settings (TLS, token), so executors dial the service as the
+    driver does without the token entering Spark's configuration; None = their env's."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("direct", "service"):

@@ -60,9 +60,7 @@ class HoodieTable:
         except NotFoundError as missing:
             if missing.field != "path":
                 raise
-            raise NotFoundError(
-                f"not a Hudi table (no {PROPERTIES_PATH}): {storage.uri}", field="table"
-            ) from missing
+            raise not_a_table(storage.uri) from missing
         return cls(storage, config)
 
     def current_avro_schema(self) -> str:
@@ -96,3 +94,8 @@ def _open_table_storage(uri: str) -> Storage:
     if ".hoodie" in path.split("/"):
         raise InvalidArgumentError(f"table path {uri} is inside a .hoodie folder", field="table")
     return open_storage(uri)
+
+
+def not_a_table(uri: str) -> NotFoundError:
+    """The one error for a path without ``hoodie.properties``."""
+    return NotFoundError(f"not a Hudi table (no {PROPERTIES_PATH}): {uri}", field="table")
