@@ -131,7 +131,7 @@ def test_flushes_are_timed_and_counted_by_outcome(
 
 
 def test_a_storage_outage_is_not_blamed_on_the_marker_service(
-    proxy: FaultProxy, service: EmbeddedMarkerService, s3_bucket: str
+    service_faulty_s3: FaultProxy, service: EmbeddedMarkerService, s3_bucket: str
 ) -> None:
     """Issue 21: when S3 fails under the service (DeleteObjects here), the error says the
     service answered and what failed, not that the service is unreachable."""
@@ -139,10 +139,10 @@ def test_a_storage_outage_is_not_blamed_on_the_marker_service(
     assert ServiceMarkerWriter(
         MarkerSpec("service", s3_bucket, INSTANT, service.address), FAST_CLIENT
     ).create("p=1", "a.parquet", IOType.CREATE)
-    proxy.fail_always(method="POST")  # DeleteObjects
+    service_faulty_s3.fail_always(method="POST")  # DeleteObjects
     with pytest.raises(UnavailableError) as failed:
         reader.delete_dir(INSTANT)
-    proxy.clear()
+    service_faulty_s3.clear()
     assert f"marker service at {service.address} answered: " in str(failed.value)
     assert "unreachable" not in str(failed.value)
     assert reader.delete_dir(INSTANT)

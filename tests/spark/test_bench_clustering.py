@@ -63,8 +63,9 @@ def test_bench_reports_every_field(spark: SparkSession, capsys: pytest.CaptureFi
     assert result["master"] == str(spark.sparkContext.master)
     assert all(set(ref) == {"what", "figure", "source"} for ref in result["references"])
     rows = readme_rows(result)
-    assert len(rows) == 6 and all(len(row) == 4 for row in rows)
+    assert len(rows) == 7 and all(len(row) == 4 for row in rows)
     assert "hilbert-direct" in rows[1][1] and "delta-rs" in rows[3][2]
+    assert "ingestion latency" in rows[5][0] and rows[5][2].endswith("s alone")
     assert not any("0.55" in cell for row in rows for cell in row)
 
 
