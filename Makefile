@@ -2,10 +2,12 @@
 PYTHON_BOOTSTRAP ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 
 .PHONY: setup demo test lint protos contracts-image clean
 
+# An editable install in compat mode puts the repo root on sys.path, so PySpark's discovery
+# of installed data sources (pkgutil.iter_modules) finds pyspark_tidemark as in a wheel install.
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/check_java.sh
@@ -13,7 +15,7 @@ $(STAMP): pyproject.toml scripts/check_java.sh
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON_BOOTSTRAP) not found)"; exit 1; }
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
