@@ -65,7 +65,7 @@ def test_every_command_parses_from_its_own_module(
 
 @pytest.mark.parametrize(
     "command",
-    [["write", "--op", "upsert", "--input"], ["index", "build"], ["cluster", "run"]],
+    [["write", "--op", "upsert", "--input"], ["index", "build"], ["demo", "--rows", "10"]],
 )
 def test_a_missing_java_is_one_line_and_leaves_the_table_as_it_was(
     command: list[str], tmp_path: Path
@@ -76,8 +76,11 @@ def test_a_missing_java_is_one_line_and_leaves_the_table_as_it_was(
     assert main(["create", "--table", str(table), "--schema-from", str(source), "--key", "id"]) == 0
     before = _files(table)
     arguments = [*command, str(source)] if command[0] == "write" else command
+    where = (
+        ["--storage", str(tmp_path / "demo")] if command[0] == "demo" else ["--table", str(table)]
+    )
     result = subprocess.run(
-        [sys.executable, "-m", "tidemark.cli", *arguments, "--table", str(table)],
+        [sys.executable, "-m", "tidemark.cli", *arguments, *where],
         env={**os.environ, "JAVA_HOME": str(tmp_path / "no-jdk")},
         capture_output=True,
         text=True,

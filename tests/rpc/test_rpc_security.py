@@ -4,6 +4,7 @@ and certificates under a running client, the plaintext health port, per-client l
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -296,7 +297,9 @@ def test_the_cli_dials_with_its_client_tls_flags(
 ) -> None:
     """``--client-tls-*`` instead of the env vars; the token from the env. The table holds
     only its properties, so the answer that proves the call got through is the planner's
-    own complaint about them."""
+    own complaint about them. The flags go into the process's environment (where Spark
+    executors read them), so the whole environment is restored after the test."""
+    monkeypatch.setattr(os, "environ", os.environ.copy())
     for name in ("CA", "CERT", "KEY"):
         monkeypatch.delenv(f"TIDEMARK_CLIENT_TLS_{name}_PATH", raising=False)
     monkeypatch.setenv("TIDEMARK_CLIENT_TOKEN", TOKEN)
