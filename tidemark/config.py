@@ -150,6 +150,13 @@ def require_port(field: str, value: int) -> None:
         raise ConfigError(f"port {value} is outside 0..65535", field=field)
 
 
+def require_host_port(field: str, value: str) -> None:
+    """``HOST:PORT`` with a host and a port in 1..65535 (an IPv6 host in brackets)."""
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ConfigError(f"must be HOST:PORT, got {value!r}", field=field)
+
+
 def require_positive(field: str, value: float) -> None:
     if value <= 0:
         raise ConfigError(f"must be positive, got {value}", field=field)
@@ -220,6 +227,17 @@ class ServerConfig:
     workers: int = 1
     """Processes serving on the one port (SO_REUSEPORT; the kernel spreads connections
     over them), for services that allow it. One Python process uses one core."""
+    advertise_address: str | None = None
+    """``HOST:PORT`` other clients dial to reach this replica (in Kubernetes the pod's name
+    under a headless Service); the marker service names it to clients that asked another
+    replica for a marker dir this one owns. Unset = the bound host and port (this host's
+    name when bound to every interface)."""
+    max_connection_age_s: float = 300.0
+    """Connections older than this (jittered +-10%) are closed gracefully, so clients of a
+    ``dns:///`` target resolve again and find replicas started since."""
+    max_connection_age_grace_s: float = 60.0
+    """Calls in progress on a connection closed for its age get this long to finish:
+    longer than any call (clients give each attempt 30 s by default)."""
 
     def __post_init__(self) -> None:
         require_port("port", self.port)
@@ -232,6 +250,8 @@ class ServerConfig:
             "max_client_concurrent_rpcs",
             "gc_young_threshold",
             "workers",
+            "max_connection_age_s",
+            "max_connection_age_grace_s",
         ):
             require_positive(field, getattr(self, field))
         if self.grace_period_s < 0:
@@ -253,6 +273,8 @@ class ServerConfig:
             require_readable("tls_client_ca_path", self.tls_client_ca_path)
         if self.auth_token_file is not None:
             require_readable("auth_token_file", self.auth_token_file)
+        if self.advertise_address is not None:
+            require_host_port("advertise_address", self.advertise_address)
         log_level_number(self.log_level)
 
     @property

@@ -45,6 +45,15 @@ class ConflictError(TidemarkError):
     """Another writer or owner holds the resource (lock, lease)."""
 
 
+class NotOwnerError(ConflictError):
+    """Another replica owns the resource (a marker dir's lease): ``owner`` is the address
+    to ask instead, empty when unknown. Clients follow it (``tidemark.clients.marker``)."""
+
+    def __init__(self, message: str, *, field: str | None = None, owner: str = "") -> None:
+        super().__init__(message, field=field)
+        self.owner = owner
+
+
 class ResourceExhaustedError(TidemarkError):
     """A bounded queue or quota is full; the caller should back off and retry."""
 

@@ -40,11 +40,13 @@ def _add_to_server(
 ) -> Closeable:
     """Register the servicer over a running engine; the engine is closed after the server."""
     config = engine.config
+    engine.address = context.advertise_address
     pb_grpc.add_MarkerServiceServicer_to_server(MarkerServicer(engine, context.config), server)
     context.metrics.register(MarkerMetrics(engine))
     log.info(
         "marker service ready",
         owner=engine.owner,
+        advertise_address=engine.address,
         batch_interval_ms=config.batch_interval_ms,
         num_marker_files=config.num_marker_files,
         max_concurrent_rpcs=context.config.max_concurrent_rpcs,

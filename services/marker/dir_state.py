@@ -137,7 +137,7 @@ class MarkerDirState:
 
     def open(self) -> None:
         """Take the lease and load the dir once (lazily, on first use); raises
-        ConflictError when another live owner holds the dir."""
+        NotOwnerError when another live owner holds the dir."""
         with self._open_lock:
             if self._opened:
                 return

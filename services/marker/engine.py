@@ -44,11 +44,15 @@ def default_owner() -> str:
 
 
 class MarkerEngine:
-    """Creates, lists and deletes markers; thread-safe. ``close`` stops the threads."""
+    """Creates, lists and deletes markers; thread-safe. ``close`` stops the threads.
+
+    ``address`` is where clients reach this engine (its server's advertise address, set
+    when it is served): the leases it takes record it for the other replicas to name."""
 
     def __init__(self, config: MarkerConfig, *, owner: str | None = None) -> None:
         self.config = config
         self.owner = owner or default_owner()
+        self.address = ""
         self._lock = threading.Lock()
         self._dirs: dict[DirKey, MarkerDirState] = {}
         self._storages: dict[str, Storage] = {}
@@ -176,7 +180,9 @@ class MarkerEngine:
             state = self._dirs.get(key)
             if state is None:
                 storage = self._storage_locked(table_uri)
-                lease = DirLease(storage, instant, self.owner, self.config.lease_s)
+                lease = DirLease(
+                    storage, instant, self.owner, self.config.lease_s, address=self.address
+                )
                 state = self._dirs[key] = MarkerDirState(
                     storage,
                     instant,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from tidemark.errors import ConflictError
+from tidemark.errors import NotOwnerError
 from tidemark.storage.base import Storage
 from tidemark.table.markers import marker_lease_dir
 
@@ -34,25 +34,36 @@ SAFETY_FRACTION = 0.2
 
 @dataclass(frozen=True)
 class LeaseRecord:
-    """Content of a generation object: who owns it and until when (epoch seconds)."""
+    """Content of a generation object: who owns it, until when (epoch seconds), and the
+    address its clients reach it at (empty for a process no other client can reach,
+    and in records written before replicas named theirs)."""
 
     owner: str
     expires_at: float
+    address: str = ""
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"owner": self.owner, "expires_at": self.expires_at}).encode()
+        return json.dumps(
+            {"owner": self.owner, "expires_at": self.expires_at, "address": self.address}
+        ).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LeaseRecord:
         fields = json.loads(data)
-        return cls(owner=str(fields["owner"]), expires_at=float(fields["expires_at"]))
+        return cls(
+            owner=str(fields["owner"]),
+            expires_at=float(fields["expires_at"]),
+            address=str(fields.get("address", "")),
+        )
 
 
 class DirLease:
     """The lease of one marker dir as seen by one owner; not thread-safe (callers lock).
 
     ``owner`` is unique per process; an owner may take a newer generation over its own
-    live one, because its engine keeps at most one open state per marker dir.
+    live one, because its engine keeps at most one open state per marker dir. ``address``
+    is where clients reach the owner: a replica refused the dir names the owner's, so the
+    client asks it instead.
     """
 
     def __init__(
@@ -62,11 +73,13 @@ class DirLease:
         owner: str,
         duration_s: float,
         *,
+        address: str = "",
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.storage = storage
         self.instant = instant
         self.owner = owner
+        self.address = address
         self.duration_s = duration_s
         self._wall_clock = wall_clock
         self._generation: int | None = None
@@ -78,7 +91,8 @@ class DirLease:
         return self._generation is not None and time.monotonic() < self._deadline
 
     def acquire(self) -> None:
-        """Take the lease (new, expired or already ours); ConflictError names a live owner."""
+        """Take the lease (new, expired or already ours); NotOwnerError names a live owner
+        and its address."""
         latest = self._latest()
         if latest is None:
             target = 0
@@ -91,7 +105,7 @@ class DirLease:
                 raise self._owned_by(record)
             target = generation + 1
         started = time.monotonic()
-        record = LeaseRecord(self.owner, self._wall_clock() + self.duration_s)
+        record = self._record(self._wall_clock() + self.duration_s)
         if not self.storage.create_if_absent(self._path(target), record.to_bytes()):
             raise self._owned_by(LeaseRecord.from_bytes(self.storage.read(self._path(target))))
         self._generation = target
@@ -117,7 +131,7 @@ class DirLease:
 
     def _extend(self, generation: int) -> None:
         started = time.monotonic()
-        record = LeaseRecord(self.owner, self._wall_clock() + self.duration_s)
+        record = self._record(self._wall_clock() + self.duration_s)
         self.storage.write(self._path(generation), record.to_bytes())
         if time.monotonic() < self._deadline:
             self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
@@ -130,9 +144,7 @@ class DirLease:
         if self._generation is None:
             return
         if self.held:
-            self.storage.write(
-                self._path(self._generation), LeaseRecord(self.owner, 0.0).to_bytes()
-            )
+            self.storage.write(self._path(self._generation), self._record(0.0).to_bytes())
         self._generation = None
 
     def delete(self) -> None:
@@ -152,13 +164,18 @@ class DirLease:
         generation = max(generations)
         return generation, LeaseRecord.from_bytes(self.storage.read(self._path(generation)))
 
+    def _record(self, expires_at: float) -> LeaseRecord:
+        return LeaseRecord(self.owner, expires_at, self.address)
+
     def _path(self, generation: int) -> str:
         return f"{marker_lease_dir(self.instant)}/{generation:0{GENERATION_DIGITS}d}"
 
-    def _owned_by(self, record: LeaseRecord) -> ConflictError:
+    def _owned_by(self, record: LeaseRecord) -> NotOwnerError:
         remaining = max(0.0, record.expires_at - self._wall_clock())
-        return ConflictError(
-            f"marker dir of instant {self.instant} is owned by {record.owner} "
+        where = f" at {record.address}" if record.address else ""
+        return NotOwnerError(
+            f"marker dir of instant {self.instant} is owned by {record.owner}{where} "
             f"(lease expires in {remaining:.1f}s)",
             field="instant_time",
+            owner=record.address,
         )

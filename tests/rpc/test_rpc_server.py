@@ -105,7 +105,7 @@ def test_port_in_use_is_a_config_error(
         build_server(ServerConfig(port=occupied_port, metrics_port=0), [definition])
     assert raised.value.field == "port"
     assert str(raised.value) == f"port: port {occupied_port} is already in use"
-    assert servicer.closed
+    assert not servicer.closed  # the port is bound before any service is added
 
 
 def test_metrics_port_in_use_is_a_config_error(

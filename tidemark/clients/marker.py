@@ -7,21 +7,27 @@ one data file), so task retries, speculative attempts and RPC retries are all sa
 unreachable service fails the task once the retries are exhausted, unless the spec asks
 to fall back to direct markers. Table paths travel absolute and normalised: the service
 runs in another process, maybe on another machine, and refuses relative paths.
+
+Several replicas: one replica owns each marker dir (its lease). A create or delete sent
+to another one (``dns:///`` round robin, or any replica's address) is answered with the
+owner's address, which the client follows (``OwnerRouting``), so callers never see it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import structlog
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from tidemark.config import ClientConfig
-from tidemark.errors import ConflictError, InvalidArgumentError, UnavailableError
+from tidemark.errors import ConflictError, InvalidArgumentError, NotOwnerError, UnavailableError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
-from tidemark.rpc.client import ServiceClient, ServiceName
+from tidemark.rpc.client import ServiceClient, ServiceName, sent_by_server
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.lock import LockHolder
@@ -38,11 +44,16 @@ IO_TYPES: dict[IOType, pb.IOType] = {
 MarkerTuple = tuple[str, str, IOType]
 """(partition path, data file name, IO type)."""
 
+R = TypeVar("R")
+
 OWNER_WAIT_S = 90.0
-"""How long deleting a marker dir waits for another owner's lease of it to run out. A
-writer that crashed leaves its dir leased for up to one lease (60 s by default) while its
+"""How long a create or delete waits for an unreachable owner's lease of the marker dir to
+run out (then another replica takes the dir over). A replica or writer that crashed
+leaves its dirs leased for up to one lease (60 s by default), while a crashed writer's
 table lock may expire sooner, so the next writer's rollback would otherwise fail."""
 OWNER_POLL_S = 1.0
+MAX_OWNER_HOPS = 3
+"""Redirects one attempt follows: to the owner named, and on if the dir changed hands."""
 MARKER_SERVICE = ServiceName(
     full_name=pb.DESCRIPTOR.services_by_name["MarkerService"].full_name,
     label="marker service",
@@ -56,17 +67,119 @@ def check_reachable(address: str, config: ClientConfig | None = None) -> None:
     ServiceClient(MARKER_SERVICE, address, MarkerServiceStub, config).check_reachable()
 
 
+_owners: dict[tuple[str, str, str], str] = {}
+"""Owner address found per (service address, table, instant), in this process."""
+_owners_lock = threading.Lock()
+
+
+class OwnerRouting:
+    """Calls that need the replica owning a marker dir (creates, deletes).
+
+    A call goes to the owner last found for its dir, else to the service address. A
+    replica that does not own the dir answers NotOwnerError naming the owner; the call
+    follows it (at most ``MAX_OWNER_HOPS`` times) and remembers it. An owner that cannot
+    be reached (crashed, its lease still running) is forgotten and reported as that
+    NotOwnerError, which the call waits out for up to ``owner_wait_s``, asking the
+    service address again every ``OWNER_POLL_S``: once the lease ran out, the replica
+    asked takes the dir over.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        table_uri: str,
+        config: ClientConfig | None = None,
+        *,
+        owner_wait_s: float = OWNER_WAIT_S,
+    ) -> None:
+        self.config = config
+        self.owner_wait_s = owner_wait_s
+        self.client = self._client_for(address)
+        self.table = TableRef(base_path=canonical_uri(table_uri))
+        self._clients: dict[str, ServiceClient[MarkerServiceStub]] = {address: self.client}
+
+    def _client_for(self, address: str) -> ServiceClient[MarkerServiceStub]:
+        return ServiceClient(MARKER_SERVICE, address, MarkerServiceStub, self.config)
+
+    def call(
+        self,
+        method: Callable[[MarkerServiceStub], Callable[..., R]],
+        request: Any,
+        instant: str,
+    ) -> R:
+        """``method(stub)(request)`` on the dir's owner, waiting out an unreachable one."""
+        waiting = Retrying(
+            retry=retry_if_exception_type(ConflictError),
+            wait=wait_fixed(OWNER_POLL_S),
+            stop=stop_after_delay(self.owner_wait_s),
+            reraise=True,
+        )
+        return waiting(self._follow, method, request, instant)
+
+    def _follow(
+        self,
+        method: Callable[[MarkerServiceStub], Callable[..., R]],
+        request: Any,
+        instant: str,
+    ) -> R:
+        key = (self.client.address, self.table.base_path, instant)
+        with _owners_lock:
+            address = _owners.get(key, self.client.address)
+        redirect: NotOwnerError | None = None
+        for _ in range(MAX_OWNER_HOPS + 1):
+            client = self._clients.get(address)
+            if client is None:
+                client = self._clients[address] = self._client_for(address)
+            try:
+                answer = client.call(method(client.stub), request)
+            except NotOwnerError as error:
+                if not error.owner or error.owner == address:
+                    raise  # the owner is unknown, or an earlier process at this address
+                redirect, address = error, error.owner
+                continue
+            except UnavailableError as error:
+                self._forget(key)
+                if address == self.client.address or sent_by_server(error.__cause__):
+                    raise
+                log.info("marker dir owner unreachable", owner=address, instant=instant)
+                raise redirect or NotOwnerError(
+                    f"the owner of the marker dir of {instant} at {address} is unreachable",
+                    field="instant_time",
+                    owner=address,
+                ) from error
+            except BaseException:
+                self._forget(key)
+                raise
+            if address != self.client.address:
+                with _owners_lock:
+                    _owners[key] = address
+            return answer
+        assert redirect is not None
+        raise redirect
+
+    @staticmethod
+    def _forget(key: tuple[str, str, str]) -> None:
+        with _owners_lock:
+            _owners.pop(key, None)
+
+
 class ServiceMarkerWriter:
     """MarkerWriter that asks the marker service; answers after the marker is durable."""
 
-    def __init__(self, spec: MarkerSpec, config: ClientConfig | None = None) -> None:
+    def __init__(
+        self,
+        spec: MarkerSpec,
+        config: ClientConfig | None = None,
+        *,
+        owner_wait_s: float = OWNER_WAIT_S,
+    ) -> None:
         if spec.service_address is None:
             raise InvalidArgumentError("service markers need an address", field="service_address")
         self.spec = spec
-        self._client = ServiceClient(
-            MARKER_SERVICE, spec.service_address, MarkerServiceStub, config
+        self._routing = OwnerRouting(
+            spec.service_address, spec.table_uri, config, owner_wait_s=owner_wait_s
         )
-        self._table = TableRef(base_path=canonical_uri(spec.table_uri))
+        self._table = self._routing.table
 
     def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
         """True if this call created the marker, False if it already existed."""
@@ -77,7 +190,7 @@ class ServiceMarkerWriter:
         )
         marker = (partition_path, data_file_name, io_type)
         try:
-            response = self._client.call(self._client.stub.CreateMarker, request)
+            response = self._routing.call(_create_marker, request, self.spec.instant)
         except UnavailableError as error:
             return self._direct([marker], error)[0]
         return bool(response.created)
@@ -90,7 +203,7 @@ class ServiceMarkerWriter:
             markers=[_marker(*marker) for marker in markers],
         )
         try:
-            response = self._client.call(self._client.stub.CreateMarkers, request)
+            response = self._routing.call(_create_markers, request, self.spec.instant)
         except UnavailableError as error:
             return self._direct(markers, error)
         return list(response.created)
@@ -119,10 +232,10 @@ class ServiceMarkerReader:
         owner_wait_s: float = OWNER_WAIT_S,
         lock_holder: LockHolder | None = None,
     ) -> None:
-        self.owner_wait_s = owner_wait_s
         self.lock_holder = lock_holder
-        self._client = ServiceClient(MARKER_SERVICE, address, MarkerServiceStub, config)
-        self._table = TableRef(base_path=canonical_uri(table_uri))
+        self._routing = OwnerRouting(address, table_uri, config, owner_wait_s=owner_wait_s)
+        self._client = self._routing.client
+        self._table = self._routing.table
 
     def all_markers(self, instant: str) -> set[str]:
         return self._list(instant, pb.MARKER_FILTER_ALL)
@@ -139,20 +252,15 @@ class ServiceMarkerReader:
         return bool(response.exists)
 
     def delete_dir(self, instant: str) -> bool:
-        """Delete for the table lock holder, or else as the dir's owner: while another
-        process holds its lease (ConflictError), wait up to ``owner_wait_s`` for it to end."""
+        """Delete for the table lock holder (any replica, at once), or else through the
+        dir's owner: while an unreachable process holds its lease, wait up to
+        ``owner_wait_s`` for it to end."""
         request = pb.DeleteMarkerDirRequest(table=self._table, instant_time=instant)
-        if self.lock_holder is not None:
-            request.table_lock.generation = self.lock_holder.generation
-            request.table_lock.token = self.lock_holder.token
-        waiting = Retrying(
-            retry=retry_if_exception_type(ConflictError),
-            wait=wait_fixed(OWNER_POLL_S),
-            stop=stop_after_delay(self.owner_wait_s),
-            reraise=True,
-        )
-        response = waiting(self._client.call, self._client.stub.DeleteMarkerDir, request)
-        return bool(response.deleted)
+        if self.lock_holder is None:
+            return bool(self._routing.call(_delete_marker_dir, request, instant).deleted)
+        request.table_lock.generation = self.lock_holder.generation
+        request.table_lock.token = self.lock_holder.token
+        return bool(self._client.call(self._client.stub.DeleteMarkerDir, request).deleted)
 
     def _list(self, instant: str, marker_filter: pb.MarkerFilter) -> set[str]:
         stub = self._client.stub
@@ -169,6 +277,18 @@ class ServiceMarkerReader:
             table=self._table, instant_time=instant, filter=marker_filter
         )
         return self._client.call(read_all, request)
+
+
+def _create_marker(stub: MarkerServiceStub) -> Callable[..., pb.CreateMarkerResponse]:
+    return stub.CreateMarker
+
+
+def _create_markers(stub: MarkerServiceStub) -> Callable[..., pb.CreateMarkersResponse]:
+    return stub.CreateMarkers
+
+
+def _delete_marker_dir(stub: MarkerServiceStub) -> Callable[..., pb.DeleteMarkerDirResponse]:
+    return stub.DeleteMarkerDir
 
 
 def _marker(partition_path: str, data_file_name: str, io_type: IOType) -> pb.Marker:

@@ -49,6 +49,19 @@ def register(subparsers: Any) -> None:
         "index 50052, planner 50053)",
     )
     parser.add_argument(
+        "--advertise-address",
+        metavar="HOST:PORT",
+        help="address other clients dial to reach this replica (TIDEMARK_ADVERTISE_ADDRESS; "
+        "default the bound host and port)",
+    )
+    parser.add_argument(
+        "--max-connection-age-s",
+        type=float,
+        metavar="SECONDS",
+        help="close connections after this long, jittered +-10%%, so clients find new "
+        "replicas (TIDEMARK_MAX_CONNECTION_AGE_S, default 300)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         help="Prometheus port, 0 = free (TIDEMARK_METRICS_PORT; default marker 9464, "

@@ -211,10 +211,10 @@ def call(
         raise to_domain_error(error) from error
 
 
-def _sent_by_server(error: TidemarkError) -> bool:
+def sent_by_server(error: BaseException | None) -> bool:
     """Whether a server raised ``error`` (its class rides in the trailing metadata), not
     the transport (no connection, a deadline)."""
-    cause = error.__cause__
+    cause = error.__cause__ if error is not None else None
     if not isinstance(cause, grpc.Call):
         return False
     return any(key == ERROR_CLASS_KEY for key, _ in cause.trailing_metadata() or ())
@@ -294,7 +294,7 @@ class ServiceClient(Generic[S]):
         try:
             return call(method, request, idempotent=idempotent, timeout=timeout, config=self.config)
         except UnavailableError as error:
-            if _sent_by_server(error):  # the service answered: what it depends on failed
+            if sent_by_server(error):  # the service answered: what it depends on failed
                 raise UnavailableError(
                     f"{self.service.label} at {self.address} answered: {error.message}",
                     field=error.field,

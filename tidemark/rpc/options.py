@@ -3,14 +3,41 @@
 A client that pings more often than the server permits gets GOAWAY(too_many_pings), and
 mismatched message limits fail only on large requests; deriving both sides from the
 same three numbers avoids both.
+
+Several replicas: every client channel balances calls ``round_robin`` over all the
+addresses its target resolves to (``dns:///name:port`` gives every replica behind a
+headless Service; gRPC's default, ``pick_first``, would keep one). gRPC resolves again
+only when a connection closes, so servers close each connection after a jittered maximum
+age, which is how clients find replicas started since.
 """
 
 from __future__ import annotations
 
+import json
+import random
+
+ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+"""The service config of every client channel."""
+AGE_JITTER = 0.1
+"""Connection ages vary by this fraction either way, so the connections a client opened
+at once to the replicas (and those of a job's many executors) do not all close together."""
+
+Options = list[tuple[str, int | str]]
+
 
 def client_options(
     *, max_message_bytes: int, keepalive_time_ms: int, keepalive_timeout_ms: int
-) -> list[tuple[str, int]]:
+) -> Options:
+    """The shared limits and keepalive, and ``round_robin`` over the target's addresses."""
+    return [
+        *_limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms),
+        ("grpc.service_config", ROUND_ROBIN),
+    ]
+
+
+def _limits_and_keepalive(
+    max_message_bytes: int, keepalive_time_ms: int, keepalive_timeout_ms: int
+) -> Options:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
@@ -21,24 +48,31 @@ def client_options(
     ]
 
 
+def jittered_ms(seconds: float, rng: random.Random | None = None) -> int:
+    """``seconds`` in milliseconds, moved at random by up to ``AGE_JITTER`` either way."""
+    factor = (rng or random.Random()).uniform(1 - AGE_JITTER, 1 + AGE_JITTER)
+    return max(1, round(seconds * 1000 * factor))
+
+
 def server_options(
     *,
     max_message_bytes: int,
     keepalive_time_ms: int,
     keepalive_timeout_ms: int,
+    max_connection_age_ms: int,
+    max_connection_age_grace_ms: int,
     reuse_port: bool = False,
-) -> list[tuple[str, int]]:
-    """Same limits as the client, and accept client pings at the client's keepalive rate.
+) -> Options:
+    """Same limits as the client, accept client pings at the client's keepalive rate, and
+    close connections at ``max_connection_age_ms`` (see ``jittered_ms``).
 
     ``so_reuseport`` is off so binding a port that another process holds fails loudly;
     only the worker processes of one ``tidemark serve --workers N`` share their port.
     """
     return [
-        *client_options(
-            max_message_bytes=max_message_bytes,
-            keepalive_time_ms=keepalive_time_ms,
-            keepalive_timeout_ms=keepalive_timeout_ms,
-        ),
+        *_limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", keepalive_time_ms),
+        ("grpc.max_connection_age_ms", max_connection_age_ms),
+        ("grpc.max_connection_age_grace_ms", max_connection_age_grace_ms),
         ("grpc.so_reuseport", int(reuse_port)),
     ]

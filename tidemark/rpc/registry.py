@@ -9,8 +9,8 @@ A service lands by adding its line here.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import grpc
@@ -33,12 +33,24 @@ class Closeable(Protocol):
     def close(self) -> None: ...
 
 
+ReadinessCheck = Callable[[], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class ServiceContext:
-    """What a service gets when it is added to a server."""
+    """What a service gets when it is added to a server: its settings, the metrics
+    registry, the address clients reach this replica at (the server is bound already),
+    and where to register readiness checks."""
 
     config: ServerConfig
     metrics: CollectorRegistry
+    advertise_address: str = ""
+    readiness_checks: list[ReadinessCheck] = field(default_factory=list)
+
+    def ready_when(self, check: ReadinessCheck) -> None:
+        """Report NOT_SERVING until ``check`` returns (e.g. caches loaded; it runs on the
+        server's event loop once the port answers); an exception stops the server."""
+        self.readiness_checks.append(check)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,13 @@ concurrency; see ``tidemark.rpc.auth``). TLS credentials are dynamic: certificat
 client CA are re-read for new connections when their files change, so a renewed
 certificate needs no restart. With ``health_port`` the health service alone also answers
 in plaintext on that port, for probes that cannot speak TLS or send a token.
-Shutdown is graceful: health flips to NOT_SERVING, in-flight calls get the grace period
-to finish, then service objects are closed.
+
+Health follows the replica's life: NOT_SERVING (overall ``""`` and each service) from
+the moment the port answers until every readiness check a service registered has passed
+(e.g. caches loaded), SERVING then, and NOT_SERVING again from the start of shutdown:
+health flips first, in-flight calls get the grace period to finish while the health
+port still answers, then service objects are closed. Connections close after a jittered
+maximum age (``tidemark.rpc.options``), so clients of several replicas rebalance.
 """
 
 from __future__ import annotations
@@ -37,12 +42,13 @@ from tidemark.errors import ConfigError
 from tidemark.rpc.auth import CallGuard
 from tidemark.rpc.interceptor import ServerCallInterceptor
 from tidemark.rpc.metrics import MetricsEndpoint, RpcMetrics
-from tidemark.rpc.options import server_options
+from tidemark.rpc.options import jittered_ms, server_options
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 
 log = structlog.get_logger(__name__)
 
 OVERALL_HEALTH = ""
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 T = TypeVar("T")
 
 
@@ -93,6 +99,7 @@ class RunningServer:
         self._stop_lock = threading.Lock()
         self._stopped = threading.Event()
         self.port = started.port
+        self.advertise_address = started.advertise_address
         self.health_port = started.health_port
         self.metrics_port = metrics.port
 
@@ -107,9 +114,7 @@ class RunningServer:
                 return
             self.enter_graceful_shutdown()
             log.info("shutting down", grace_period_s=grace)
-            self._loop.run(self._started.server.stop(grace))
-            if self._started.health_server is not None:
-                self._loop.run(self._started.health_server.stop(0))
+            self._loop.run(_stop_servers(self._started, grace))
             _close_all(self._closeables)
             self._metrics.close()
             self._loop.close()
@@ -124,22 +129,16 @@ class RunningServer:
 def build_server(
     config: ServerConfig, services: Sequence[ServiceDefinition], *, reuse_port: bool = False
 ) -> RunningServer:
-    """Start a server for ``services`` on ``config.port`` (0 = a free port). With
-    ``reuse_port`` other processes of the same user may bind the port too (workers)."""
+    """Start a server for ``services`` on ``config.port`` (0 = a free port); returns once
+    their readiness checks passed and health reports SERVING (a failed check stops the
+    server and raises). With ``reuse_port`` other processes of the same user may bind the
+    port too (workers)."""
     registry = CollectorRegistry()
     metrics = MetricsEndpoint(registry, config.host, config.metrics_port)
     loop = _LoopThread()
     closeables: list[Closeable] = []
     try:
-        started = loop.run(
-            _start(
-                config,
-                services,
-                ServiceContext(config=config, metrics=registry),
-                closeables,
-                reuse_port,
-            )
-        )
+        started = loop.run(_start(config, services, registry, closeables, reuse_port))
     except BaseException:
         _close_all(closeables)
         metrics.close()
@@ -149,6 +148,7 @@ def build_server(
         "server started",
         host=config.host,
         port=started.port,
+        advertise_address=started.advertise_address,
         health_port=started.health_port,
         metrics_port=metrics.port,
         tls=config.tls,
@@ -164,31 +164,41 @@ class _Started:
     server: grpc.aio.Server
     health: HealthServicer
     port: int
-    health_server: grpc.aio.Server | None
-    health_port: int | None
+    advertise_address: str
+    health_server: grpc.aio.Server | None = None
+    health_port: int | None = None
 
 
 async def _start(
     config: ServerConfig,
     services: Sequence[ServiceDefinition],
-    context: ServiceContext,
+    metrics: CollectorRegistry,
     closeables: list[Closeable],
     reuse_port: bool,
 ) -> _Started:
+    """Bind, add the services, answer health NOT_SERVING while their readiness checks
+    run, then SERVING."""
     server = grpc.aio.server(
-        interceptors=[ServerCallInterceptor(RpcMetrics(context.metrics), CallGuard(config))],
+        interceptors=[ServerCallInterceptor(RpcMetrics(metrics), CallGuard(config))],
         options=server_options(
             max_message_bytes=config.max_message_bytes,
             keepalive_time_ms=config.keepalive_time_ms,
             keepalive_timeout_ms=config.keepalive_timeout_ms,
+            max_connection_age_ms=jittered_ms(config.max_connection_age_s),
+            max_connection_age_grace_ms=round(config.max_connection_age_grace_s * 1000),
             reuse_port=reuse_port,
         ),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
+    port = _bind(server, config, reuse_port)
+    context = ServiceContext(
+        config=config, metrics=metrics, advertise_address=advertise_address(config, port)
+    )
     closeables.extend(service.add_to_server(server, context) for service in services)
     health_servicer: HealthServicer = health_aio.HealthServicer()
-    for name in (OVERALL_HEALTH, *(service.full_name for service in services)):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    names = (OVERALL_HEALTH, *(service.full_name for service in services))
+    for name in names:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         [
@@ -198,15 +208,44 @@ async def _start(
         ],
         server,
     )
-    port = _bind(server, config, reuse_port)
     await server.start()
-    if config.health_port is None:
-        return _Started(server, health_servicer, port, None, None)
-    health_server = grpc.aio.server()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
-    health_port = _bind_insecure(health_server, config.host, config.health_port, "health_port")
-    await health_server.start()
-    return _Started(server, health_servicer, port, health_server, health_port)
+    started = _Started(server, health_servicer, port, context.advertise_address)
+    try:
+        if config.health_port is not None:
+            health_server = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
+            health_port = _bind_insecure(
+                health_server, config.host, config.health_port, "health_port"
+            )
+            await health_server.start()
+            started = dataclasses.replace(
+                started, health_server=health_server, health_port=health_port
+            )
+        for check in context.readiness_checks:
+            await check()
+    except BaseException:
+        await _stop_servers(started, 0)
+        raise
+    for name in names:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return started
+
+
+async def _stop_servers(started: _Started, grace: float | None) -> None:
+    await started.server.stop(grace)
+    if started.health_server is not None:
+        await started.health_server.stop(0)
+
+
+def advertise_address(config: ServerConfig, port: int) -> str:
+    """``config.advertise_address``, else the bound host (this host's name when bound to
+    every interface, which is no address to dial) and ``port``."""
+    if config.advertise_address is not None:
+        return config.advertise_address
+    host = config.host
+    if host.strip("[]") in WILDCARD_HOSTS:
+        host = socket.gethostname()
+    return f"{host}:{port}"
 
 
 def _close_all(closeables: list[Closeable]) -> None:

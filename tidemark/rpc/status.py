@@ -18,11 +18,15 @@ ERROR_FIELD_KEY = "tidemark-error-field"
 REQUEST_ID_KEY = "x-request-id"
 RETRY_AFTER_KEY = "tidemark-retry-after-ms"
 """Trailing metadata of a RESOURCE_EXHAUSTED answer: how long the client should wait."""
+OWNER_KEY = "tidemark-owner"
+"""Trailing metadata of a ``NotOwnerError`` (FAILED_PRECONDITION): the address of the
+replica that owns what the call named."""
 
 STATUS_CODES: dict[type[errors.TidemarkError], grpc.StatusCode] = {
     errors.InvalidArgumentError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.FailedPreconditionError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ConflictError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.NotOwnerError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
     errors.NotFoundError: grpc.StatusCode.NOT_FOUND,
@@ -64,6 +68,8 @@ def error_metadata(error: errors.TidemarkError) -> tuple[tuple[str, str], ...]:
     metadata = [(ERROR_CLASS_KEY, type(error).__name__)]
     if error.field is not None and error.field.isascii():
         metadata.append((ERROR_FIELD_KEY, error.field))
+    if isinstance(error, errors.NotOwnerError) and error.owner.isascii():
+        metadata.append((OWNER_KEY, error.owner))
     return tuple(metadata)
 
 
@@ -78,6 +84,8 @@ def error_from_status(
         return errors.TidemarkError(f"{code.name}: {details}")
     if field is not None and details.startswith(f"{field}: "):
         details = details[len(field) + 2 :]
+    if cls is errors.NotOwnerError:
+        return errors.NotOwnerError(details, field=field, owner=values.get(OWNER_KEY, ""))
     return cls(details, field=field)
 
 
