@@ -1,0 +1,112 @@
+"""Stateless traffic over several replicas: ``dns:///`` targets, round robin, connections
+closed at their maximum age, keepalive and message limits from the same numbers on both
+sides, large messages; against real ``tidemark serve`` processes on loopback."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from marker.conftest import INSTANT, as_table, stored_markers
+
+from services.marker import FULL_NAME as MARKER
+from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, check_reachable
+from tidemark.config import ClientConfig, ServerConfig
+from tidemark.rpc.options import AGE_JITTER, client_options, jittered_ms, server_options
+from tidemark.table.markers import IOType, MarkerSpec, marker_name
+
+from .conftest import StartReplica, client_ports, round_robin_target
+
+CLIENT = ClientConfig(timeout_s=10.0, max_attempts=3, max_total_s=20.0, initial_backoff_s=0.05)
+WAIT_S = 30.0
+"""Bound of the loops that wait for something to happen (never asserted on)."""
+
+
+def test_a_dns_target_reaches_the_service(start_replica: StartReplica, local_root: str) -> None:
+    replica = start_replica("marker")
+    target = f"dns:///localhost:{replica.port}"
+    check_reachable(target, CLIENT)
+    writer = ServiceMarkerWriter(MarkerSpec("service", as_table(local_root), INSTANT, target))
+
+    assert writer.create("p=1", "a.parquet", IOType.CREATE)
+    assert not writer.create("p=1", "a.parquet", IOType.CREATE)
+    assert stored_markers(local_root) == ["p=1/a.parquet.marker.CREATE"]
+
+
+def test_calls_spread_round_robin_over_three_replicas(
+    start_replica: StartReplica, local_root: str
+) -> None:
+    replicas = [start_replica("marker") for _ in range(3)]
+    reader = ServiceMarkerReader(round_robin_target(replicas), as_table(local_root), CLIENT)
+
+    for _ in range(60):
+        assert not reader.dir_exists(INSTANT)
+
+    calls = [replica.calls(MARKER, "MarkerDirExists") for replica in replicas]
+    assert sum(calls) == 60
+    assert min(calls) > 0, calls
+
+
+def test_connections_close_at_their_maximum_age_without_failing_calls(
+    start_replica: StartReplica, local_root: str
+) -> None:
+    replica = start_replica("marker", args=["--max-connection-age-s", "0.5"])
+    reader = ServiceMarkerReader(replica.address, as_table(local_root), CLIENT)
+    seen: set[int] = set()
+    deadline = time.monotonic() + WAIT_S
+    while len(seen) < 3 and time.monotonic() < deadline:
+        assert not reader.dir_exists(INSTANT)  # every call succeeds, across the closes
+        seen |= client_ports(replica.port)
+        time.sleep(0.05)
+    assert len(seen) >= 3
+
+
+def test_server_connection_ages_are_jittered_ten_percent() -> None:
+    rng = random.Random(25)
+    ages = [jittered_ms(300.0, rng) for _ in range(1000)]
+    assert min(ages) >= 300_000 * (1 - AGE_JITTER)
+    assert max(ages) <= 300_000 * (1 + AGE_JITTER)
+    assert len(set(ages)) > 900
+
+
+def test_server_and_client_options_come_from_the_same_numbers() -> None:
+    numbers = {"max_message_bytes": 5, "keepalive_time_ms": 7, "keepalive_timeout_ms": 11}
+    client = dict(client_options(**numbers))
+    server = dict(
+        server_options(**numbers, max_connection_age_ms=13, max_connection_age_grace_ms=17)
+    )
+    assert server["grpc.http2.min_recv_ping_interval_without_data_ms"] == 7
+    for key in (
+        "grpc.max_send_message_length",
+        "grpc.max_receive_message_length",
+        "grpc.keepalive_time_ms",
+        "grpc.keepalive_timeout_ms",
+    ):
+        assert client[key] == server[key]
+    assert '"round_robin"' in str(client["grpc.service_config"])
+    assert (server["grpc.max_connection_age_ms"], server["grpc.max_connection_age_grace_ms"]) == (
+        13,
+        17,
+    )
+    defaults = ServerConfig(), ClientConfig()
+    assert defaults[0].keepalive_time_ms == defaults[1].keepalive_time_ms
+    assert defaults[0].max_message_bytes == defaults[1].max_message_bytes
+
+
+def test_a_batch_larger_than_grpcs_default_limit_goes_through(
+    start_replica: StartReplica, local_root: str
+) -> None:
+    """gRPC refuses messages over 4 MiB unless both sides raise the limit: one create of
+    40,000 markers (about 5 MiB) and the listing of them cross a ``dns:///`` channel."""
+    replica = start_replica("marker")
+    target = f"dns:///localhost:{replica.port}"
+    writer = ServiceMarkerWriter(MarkerSpec("service", as_table(local_root), INSTANT, target))
+    markers = [("p=" + "x" * 60, f"{index:040d}.parquet", IOType.CREATE) for index in range(40_000)]
+    request_bytes = sum(len(marker_name(*marker)) for marker in markers)
+    assert request_bytes > 4 * 1024 * 1024
+
+    assert all(writer.create_many(markers))
+
+    listed = ServiceMarkerReader(target, local_root, CLIENT).all_markers(INSTANT)
+    assert listed == {marker_name(*marker) for marker in markers}
+    assert len(stored_markers(local_root)) == len(markers)
