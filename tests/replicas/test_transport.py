@@ -73,7 +73,13 @@ def test_server_and_client_options_come_from_the_same_numbers() -> None:
     numbers = {"max_message_bytes": 5, "keepalive_time_ms": 7, "keepalive_timeout_ms": 11}
     client = dict(client_options(**numbers))
     server = dict(
-        server_options(**numbers, max_connection_age_ms=13, max_connection_age_grace_ms=17)
+        server_options(
+            max_message_bytes=5,
+            keepalive_time_ms=7,
+            keepalive_timeout_ms=11,
+            max_connection_age_ms=13,
+            max_connection_age_grace_ms=17,
+        )
     )
     assert server["grpc.http2.min_recv_ping_interval_without_data_ms"] == 7
     for key in (
