@@ -17,6 +17,7 @@ when a log line or an error needs it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -111,9 +112,10 @@ def _observed(
     guard: CallGuard | None,
 ) -> grpc.RpcMethodHandler:
     """A handler equivalent to ``handler`` whose calls are admitted by ``guard`` (None =
-    exempt) and observed. Behaviors must be coroutines (unary responses) or async
-    generators (streams); for streams the whole iteration is observed, so errors raised
-    mid-stream are mapped too."""
+    exempt) and observed. Behaviors are coroutines (unary responses, or streams written
+    with ``context.write`` as grpc_health's Watch does) or async generators (streams);
+    for those the whole iteration is observed, so errors raised mid-stream are mapped
+    too."""
     behavior = cast(
         Callable[[Any, Context], Any],
         handler.unary_unary
@@ -160,12 +162,13 @@ def _observed(
         "request_deserializer": handler.request_deserializer,
         "response_serializer": handler.response_serializer,
     }
+    streams = streaming_response if inspect.isasyncgenfunction(behavior) else unary_response
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(streaming_response, **serializers)
+        return grpc.stream_stream_rpc_method_handler(streams, **serializers)
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(unary_response, **serializers)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(streaming_response, **serializers)
+        return grpc.unary_stream_rpc_method_handler(streams, **serializers)
     return grpc.unary_unary_rpc_method_handler(unary_response, **serializers)
 
 
