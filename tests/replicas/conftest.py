@@ -3,6 +3,7 @@ TCP connections a client holds to one, and the calls each one counted in its met
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from tidemark.rpc.process import ServeProcess
 from tidemark.testing.s3local import free_port
 
 ESTABLISHED = "01"
+WAIT_S = 30.0
+"""Bound of the loops that wait for something to happen (never asserted on)."""
 
 
 class Replica:
@@ -69,6 +72,16 @@ def client_ports(server_port: int) -> set[int]:
             if state == ESTABLISHED and int(remote.rpartition(":")[2], 16) == server_port:
                 ports.add(int(local.rpartition(":")[2], 16))
     return ports
+
+
+def connected_to_all(replicas: Sequence[Replica]) -> None:
+    """Wait (at most ``WAIT_S``) until this process holds a connection to every replica:
+    a round-robin channel connects to all its addresses at once but sends calls only
+    over the connections ready, so calls made at its start may all go to the first."""
+    deadline = time.monotonic() + WAIT_S
+    while not all(client_ports(replica.port) for replica in replicas):
+        assert time.monotonic() < deadline, "not connected to every replica"
+        time.sleep(0.01)
 
 
 def round_robin_target(replicas: Sequence[Replica]) -> str:

@@ -18,12 +18,11 @@ from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 from tidemark.rpc.server import RunningServer, build_server
 from tidemark.testing.s3local import free_port
 
-from .conftest import StartReplica
+from .conftest import WAIT_S, StartReplica
 
 WARMING = "tidemark.test.v1.Warming"
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-WAIT_S = 30.0
 
 
 class Warming:

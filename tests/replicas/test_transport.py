@@ -15,11 +15,9 @@ from tidemark.config import ClientConfig, ServerConfig
 from tidemark.rpc.options import AGE_JITTER, client_options, jittered_ms, server_options
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
-from .conftest import StartReplica, client_ports, round_robin_target
+from .conftest import WAIT_S, StartReplica, client_ports, connected_to_all, round_robin_target
 
 CLIENT = ClientConfig(timeout_s=10.0, max_attempts=3, max_total_s=20.0, initial_backoff_s=0.05)
-WAIT_S = 30.0
-"""Bound of the loops that wait for something to happen (never asserted on)."""
 
 
 def test_a_dns_target_reaches_the_service(start_replica: StartReplica, local_root: str) -> None:
@@ -38,8 +36,10 @@ def test_calls_spread_round_robin_over_three_replicas(
 ) -> None:
     replicas = [start_replica("marker") for _ in range(3)]
     reader = ServiceMarkerReader(round_robin_target(replicas), as_table(local_root), CLIENT)
+    assert not reader.dir_exists(INSTANT)
+    connected_to_all(replicas)
 
-    for _ in range(60):
+    for _ in range(59):
         assert not reader.dir_exists(INSTANT)
 
     calls = [replica.calls(MARKER, "MarkerDirExists") for replica in replicas]
