@@ -13,6 +13,7 @@ import grpc
 import pytest
 from marker.conftest import INSTANT, as_table, create_request, stored_markers
 
+from services.marker import FULL_NAME as MARKER
 from tidemark.clients.marker import ServiceMarkerWriter
 from tidemark.config import ClientConfig
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
@@ -25,6 +26,7 @@ from tidemark.table.markers import (
     marker_lease_dir,
     marker_name,
 )
+from tidemark.testing.s3local import free_port
 
 from .conftest import Replica, StartReplica, round_robin_target
 
@@ -116,10 +118,16 @@ def test_writers_through_every_replica_reach_the_one_owner(
 
 
 def test_a_replica_that_does_not_own_the_dir_names_the_owner(
-    replicas: list[Replica], local_root: str
+    start_replica: StartReplica, local_root: str
 ) -> None:
+    """The owner is named by its ``--advertise-address``, which the client follows."""
     table = as_table(local_root)
-    first, second, _ = replicas
+    port = free_port()
+    advertised = f"localhost:{port}"
+    first = start_replica(
+        "marker", env=SERVE_ENV, args=["--port", str(port), "--advertise-address", advertised]
+    )
+    second = start_replica("marker", env=SERVE_ENV)
     with grpc.insecure_channel(first.address) as channel:
         assert MarkerServiceStub(channel).CreateMarker(create_request(table, "a.parquet")).created
     with grpc.insecure_channel(second.address) as channel, pytest.raises(grpc.RpcError) as refused:
@@ -127,8 +135,16 @@ def test_a_replica_that_does_not_own_the_dir_names_the_owner(
     error = refused.value
     assert isinstance(error, grpc.Call)
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert dict(error.trailing_metadata() or ())[OWNER_KEY] == first.address
+    assert dict(error.trailing_metadata() or ())[OWNER_KEY] == advertised
     assert stored_markers(table) == ["p=1/a.parquet.marker.CREATE"]
+
+    writer = ServiceMarkerWriter(MarkerSpec("service", table, INSTANT, second.address), CLIENT)
+    assert writer.create("p=1", "b.parquet", IOType.CREATE)
+    assert first.calls(MARKER, "CreateMarker") == 2
+    assert sorted(stored_markers(table)) == [
+        "p=1/a.parquet.marker.CREATE",
+        "p=1/b.parquet.marker.CREATE",
+    ]
 
 
 def test_the_owner_killed_mid_stream_loses_no_acknowledged_marker(

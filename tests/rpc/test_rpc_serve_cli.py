@@ -89,6 +89,17 @@ def test_bad_gc_threshold_exits_non_zero_with_one_line() -> None:
     )
 
 
+def test_bad_replica_settings_exit_non_zero_with_one_line() -> None:
+    assert_one_line_error(
+        run_serve("all", "--port", "0", "--advertise-address", "pod-0.markers"),
+        "advertise_address",
+        "HOST:PORT",
+    )
+    assert_one_line_error(
+        run_serve("all", "--port", "0", "--max-connection-age-s", "0"), "max_connection_age_s"
+    )
+
+
 def test_tune_gc_sets_only_the_young_generation() -> None:
     before = gc.get_threshold()
     try:
