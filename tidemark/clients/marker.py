@@ -85,12 +85,7 @@ class OwnerRouting:
     """
 
     def __init__(
-        self,
-        address: str,
-        table_uri: str,
-        config: ClientConfig | None = None,
-        *,
-        owner_wait_s: float = OWNER_WAIT_S,
+        self, address: str, table_uri: str, config: ClientConfig | None, owner_wait_s: float
     ) -> None:
         self.config = config
         self.owner_wait_s = owner_wait_s
@@ -176,9 +171,7 @@ class ServiceMarkerWriter:
         if spec.service_address is None:
             raise InvalidArgumentError("service markers need an address", field="service_address")
         self.spec = spec
-        self._routing = OwnerRouting(
-            spec.service_address, spec.table_uri, config, owner_wait_s=owner_wait_s
-        )
+        self._routing = OwnerRouting(spec.service_address, spec.table_uri, config, owner_wait_s)
         self._table = self._routing.table
 
     def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
@@ -233,7 +226,7 @@ class ServiceMarkerReader:
         lock_holder: LockHolder | None = None,
     ) -> None:
         self.lock_holder = lock_holder
-        self._routing = OwnerRouting(address, table_uri, config, owner_wait_s=owner_wait_s)
+        self._routing = OwnerRouting(address, table_uri, config, owner_wait_s)
         self._client = self._routing.client
         self._table = self._routing.table
 
