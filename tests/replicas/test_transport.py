@@ -7,11 +7,14 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from marker.conftest import INSTANT, as_table, stored_markers
 
 from services.marker import FULL_NAME as MARKER
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, check_reachable
 from tidemark.config import ClientConfig, ServerConfig
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.options import AGE_JITTER, client_options, jittered_ms, server_options
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
@@ -81,7 +84,7 @@ def test_server_and_client_options_come_from_the_same_numbers() -> None:
             max_connection_age_grace_ms=17,
         )
     )
-    assert server["grpc.http2.min_recv_ping_interval_without_data_ms"] == 7
+    assert server["grpc.http2.min_ping_interval_without_data_ms"] == 3
     for key in (
         "grpc.max_send_message_length",
         "grpc.max_receive_message_length",
@@ -97,6 +100,26 @@ def test_server_and_client_options_come_from_the_same_numbers() -> None:
     defaults = ServerConfig(), ClientConfig()
     assert defaults[0].keepalive_time_ms == defaults[1].keepalive_time_ms
     assert defaults[0].max_message_bytes == defaults[1].max_message_bytes
+
+
+@pytest.mark.parametrize(("server_keepalive_ms", "kept"), [(1_000, True), (30_000, False)])
+def test_a_client_pinging_at_the_agreed_rate_keeps_its_connection(
+    start_replica: StartReplica, server_keepalive_ms: int, kept: bool
+) -> None:
+    """Client and server at the same keepalive (1 s, gRPC's shortest): the idle
+    connection outlives many pings. A server set for 30 s takes pings every second as
+    abuse and closes the connection (GOAWAY too_many_pings after three early pings), so
+    the client's next call opens another: what agreeing options prevent."""
+    replica = start_replica("marker", env={"TIDEMARK_KEEPALIVE_TIME_MS": str(server_keepalive_ms)})
+    config = ClientConfig(keepalive_time_ms=1_000, keepalive_timeout_ms=5_000)
+    request = health_pb2.HealthCheckRequest(service=MARKER)
+    with channel_for(replica.address, config=config) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        assert health.Check(request, timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+        (first,) = client_ports(replica.port)
+        time.sleep(6.0)  # idle: six pings at the client's rate
+        assert health.Check(request, timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+        assert (client_ports(replica.port) == {first}) is kept
 
 
 def test_a_batch_larger_than_grpcs_default_limit_goes_through(

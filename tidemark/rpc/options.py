@@ -1,8 +1,9 @@
 """Channel options shared by server and client so their limits and keepalive agree.
 
-A client that pings more often than the server permits gets GOAWAY(too_many_pings), and
-mismatched message limits fail only on large requests; deriving both sides from the
-same three numbers avoids both.
+A client that pings more often than the server permits
+(``grpc.http2.min_ping_interval_without_data_ms``, 5 minutes by default) gets
+GOAWAY(too_many_pings), and mismatched message limits fail only on large requests;
+deriving both sides from the same three numbers avoids both.
 
 Several replicas: every client channel balances calls ``round_robin`` over all the
 addresses its target resolves to (``dns:///name:port`` gives every replica behind a
@@ -63,15 +64,17 @@ def server_options(
     max_connection_age_grace_ms: int,
     reuse_port: bool = False,
 ) -> Options:
-    """Same limits as the client, accept client pings at the client's keepalive rate, and
-    close connections at ``max_connection_age_ms`` (see ``jittered_ms``).
+    """Same limits as the client, accept client pings twice as often as the client's
+    keepalive sends them (a ping arriving a little early is a strike, three strikes
+    close the connection with GOAWAY(too_many_pings)), and close connections at
+    ``max_connection_age_ms`` (see ``jittered_ms``).
 
     ``so_reuseport`` is off so binding a port that another process holds fails loudly;
     only the worker processes of one ``tidemark serve --workers N`` share their port.
     """
     return [
         *_limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms),
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", keepalive_time_ms),
+        ("grpc.http2.min_ping_interval_without_data_ms", keepalive_time_ms // 2),
         ("grpc.max_connection_age_ms", max_connection_age_ms),
         ("grpc.max_connection_age_grace_ms", max_connection_age_grace_ms),
         ("grpc.so_reuseport", int(reuse_port)),
