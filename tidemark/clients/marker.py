@@ -78,7 +78,8 @@ class OwnerRouting:
     A call goes to the owner last found for its dir, else to the service address. A
     replica that does not own the dir answers NotOwnerError naming the owner; the call
     follows it (at most ``MAX_OWNER_HOPS`` times) and remembers it. An owner that cannot
-    be reached (crashed, its lease still running) is forgotten and reported as that
+    be reached is forgotten: the one remembered, by asking the service address again at
+    once; the one a replica named (crashed, its lease still running), by reporting that
     NotOwnerError, which the call waits out for up to ``owner_wait_s``, asking the
     service address again every ``OWNER_POLL_S``: once the lease ran out, the replica
     asked takes the dir over.
@@ -137,11 +138,10 @@ class OwnerRouting:
                 if address == self.client.address or sent_by_server(error.__cause__):
                     raise
                 log.info("marker dir owner unreachable", owner=address, instant=instant)
-                raise redirect or NotOwnerError(
-                    f"the owner of the marker dir of {instant} at {address} is unreachable",
-                    field="instant_time",
-                    owner=address,
-                ) from error
+                if redirect is not None:
+                    raise redirect from error
+                address = self.client.address  # the owner remembered is gone: ask again
+                continue
             except BaseException:
                 self._forget(key)
                 raise
@@ -149,8 +149,9 @@ class OwnerRouting:
                 with _owners_lock:
                     _owners[key] = address
             return answer
-        assert redirect is not None
-        raise redirect
+        raise redirect or NotOwnerError(
+            f"the marker dir of {instant} changed owners too often", field="instant_time"
+        )
 
     @staticmethod
     def _forget(key: tuple[str, str, str]) -> None:
