@@ -28,6 +28,9 @@ if _version_not_supported:
 class MarkerServiceStub:
     """Batched write markers for one table instant, stored as Hudi's timeline-server-based
     markers: MARKERS0..MARKERS{N-1} plus MARKERS.type in <base>/.hoodie/.temp/<instant>/.
+    With several replicas, one owns each marker dir (its lease): a create, or a delete
+    without table_lock, that reaches another replica fails FAILED_PRECONDITION with the
+    owner's address in trailing metadata "tidemark-owner"; ask that address instead.
     """
 
     def __init__(self, channel):
@@ -66,6 +69,9 @@ class MarkerServiceStub:
 class MarkerServiceServicer:
     """Batched write markers for one table instant, stored as Hudi's timeline-server-based
     markers: MARKERS0..MARKERS{N-1} plus MARKERS.type in <base>/.hoodie/.temp/<instant>/.
+    With several replicas, one owns each marker dir (its lease): a create, or a delete
+    without table_lock, that reaches another replica fails FAILED_PRECONDITION with the
+    owner's address in trailing metadata "tidemark-owner"; ask that address instead.
     """
 
     def CreateMarker(self, request, context):
@@ -142,6 +148,9 @@ def add_MarkerServiceServicer_to_server(servicer, server):
 class MarkerService:
     """Batched write markers for one table instant, stored as Hudi's timeline-server-based
     markers: MARKERS0..MARKERS{N-1} plus MARKERS.type in <base>/.hoodie/.temp/<instant>/.
+    With several replicas, one owns each marker dir (its lease): a create, or a delete
+    without table_lock, that reaches another replica fails FAILED_PRECONDITION with the
+    owner's address in trailing metadata "tidemark-owner"; ask that address instead.
     """
 
     @staticmethod

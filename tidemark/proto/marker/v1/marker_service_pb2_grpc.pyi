@@ -29,6 +29,9 @@ GRPC_VERSION: str
 class MarkerServiceStub:
     """Batched write markers for one table instant, stored as Hudi's timeline-server-based
     markers: MARKERS0..MARKERS{N-1} plus MARKERS.type in <base>/.hoodie/.temp/<instant>/.
+    With several replicas, one owns each marker dir (its lease): a create, or a delete
+    without table_lock, that reaches another replica fails FAILED_PRECONDITION with the
+    owner's address in trailing metadata "tidemark-owner"; ask that address instead.
     """
 
     @_typing.overload
@@ -50,6 +53,9 @@ class MarkerServiceStub:
 class MarkerServiceAsyncStub(MarkerServiceStub):
     """Batched write markers for one table instant, stored as Hudi's timeline-server-based
     markers: MARKERS0..MARKERS{N-1} plus MARKERS.type in <base>/.hoodie/.temp/<instant>/.
+    With several replicas, one owns each marker dir (its lease): a create, or a delete
+    without table_lock, that reaches another replica fails FAILED_PRECONDITION with the
+    owner's address in trailing metadata "tidemark-owner"; ask that address instead.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -67,6 +73,9 @@ class MarkerServiceAsyncStub(MarkerServiceStub):
 class MarkerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Batched write markers for one table instant, stored as Hudi's timeline-server-based
     markers: MARKERS0..MARKERS{N-1} plus MARKERS.type in <base>/.hoodie/.temp/<instant>/.
+    With several replicas, one owns each marker dir (its lease): a create, or a delete
+    without table_lock, that reaches another replica fails FAILED_PRECONDITION with the
+    owner's address in trailing metadata "tidemark-owner"; ask that address instead.
     """
 
     @_abc_1.abstractmethod
