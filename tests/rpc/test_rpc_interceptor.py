@@ -10,8 +10,16 @@ import grpc
 import pytest
 import structlog
 
+from tidemark import errors
 from tidemark.logs import configure_logging
-from tidemark.rpc.status import ERROR_CLASS_KEY, ERROR_FIELD_KEY, REQUEST_ID_KEY
+from tidemark.rpc.status import (
+    ERROR_CLASS_KEY,
+    ERROR_FIELD_KEY,
+    OWNER_KEY,
+    REQUEST_ID_KEY,
+    error_from_status,
+    error_metadata,
+)
 
 from .probe import Unary
 
@@ -28,6 +36,7 @@ def trailing_metadata(error: grpc.RpcError) -> dict[str, str]:
         ("InvalidArgumentError", grpc.StatusCode.INVALID_ARGUMENT),
         ("FailedPreconditionError", grpc.StatusCode.FAILED_PRECONDITION),
         ("ConflictError", grpc.StatusCode.FAILED_PRECONDITION),
+        ("NotOwnerError", grpc.StatusCode.FAILED_PRECONDITION),
         ("NotFoundError", grpc.StatusCode.NOT_FOUND),
         ("AlreadyExistsError", grpc.StatusCode.ALREADY_EXISTS),
         ("ResourceExhaustedError", grpc.StatusCode.RESOURCE_EXHAUSTED),
@@ -116,3 +125,19 @@ def test_log_lines_of_a_call_carry_its_request_id_and_method(
     (outside,) = [line for line in lines if line["event"] == "outside any call"]
     assert "request_id" not in outside
     assert "method" not in outside
+
+
+def test_a_not_owner_error_carries_the_owner_to_the_client() -> None:
+    """The owner's address rides in trailing metadata and is rebuilt on the client."""
+    sent = errors.NotOwnerError("owned elsewhere", field="instant_time", owner="pod-1.m:50051")
+    metadata = error_metadata(sent)
+    assert (OWNER_KEY, "pod-1.m:50051") in metadata
+
+    rebuilt = error_from_status(grpc.StatusCode.FAILED_PRECONDITION, str(sent), metadata)
+
+    assert isinstance(rebuilt, errors.NotOwnerError)
+    assert (rebuilt.owner, rebuilt.field, rebuilt.message) == (
+        "pod-1.m:50051",
+        "instant_time",
+        "owned elsewhere",
+    )
