@@ -87,7 +87,8 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--marker-service",
-        help="marker service address host:port (default: start an embedded one in the driver)",
+        help="marker service address host:port or dns:///name:port (default: start an "
+        "embedded one in the driver)",
     )
     parser.add_argument(
         "--index-service",

@@ -91,7 +91,8 @@ def _subcommand(
     parser.add_argument(
         "--planner-service",
         metavar="HOST:PORT",
-        help="planner service address (default: an embedded service in this process)",
+        help="planner service address, or dns:///name:port for several replicas (default: "
+        "an embedded service in this process)",
     )
     add_client_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
