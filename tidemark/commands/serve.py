@@ -181,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             if code is not None:
                 log.error("a worker process stopped, stopping the others", exit_code=code)
                 break
+        running.enter_graceful_shutdown()  # NOT_SERVING while the workers drain too
         workers.stop()
         running.stop(config.grace_period_s)
     finally:
