@@ -26,7 +26,9 @@ class MarkerConfig:
     idle_evict_s: float = 600.0
     """A marker dir unused this long is dropped from memory and its lease released."""
     lease_s: float = 60.0
-    """Lifetime of a marker dir lease; renewed every third of it while the dir is in memory."""
+    """Lifetime of a marker dir lease; renewed every third of it while the dir is in memory.
+    A replica that dies keeps its dirs this long before another replica takes them over
+    (writers wait meanwhile)."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

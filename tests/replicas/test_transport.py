@@ -5,6 +5,7 @@ sides, large messages; against real ``tidemark serve`` processes on loopback."""
 from __future__ import annotations
 
 import random
+import socket
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, ch
 from tidemark.config import ClientConfig, ServerConfig
 from tidemark.rpc.client import channel_for
 from tidemark.rpc.options import AGE_JITTER, client_options, jittered_ms, server_options
+from tidemark.rpc.server import advertise_address
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
 from .conftest import WAIT_S, StartReplica, client_ports, connected_to_all, round_robin_target
@@ -62,6 +64,13 @@ def test_connections_close_at_their_maximum_age_without_failing_calls(
         seen |= client_ports(replica.port)
         time.sleep(0.05)
     assert len(seen) >= 3
+
+
+def test_the_advertise_address_defaults_to_the_bound_host_and_port() -> None:
+    assert advertise_address(ServerConfig(host="10.0.0.7"), 50051) == "10.0.0.7:50051"
+    assert advertise_address(ServerConfig(host="0.0.0.0"), 50051) == f"{socket.gethostname()}:50051"
+    given = ServerConfig(host="0.0.0.0", advertise_address="marker-1.markers.lake.svc:50051")
+    assert advertise_address(given, 50051) == "marker-1.markers.lake.svc:50051"
 
 
 def test_server_connection_ages_are_jittered_ten_percent() -> None:
