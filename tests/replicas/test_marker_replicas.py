@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from marker.conftest import INSTANT, as_table, create_request, stored_markers
+from marker.conftest import INSTANT, as_table, create_request, metric, stored_markers
 
 from services.marker import FULL_NAME as MARKER
 from tidemark.clients.marker import ServiceMarkerWriter
@@ -168,3 +168,39 @@ def test_the_owner_killed_mid_stream_loses_no_acknowledged_marker(
     records = lease_records(table)
     assert len(records) == 2  # taken over once
     assert records[-1]["address"] in {r.address for r in others}
+
+
+def test_a_replica_restarted_at_its_address_waits_out_its_former_lease(
+    start_replica: StartReplica, local_root: str
+) -> None:
+    """A StatefulSet pod comes back with its name: the lease of its killed process names
+    the very address the client asked, so the client waits the lease out instead of
+    following the answer to itself, then the restarted process takes the dir over. (The
+    client's retries outlast gRPC's reconnect backoff, about a second, after the kill.)"""
+    table = as_table(local_root)
+    port = free_port()
+    args = ["--port", str(port)]
+    env = {**SERVE_ENV, "TIDEMARK_MARKER_LEASE_S": "5"}  # outlives the restart
+    first = start_replica("marker", env=env, args=args)
+    patient = ClientConfig(timeout_s=10.0, initial_backoff_s=0.5, max_backoff_s=2.0)
+    writer = ServiceMarkerWriter(MarkerSpec("service", table, INSTANT, first.address), patient)
+    assert writer.create("p=1", "a.parquet", IOType.CREATE)
+    first.process.kill()
+
+    restarted = start_replica("marker", env=env, args=args)
+
+    assert restarted.address == first.address
+    assert writer.create("p=1", "b.parquet", IOType.CREATE)
+    assert not writer.create("p=1", "a.parquet", IOType.CREATE)
+    assert sorted(stored_markers(table)) == [
+        "p=1/a.parquet.marker.CREATE",
+        "p=1/b.parquet.marker.CREATE",
+    ]
+    assert [record["address"] for record in lease_records(table)] == [first.address] * 2
+    refused = metric(
+        restarted.metrics_port,
+        "grpc_server_handled_total",
+        grpc_method="CreateMarker",
+        grpc_code="FAILED_PRECONDITION",
+    )
+    assert refused > 0  # while the former lease lived
