@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 import socket
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -148,3 +150,35 @@ def test_a_batch_larger_than_grpcs_default_limit_goes_through(
     listed = ServiceMarkerReader(target, local_root, CLIENT).all_markers(INSTANT)
     assert listed == {marker_name(*marker) for marker in markers}
     assert len(stored_markers(local_root)) == len(markers)
+
+
+@pytest.mark.parametrize("stop", ["kill", "close"])
+def test_calls_over_three_replicas_survive_losing_one(
+    start_replica: StartReplica, local_root: str, stop: str
+) -> None:
+    """Readers call round robin over three replicas from eight threads; one replica is
+    killed with -9 (or stopped with SIGTERM) midway: no call fails, the retries and the
+    round robin carry them to the two others."""
+    replicas = [start_replica("marker") for _ in range(3)]
+    reader = ServiceMarkerReader(round_robin_target(replicas), as_table(local_root), CLIENT)
+    assert not reader.dir_exists(INSTANT)
+    connected_to_all(replicas)
+    answered = threading.Semaphore(0)
+
+    def read(count: int) -> list[bool]:
+        answers = []
+        for _ in range(count):
+            answers.append(reader.dir_exists(INSTANT))
+            answered.release()
+        return answers
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(read, 100) for _ in range(8)]
+        for _ in range(200):
+            answered.acquire()
+        getattr(replicas[0].process, stop)()
+        answers = [answer for future in futures for answer in future.result()]
+
+    assert answers == [False] * 800
+    assert replicas[0].process.process.poll() is not None
+    assert all(replica.calls(MARKER, "MarkerDirExists") > 0 for replica in replicas[1:])
