@@ -312,8 +312,8 @@ class ClientConfig:
     timeout_s: float = 30.0
     """Deadline of every call attempt."""
     max_attempts: int = 5
-    """Attempts for retryable codes (UNAVAILABLE, RESOURCE_EXHAUSTED; DEADLINE_EXCEEDED for
-    reads)."""
+    """Attempts for retryable codes (UNAVAILABLE, RESOURCE_EXHAUSTED; DEADLINE_EXCEEDED and
+    CANCELLED, which a replica shutting down answers, for calls safe to repeat)."""
     max_total_s: float = 120.0
     """Total retry budget of one call."""
     initial_backoff_s: float = 0.1

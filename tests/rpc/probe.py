@@ -58,6 +58,12 @@ class ProbeServicer:
             raise errors.UnavailableError("try later", field="peer")
         return b"ok"
 
+    async def cancelled(self, request: bytes, context: Context) -> bytes:
+        """Answers CANCELLED (as a server shutting down does) for the first call only."""
+        if self._count("Cancelled") == 1:
+            await context.abort(grpc.StatusCode.CANCELLED, "server shutting down")
+        return b"ok"
+
     async def slow(self, request: bytes, context: Context) -> bytes:
         """Waits (off the event loop) until the test sets ``release``."""
         self._count("Slow")
@@ -82,6 +88,7 @@ class ProbeServicer:
             "Abort": self.abort,
             "Flaky": self.flaky,
             "Slow": self.slow,
+            "Cancelled": self.cancelled,
         }
         handlers = {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in unary.items()}
         handlers["Stream"] = grpc.unary_stream_rpc_method_handler(self.stream)

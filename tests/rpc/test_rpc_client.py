@@ -78,6 +78,17 @@ def test_deadline_exceeded_is_retried_only_when_idempotent(
     assert servicer.calls["Slow"] == attempts
 
 
+def test_cancelled_by_the_server_is_retried_only_when_idempotent(
+    servicer: ProbeServicer, unary: Unary
+) -> None:
+    assert call(unary("Cancelled"), b"", idempotent=True, config=FAST_RETRIES) == b"ok"
+    assert servicer.calls["Cancelled"] == 2
+    servicer.calls.clear()
+    with pytest.raises(errors.TidemarkError, match="CANCELLED"):
+        call(unary("Cancelled"), b"", idempotent=False, config=FAST_RETRIES)
+    assert servicer.calls["Cancelled"] == 1
+
+
 def test_request_id_is_sent_with_every_attempt(unary: Unary) -> None:
     with pytest.raises(errors.TidemarkError) as raised:
         call(unary("Crash"), b"", idempotent=True, request_id="abc123")

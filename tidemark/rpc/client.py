@@ -44,6 +44,7 @@ S = TypeVar("S")
 R = TypeVar("R")
 
 ALWAYS_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+RETRIED_IF_IDEMPOTENT = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED})
 
 AUTHORIZATION_KEY = "authorization"
 
@@ -165,11 +166,14 @@ def lazy_stub(
 
 
 def is_retryable(error: BaseException, *, idempotent: bool) -> bool:
-    """UNAVAILABLE and RESOURCE_EXHAUSTED always; DEADLINE_EXCEEDED only if repeating is safe."""
+    """UNAVAILABLE and RESOURCE_EXHAUSTED always; DEADLINE_EXCEEDED and CANCELLED only if
+    repeating is safe. These clients never cancel a call, so a CANCELLED answer comes
+    from the server side: a replica shutting down cancels the calls it had received but
+    not yet started."""
     if not isinstance(error, grpc.Call):
         return False
     code = error.code()
-    return code in ALWAYS_RETRIED or (idempotent and code == grpc.StatusCode.DEADLINE_EXCEEDED)
+    return code in ALWAYS_RETRIED or (idempotent and code in RETRIED_IF_IDEMPOTENT)
 
 
 def call(
