@@ -147,12 +147,14 @@ def test_a_replica_that_does_not_own_the_dir_names_the_owner(
     ]
 
 
-def test_the_owner_killed_mid_stream_loses_no_acknowledged_marker(
-    replicas: list[Replica], local_root: str
+@pytest.mark.parametrize("stop", ["kill", "close"])
+def test_the_owner_stopped_mid_stream_loses_no_acknowledged_marker(
+    replicas: list[Replica], local_root: str, stop: str
 ) -> None:
     """Writers go through the two replicas that do not own the dir and through all three
-    round robin; the owner is killed with -9 while they write; they carry on through
-    the others, one of which takes the dir over once the lease ran out."""
+    round robin; the owner is killed with -9 (or stopped with SIGTERM) while they write;
+    they carry on through the others, one of which takes the dir over once the lease
+    ran out (at once after SIGTERM: the owner releases its leases as it stops)."""
     table = as_table(local_root)
     write_all([round_robin_target(replicas)], table, [[("p=0", "first.parquet", IOType.CREATE)]])
     owner = owner_of(replicas, table)
@@ -160,7 +162,7 @@ def test_the_owner_killed_mid_stream_loses_no_acknowledged_marker(
     targets = [*(r.address for r in others), round_robin_target(replicas)] * 2
     batches = [[(f"w={w}", f"f{i}.parquet", IOType.CREATE) for i in range(150)] for w in range(6)]
 
-    acknowledged, at_kill = write_all(targets, table, batches, midway=owner.process.kill)
+    acknowledged, at_kill = write_all(targets, table, batches, midway=getattr(owner.process, stop))
 
     assert len(acknowledged) == 150 * len(targets) > at_kill
     expected = sorted({"p=0/first.parquet.marker.CREATE", *acknowledged})
