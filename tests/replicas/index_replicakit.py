@@ -5,7 +5,8 @@ its name), and what each one served, from its /metrics."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 import pyarrow as pa
 from index.servicekit import scrape
@@ -57,6 +58,19 @@ class Replica:
         return samples.get("tidemark_index_keys_total{found}", 0.0) + samples.get(
             "tidemark_index_keys_total{absent}", 0.0
         )
+
+
+@contextmanager
+def running(count: int, env: Mapping[str, str] | None = None) -> Iterator[list[Replica]]:
+    """``count`` replicas, stopped (SIGTERM) on exit, whichever are still running."""
+    started: list[Replica] = []
+    try:
+        for _ in range(count):
+            started.append(Replica(env))
+        yield started
+    finally:
+        for replica in started:
+            replica.close()
 
 
 def addresses(replicas: list[Replica]) -> str:

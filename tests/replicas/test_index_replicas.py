@@ -27,7 +27,7 @@ from tidemark.index.record_index import RecordIndex
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 
-from .index_replicakit import Replica, addresses, free_ports, owned_keys
+from .index_replicakit import Replica, addresses, free_ports, owned_keys, running
 
 SHARDS = 32
 """Enough shards that each of three replicas owns some."""
@@ -59,14 +59,8 @@ def table(tmp_path: Path) -> str:
 
 @pytest.fixture
 def replicas() -> Iterator[list[Replica]]:
-    started: list[Replica] = []
-    try:
-        for _ in range(3):
-            started.append(Replica())
+    with running(3) as started:
         yield started
-    finally:
-        for replica in started:
-            replica.close()
 
 
 def test_each_replica_serves_the_keys_of_the_shards_it_owns(

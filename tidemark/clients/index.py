@@ -156,8 +156,11 @@ class IndexClient:
         return bool(self._on_table(lambda c: c.call(c.stub.DiscardInstant, request).discarded))
 
     def status(self) -> BuildStatus:
+        """The index's build status; its shard count is what routing goes by from now on
+        (a driver asking before its client is pickled saves each executor the call)."""
         request = pb.BuildStatusRequest(table=self._table)
         response = self._on_table(lambda c: c.call(c.stub.BuildStatus, request))
+        self._shards = max(response.shards, 1)
         return BuildStatus(
             response.exists,
             response.shards,
@@ -200,8 +203,8 @@ class IndexClient:
         return self._replicas.first(TABLE_SHARD, work)
 
     def _routing_shards(self) -> int:
-        """The table's shard count, asked once (1 for a table without an index yet: its
-        calls fail the same on every replica)."""
+        """The table's shard count, asked once unless ``status`` told it (1 for a table
+        without an index yet: its calls fail the same on every replica)."""
         if self._shards is None:
             self._shards = max(self.status().shards, 1)
         return self._shards

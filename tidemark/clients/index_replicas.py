@@ -32,13 +32,9 @@ import grpc
 import numpy as np
 import structlog
 
+from tidemark import errors
 from tidemark.config import ClientConfig
-from tidemark.errors import (
-    InvalidArgumentError,
-    ResourceExhaustedError,
-    TidemarkError,
-    UnavailableError,
-)
+from tidemark.errors import InvalidArgumentError, TidemarkError, UnavailableError
 from tidemark.rpc.client import ServiceClient, ServiceName
 from tidemark.rpc.status import retry_after_s
 
@@ -49,7 +45,7 @@ T = TypeVar("T")
 
 DOWN_S = 5.0
 """How long a replica that failed a call is passed over before it is tried again."""
-FAILS_OVER = (UnavailableError, ResourceExhaustedError)
+FAILS_OVER = (UnavailableError, errors.ResourceExhaustedError)
 """Errors of one replica (unreachable, hung, overloaded) that another replica may not
 have; every other error is the answer (a bad request fails the same everywhere)."""
 
