@@ -11,6 +11,7 @@ import functools
 import pickle
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +22,7 @@ from index.indexkit import Commits
 from index.servicekit import BUILT_AS_OF, KEYS, build_index, create_table, location_of
 
 from tidemark.clients.index import IndexClient
+from tidemark.clients.index_replicas import ranking
 from tidemark.config import ClientConfig
 from tidemark.errors import ConflictError, InvalidArgumentError, UnavailableError
 from tidemark.index.record_index import RecordIndex
@@ -190,6 +192,19 @@ def test_two_replicas_compacting_one_table_fold_each_delta_once(
             stats = client.stats()
             assert (stats.entries, stats.delta_files) == (len(KEYS), 0)
             assert answers(client.lookup(KEYS, as_of=instant)) == [latest[key] for key in KEYS]
+
+
+def test_shards_spread_evenly_and_a_down_replicas_shards_over_the_others() -> None:
+    named = ["index-0.svc:50052", "index-1.svc:50052", "index-2.svc:50052"]
+    rankings = [ranking("s3://bucket/orders", shard, named) for shard in range(3000)]
+    owners = Counter(order[0] for order in rankings)
+    seconds = Counter(order[1] for order in rankings if order[0] == 1)
+
+    assert all(sorted(order) == [0, 1, 2] for order in rankings)
+    assert all(900 < owners[replica] < 1100 for replica in range(3)), owners
+    assert all(0.4 < seconds[replica] / owners[1] < 0.6 for replica in (0, 2)), seconds
+    assert rankings == [ranking("s3://bucket/orders", shard, named) for shard in range(3000)]
+    assert rankings != [ranking("s3://bucket/other", shard, named) for shard in range(3000)]
 
 
 def test_a_bad_list_is_refused_and_a_list_of_dead_replicas_is_named(table: str) -> None:

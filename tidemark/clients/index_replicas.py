@@ -9,12 +9,14 @@ can answer for any shard (the index lives on shared storage): routing only keeps
 caches apart, so a client routing by a stale shard count is still exact.
 
 A replica whose call fails with UNAVAILABLE, DEADLINE_EXCEEDED or RESOURCE_EXHAUSTED is
-marked down for ``DOWN_S``: the failed work goes to the next replica of its ranking at
-once, later calls too, until the mark expires and the owner is tried again (so it gets
-its shards back once it serves). One attempt per replica: the delay before failing over
-is one failed attempt, at once for a refused connection, the call's deadline for a hung
-replica. Only when every replica is marked down does the client back off between
-rounds, within the config's ``max_attempts`` and ``max_total_s`` as for one service.
+marked down for ``DOWN_S``, doubled after each failure in a row up to ``MAX_DOWN_S``: the
+failed work goes to the next replica of its ranking at once, later calls too, until the
+mark expires and the owner is tried again (so it gets its shards back once it serves;
+a replica down for long, or hung, costs a failed attempt only once a minute). One
+attempt per replica: the delay before failing over is one failed attempt, at once for a
+refused connection, the call's deadline for a hung replica. Only when every replica is
+marked down does the client back off between rounds, within the config's
+``max_attempts`` and ``max_total_s`` as for one service.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ T = TypeVar("T")
 
 DOWN_S = 5.0
 """How long a replica that failed a call is passed over before it is tried again."""
+MAX_DOWN_S = 60.0
+"""The longest it is passed over, after failing each retry in a row."""
 FAILS_OVER = (UnavailableError, errors.ResourceExhaustedError)
 """Errors of one replica (unreachable, hung, overloaded) that another replica may not
 have; every other error is the answer (a bad request fails the same everywhere)."""
@@ -95,11 +99,14 @@ class Replicas(Generic[S]):
         self._rankings: dict[int, tuple[int, ...]] = {}
         self._lock = threading.Lock()
         self._down_until = [0.0] * len(self.addresses)
+        self._failures = [0] * len(self.addresses)
+        """Failed attempts in a row, per replica."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         del state["_lock"]
         state["_down_until"] = [0.0] * len(self.addresses)
+        state["_failures"] = [0] * len(self.addresses)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -197,20 +204,23 @@ class Replicas(Generic[S]):
 
     def _mark_down(self, replica: int, error: TidemarkError) -> None:
         with self._lock:
-            was_up = self._down_until[replica] <= time.monotonic()
-            self._down_until[replica] = time.monotonic() + DOWN_S
+            was_up = self._failures[replica] == 0
+            self._failures[replica] += 1
+            down_s = min(MAX_DOWN_S, DOWN_S * 2 ** (self._failures[replica] - 1))
+            self._down_until[replica] = time.monotonic() + down_s
         if was_up:
             log.warning(
                 "index.replica_down",
                 replica=self.addresses[replica],
                 error=error.message,
-                note=f"its shards go to the next replica for {DOWN_S:g} s",
+                note=f"its shards go to the next replica; tried again in {down_s:g} s",
             )
 
     def _mark_up(self, replica: int) -> None:
         with self._lock:
-            was_down = self._down_until[replica] > 0.0
+            was_down = self._failures[replica] > 0
             self._down_until[replica] = 0.0
+            self._failures[replica] = 0
         if was_down:
             log.info("index.replica_up", replica=self.addresses[replica])
 
