@@ -1,6 +1,7 @@
 """Three index service replicas (real ``tidemark serve index`` processes) behind one
 IndexClient given their comma-separated addresses: each replica serves the shards it
-owns; one killed with -9 in the middle of a stream of lookups loses no answer, its
+owns; one killed with -9 in the middle of a stream of lookups loses no answer (and one
+stopped is passed over once a call to it misses its deadline), its
 shards served by the others, and it serves them again once restarted; changes staged
 while it is down are visible through every replica; two replicas compacting the same
 table never fold its deltas twice."""
@@ -8,7 +9,9 @@ table never fold its deltas twice."""
 from __future__ import annotations
 
 import functools
+import os
 import pickle
+import signal
 import threading
 import time
 from collections import Counter
@@ -35,6 +38,8 @@ SHARDS = 32
 """Enough shards that each of three replicas owns some."""
 ABSENT = [f"absent-{number}" for number in range(20)]
 CONFIG = ClientConfig(timeout_s=10.0, max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.05)
+HUNG = ClientConfig(timeout_s=2.0, max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.05)
+"""A short deadline, so a stopped replica is passed over soon."""
 WAIT_S = 120.0
 """Longest wait for a restarted replica to get its shards back (the channel's reconnect
 backoff); a failure past it is a replica that never serves again."""
@@ -121,6 +126,29 @@ def test_a_replica_killed_mid_stream_loses_no_answer_and_serves_again_once_back(
         worker.join()
     assert rounds > killed_at + 10
     assert wrong == []
+
+
+def test_a_hung_replica_is_passed_over_once_a_call_to_it_misses_its_deadline(
+    table: str, replicas: list[Replica]
+) -> None:
+    named = [replica.address for replica in replicas]
+    owner = replicas[ranking(canonical_uri(table), 0, named)[0]]
+    others = [replica for replica in replicas if replica is not owner]
+    client = IndexClient(addresses(replicas), table, HUNG)
+    asked = [*KEYS, *ABSENT]
+    assert answers(client.lookup(asked)) == expected(asked)
+    served = sum(replica.keys_served() for replica in others)
+    assert owner.process is not None
+    os.kill(owner.process.pid, signal.SIGSTOP)
+    try:
+        status = client.status()
+        located = client.lookup(asked)
+    finally:
+        os.kill(owner.process.pid, signal.SIGCONT)
+
+    assert (status.exists, status.shards) == (True, SHARDS)
+    assert answers(located) == expected(asked)
+    assert sum(replica.keys_served() for replica in others) == served + len(asked)
 
 
 def test_changes_staged_while_a_replica_is_down_are_seen_through_every_replica(
