@@ -113,10 +113,6 @@ class Replicas(Generic[S]):
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def owners(self, shards: np.ndarray) -> np.ndarray:
-        """Each shard's owner (first in its ranking), whatever is up."""
-        return self._targets(shards, rotation=None)
-
     def first(self, shard: int, work: Callable[[ServiceClient[S]], T]) -> T:
         """``work`` on the first replica of ``shard``'s ranking that answers it."""
         ((_, result),) = self.spread(np.array([shard]), lambda client, _: work(client))
