@@ -14,6 +14,8 @@ from spark.indexkit import assert_index_agrees, indexed_table
 from spark.sparkkit import assert_readers_agree
 
 from tidemark.clients.index import IndexClient
+from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
 
 from .index_replicakit import Replica, addresses, running
 
@@ -51,7 +53,8 @@ def test_an_upsert_with_a_replica_down_keeps_the_index_exact(
     assert names == {str(k): f"v2-{k}" if k % 3 == 0 or k >= 12 else f"v{k}" for k in range(40)}
     located = assert_index_agrees(table)
     keys = sorted(located)
-    answered = IndexClient(listed, table).lookup(keys)
+    upsert = HoodieTable.open(table).timeline.completed(WRITE_ACTIONS)[-1].timestamp
+    answered = IndexClient(listed, table).lookup(keys, as_of=upsert)
     assert {
         row["key"]: (row["partition"], row["file_id"]) for row in answered.to_pylist()
     } == located
