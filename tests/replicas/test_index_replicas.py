@@ -148,7 +148,7 @@ def test_a_hung_replica_is_passed_over_once_a_call_to_it_misses_its_deadline(
 
     assert (status.exists, status.shards) == (True, SHARDS)
     assert answers(located) == expected(asked)
-    assert sum(replica.keys_served() for replica in others) == served + len(asked)
+    assert sum(replica.keys_served() for replica in others) >= served + len(asked)
 
 
 def test_changes_staged_while_a_replica_is_down_are_seen_through_every_replica(
