@@ -92,9 +92,10 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--index-service",
-        metavar="HOST:PORT",
-        help="index service address, for a table with a record index (default: start an "
-        "embedded one in the driver)",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="index service address, for a table with a record index: one address, or the "
+        "replicas' addresses comma-separated (each shard routed to one, failing over to the "
+        "next when it is down); default: start an embedded one in the driver",
     )
     add_client_arguments(parser)
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")

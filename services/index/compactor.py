@@ -11,6 +11,7 @@ deltas is compacted (``RecordIndex.compact``); another process compacting it alr
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Callable
 
@@ -34,7 +35,8 @@ class Compactor:
         self._open_indexes = open_indexes
         self.min_deltas = min_deltas
         self.interval_s = interval_s
-        self._owner = f"index service compaction (pid {os.getpid()})"
+        self._owner = f"index service compaction on {socket.gethostname()} (pid {os.getpid()})"
+        """Named in the lease another replica sees (replicas in pods all run as pid 1)."""
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="index-compactor", daemon=True)

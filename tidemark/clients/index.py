@@ -8,17 +8,28 @@ process that uses it. Keys go out and locations come back as Arrow IPC (see
 more are one StreamLookup call that, when the service becomes unreachable mid-stream,
 is retried from the first unanswered batch. Every call is idempotent (a stage call
 writes the same delta files again), so retries are always safe.
+
+An address listing several replicas (``host0:port,host1:port``) routes by shard
+(``index_replicas``): a lookup is split by the replica owning each key's shard, asked
+of them at once and merged back in the order of the keys; a stage call goes whole to
+the owner of its first key's shard (a Spark task stages rows sorted by shard), so the
+delta files it writes are the same whichever replica writes them; the other calls go
+to the owner of shard 0. Each fails over to the next replica when one is down.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 
+from tidemark.clients.index_replicas import Replicas, replica_addresses
 from tidemark.config import ClientConfig
 from tidemark.index.build import BuildStatus
+from tidemark.index.sharding import shard_of
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
@@ -35,6 +46,11 @@ BATCH_KEYS = 100_000
 """Keys per request: large enough that the per-call cost vanishes, 4 MB of UUID keys."""
 LOCATION_COLUMNS = ("partition", "file_id", "instant")
 LOCATIONS_FIELD = "locations"
+TABLE_SHARD = 0
+"""The shard whose owner answers the calls about the whole table (status, stats...)."""
+
+R = TypeVar("R")
+Client = ServiceClient[IndexServiceStub]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +77,8 @@ class Compaction:
 
 
 class IndexClient:
-    """The record index of one table through the service at ``address``."""
+    """The record index of one table through the service at ``address``: one address,
+    or a comma-separated list of replicas routed by shard."""
 
     def __init__(
         self,
@@ -71,16 +88,22 @@ class IndexClient:
         *,
         batch_keys: int = BATCH_KEYS,
     ) -> None:
-        self._client = ServiceClient(INDEX_SERVICE, address, IndexServiceStub, config)
+        addresses = replica_addresses(address, field=INDEX_SERVICE.address_field)
+        self.address = ",".join(addresses)
         self._table = TableRef(base_path=canonical_uri(table_uri))
+        self._client = ServiceClient(INDEX_SERVICE, addresses[0], IndexServiceStub, config)
+        self._replicas = (
+            Replicas(INDEX_SERVICE, addresses, self._table.base_path, IndexServiceStub, config)
+            if len(addresses) > 1
+            else None
+        )
+        self._shards: int | None = None
+        """The table's shard count routing goes by (asked once; travels with a pickle)."""
         self.batch_keys = batch_keys
 
-    @property
-    def address(self) -> str:
-        return self._client.address
-
     def check_reachable(self) -> None:
-        self._client.check_reachable()
+        """The service (with replicas: any one of them) serves."""
+        self._on_table(lambda client: client.check_reachable())
 
     def lookup(
         self, keys: Sequence[str] | pa.Array | pa.ChunkedArray, as_of: str | None = None
@@ -91,20 +114,18 @@ class IndexClient:
         if isinstance(keys, pa.ChunkedArray):
             keys = keys.combine_chunks()
         array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
-        batches = [
-            array.slice(start, self.batch_keys) for start in range(0, len(array), self.batch_keys)
-        ]
-        if not batches:
-            answers = [pa.table({name: pa.array([], pa.string()) for name in LOCATION_COLUMNS})]
-        elif len(batches) == 1:
-            request = pb.LookupRequest(
-                table=self._table, keys=_keys_payload(array), as_of_instant=as_of or ""
-            )
-            response = self._client.call(self._client.stub.Lookup, request)
-            answers = [_locations(response.locations)]
+        if len(array) == 0:
+            located = pa.table({name: pa.array([], pa.string()) for name in LOCATION_COLUMNS})
+        elif self._replicas is None:
+            located = self._lookup_at(self._client, array, as_of or "")
         else:
-            answers = self._stream(batches, as_of or "")
-        located = pa.concat_tables(answers)
+            answers = self._replicas.spread(
+                shard_of(array, self._routing_shards()),
+                lambda client, rows: self._lookup_at(client, array.take(rows), as_of or ""),
+            )
+            rows = np.concatenate([rows for rows, _ in answers])
+            located = pa.concat_tables([answer for _, answer in answers])
+            located = located.take(pa.array(np.argsort(rows, kind="stable")))
         return pa.table({"key": array, **{name: located[name] for name in LOCATION_COLUMNS}})
 
     def stage(self, instant: str, changes: pa.Table) -> int:
@@ -117,17 +138,29 @@ class IndexClient:
                 instant_time=instant,
                 changes=arrow_ipc.encode(changes.slice(start, self.batch_keys)),
             )
-            staged += self._client.call(self._client.stub.StageChanges, request).staged
+
+            def send(client: Client, request: pb.StageChangesRequest = request) -> int:
+                return client.call(client.stub.StageChanges, request).staged
+
+            if self._replicas is None:
+                staged += send(self._client)
+            else:
+                first = changes["key"].slice(start, 1).combine_chunks()
+                shard = int(shard_of(first, self._routing_shards())[0])
+                staged += self._replicas.first(shard, send)
         return staged
 
     def discard(self, instant: str) -> bool:
         """Delete what was staged for a never-completed ``instant``; whether there was any."""
         request = pb.DiscardInstantRequest(table=self._table, instant_time=instant)
-        return bool(self._client.call(self._client.stub.DiscardInstant, request).discarded)
+        return bool(self._on_table(lambda c: c.call(c.stub.DiscardInstant, request).discarded))
 
     def status(self) -> BuildStatus:
+        """The index's build status; its shard count is what routing goes by from now on
+        (a driver asking before its client is pickled saves each executor the call)."""
         request = pb.BuildStatusRequest(table=self._table)
-        response = self._client.call(self._client.stub.BuildStatus, request)
+        response = self._on_table(lambda c: c.call(c.stub.BuildStatus, request))
+        self._shards = max(response.shards, 1)
         return BuildStatus(
             response.exists,
             response.shards,
@@ -137,7 +170,10 @@ class IndexClient:
         )
 
     def stats(self) -> IndexStats:
-        response = self._client.call(self._client.stub.Stats, pb.StatsRequest(table=self._table))
+        """The index's figures; the block cache's are those of the replica that answered
+        (the owner of shard 0 when it is up)."""
+        request = pb.StatsRequest(table=self._table)
+        response = self._on_table(lambda c: c.call(c.stub.Stats, request))
         cache = response.block_cache
         return IndexStats(
             response.entries,
@@ -155,15 +191,38 @@ class IndexClient:
     def compact(self, min_deltas: int = 1) -> Compaction:
         """Fold the visible deltas of shards with at least ``min_deltas`` of them now."""
         request = pb.CompactRequest(table=self._table, min_deltas=min_deltas)
-        response = self._client.call(self._client.stub.Compact, request)
+        response = self._on_table(lambda c: c.call(c.stub.Compact, request))
         return Compaction(
             response.shards_compacted, response.deltas_folded, response.manifests_deleted
         )
 
-    def _stream(self, batches: list[pa.Array], as_of: str) -> list[pa.Table]:
+    def _on_table(self, work: Callable[[Client], R]) -> R:
+        """A call about the whole table: to the service, or to the replicas failing over."""
+        if self._replicas is None:
+            return work(self._client)
+        return self._replicas.first(TABLE_SHARD, work)
+
+    def _routing_shards(self) -> int:
+        """The table's shard count, asked once unless ``status`` told it (1 for a table
+        without an index yet: its calls fail the same on every replica)."""
+        if self._shards is None:
+            self._shards = max(self.status().shards, 1)
+        return self._shards
+
+    def _lookup_at(self, client: Client, keys: pa.Array, as_of: str) -> pa.Table:
+        """``keys`` looked up by one service (or replica): one call per ``batch_keys``."""
+        batches = [
+            keys.slice(start, self.batch_keys) for start in range(0, len(keys), self.batch_keys)
+        ]
+        if len(batches) > 1:
+            return pa.concat_tables(self._stream(client, batches, as_of))
+        request = pb.LookupRequest(table=self._table, keys=_keys_payload(keys), as_of_instant=as_of)
+        return _locations(client.call(client.stub.Lookup, request).locations)
+
+    def _stream(self, client: Client, batches: list[pa.Array], as_of: str) -> list[pa.Table]:
         """One StreamLookup over ``batches``; a retry resends only unanswered batches."""
         answers: list[pa.Table] = []
-        stub = self._client.stub
+        stub = client.stub
 
         def requests() -> Iterator[pb.StreamLookupRequest]:
             for batch in batches[len(answers) :]:
@@ -175,8 +234,8 @@ class IndexClient:
             for response in stub.StreamLookup(requests(), timeout=timeout, metadata=metadata):
                 answers.append(_locations(response.locations))
 
-        timeout = self._client.config.timeout_s * len(batches)
-        self._client.call(run, None, timeout=timeout)
+        timeout = client.config.timeout_s * len(batches)
+        client.call(run, None, timeout=timeout)
         return answers
 
 

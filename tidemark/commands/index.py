@@ -44,8 +44,10 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", required=True, help="table base URI (path or s3://)")
     parser.add_argument(
         "--index-service",
-        metavar="HOST:PORT",
-        help="index service address (default: start an embedded one in this process)",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="index service address, or the replicas' addresses comma-separated (each "
+        "shard routed to one, failing over to the next when it is down); default: start "
+        "an embedded one in this process",
     )
     add_client_arguments(parser)
 
