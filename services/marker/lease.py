@@ -23,6 +23,8 @@ import structlog
 
 from tidemark.errors import ConflictError
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
+from tidemark.table.lock import UNREADABLE_LEASE
 from tidemark.table.markers import marker_lease_dir
 
 log = structlog.get_logger(__name__)
@@ -93,7 +95,7 @@ class DirLease:
         started = time.monotonic()
         record = LeaseRecord(self.owner, self._wall_clock() + self.duration_s)
         if not self.storage.create_if_absent(self._path(target), record.to_bytes()):
-            raise self._owned_by(LeaseRecord.from_bytes(self.storage.read(self._path(target))))
+            raise self._owned_by(self._read(target))
         self._generation = target
         self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
         log.info("marker dir lease acquired", instant=self.instant, generation=target)
@@ -150,7 +152,14 @@ class DirLease:
         if not generations:
             return None
         generation = max(generations)
-        return generation, LeaseRecord.from_bytes(self.storage.read(self._path(generation)))
+        return generation, self._read(generation)
+
+    def _read(self, generation: int) -> LeaseRecord:
+        """DataLossError naming the object when it does not decode: its owner is
+        unknown, so the dir is not taken over until someone removes it."""
+        return read_parsed(
+            self.storage, self._path(generation), LeaseRecord.from_bytes, UNREADABLE_LEASE
+        )
 
     def _path(self, generation: int) -> str:
         return f"{marker_lease_dir(self.instant)}/{generation:0{GENERATION_DIGITS}d}"
