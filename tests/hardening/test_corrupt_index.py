@@ -98,7 +98,7 @@ def _write(relative: str, data: bytes) -> Callable[[Path], str]:
     return damage
 
 
-def _on(pick: Callable[[Path], str], damage: Callable[[Path], None]) -> Callable[[Path], str]:
+def _on(pick: Callable[[Path], str], damage: Callable[[Path], object]) -> Callable[[Path], str]:
     def apply(root: Path) -> str:
         relative = pick(root)
         damage(root / relative)
@@ -138,7 +138,7 @@ def test_a_damaged_index_is_reported_naming_the_file_and_never_answered_from(
         RecordIndex.open(open_storage(str(table))).lookup(pa.array(KEYS))
 
     assert refused.value.code() == grpc.StatusCode.DATA_LOSS
-    for message in (refused.value.details(), str(engine.value)):
+    for message in (refused.value.details() or "", str(engine.value)):
         assert relative in message and REBUILD in message, message
         assert len(message.splitlines()) == 1
     assert file_tree(table) == before
