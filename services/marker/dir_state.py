@@ -137,6 +137,8 @@ class MarkerDirState:
         with self._open_lock:
             if self._opened:
                 return
+            # a damaged MARKERS file is refused before the lease is taken: nothing written
+            read_markers_files(self.storage, list_marker_dir(self.storage, self.directory))
             self.lease.acquire()
             listing = list_marker_dir(self.storage, self.directory)
             files = read_markers_files(self.storage, listing)
