@@ -24,7 +24,7 @@ import structlog
 
 from services.marker.lease import DirLease
 from services.marker.waiters import Outcome, PendingCreate, answer_all
-from tidemark.errors import UnavailableError
+from tidemark.errors import DataLossError, UnavailableError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.markers import (
@@ -137,11 +137,13 @@ class MarkerDirState:
         with self._open_lock:
             if self._opened:
                 return
-            # a damaged MARKERS file is refused before the lease is taken: nothing written
-            read_markers_files(self.storage, list_marker_dir(self.storage, self.directory))
             self.lease.acquire()
             listing = list_marker_dir(self.storage, self.directory)
-            files = read_markers_files(self.storage, listing)
+            try:
+                files = read_markers_files(self.storage, listing)
+            except DataLossError:
+                self.lease.abandon()  # refused: the dir is left as it was found
+                raise
             with self._lock:
                 for index, names in files.items():
                     self._file_contents[index] = markers_file_content(list(dict.fromkeys(names)))

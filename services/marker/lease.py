@@ -137,6 +137,13 @@ class DirLease:
             )
         self._generation = None
 
+    def abandon(self) -> None:
+        """Delete the generation ``acquire`` just created, as if it never ran (the dir
+        turned out unusable before anything was written under the lease)."""
+        if self._generation is not None:
+            self.storage.delete(self._path(self._generation))
+        self._generation = None
+
     def delete(self) -> None:
         """Remove every generation object; only the owner does this, with the marker dir."""
         self.storage.delete_prefix(marker_lease_dir(self.instant) + "/")

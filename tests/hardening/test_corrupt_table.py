@@ -68,7 +68,7 @@ def _duplicate_key(path: Path) -> None:
     )
 
 
-def _properties(damage: Callable[[Path], None]) -> Callable[[Path], str]:
+def _properties(damage: Callable[[Path], object]) -> Callable[[Path], str]:
     def apply(root: Path) -> str:
         damage(root / PROPERTIES_PATH)
         return PROPERTIES_PATH
