@@ -85,8 +85,8 @@ class FuzzedServer:
     small message limit; ``env`` adds settings (e.g. no background work)."""
 
     def __init__(self, service: str, root: Path, env: Mapping[str, str] = {}) -> None:
-        tokens = root / "tokens"
-        tokens.write_text(f"{TOKEN}\n")
+        self.tokens = root / "tokens"
+        self.tokens.write_text(f"{TOKEN}\n")
         self.root = root
         self.process = ServeProcess(
             service,
@@ -97,7 +97,7 @@ class FuzzedServer:
                 "--allowed-root",
                 str(root),
                 "--auth-token-file",
-                str(tokens),
+                str(self.tokens),
             ],
         )
         self.codes: Counter[tuple[str, grpc.StatusCode]] = Counter()
@@ -366,7 +366,7 @@ def fuzz_service(
             assert code in call.rpc.allowed | CLIENT_SIDE, f"{call.rpc.method} answered {code}"
         server.assert_serving(services)
 
-    for rpc, payload in valid.items():
+    for rpc, payload in reversed(list(valid.items())):  # the last applied runs first
         refused_calls_change_nothing = example(call=Call(rpc, payload, (AUTH,)))(
             refused_calls_change_nothing
         )
