@@ -2,7 +2,8 @@
 DataLossError (gRPC DATA_LOSS from a service) naming the file, in one line, and nothing
 is written: the planner on a table whose hoodie.properties, replacecommit or requested
 plan is damaged, the marker service on a marker dir whose MARKERS file or lease is
-damaged, a writer taking a table lock whose newest lease is damaged."""
+damaged, a writer taking a table lock whose newest lease is damaged; the planner's
+trigger policy and the leftovers clean-up's watermark."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from table.table_testkit import file_tree
 
 from services.marker.embedded import start_embedded_marker_service
 from services.planner.embedded import start_embedded_planner_service
+from services.planner.triggers import POLICY_PATH
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ClientConfig
 from tidemark.errors import DataLossError
@@ -23,6 +25,7 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.storage import open_storage
+from tidemark.table.commit import LEFTOVERS_WATERMARK, remove_rolled_back_leftovers
 from tidemark.table.instant import REPLACE_COMMIT, Instant, State
 from tidemark.table.lock import LOCK_DIR, TableLock
 from tidemark.table.markers import StorageMarkerReader, marker_dir, marker_lease_dir
@@ -182,4 +185,32 @@ def test_a_table_lock_whose_newest_lease_is_damaged_is_not_taken(table: HoodieTa
 
     message = str(refused.value)
     assert f"{relative} is damaged" in message and "delete it" in message, message
+    assert file_tree(root) == before
+
+
+def test_the_planner_refuses_a_damaged_trigger_policy(
+    table: HoodieTable, planner: PlannerClient
+) -> None:
+    root = Path(table.uri)
+    (root / POLICY_PATH).parent.mkdir(parents=True, exist_ok=True)
+    (root / POLICY_PATH).write_bytes(b'{"everyNCommits": "many"')
+    before = file_tree(root)
+
+    with pytest.raises(DataLossError) as refused:
+        planner.get_policy(table.uri)
+
+    assert f"{POLICY_PATH} is damaged" in str(refused.value), refused.value
+    assert "set the policy again" in str(refused.value)
+    assert file_tree(root) == before
+
+
+def test_a_damaged_leftovers_watermark_stops_the_clean_up(table: HoodieTable) -> None:
+    root = Path(table.uri)
+    (root / LEFTOVERS_WATERMARK).parent.mkdir(parents=True, exist_ok=True)
+    (root / LEFTOVERS_WATERMARK).write_bytes(b"\x00\x01garbage")
+    before = file_tree(root)
+
+    with pytest.raises(DataLossError, match=f"{LEFTOVERS_WATERMARK} is damaged"):
+        remove_rolled_back_leftovers(table)
+
     assert file_tree(root) == before
