@@ -214,6 +214,8 @@ ODD_STRINGS = [
     "../../etc/passwd",
     "a/../../b",
     "\x00",
+    "/\x00",
+    "/tmp/a\x00b",
     "a\nb",
     "\r\n",
     "\t",

@@ -1,5 +1,6 @@
-"""Fuzzing every RPC of the marker service (a real ``tidemark serve marker`` process):
-see ``fuzzkit.fuzz_service`` for what is sent and checked."""
+"""Fuzzing every RPC of the marker service (a real ``tidemark serve marker`` process,
+marker-dir leases renewed only every 20 minutes so only calls change files): see
+``fuzzkit.fuzz_service`` for what is sent and checked."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ SERVICE = "tidemark.marker.v1.MarkerService"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzedServer]:
     root = tmp_path_factory.mktemp("fuzz-marker")
     new_table(root, {"eu": [5]})
-    fuzzed = FuzzedServer("marker", root)
+    fuzzed = FuzzedServer("marker", root, {"TIDEMARK_MARKER_LEASE_S": "3600"})
     yield fuzzed
     fuzzed.close()
 
