@@ -18,15 +18,7 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.rpc import arrow_ipc
 
-from .fuzzkit import (
-    PRECONDITION,
-    FuzzedServer,
-    Rpc,
-    fuzz_service,
-    mostly,
-    odd_text,
-    texts_or,
-)
+from .fuzzkit import PRECONDITION, FuzzedServer, Rpc, fuzz_service, mostly, odd_text, texts_or
 
 SERVICE = "tidemark.index.v1.IndexService"
 LOOKUP = Rpc(f"/{SERVICE}/Lookup", also=PRECONDITION)

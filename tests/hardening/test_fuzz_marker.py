@@ -17,15 +17,7 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.storage import open_storage
 from tidemark.table.lock import LockHolder, TableLock
 
-from .fuzzkit import (
-    PRECONDITION,
-    FuzzedServer,
-    Rpc,
-    fuzz_service,
-    mostly,
-    odd_text,
-    texts_or,
-)
+from .fuzzkit import PRECONDITION, FuzzedServer, Rpc, fuzz_service, mostly, odd_text, texts_or
 
 SERVICE = "tidemark.marker.v1.MarkerService"
 
