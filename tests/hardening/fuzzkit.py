@@ -332,6 +332,7 @@ def fuzz_service(
     valid: Mapping[Rpc, bytes],
     services: Sequence[str],
     examples: int,
+    probe: Rpc,
 ) -> None:
     """The whole run against one server, in this order so that no call cut short by its
     caller is still at work while refusals are checked for leaving files alone:
@@ -340,7 +341,8 @@ def fuzz_service(
        codes only, a refusal changes no file, and the server is SERVING after each;
     2. the same with deadlines of zero to a few milliseconds;
     3. storms of concurrent calls, about half cancelled mid-flight;
-    4. the server still SERVING, its RSS grown by less than ``RSS_GROWTH_BOUND_KIB``;
+    4. the server still SERVING and answering ``probe``'s valid call (a read) OK, its RSS
+       grown by less than ``RSS_GROWTH_BOUND_KIB``;
        and every RPC was answered OK at least once and refused at least once (the
        strategies reach past validation), the codes seen are printed."""
     server.assert_serving(services)
@@ -374,6 +376,7 @@ def fuzz_service(
     short_deadlines()
     cancel_storms()
     server.assert_serving(services)
+    assert server.code_of(Call(probe, valid[probe], (AUTH,))) == Code.OK
     growth = server.rss_kib() - rss_before
     print(f"calls: {sum(server.codes.values())}, RSS growth: {growth} KiB")
     for (method, code), count in sorted(server.codes.items(), key=str):

@@ -117,4 +117,5 @@ def _valid(root: Path) -> dict[Rpc, bytes]:
 
 
 def test_the_index_service_answers_fuzzed_calls_with_defined_codes(server: FuzzedServer) -> None:
-    fuzz_service(server, _rpcs(server.root), _valid(server.root), [SERVICE], examples=150)
+    rpcs, valid = _rpcs(server.root), _valid(server.root)
+    fuzz_service(server, rpcs, valid, [SERVICE], examples=150, probe=LOOKUP)

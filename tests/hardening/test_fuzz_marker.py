@@ -108,4 +108,4 @@ def test_the_marker_service_answers_fuzzed_calls_with_defined_codes(
     server: FuzzedServer, holder: LockHolder
 ) -> None:
     rpcs, valid = _rpcs(server.root, holder), _valid(server.root, holder)
-    fuzz_service(server, rpcs, valid, [SERVICE], examples=150)
+    fuzz_service(server, rpcs, valid, [SERVICE], examples=150, probe=EXISTS)

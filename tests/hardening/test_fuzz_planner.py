@@ -127,4 +127,4 @@ def test_the_planner_service_answers_fuzzed_calls_with_defined_codes(
     server: FuzzedServer, planned: str
 ) -> None:
     rpcs, valid = _rpcs(server.root, planned), _valid(server.root, planned)
-    fuzz_service(server, rpcs, valid, [SERVICE], examples=150)
+    fuzz_service(server, rpcs, valid, [SERVICE], examples=150, probe=LIST)
