@@ -3,7 +3,7 @@ DataLossError (gRPC DATA_LOSS from a service) naming the file, in one line, and 
 is written: the planner on a table whose hoodie.properties, replacecommit or requested
 plan is damaged, the marker service on a marker dir whose MARKERS file or lease is
 damaged, a writer taking a table lock whose newest lease is damaged; the planner's
-trigger policy and the leftovers clean-up's watermark."""
+trigger policy, and the leftovers clean-up's watermark and rollback metadata."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.storage import open_storage
 from tidemark.table.commit import LEFTOVERS_WATERMARK, remove_rolled_back_leftovers
-from tidemark.table.instant import REPLACE_COMMIT, Instant, State
+from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, Instant, State
 from tidemark.table.lock import LOCK_DIR, TableLock
 from tidemark.table.markers import StorageMarkerReader, marker_dir, marker_lease_dir
 from tidemark.table.properties import PROPERTIES_PATH
@@ -204,13 +204,28 @@ def test_the_planner_refuses_a_damaged_trigger_policy(
     assert file_tree(root) == before
 
 
-def test_a_damaged_leftovers_watermark_stops_the_clean_up(table: HoodieTable) -> None:
+CLEAN_UP_DAMAGES: dict[str, tuple[str, bytes]] = {
+    "leftovers watermark of garbage": (LEFTOVERS_WATERMARK, b"\x00\x01garbage"),
+    "rollback metadata of invalid Avro": (
+        Instant(LATER, ROLLBACK, State.COMPLETED).path,
+        b"Obj\x01\x02\x16avro.schema",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(CLEAN_UP_DAMAGES), ids=list(CLEAN_UP_DAMAGES))
+def test_damaged_rollback_records_stop_the_clean_up_before_a_write(
+    table: HoodieTable, damage: str
+) -> None:
+    """The leftovers clean-up every write runs first reads the watermark and the
+    rollbacks after it."""
     root = Path(table.uri)
-    (root / LEFTOVERS_WATERMARK).parent.mkdir(parents=True, exist_ok=True)
-    (root / LEFTOVERS_WATERMARK).write_bytes(b"\x00\x01garbage")
+    relative, data = CLEAN_UP_DAMAGES[damage]
+    (root / relative).parent.mkdir(parents=True, exist_ok=True)
+    (root / relative).write_bytes(data)
     before = file_tree(root)
 
-    with pytest.raises(DataLossError, match=f"{LEFTOVERS_WATERMARK} is damaged"):
-        remove_rolled_back_leftovers(table)
+    with pytest.raises(DataLossError, match=f"{relative} is damaged"):
+        remove_rolled_back_leftovers(HoodieTable.open(table.uri))  # its timeline read now
 
     assert file_tree(root) == before
