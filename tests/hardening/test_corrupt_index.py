@@ -24,6 +24,7 @@ from index.servicekit import (
 from table.table_testkit import file_tree
 
 from services.index.embedded import start_embedded_index_service
+from tidemark.cli import main
 from tidemark.errors import DataLossError
 from tidemark.index import layout
 from tidemark.index.record_index import RecordIndex
@@ -142,3 +143,15 @@ def test_a_damaged_index_is_reported_naming_the_file_and_never_answered_from(
         assert relative in message and REBUILD in message, message
         assert len(message.splitlines()) == 1
     assert file_tree(table) == before
+
+
+def test_the_cli_reports_a_damaged_shard_in_one_line_and_exits_2(
+    table: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    relative = DAMAGES["base bit flip in a data block"](table)
+
+    assert main(["index", "lookup", "--table", str(table), KEYS[0]]) == 2
+
+    captured = capsys.readouterr()
+    assert not captured.out
+    assert captured.err.count("\n") == 1 and relative in captured.err and REBUILD in captured.err
