@@ -155,3 +155,20 @@ def test_the_cli_reports_a_damaged_shard_in_one_line_and_exits_2(
     captured = capsys.readouterr()
     assert not captured.out
     assert captured.err.count("\n") == 1 and relative in captured.err and REBUILD in captured.err
+
+
+@pytest.mark.s3
+def test_a_damaged_shard_on_s3_is_reported_naming_its_s3_uri(s3_bucket: str) -> None:
+    """The same check on the S3 backend, whose reader fetches blocks by ranged GETs."""
+    storage = create_table(s3_bucket).storage
+    build_index(storage, KEYS)
+    relative = _base(Path())
+    data = bytearray(storage.read(relative))
+    data[3] ^= 1
+    storage.write(relative, bytes(data))
+
+    with pytest.raises(DataLossError) as refused:
+        RecordIndex.open(open_storage(s3_bucket)).lookup(pa.array(KEYS))
+
+    assert f"{s3_bucket}/{relative} is damaged" in str(refused.value), refused.value
+    assert REBUILD in str(refused.value)
