@@ -3,7 +3,8 @@ DataLossError (gRPC DATA_LOSS from a service) naming the file, in one line, and 
 is written: the planner on a table whose hoodie.properties, replacecommit or requested
 plan is damaged, the marker service on a marker dir whose MARKERS file or lease is
 damaged, a writer taking a table lock whose newest lease is damaged; the planner's
-trigger policy, and the leftovers clean-up's watermark and rollback metadata."""
+trigger policy, the leftovers clean-up's watermark and rollback metadata; a snapshot
+read of a damaged Parquet data file."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from table.table_testkit import file_tree
 from services.marker.embedded import start_embedded_marker_service
 from services.planner.embedded import start_embedded_planner_service
 from services.planner.triggers import POLICY_PATH
+from tidemark.cli import main
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ClientConfig
 from tidemark.errors import DataLossError
@@ -30,9 +32,10 @@ from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, Instant, State
 from tidemark.table.lock import LOCK_DIR, TableLock
 from tidemark.table.markers import StorageMarkerReader, marker_dir, marker_lease_dir
 from tidemark.table.properties import PROPERTIES_PATH
+from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
 
-from .damagekit import truncate
+from .damagekit import flip_bit, truncate
 
 INSTANT = "20240102030405006"
 LATER = "29990101000000000"
@@ -229,3 +232,25 @@ def test_damaged_rollback_records_stop_the_clean_up_before_a_write(
         remove_rolled_back_leftovers(HoodieTable.open(table.uri))  # its timeline read now
 
     assert file_tree(root) == before
+
+
+@pytest.mark.parametrize("damage", ["truncated", "footer bit flip"])
+def test_reading_a_damaged_data_file_names_it_in_one_line(
+    table: HoodieTable, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    base_file = table.view().latest_base_files()[0]
+    path = Path(table.uri) / base_file.path
+    if damage == "truncated":
+        truncate(path)
+    else:
+        flip_bit(path, path.stat().st_size - 12)  # inside the footer's Thrift metadata
+    before = file_tree(Path(table.uri))
+
+    with pytest.raises(DataLossError, match=f"{base_file.path} is damaged"):
+        read_snapshot(table.uri)
+    assert main(["read", "--table", table.uri]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1, captured.err
+    assert f"{base_file.path} is damaged" in captured.err
+    assert file_tree(Path(table.uri)) == before
