@@ -74,7 +74,7 @@ class IndexTables:
         """Read from storage on every call: a build in progress or just published shows."""
         storage = HoodieTable.open(uri).storage
         try:
-            properties = layout.IndexProperties.from_bytes(storage.read(layout.PROPERTIES_PATH))
+            properties = layout.IndexProperties.read(storage)
         except NotFoundError:
             building = next(storage.list(layout.SHARDS_DIR + "/"), None) is not None
             return BuildStatus(False, 0, "", building, 0)
@@ -101,7 +101,6 @@ class IndexTables:
     def _unchanged(self, index: RecordIndex) -> bool:
         """Whether ``index.properties`` still says what it said when ``index`` opened."""
         try:
-            data = index.storage.read(layout.PROPERTIES_PATH)
+            return layout.IndexProperties.read(index.storage) == index.properties
         except NotFoundError:
             return False
-        return layout.IndexProperties.from_bytes(data) == index.properties

@@ -24,30 +24,26 @@ import structlog
 
 from services.marker.lease import DirLease
 from services.marker.waiters import Outcome, PendingCreate, answer_all
-from tidemark.errors import UnavailableError
+from tidemark.errors import DataLossError, UnavailableError
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.markers import (
     MARKER_INFIX,
     MARKERS_TYPE_FILE,
     TIMELINE_SERVER_BASED,
     marker_dir,
+    parse_markers_file,
 )
 
 log = structlog.get_logger(__name__)
 
 MARKERS_FILE_PREFIX = "MARKERS"
 _MARKERS_FILE = re.compile(r"MARKERS(\d+)")
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def markers_file_content(names: Sequence[str]) -> bytes:
     """Hudi's layout: every marker followed by a newline, UTF-8."""
     return "".join(f"{name}\n" for name in names).encode()
-
-
-def parse_markers_file(content: bytes) -> list[str]:
-    """Lines as Java's readLine splits them, blanks dropped."""
-    return [line for line in _LINE_BREAK.split(content.decode()) if line]
 
 
 @dataclass(frozen=True)
@@ -79,7 +75,7 @@ def list_marker_dir(storage: Storage, directory: str) -> DirListing:
 def read_markers_files(storage: Storage, listing: DirListing) -> dict[int, list[str]]:
     """Names in each MARKERS<i> file, by index."""
     return {
-        index: parse_markers_file(storage.read(path))
+        index: read_parsed(storage, path, parse_markers_file)
         for index, path in listing.markers_files.items()
     }
 
@@ -143,7 +139,11 @@ class MarkerDirState:
                 return
             self.lease.acquire()
             listing = list_marker_dir(self.storage, self.directory)
-            files = read_markers_files(self.storage, listing)
+            try:
+                files = read_markers_files(self.storage, listing)
+            except DataLossError:
+                self.lease.abandon()  # refused: the dir is left as it was found
+                raise
             with self._lock:
                 for index, names in files.items():
                     self._file_contents[index] = markers_file_content(list(dict.fromkeys(names)))

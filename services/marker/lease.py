@@ -23,6 +23,8 @@ import structlog
 
 from tidemark.errors import NotOwnerError
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
+from tidemark.table.lock import UNREADABLE_LEASE
 from tidemark.table.markers import marker_lease_dir
 
 log = structlog.get_logger(__name__)
@@ -107,7 +109,7 @@ class DirLease:
         started = time.monotonic()
         record = self._record(self._wall_clock() + self.duration_s)
         if not self.storage.create_if_absent(self._path(target), record.to_bytes()):
-            raise self._owned_by(LeaseRecord.from_bytes(self.storage.read(self._path(target))))
+            raise self._owned_by(self._read(target))
         self._generation = target
         self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
         log.info("marker dir lease acquired", instant=self.instant, generation=target)
@@ -147,6 +149,13 @@ class DirLease:
             self.storage.write(self._path(self._generation), self._record(0.0).to_bytes())
         self._generation = None
 
+    def abandon(self) -> None:
+        """Delete the generation ``acquire`` just created, as if it never ran (the dir
+        turned out unusable before anything was written under the lease)."""
+        if self._generation is not None:
+            self.storage.delete(self._path(self._generation))
+        self._generation = None
+
     def delete(self) -> None:
         """Remove every generation object; only the owner does this, with the marker dir."""
         self.storage.delete_prefix(marker_lease_dir(self.instant) + "/")
@@ -162,7 +171,14 @@ class DirLease:
         if not generations:
             return None
         generation = max(generations)
-        return generation, LeaseRecord.from_bytes(self.storage.read(self._path(generation)))
+        return generation, self._read(generation)
+
+    def _read(self, generation: int) -> LeaseRecord:
+        """DataLossError naming the object when it does not decode: its owner is
+        unknown, so the dir is not taken over until someone removes it."""
+        return read_parsed(
+            self.storage, self._path(generation), LeaseRecord.from_bytes, UNREADABLE_LEASE
+        )
 
     def _record(self, expires_at: float) -> LeaseRecord:
         return LeaseRecord(self.owner, expires_at, self.address)

@@ -24,6 +24,7 @@ from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.clustering_plan import plan_of_request
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State
 from tidemark.table.table import HoodieTable
@@ -37,15 +38,16 @@ def load_policy(storage: Storage) -> TriggerPolicy:
     """The table's policy (on demand when none is stored), stored as the JSON form of
     the ``TriggerPolicy`` message that set it."""
     try:
-        data = storage.read(POLICY_PATH)
+        return read_parsed(storage, POLICY_PATH, _parse_policy, "set the policy again")
     except NotFoundError:
         return TriggerPolicy()
+
+
+def _parse_policy(data: bytes) -> TriggerPolicy:
     try:
         message = json_format.Parse(data, pb.TriggerPolicy())
     except json_format.ParseError as error:
-        raise InvalidArgumentError(
-            f"unreadable trigger policy {POLICY_PATH}: {error}", field="policy"
-        ) from error
+        raise ValueError(str(error)) from error
     return requests.trigger_policy(message)
 
 

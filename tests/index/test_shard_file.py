@@ -150,7 +150,7 @@ def test_every_flipped_byte_is_a_checksum_error_never_a_wrong_answer() -> None:
     for position in range(len(data)):
         flipped = bytearray(data)
         flipped[position] ^= 0x10
-        with pytest.raises(DataLossError, match="corrupt"):
+        with pytest.raises(DataLossError, match="damaged"):
             reader = ShardReader.from_bytes(bytes(flipped), BlockCache())
             answer = lookup(reader, queries)
             assert answer == truth  # a lookup that did not touch the byte is still right

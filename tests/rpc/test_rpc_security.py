@@ -311,7 +311,7 @@ def test_the_cli_dials_with_its_client_tls_flags(
     tls = ["--client-tls-ca", deployment.authority.cert]
     tls += ["--client-tls-cert", pair.cert, "--client-tls-key", pair.key]
     assert main([*argv, *tls]) == 2
-    assert "hoodie.properties lacks hoodie.table.type" in capsys.readouterr().err
+    assert "hoodie.properties is damaged" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from tidemark.clients.marker import marker_writer_for
-from tidemark.errors import InvalidArgumentError
+from tidemark.errors import DataLossError, InvalidArgumentError
 from tidemark.storage import open_storage
 from tidemark.table.markers import (
     IOType,
@@ -97,7 +97,7 @@ def test_markers_files_without_type_file_are_still_read(local_root: str) -> None
 def test_corrupt_marker_file_is_reported(local_root: str) -> None:
     storage = open_storage(local_root)
     storage.write(f"{marker_dir(INSTANT)}/MARKERS0", b"../../escape.parquet.marker.CREATE")
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(DataLossError, match=f"{marker_dir(INSTANT)}/MARKERS0 is damaged"):
         read_markers_from_storage(storage, INSTANT)
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from tidemark.errors import DataLossError
+from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.properties import format_properties, parse_properties
 
 ROOT = ".hoodie/.tidemark/record-index"
@@ -33,6 +34,9 @@ BUILD_LEASE_DIR = ".hoodie/.tidemark/index-build"
 table at a time, and writers asking for the index can see one is under way."""
 SHARD_FILE_SUFFIX = ".tmi"
 FORMAT_VERSION = 1
+REBUILD = "rebuild the index with `tidemark index build --rebuild`"
+"""The way out of a damaged index file: the index is derived data, built again from the
+table's files (a lookup never answers from a damaged file)."""
 
 _VERSION_KEY = "tidemark.record.index.format.version"
 _SHARDS_KEY = "tidemark.record.index.shards"
@@ -71,11 +75,15 @@ class IndexProperties:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> IndexProperties:
-        props = parse_properties(data.decode())
-        try:
-            return cls(int(props[_SHARDS_KEY]), props[_AS_OF_KEY], int(props[_VERSION_KEY]))
-        except (KeyError, ValueError) as bad:
-            raise DataLossError(f"{PROPERTIES_PATH} is unreadable: {bad}") from bad
+        """KeyError or ValueError when ``data`` is not an ``index.properties``."""
+        props = parse_properties(data.decode(), unique=True)
+        return cls(int(props[_SHARDS_KEY]), props[_AS_OF_KEY], int(props[_VERSION_KEY]))
+
+    @classmethod
+    def read(cls, storage: Storage) -> IndexProperties:
+        """NotFoundError when the table has no index; DataLossError naming the file (and
+        the way out) when it is damaged."""
+        return read_parsed(storage, PROPERTIES_PATH, cls.from_bytes, REBUILD)
 
 
 @dataclass(frozen=True)
@@ -104,8 +112,12 @@ class StageManifest:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> StageManifest:
+        """ValueError, KeyError or TypeError when ``data`` is not a stage manifest."""
         doc = json.loads(data)
-        return cls(doc["instant"], doc["stage_id"], tuple(doc["shards"]))
+        shards = tuple(doc["shards"])
+        if not isinstance(doc["instant"], str) or not all(isinstance(s, int) for s in shards):
+            raise ValueError(f"not a stage manifest: {data[:100]!r}")
+        return cls(doc["instant"], str(doc["stage_id"]), shards)
 
 
 def bases_path(instant: str) -> str:

@@ -19,19 +19,27 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.errors import (
+    DataLossError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.keys import encode_keys
 from tidemark.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_shard
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
 from tidemark.table.instant import new_instant_time, validate_instant_time
 from tidemark.table.lock import STALE_TEMPORARY_S, TableLock
@@ -122,14 +130,15 @@ class RecordIndex:
 
     @classmethod
     def open(cls, storage: Storage, cache: BlockCache | None = None) -> RecordIndex:
-        """FailedPreconditionError(field="table") when the table has no record index."""
+        """FailedPreconditionError(field="table") when the table has no record index,
+        DataLossError when its ``index.properties`` is damaged."""
         try:
-            data = storage.read(layout.PROPERTIES_PATH)
+            properties = layout.IndexProperties.read(storage)
         except NotFoundError as missing:
             raise FailedPreconditionError(
                 f"{storage.uri} has no record index (run `tidemark index build`)", field="table"
             ) from missing
-        return cls(storage, layout.IndexProperties.from_bytes(data), cache or BlockCache())
+        return cls(storage, properties, cache or BlockCache())
 
     @property
     def num_shards(self) -> int:
@@ -147,7 +156,9 @@ class RecordIndex:
         for name, path in listed.items():
             if name not in self._manifests:
                 try:
-                    self._manifests[name] = layout.StageManifest.from_bytes(self.storage.read(path))
+                    self._manifests[name] = read_parsed(
+                        self.storage, path, layout.StageManifest.from_bytes, layout.REBUILD
+                    )
                 except NotFoundError:
                     continue
         self._manifests = {name: m for name, m in self._manifests.items() if name in listed}
@@ -174,8 +185,18 @@ class RecordIndex:
         records = self.storage.list_dir(layout.BASES_DIR).files
         if not records:
             return (self.properties.as_of,) * self.num_shards
-        bases = json.loads(self.storage.read(records[-1].path))
-        return tuple(bases)
+        return self._read_bases_record(records[-1].path)
+
+    def _read_bases_record(self, path: str) -> tuple[str, ...]:
+        """A ``bases/`` record: one base instant per shard (DataLossError when damaged)."""
+
+        def parse(data: bytes) -> tuple[str, ...]:
+            bases = tuple(json.loads(data))
+            if len(bases) != self.num_shards or not all(isinstance(b, str) for b in bases):
+                raise ValueError(f"not {self.num_shards} base instants: {data[:100]!r}")
+            return bases
+
+        return read_parsed(self.storage, path, parse, layout.REBUILD)
 
     def refresh(self) -> None:
         with self._lock:
@@ -216,7 +237,8 @@ class RecordIndex:
             return self._lookup(keys, self._current_view(as_of))
         except NotFoundError:
             self.refresh()
-            return self._lookup(keys, self._view)
+            with _missing_is_damage():
+                return self._lookup(keys, self._view)
 
     def _lookup(self, keys: pa.Array, view: _View) -> pa.Table:
         """Keys are ordered by shard, then by their 8-byte prefix (integer sorts only), and
@@ -380,7 +402,7 @@ class RecordIndex:
         replaced = set()
         for path in older:
             try:
-                named = json.loads(self.storage.read(path))
+                named = self._read_bases_record(path)
             except NotFoundError:
                 continue
             replaced |= {
@@ -453,7 +475,8 @@ class RecordIndex:
             return self._stats(self._current_view(None))
         except NotFoundError:
             self.refresh()
-            return self._stats(self._view)
+            with _missing_is_damage():
+                return self._stats(self._view)
 
     def _stats(self, view: _View) -> IndexStats:
         entries = total_bytes = deltas = most = 0
@@ -478,6 +501,18 @@ class RecordIndex:
             cache.misses,
             cache.bytes,
         )
+
+
+@contextmanager
+def _missing_is_damage() -> Iterator[None]:
+    """A file the current view names that is missing after a refresh was not deleted by a
+    concurrent compaction: it was lost, and a lookup must not answer without it."""
+    try:
+        yield
+    except NotFoundError as missing:
+        raise DataLossError(
+            f"the record index names a file that is missing: {missing.message} ({layout.REBUILD})"
+        ) from missing
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,9 @@ from tidemark.index.keys import (
     sort_order,
     uuid_from_bytes,
 )
+from tidemark.index.layout import REBUILD
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import damaged
 
 FORMAT_VERSION = 1
 MAGIC = b"TMRI"
@@ -408,7 +410,7 @@ class ShardReader:
         return cls(name, len(data), lambda start, n: data[start : start + n], cache)
 
     def _corrupt(self, what: str) -> DataLossError:
-        return DataLossError(f"shard file {self.name} is corrupt: {what}")
+        return damaged(f"shard file {self.name}", what, REBUILD)
 
     def _parse_index(self, raw: bytes) -> None:
         (count,) = struct.unpack_from("<I", raw)

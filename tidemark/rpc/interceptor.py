@@ -4,8 +4,9 @@ domain-error mapping and the log context.
 Servicers raise ``tidemark.errors`` exceptions and stay free of try/except: the
 interceptor turns them into status codes (see ``status.STATUS_CODES``) with details
 naming the field; anything else is a bug, logged with its traceback and returned as
-INTERNAL carrying the request id so the log line can be found. Every call is counted and
-timed per method and status code.
+INTERNAL carrying the request id so the log line can be found. A request whose bytes do
+not decode as the method's message is INVALID_ARGUMENT (field ``request``), not the
+UNKNOWN gRPC would answer. Every call is counted and timed per method and status code.
 
 The hot path is a marker create of a few hundred microseconds, so the interceptor is
 built for it: each method's handler is wrapped once and cached (``intercept_service``
@@ -25,8 +26,9 @@ from typing import Any, cast
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError
 
-from tidemark.errors import TidemarkError
+from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.logs import bind_call_fields
 from tidemark.rpc.auth import CallGuard, is_exempt
 from tidemark.rpc.metrics import MethodMetrics, RpcMetrics
@@ -124,6 +126,8 @@ def _observed(
         or handler.stream_stream,
     )
 
+    checked = _checked_stream if handler.request_streaming else _checked
+
     async def unary_response(request: Any, context: Context) -> Any:
         began = metrics.start()
         fields = CallFields(context, method)
@@ -131,7 +135,7 @@ def _observed(
         client = None
         try:
             client = guard and await guard.admit(context)
-            response = await behavior(request, context)
+            response = await behavior(checked(request), context)
         except BaseException as error:
             await _fail(context, error, fields, metrics, began)
             raise
@@ -148,7 +152,7 @@ def _observed(
         client = None
         try:
             client = guard and await guard.admit(context)
-            async for response in behavior(request, context):
+            async for response in behavior(checked(request), context):
                 yield response
         except BaseException as error:
             await _fail(context, error, fields, metrics, began)
@@ -159,7 +163,7 @@ def _observed(
         metrics.finish(began, context.code() or grpc.StatusCode.OK)
 
     serializers = {
-        "request_deserializer": handler.request_deserializer,
+        "request_deserializer": _tolerant(handler.request_deserializer),
         "response_serializer": handler.response_serializer,
     }
     streams = streaming_response if inspect.isasyncgenfunction(behavior) else unary_response
@@ -170,6 +174,41 @@ def _observed(
     if handler.response_streaming:
         return grpc.unary_stream_rpc_method_handler(streams, **serializers)
     return grpc.unary_unary_rpc_method_handler(unary_response, **serializers)
+
+
+class _Undecodable:
+    """What ``_tolerant`` deserializes bytes that are not the method's message into."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer`` answering ``_Undecodable`` instead of raising, so the call reaches
+    the wrapper, which refuses it with INVALID_ARGUMENT."""
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except DecodeError as error:
+            return _Undecodable(str(error))
+
+    return deserialize
+
+
+def _checked(request: Any) -> Any:
+    if isinstance(request, _Undecodable):
+        raise InvalidArgumentError(f"not a valid message: {request.reason}", field="request")
+    return request
+
+
+async def _checked_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        yield _checked(request)
 
 
 async def _fail(

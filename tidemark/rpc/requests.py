@@ -1,8 +1,9 @@
 """Validation every service applies to the table a request names.
 
 Table paths must be absolute (a relative one would resolve against the service's own
-working directory, a phantom tree outside the table) and are canonicalised (a local path
-resolved, an S3 URI normalised) before the allowed-roots check, so ``..`` or a
+working directory, a phantom tree outside the table) and free of NUL characters (no path
+holds one), and are canonicalised (a local path resolved, an S3 URI normalised) before
+the allowed-roots check, so ``..`` or a
 ``file://`` spelling cannot escape the roots (PERMISSION_DENIED). A path that is not a
 table (no ``.hoodie/hoodie.properties``) is NOT_FOUND before any service touches it, so
 no service ever creates a folder outside a table's own.
@@ -25,6 +26,8 @@ def table_uri(base_path: str, config: ServerConfig, *, field: str = "table.base_
     is an exception, which is not cached, so a table created later is accepted."""
     if not base_path.strip():
         raise InvalidArgumentError("must not be empty", field=field)
+    if "\x00" in base_path:
+        raise InvalidArgumentError("must not contain a NUL character", field=field)
     if "://" not in base_path and not base_path.startswith("/"):
         raise InvalidArgumentError(
             f"must be an absolute path or a URI, got the relative path {base_path!r} (the "

@@ -28,6 +28,7 @@ import structlog
 from fastavro.types import Schema
 
 from tidemark.errors import ConflictError, FailedPreconditionError, InvalidArgumentError
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.avro_metadata import (
     METADATA_VERSION,
     NAMESPACE,
@@ -402,7 +403,7 @@ def pending_plans(table: HoodieTable) -> list[PendingPlan]:
         if instant.action != REPLACE_COMMIT:
             continue
         requested = Instant(instant.timestamp, REPLACE_COMMIT, State.REQUESTED)
-        plan = plan_of_request(table.storage.read(requested.path))
+        plan = read_parsed(table.storage, requested.path, plan_of_request)
         if plan is not None:
             pending.append(PendingPlan(instant, plan))
     return pending

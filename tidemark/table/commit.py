@@ -26,6 +26,7 @@ from tidemark.errors import (
     TidemarkError,
 )
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata, RollbackPlan
 from tidemark.table.clustering_plan import plan_of_request
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
@@ -318,8 +319,14 @@ def remove_rolled_back_leftovers(table: HoodieTable) -> list[str]:
 
 
 def _read_watermark(storage: Storage) -> str | None:
+    """None before the first watermark; DataLossError naming a damaged one."""
     try:
-        return validate_instant_time(storage.read(LEFTOVERS_WATERMARK).decode().strip())
+        return read_parsed(
+            storage,
+            LEFTOVERS_WATERMARK,
+            lambda data: validate_instant_time(data.decode().strip()),
+            "delete it: the next clean-up scans every rollback again",
+        )
     except NotFoundError:
         return None
 

@@ -39,6 +39,7 @@ from tidemark.errors import (
     with_note,
 )
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +58,7 @@ FIRST_POLL_S = 0.2
 MAX_POLL_S = 5.0
 """Polls of a held lock back off from the first to the last, jittered, so waiting
 contenders do not list the lock folder in step."""
+UNREADABLE_LEASE = "delete it once no process of the table is running, to free the lock"
 SAFETY_MARGIN = 0.5
 """Fraction of the lease after which a holder that could not renew counts its lock as lost:
 the other half covers clock skew between writers and stopping the tasks."""
@@ -336,12 +338,12 @@ class TableLock:
         return latest, self._read(latest)
 
     def _read(self, generation: int) -> Lease | None:
+        """The lease of ``generation`` (None: gone). One that does not decode is a
+        DataLossError naming it: whose lock it was and until when is unknown, so it is
+        never taken over (and its holder's ``check`` fails) until someone removes it."""
         try:
-            return Lease(**json.loads(self.storage.read(self._path(generation))))
+            return read_parsed(self.storage, self._path(generation), _decode, UNREADABLE_LEASE)
         except NotFoundError:
-            return None
-        except (ValueError, TypeError):
-            log.warning("lock.unreadable_lease", generation=generation)
             return None
 
     def _generations(self) -> list[int]:
@@ -364,3 +366,10 @@ def check_lock_wait(wait_s: float) -> None:
 
 def _encode(lease: Lease) -> bytes:
     return json.dumps(asdict(lease)).encode()
+
+
+def _decode(data: bytes) -> Lease:
+    lease = Lease(**json.loads(data))
+    if not isinstance(lease.expires_at, int | float) or not isinstance(lease.token, str):
+        raise ValueError(f"not a lease: {data[:100]!r}")
+    return lease

@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 from tidemark.config import ClientConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.instant import is_instant_time, validate_instant_time
 from tidemark.table.naming import base_file_name, join_path, write_token
 
@@ -27,6 +28,7 @@ MARKER_INFIX = ".marker."
 MARKERS_TYPE_FILE = "MARKERS.type"
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 _MARKERS_FILE = re.compile(r"MARKERS\d+")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LARGE_TASK_NUMBER = 2**31 - 1
 """Spark's task, stage and attempt numbers are Java ints."""
 _LATE_INSTANT = "99991231235959999"
@@ -85,6 +87,17 @@ def parse_marker_name(name: str) -> tuple[str, str, IOType]:
         )
     partition_path, _, data_file_name = data_path.rpartition("/")
     return partition_path, data_file_name, IOType[io_name]
+
+
+def parse_markers_file(content: bytes) -> list[str]:
+    """The marker names in a ``MARKERS<i>`` file: lines as Java's readLine splits them,
+    blanks dropped. Every line must be a marker name, so a torn last line (a name cut
+    before its ``.marker.<IO>`` end) or bytes that are not UTF-8 raise (ValueError or
+    InvalidArgumentError, which ``read_parsed`` reports naming the file)."""
+    names = [line for line in _LINE_BREAK.split(content.decode()) if line]
+    for name in names:
+        parse_marker_name(name)
+    return names
 
 
 def data_file_path(marker: str) -> str:
@@ -147,12 +160,10 @@ def read_markers_from_storage(storage: Storage, instant: str) -> set[str]:
     for info in storage.list(directory):
         relative = info.path[len(directory) :]
         if _MARKERS_FILE.fullmatch(relative):
-            content = storage.read(info.path).decode()
-            markers.update(line for line in content.split("\n") if line)
+            markers.update(read_parsed(storage, info.path, parse_markers_file))
         elif relative != MARKERS_TYPE_FILE:
+            parse_marker_name(relative)
             markers.add(relative)
-    for marker in markers:
-        parse_marker_name(marker)
     return markers
 
 

@@ -15,9 +15,11 @@ from datetime import UTC, datetime
 
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.property_support import check_properties
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
+CHECKSUM_KEY = "hoodie.table.checksum"
 TABLE_TYPE = "COPY_ON_WRITE"
 TABLE_VERSION = "6"
 TIMELINE_LAYOUT_VERSION = "1"
@@ -93,7 +95,7 @@ class TableConfig:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.precombine_field:
             props["hoodie.table.precombine.field"] = self.precombine_field
-        props["hoodie.table.checksum"] = str(table_checksum(DATABASE_NAME, self.name))
+        props[CHECKSUM_KEY] = str(table_checksum(DATABASE_NAME, self.name))
         return props
 
     @classmethod
@@ -137,7 +139,21 @@ def table_checksum(database: str, table_name: str) -> int:
 
 
 def read_properties(storage: Storage) -> dict[str, str]:
-    return parse_properties(storage.read(PROPERTIES_PATH).decode())
+    """The table's properties; DataLossError naming the file when it is not UTF-8, names a
+    key twice with different values, or lacks a valid ``hoodie.table.checksum`` (which
+    Hudi writes last "to guard against partial writes": a truncated file lacks it)."""
+    return read_parsed(storage, PROPERTIES_PATH, _checked_table_properties)
+
+
+def _checked_table_properties(data: bytes) -> dict[str, str]:
+    props = parse_properties(data.decode(), unique=True)
+    for key in ("hoodie.table.name", CHECKSUM_KEY):
+        if key not in props:
+            raise ValueError(f"it lacks {key}, which Hudi always writes (a truncated file)")
+    expected = table_checksum(props.get("hoodie.database.name", ""), props["hoodie.table.name"])
+    if props[CHECKSUM_KEY] != str(expected):
+        raise ValueError(f"{CHECKSUM_KEY}={props[CHECKSUM_KEY]}, expected {expected}")
+    return props
 
 
 def load_table_config(storage: Storage) -> TableConfig:
@@ -157,8 +173,10 @@ def format_properties(props: Mapping[str, str], comment: str = "Properties saved
     return ("\n".join(lines) + "\n").encode("latin-1")
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java properties syntax: comments, ``=``/``:`` separators, backslash escapes."""
+def parse_properties(text: str, *, unique: bool = False) -> dict[str, str]:
+    """Java properties syntax: comments, ``=``/``:`` separators, backslash escapes.
+    ``unique``: a key given twice with different values is a ValueError (Java keeps the
+    last, hiding which one the writer meant)."""
     props: dict[str, str] = {}
     for line in _logical_lines(text):
         key_chars: list[str] = []
@@ -172,8 +190,10 @@ def parse_properties(text: str) -> dict[str, str]:
             index += 1
         if index < len(line) and line[index] in "=:":
             index += 1
-        value = line[index:].lstrip(" \t\f")
-        props[_unescape("".join(key_chars))] = _unescape(value)
+        key, value = _unescape("".join(key_chars)), _unescape(line[index:].lstrip(" \t\f"))
+        if unique and props.get(key, value) != value:
+            raise ValueError(f"key {key} appears twice, with different values")
+        props[key] = value
     return props
 
 

@@ -118,7 +118,11 @@ RULES: tuple[PropertyRule, ...] = (
     ),
     PropertyRule("hoodie.table.create.schema", "honoured", "schema of a table without commits"),
     PropertyRule(
-        "hoodie.table.checksum", "honoured", "kept valid whenever Tidemark rewrites the file"
+        "hoodie.table.checksum",
+        "honoured",
+        "kept valid whenever Tidemark rewrites the file; required when reading: a file "
+        "without it (truncated) or with a wrong one is refused as damaged (DATA_LOSS naming "
+        "the file), as is one giving a key two values",
     ),
     PropertyRule(
         "hoodie.table.metadata.partitions",

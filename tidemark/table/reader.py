@@ -20,6 +20,7 @@ import structlog
 
 from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import damaged, describe
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import (
     DEFAULT_PARTITION,
@@ -78,10 +79,16 @@ def read_snapshot(
     if len(pruned) < len(base_files):
         schemas.append(declared)  # columns of the files left unopened
     for base_file in pruned:
-        with table.storage.open_input(base_file.path) as stream, pq.ParquetFile(stream) as parquet:
-            schemas.append(parquet.schema_arrow)
-            if _may_match(parquet, keys, filters):
-                pieces.append(_read_file(parquet, table.config, columns, keys, filters))
+        try:
+            with (
+                table.storage.open_input(base_file.path) as stream,
+                pq.ParquetFile(stream) as parquet,
+            ):
+                schemas.append(parquet.schema_arrow)
+                if _may_match(parquet, keys, filters):
+                    pieces.append(_read_file(parquet, table.config, columns, keys, filters))
+        except (pa.ArrowInvalid, OSError) as error:  # what pyarrow raises for bad Parquet
+            raise damaged(f"{table.uri}/{base_file.path}", describe(error)) from error
     schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else declared
     for name in [f[0] for f in filters] + list(columns or []):
         if name not in schema.names:

@@ -17,6 +17,7 @@ from tidemark.errors import (
     NotFoundError,
 )
 from tidemark.storage.base import Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.avro_metadata import RollbackMetadata
 from tidemark.table.commit_metadata import CommitMetadata
 from tidemark.table.instant import (
@@ -128,13 +129,13 @@ class Timeline:
                 f"{instant.file_name} is not a completed commit or replacecommit",
                 field="instant",
             )
-        return CommitMetadata.from_json(self.storage.read(instant.path))
+        return read_parsed(self.storage, instant.path, CommitMetadata.from_json)
 
     def rollbacks(self, after: str | None = None) -> list[tuple[Instant, RollbackMetadata]]:
         """Every completed rollback on the active timeline later than ``after`` (all when
         None), oldest first, with its metadata: one read each."""
         return [
-            (instant, RollbackMetadata.from_avro(self.storage.read(instant.path)))
+            (instant, read_parsed(self.storage, instant.path, RollbackMetadata.from_avro))
             for instant in self.completed(frozenset({ROLLBACK}))
             if after is None or instant.timestamp > after
         ]
