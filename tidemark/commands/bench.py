@@ -23,6 +23,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_index",
     "tidemark.commands.bench_clustering",
     "tidemark.commands.bench_datasource",
+    "tidemark.commands.bench_load",
 )
 
 

@@ -56,6 +56,7 @@ from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from tidemark.clients.index import IndexClient
 from tidemark.commands.args import positive_int
 from tidemark.commands.bench import ReadmeRow, times
+from tidemark.commands.bench_load import bench_table_config
 from tidemark.commands.bench_markers import table_root
 from tidemark.commands.bench_write import bulk_insert_generated, generate
 from tidemark.commands.page_cache import drop_cached_pages
@@ -69,7 +70,6 @@ from tidemark.storage import LocalStorage, open_storage
 from tidemark.storage.base import Storage
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
-from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 
 AS_OF = "20240101000000000"
@@ -431,22 +431,6 @@ def _timed_client_lookups(
     for timed_batch in batches[1:]:
         client.lookup(timed_batch)
     return began, time.time()
-
-
-def bench_table_config() -> TableConfig:
-    schema = (
-        '{"type":"record","name":"bench","fields":[{"name":"uid","type":"string"},'
-        '{"name":"dt","type":"string"}]}'
-    )
-    return TableConfig(
-        name="bench",
-        record_key_fields=("uid",),
-        partition_fields=("dt",),
-        precombine_field=None,
-        hive_style=False,
-        avro_schema=schema,
-        key_generator_class=TableConfig.default_key_generator(("uid",), ("dt",)),
-    )
 
 
 def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
