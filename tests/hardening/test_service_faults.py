@@ -1,7 +1,8 @@
 """Faults during the services' own work, on ``tidemark serve`` processes: the planner
 killed (SIGKILL) between saving a plan and answering, and its schedules through storage
-errors (503s, dropped connections after the store acted, slow responses). After each,
-every answer is exact and nothing is half-written. The other services' faults have their
+errors (503s, dropped connections after the store acted, slow responses); the index
+service killed during a compaction of its deltas. After each, every answer is exact and
+nothing is half-written. The other services' faults have their
 tests beside their code; docs/reliability.md lists them all."""
 
 from __future__ import annotations
@@ -11,13 +12,27 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
+from index.indexkit import uuid_keys
+from index.servicekit import BUILT_AS_OF
+from index.test_index_compaction import (
+    SHARDS,
+    assert_clean,
+    assert_exact,
+    commit,
+    first_new_base,
+    indexed,
+)
 from planner.conftest import FAST_CLIENT
 from planner.plankit import add_file_groups, serve_planner
 from table.table_testkit import people_config
 
+from tidemark.clients.index import IndexClient
 from tidemark.clients.planner import PlannerClient, plan_options
-from tidemark.errors import TidemarkError, UnavailableError
+from tidemark.config import ClientConfig
+from tidemark.errors import ConflictError, TidemarkError, UnavailableError
+from tidemark.index.record_index import COMPACTION_LEASE_S, RecordIndex
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
@@ -162,3 +177,50 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+COMPACTION_LEASE_WAIT_S = COMPACTION_LEASE_S + WAIT_S
+NO_BACKGROUND_COMPACTION = {"TIDEMARK_INDEX_COMPACT_DELTAS": "1000"}
+ONE_ATTEMPT = ClientConfig(max_attempts=1)
+
+
+def test_index_service_killed_during_its_compaction(local_root: str) -> None:
+    """``tidemark serve index`` is killed once its Compact call wrote a first new base: a
+    restarted service answers exactly at once, takes writes, and once the dead one's
+    compaction lease ran out compacts everything and deletes the orphans."""
+    keys = uuid_keys(6000)
+    storage, model = indexed(local_root, keys, shards=SHARDS)
+    index = RecordIndex.open(storage)
+    rng = np.random.default_rng(29)
+    latest = BUILT_AS_OF
+    for _ in range(12):
+        latest = commit(storage, model, keys, rng, count=600, stage=index)
+    first = ServeProcess("index", env=NO_BACKGROUND_COMPACTION)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            compaction = pool.submit(IndexClient(first.address, local_root, ONE_ATTEMPT).compact)
+            wait_until(lambda: first_new_base(storage), "a first new base")
+            first.kill()
+            with pytest.raises(TidemarkError):
+                compaction.result(timeout=WAIT_S)
+    finally:
+        first.kill()
+    second = ServeProcess("index", env=NO_BACKGROUND_COMPACTION)
+    try:
+        client = IndexClient(second.address, local_root)
+        assert_exact(client, model, keys, latest)
+        latest = commit(storage, model, keys, rng, count=600, stage=client)
+        assert_exact(client, model, keys, latest)
+        deadline = time.monotonic() + COMPACTION_LEASE_WAIT_S
+        while True:  # the killed service's compaction lease must run out first
+            try:
+                done = client.compact()
+                break
+            except ConflictError:
+                assert time.monotonic() < deadline
+                time.sleep(1.0)
+        assert done.shards_compacted == SHARDS
+        assert_exact(client, model, keys, latest)
+    finally:
+        second.close()
+    assert_clean(storage, SHARDS)
