@@ -286,13 +286,20 @@ def _requested_bytes(uri: str, instant: str) -> bytes:
     return (Path(uri) / ".hoodie" / f"{instant}.{REPLACE_COMMIT}.requested").read_bytes()
 
 
-def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) -> None:
-    """The killed run staged its index changes; the re-run discards them with its files."""
+KILL_STAGES = ("cluster_started", "cluster_files_written", "cluster_before_commit")
+
+
+@pytest.mark.parametrize("stage", [*KILL_STAGES, "cluster_committed"])
+def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str, stage: str) -> None:
+    """A run killed (no clean-up) once inflight, once its files are written, once it
+    staged its index changes, and once committed: the next run rolls the first three back
+    (their files and staged index changes go) and commits the plan; after the last one
+    there is nothing left to run. Either way the rows and the index are exact."""
     build_index(spark, table, shards=3)
     before_files = data_files(table)
     before = rows_without_file_name(table)
     instant = schedule(table)
-    env = {**os.environ, EXIT_AT_ENV: "cluster_before_commit"}
+    env = {**os.environ, EXIT_AT_ENV: stage}
     command = [sys.executable, "-m", "spark_jobs.cluster", "--table", table]
     killed = subprocess.run(
         [
@@ -310,12 +317,18 @@ def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) ->
         check=False,
     )
     assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
-    assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
-    assert data_files(table) > before_files
+    state = HoodieTable.open(table).timeline.find(instant).state
+    assert state is (State.INFLIGHT if stage in KILL_STAGES else State.COMPLETED)
+    if stage != "cluster_started":
+        assert data_files(table) > before_files
     assert rows_without_file_name(table) == before
     time.sleep(KILLED_LEASE_S * 1.5)  # the killed run's lock lease runs out
-    [result] = cluster(spark, table)
-    assert result.rolled_back_earlier_run
+    results = cluster(spark, table)
+    if stage in KILL_STAGES:
+        [result] = results
+        assert result.rolled_back_earlier_run
+    else:
+        assert results == []
     assert rows_without_file_name(table) == before
     committed = {s.path for s in _completed_metadata(table, instant).write_stats}
     assert data_files(table) == before_files | committed
