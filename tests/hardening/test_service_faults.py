@@ -1,7 +1,8 @@
 """Faults during the services' own work, on ``tidemark serve`` processes: the planner
 killed (SIGKILL) between saving a plan and answering, and its schedules through storage
 errors (503s, dropped connections after the store acted, slow responses); the index
-service killed during a compaction of its deltas. After each, every answer is exact and
+service killed during a compaction of its deltas, and compacting through the same storage
+errors. After each, every answer is exact and
 nothing is half-written. The other services' faults have their
 tests beside their code; docs/reliability.md lists them all."""
 
@@ -224,3 +225,43 @@ def test_index_service_killed_during_its_compaction(local_root: str) -> None:
     finally:
         second.close()
     assert_clean(storage, SHARDS)
+
+
+COMPACTION_FAULTS: dict[str, Callable[[FaultProxy], None]] = {
+    "503s on the new bases' PUTs": lambda proxy: proxy.fail_next(
+        3, method="PUT", path_pattern=r"record-index/shards/.*/base_"
+    ),
+    "the bases record stored, its connection dropped": lambda proxy: proxy.fail_next(
+        1, method="PUT", path_pattern="record-index/bases/", forward=True, reset=True
+    ),
+    "connections dropped on reads": lambda proxy: proxy.fail_next(4, method="GET", reset=True),
+    SLOW: lambda proxy: proxy.delay(200, method="GET"),
+}
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("fault", COMPACTION_FAULTS)
+def test_index_service_compacts_through_storage_faults(
+    faulty_s3: FaultProxy, s3_bucket: str, fault: str
+) -> None:
+    """Transient faults during the service's Compact call are retried: it folds every
+    shard, lookups stay exact throughout, and nothing is left behind."""
+    keys = uuid_keys(600)
+    storage, model = indexed(s3_bucket, keys, shards=3)
+    rng = np.random.default_rng(31)
+    latest = BUILT_AS_OF
+    for _ in range(4):
+        latest = commit(storage, model, keys, rng, count=60, stage=RecordIndex.open(storage))
+    served = ServeProcess("index", env=NO_BACKGROUND_COMPACTION)
+    try:
+        client = IndexClient(served.address, s3_bucket)
+        assert_exact(client, model, keys, latest)
+        COMPACTION_FAULTS[fault](faulty_s3)
+        done = client.compact()
+        faulty_s3.clear()
+        assert faulty_s3.injected > 0 or fault == SLOW
+        assert done.shards_compacted == 3
+        assert_exact(client, model, keys, latest)
+    finally:
+        served.close()
+    assert_clean(storage, 3)
