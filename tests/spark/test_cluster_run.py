@@ -1,6 +1,7 @@
 """The clustering executor (spark_jobs/cluster.py): rows unchanged (ours and hudi-rs),
 files ordered as the layout says and sized as planned, Hudi fixtures clustered, failed
-and killed runs rolled back to their plan and re-run, bad instants refused untouched."""
+and killed runs rolled back to their plan and re-run, bad instants refused untouched, and
+an index build and a run on S3 through storage faults."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from tidemark.table.keys import FILE_NAME, META_COLUMNS, RECORD_KEY
 from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
 from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from tidemark.testing.s3local import FaultProxy
 
 ROWS = 3000
 SORT = ("a", "b")
@@ -427,3 +429,54 @@ def test_planned_by_the_planner_service_and_run_from_the_cli(
     )
     assert rows_without_file_name(table) == before
     assert len(files_in_view(table)) == ran["files_written"] == 2
+
+
+JOB_TIMEOUT_S = 600
+
+
+def run_job(proxy: FaultProxy, *args: str) -> subprocess.CompletedProcess[str]:
+    """A ``tidemark`` job whose storage (driver and executors) goes through ``proxy``."""
+    env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
+    command = [sys.executable, "-m", "tidemark.cli", *args, "--master", "local[2]"]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False
+    )
+
+
+@pytest.mark.s3
+def test_index_build_and_cluster_run_through_storage_faults(
+    spark: SparkSession, s3_server: str, s3_bucket: str
+) -> None:
+    rows = [(i, i % 7, f"name-{i}", f"p{i % 2}") for i in range(400)]
+    df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(4)
+    write(
+        spark,
+        df,
+        s3_bucket,
+        "bulk_insert",
+        WriteOptions(record_key_fields=["id"], partition_fields=["part"]),
+    )
+    before = rows_without_file_name(s3_bucket)
+    with FaultProxy(s3_server) as proxy:
+        proxy.fail_next(3, method="PUT", path_pattern=r"record-index/shards/.*/base_")
+        proxy.fail_next(
+            1, method="PUT", path_pattern="record-index/index.properties", forward=True, reset=True
+        )
+        proxy.delay(300, method="PUT")
+        built = run_job(proxy, "index", "build", "--table", s3_bucket, "--shards", "3")
+        assert built.returncode == 0, built.stderr[-3000:]
+        assert proxy.injected == 4
+        proxy.clear()
+        assert_index_agrees(s3_bucket)
+        instant = schedule(s3_bucket, ("a",))
+        proxy.fail_next(3, method="PUT", path_pattern=r"\.parquet")
+        proxy.fail_next(
+            1, method="PUT", path_pattern=rf"{instant}\.replacecommit$", forward=True, reset=True
+        )
+        proxy.delay(300, method="PUT")
+        ran = run_job(proxy, "cluster", "run", "--table", s3_bucket, "--markers", "direct")
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert proxy.injected == 8
+    assert HoodieTable.open(s3_bucket).timeline.find(instant).state is State.COMPLETED
+    assert rows_without_file_name(s3_bucket) == before
+    assert_index_agrees(s3_bucket)
