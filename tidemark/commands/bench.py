@@ -1,9 +1,10 @@
 """``tidemark bench <name>``: benchmarks, one module each under BENCH_MODULES.
 
 Each benchmark module exposes ``register(bench_subparsers)`` and sets ``handler`` on its
-parser, exactly like the top-level command modules, and ``readme_rows(result)``: the
-README's benchmark table rows for one result (the JSON line ``--json`` prints), which
-``scripts/bench_readme.py`` renders from the recorded ``docs/benchmarks/<bench>.json``.
+parser, exactly like the top-level command modules, and, when its figures belong in the
+README's benchmark table, ``readme_rows(result)``: that table's rows for one result (the
+JSON line ``--json`` prints), which ``scripts/bench_readme.py`` renders from the recorded
+``docs/benchmarks/<bench>.json``.
 """
 
 from __future__ import annotations
