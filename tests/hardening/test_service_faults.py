@@ -15,15 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from index.indexkit import uuid_keys
-from index.servicekit import BUILT_AS_OF
 from index.test_index_compaction import (
     SHARDS,
     assert_clean,
     assert_exact,
     commit,
+    compact_once_free,
     first_new_base,
-    indexed,
+    indexed_with_deltas,
 )
 from planner.conftest import FAST_CLIENT
 from planner.plankit import add_file_groups, serve_planner
@@ -32,8 +31,8 @@ from table.table_testkit import people_config
 from tidemark.clients.index import IndexClient
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ClientConfig
-from tidemark.errors import ConflictError, TidemarkError, UnavailableError
-from tidemark.index.record_index import COMPACTION_LEASE_S, RecordIndex
+from tidemark.errors import TidemarkError, UnavailableError
+from tidemark.index.record_index import COMPACTION_LEASE_S
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
@@ -189,13 +188,8 @@ def test_index_service_killed_during_its_compaction(local_root: str) -> None:
     """``tidemark serve index`` is killed once its Compact call wrote a first new base: a
     restarted service answers exactly at once, takes writes, and once the dead one's
     compaction lease ran out compacts everything and deletes the orphans."""
-    keys = uuid_keys(6000)
-    storage, model = indexed(local_root, keys, shards=SHARDS)
-    index = RecordIndex.open(storage)
     rng = np.random.default_rng(29)
-    latest = BUILT_AS_OF
-    for _ in range(12):
-        latest = commit(storage, model, keys, rng, count=600, stage=index)
+    storage, model, keys, latest = indexed_with_deltas(local_root, rng)
     first = ServeProcess("index", env=NO_BACKGROUND_COMPACTION)
     try:
         with ThreadPoolExecutor(1) as pool:
@@ -212,14 +206,7 @@ def test_index_service_killed_during_its_compaction(local_root: str) -> None:
         assert_exact(client, model, keys, latest)
         latest = commit(storage, model, keys, rng, count=600, stage=client)
         assert_exact(client, model, keys, latest)
-        deadline = time.monotonic() + COMPACTION_LEASE_WAIT_S
-        while True:  # the killed service's compaction lease must run out first
-            try:
-                done = client.compact()
-                break
-            except ConflictError:
-                assert time.monotonic() < deadline
-                time.sleep(1.0)
+        done = compact_once_free(client, COMPACTION_LEASE_WAIT_S)
         assert done.shards_compacted == SHARDS
         assert_exact(client, model, keys, latest)
     finally:
@@ -246,12 +233,9 @@ def test_index_service_compacts_through_storage_faults(
 ) -> None:
     """Transient faults during the service's Compact call are retried: it folds every
     shard, lookups stay exact throughout, and nothing is left behind."""
-    keys = uuid_keys(600)
-    storage, model = indexed(s3_bucket, keys, shards=3)
-    rng = np.random.default_rng(31)
-    latest = BUILT_AS_OF
-    for _ in range(4):
-        latest = commit(storage, model, keys, rng, count=60, stage=RecordIndex.open(storage))
+    storage, model, keys, latest = indexed_with_deltas(
+        s3_bucket, np.random.default_rng(31), keys=600, shards=3, commits=4, changes=60
+    )
     served = ServeProcess("index", env=NO_BACKGROUND_COMPACTION)
     try:
         client = IndexClient(served.address, s3_bucket)

@@ -390,17 +390,17 @@ def test_hudi_written_tables_cluster_with_the_same_rows(
     assert len(files_in_view(uri)) == result.files_written
 
 
+def bulk_insert_four_files(spark: SparkSession, uri: str, *, rows: int, partitions: int) -> None:
+    """``rows`` rows keyed by ``id`` over ``partitions`` partitions, in four tasks' files."""
+    data = [(i, i % 7, f"name-{i}", f"p{i % partitions}") for i in range(rows)]
+    df = spark.createDataFrame(data, "id long, a int, b string, part string").repartition(4)
+    options = WriteOptions(record_key_fields=["id"], partition_fields=["part"])
+    write(spark, df, uri, "bulk_insert", options)
+
+
 def test_clustering_on_s3_with_service_markers(spark: SparkSession, s3_bucket: str) -> None:
     """Through the local S3 server, markers batched by an embedded marker service."""
-    rows = [(i, i % 7, f"name-{i}", "p") for i in range(200)]
-    df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(4)
-    write(
-        spark,
-        df,
-        s3_bucket,
-        "bulk_insert",
-        WriteOptions(record_key_fields=["id"], partition_fields=["part"]),
-    )
+    bulk_insert_four_files(spark, s3_bucket, rows=200, partitions=1)
     before = rows_without_file_name(s3_bucket)
     schedule(s3_bucket, ("a",), "hilbert", output_files=2)
     with start_embedded_marker_service() as service:
@@ -447,15 +447,7 @@ def run_job(proxy: FaultProxy, *args: str) -> subprocess.CompletedProcess[str]:
 def test_index_build_and_cluster_run_through_storage_faults(
     spark: SparkSession, s3_server: str, s3_bucket: str
 ) -> None:
-    rows = [(i, i % 7, f"name-{i}", f"p{i % 2}") for i in range(400)]
-    df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(4)
-    write(
-        spark,
-        df,
-        s3_bucket,
-        "bulk_insert",
-        WriteOptions(record_key_fields=["id"], partition_fields=["part"]),
-    )
+    bulk_insert_four_files(spark, s3_bucket, rows=400, partitions=2)
     before = rows_without_file_name(s3_bucket)
     with FaultProxy(s3_server) as proxy:
         proxy.fail_next(3, method="PUT", path_pattern=r"record-index/shards/.*/base_")

@@ -10,9 +10,15 @@ JSON line ``--json`` prints), which ``scripts/bench_readme.py`` renders from the
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tidemark.commands.spark_extra import add_needs_spark, import_command
+from tidemark.logs import configure_logging
 
 ReadmeRow = tuple[str, str, str, str]
 """One row of the README's benchmark table: benchmark, Tidemark, baseline, ratio."""
@@ -26,6 +32,26 @@ BENCH_MODULES: tuple[str, ...] = (
     "tidemark.commands.bench_datasource",
     "tidemark.commands.bench_load",
 )
+
+
+def run_in_temp_root(
+    args: argparse.Namespace,
+    prefix: str,
+    measure: Callable[[argparse.Namespace, Path], dict[str, Any]],
+    format_report: Callable[[dict[str, Any]], str],
+) -> dict[str, Any]:
+    """``measure(args, root)`` in a fresh temporary directory, deleted afterwards; prints
+    its report and, with ``--json``, the report as one JSON line; returns it."""
+    configure_logging(json=False, level="warning")
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        report = measure(args, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(format_report(report))
+    if args.json:
+        print(json.dumps(report))
+    return report
 
 
 def times(theirs: float, ours: float) -> str:

@@ -21,14 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -38,16 +35,15 @@ import grpc
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tidemark.clients.index import IndexClient
 from tidemark.clients.marker import ServiceMarkerReader
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.commands.args import positive_int
+from tidemark.commands.bench import run_in_temp_root
 from tidemark.commands.bench_markers import RPC_TIMEOUT_S, proto_marker
 from tidemark.config import ClientConfig
 from tidemark.index.build import build_index
-from tidemark.logs import configure_logging
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
@@ -55,14 +51,10 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as planner_pb
 from tidemark.rpc.options import client_options
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
-from tidemark.table.commit import complete_commit
-from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.keys import record_keys, with_meta_columns
-from tidemark.table.markers import DirectMarkerWriter, IOType, StorageMarkerReader
-from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
+from tidemark.table.instant import new_instant_time
 from tidemark.table.properties import PROPERTIES_PATH, TableConfig, format_properties
 from tidemark.table.table import HoodieTable
+from tidemark.testing.tables import commit_file_groups
 
 LoadKind = Literal["markers", "lookups", "planner"]
 KINDS: tuple[LoadKind, ...] = ("markers", "lookups", "planner")
@@ -413,46 +405,12 @@ def small_files_table(uri: str, files: int) -> str:
     """A table with one commit of ``files`` small file groups over two partitions: the
     planner's size-based strategy plans them all."""
     table = HoodieTable.create(uri, bench_table_config())
-    instant = new_instant_time()
-    table.timeline.create_requested(instant, COMMIT)
-    table.timeline.transition_inflight(instant, COMMIT)
-    markers = DirectMarkerWriter(table.storage, instant)
-    stats = []
+    groups = []
     for number in range(files):
         partition = PARTITIONS[number % len(PARTITIONS)]
         uids = [f"uid-{number}-{row}" for row in range(ROWS_PER_FILE)]
-        data = pa.table({"uid": uids, "dt": [partition] * ROWS_PER_FILE})
-        file_id = new_file_id()
-        name = base_file_name(file_id, write_token(number, 1, 0), instant)
-        markers.create(partition, name, IOType.CREATE)
-        rows = with_meta_columns(
-            data,
-            instant=instant,
-            task_partition_id=number,
-            keys=record_keys(data, table.config),
-            partition_path=partition,
-            file_name=name,
-        )
-        path = join_path(partition, name)
-        with table.storage.open_output(path) as out:
-            pq.write_table(rows, out)
-        size = table.storage.size(path)
-        stats.append(
-            WriteStat(
-                file_id,
-                path,
-                NULL_COMMIT,
-                ROWS_PER_FILE,
-                0,
-                0,
-                ROWS_PER_FILE,
-                size,
-                size,
-                partition,
-            )
-        )
-    metadata = CommitMetadata.from_write_stats(stats, "BULK_INSERT", table.config.avro_schema)
-    complete_commit(table, instant, COMMIT, metadata, StorageMarkerReader(table.storage))
+        groups.append((partition, pa.table({"uid": uids, "dt": [partition] * ROWS_PER_FILE})))
+    commit_file_groups(table, groups)
     return uri
 
 
@@ -474,37 +432,47 @@ def servers(tables: tuple[str, ...]) -> Iterator[dict[LoadKind, ServeProcess]]:
             server.close()
 
 
+def spread(
+    kind: LoadKind,
+    address: str,
+    tables: Sequence[tuple[str, ...]],
+    callers: int,
+    duration_s: float,
+    **fields: int,
+) -> list[LoadSpec]:
+    """One load process per entry of ``tables``, sharing ``callers`` between them."""
+    each = max(1, callers // len(tables))
+    return [
+        LoadSpec(kind, address, table, each, duration_s, seed=number, **fields)
+        for number, table in enumerate(tables)
+    ]
+
+
 def load_specs(
     args: argparse.Namespace, addresses: dict[LoadKind, str], root: Path, planner: tuple[str, ...]
 ) -> list[LoadSpec]:
-    processes = args.processes
-    index_table = indexed_table(root, args.index_entries)
+    processes, duration_s = args.processes, args.duration_s
+    markers = [(table,) for table in marker_tables(root, processes)]
+    indexed = [(indexed_table(root, args.index_entries),)] * processes
     return [
-        *(
-            LoadSpec(
-                "markers",
-                addresses["markers"],
-                (table,),
-                max(1, args.marker_writers // processes),
-                args.duration_s,
-                items_per_call=args.markers_per_instant,
-            )
-            for table in marker_tables(root, processes)
+        *spread(
+            "markers",
+            addresses["markers"],
+            markers,
+            args.marker_writers,
+            duration_s,
+            items_per_call=args.markers_per_instant,
         ),
-        *(
-            LoadSpec(
-                "lookups",
-                addresses["lookups"],
-                (index_table,),
-                max(1, args.lookup_streams // processes),
-                args.duration_s,
-                items_per_call=args.lookup_keys,
-                entries=args.index_entries,
-                seed=process,
-            )
-            for process in range(processes)
+        *spread(
+            "lookups",
+            addresses["lookups"],
+            indexed,
+            args.lookup_streams,
+            duration_s,
+            items_per_call=args.lookup_keys,
+            entries=args.index_entries,
         ),
-        LoadSpec("planner", addresses["planner"], planner, len(planner), args.duration_s),
+        LoadSpec("planner", addresses["planner"], planner, len(planner), duration_s),
     ]
 
 
@@ -597,13 +565,5 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(json=False, level="warning")
-    root = Path(tempfile.mkdtemp(prefix="tidemark-bench-load-"))
-    try:
-        report = measure(args, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    print(format_report(report))
-    if args.json:
-        print(json.dumps(report))
+    report = run_in_temp_root(args, "tidemark-bench-load-", measure, format_report)
     return 0 if all(report[kind]["errors"] == 0 for kind in KINDS) else 1
