@@ -285,6 +285,7 @@ class _Runner:
             tasks = group_tasks(table, instant, plan)
             table.timeline.transition_inflight(instant, REPLACE_COMMIT)
         log.info("cluster.started", table=table.uri, instant=instant, groups=len(tasks))
+        faults.exit_if_requested("cluster_started")
         context = WriteContext(
             table_uri=table.uri,
             instant=instant,
@@ -298,6 +299,7 @@ class _Runner:
             stats = _write_groups(
                 self.spark, tasks, context, layout_of(plan), self.options.row_group_bytes
             )
+            faults.exit_if_requested("cluster_files_written")
             if self.index is not None:
                 _stage_moved_keys(self.spark, table, instant, stats, self.index)
             faults.exit_if_requested("cluster_before_commit")
@@ -318,6 +320,7 @@ class _Runner:
                     )
                 _check_moved_keys_unwritten(self.spark, table, instant, tasks)
                 complete_commit(table, instant, REPLACE_COMMIT, metadata, self._undo(lock).markers)
+                faults.exit_if_requested("cluster_committed")
         except Exception as failure:
             raise self._undo_failed_run(instant, run, failure) from failure
         return ClusterResult(

@@ -34,6 +34,7 @@ from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.plan_run import check_not_running, forget_runs
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
+from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +81,7 @@ class PlannerEngine:
                 outcome = _plan(table, options)
                 if outcome.plan is not None:
                     instant = save_plan(table, outcome.plan)
+                    faults.hold_if_requested("planner_plan_saved")
         if outcome.plan is None:  # nothing changed: no lock was taken, or none is left
             self._count(f"nothing.{trigger}")
             log.info("planner.nothing_to_cluster", table=table.uri, reason=outcome.reason)

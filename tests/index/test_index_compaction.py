@@ -19,7 +19,7 @@ import pytest
 
 from services.index.config import IndexConfig
 from services.index.embedded import start_embedded_index_service
-from tidemark.clients.index import IndexClient
+from tidemark.clients.index import Compaction, IndexClient
 from tidemark.errors import ConflictError, TidemarkError
 from tidemark.index import layout
 from tidemark.index.record_index import RecordIndex
@@ -222,17 +222,42 @@ def bases_record(storage: Storage) -> bool:
     return any(BUILT_AS_OF not in info.path for info in storage.list_dir(layout.BASES_DIR).files)
 
 
+def indexed_with_deltas(
+    uri: str,
+    rng: np.random.Generator,
+    *,
+    keys: int = 6000,
+    shards: int = SHARDS,
+    commits: int = 12,
+    changes: int = 600,
+) -> tuple[Storage, Model, list[str], str]:
+    """``keys`` keys in ``shards`` shards, then ``commits`` commits of ``changes`` changes
+    each, staged as deltas: the storage, the model, the keys and the latest instant."""
+    universe = uuid_keys(keys)
+    storage, model = indexed(uri, universe, shards=shards)
+    index = RecordIndex.open(storage)
+    latest = BUILT_AS_OF
+    for _ in range(commits):
+        latest = commit(storage, model, universe, rng, count=changes, stage=index)
+    return storage, model, universe, latest
+
+
+def compact_once_free(client: IndexClient, wait_s: float) -> Compaction:
+    """Compact once the compaction lock is free: a killed compactor's lease must run out."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return client.compact()
+        except ConflictError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
 @pytest.mark.parametrize("moment", [first_new_base, bases_record], ids=["bases", "record"])
 def test_compaction_killed_mid_way_leaves_exact_lookups(
     local_root: str, service_of: ServiceOf, moment: Callable[[Storage], bool]
 ) -> None:
-    keys = uuid_keys(6000)
-    storage, model = indexed(local_root, keys, shards=SHARDS)
-    index = RecordIndex.open(storage)
-    rng = np.random.default_rng(11)
-    latest = BUILT_AS_OF
-    for _ in range(12):
-        latest = commit(storage, model, keys, rng, count=600, stage=index)
+    storage, model, keys, latest = indexed_with_deltas(local_root, np.random.default_rng(11))
     child = subprocess.Popen([sys.executable, "-c", KILLABLE, local_root], env=os.environ.copy())
     try:
         deadline = time.monotonic() + WAIT_S
@@ -245,14 +270,7 @@ def test_compaction_killed_mid_way_leaves_exact_lookups(
     service = service_of(IndexConfig(compact_deltas=1000))  # no background compaction
     client = IndexClient(service.address, local_root)
     assert_exact(client, model, keys, latest)
-    deadline = time.monotonic() + WAIT_S
-    while True:  # the killed compactor's 2 s lease must run out first
-        try:
-            done = client.compact()
-            break
-        except ConflictError:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    done = compact_once_free(client, WAIT_S)  # the killed compactor's 2 s lease runs out
     assert done.deltas_folded == (SHARDS * 12 if moment is first_new_base else 0)
     assert_exact(client, model, keys, latest)
     assert_clean(storage, SHARDS)
@@ -261,12 +279,10 @@ def test_compaction_killed_mid_way_leaves_exact_lookups(
 def test_compaction_failed_by_storage_faults_leaves_exact_lookups(
     s3_server: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, service_of: ServiceOf
 ) -> None:
-    keys = uuid_keys(500)
-    storage, model = indexed(s3_bucket, keys, shards=3)
     rng = np.random.default_rng(5)
-    latest = BUILT_AS_OF
-    for _ in range(4):
-        latest = commit(storage, model, keys, rng, count=40, stage=RecordIndex.open(storage))
+    storage, model, keys, latest = indexed_with_deltas(
+        s3_bucket, rng, keys=500, shards=3, commits=4, changes=40
+    )
     with FaultProxy(s3_server) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         monkeypatch.setenv(MAX_ATTEMPTS_ENV, "2")

@@ -7,16 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from table.table_testkit import SCHEMA, Writer, people_config
+from table.table_testkit import SCHEMA, people_config
 
-from tidemark.clients.marker import marker_writer_for
 from tidemark.rpc.process import ServeProcess
-from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
-from tidemark.table.keys import partition_paths, record_keys, with_meta_columns
-from tidemark.table.markers import IOType, MarkerSpec
-from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
 from tidemark.table.table import HoodieTable
+from tidemark.testing.tables import commit_file_groups
 
 
 def people(first_id: int, count: int, region: str) -> pa.Table:
@@ -35,37 +30,13 @@ def people(first_id: int, count: int, region: str) -> pa.Table:
 def add_file_groups(table: HoodieTable, rows_per_file: dict[str, list[int]]) -> str:
     """Commit one new file group per entry of ``rows_per_file[partition]``, holding that
     many rows (so files of a partition differ in size); returns the instant."""
-    writer = Writer(table)
-    instant = writer.begin()
-    markers = marker_writer_for(MarkerSpec("direct", table.uri, instant))
     next_id = 1 + sum(f.size for f in table.view().latest_base_files())
-    stats = []
-    for task, (region, counts) in enumerate(sorted(rows_per_file.items())):
+    files = []
+    for region, counts in sorted(rows_per_file.items()):
         for count in counts:
-            data = people(next_id, count, region)
+            files.append((region, people(next_id, count, region)))
             next_id += count
-            file_id = new_file_id()
-            name = base_file_name(file_id, write_token(task, 1, 0), instant)
-            markers.create(region, name, IOType.CREATE)
-            keys = record_keys(data, table.config)
-            assert partition_paths(data, table.config).to_pylist()[0] == region
-            fresh = with_meta_columns(
-                data,
-                instant=instant,
-                task_partition_id=task,
-                keys=keys,
-                partition_path=region,
-                file_name=name,
-            )
-            path = join_path(region, name)
-            with table.storage.open_output(path) as out:
-                pq.write_table(fresh, out)
-            size = table.storage.size(path)
-            stats.append(
-                WriteStat(file_id, path, NULL_COMMIT, count, 0, 0, count, size, size, region)
-            )
-    writer.finish(instant, stats)
-    return instant
+    return commit_file_groups(table, files, "UPSERT")
 
 
 def new_table(root: Path, rows_per_file: dict[str, list[int]]) -> HoodieTable:

@@ -1,6 +1,7 @@
 """The clustering executor (spark_jobs/cluster.py): rows unchanged (ours and hudi-rs),
 files ordered as the layout says and sized as planned, Hudi fixtures clustered, failed
-and killed runs rolled back to their plan and re-run, bad instants refused untouched."""
+and killed runs rolled back to their plan and re-run, bad instants refused untouched, and
+an index build and a run on S3 through storage faults."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from tidemark.table.keys import FILE_NAME, META_COLUMNS, RECORD_KEY
 from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
 from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from tidemark.testing.s3local import FaultProxy
 
 ROWS = 3000
 SORT = ("a", "b")
@@ -286,13 +288,20 @@ def _requested_bytes(uri: str, instant: str) -> bytes:
     return (Path(uri) / ".hoodie" / f"{instant}.{REPLACE_COMMIT}.requested").read_bytes()
 
 
-def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) -> None:
-    """The killed run staged its index changes; the re-run discards them with its files."""
+KILL_STAGES = ("cluster_started", "cluster_files_written", "cluster_before_commit")
+
+
+@pytest.mark.parametrize("stage", [*KILL_STAGES, "cluster_committed"])
+def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str, stage: str) -> None:
+    """A run killed (no clean-up) once inflight, once its files are written, once it
+    staged its index changes, and once committed: the next run rolls the first three back
+    (their files and staged index changes go) and commits the plan; after the last one
+    there is nothing left to run. Either way the rows and the index are exact."""
     build_index(spark, table, shards=3)
     before_files = data_files(table)
     before = rows_without_file_name(table)
     instant = schedule(table)
-    env = {**os.environ, EXIT_AT_ENV: "cluster_before_commit"}
+    env = {**os.environ, EXIT_AT_ENV: stage}
     command = [sys.executable, "-m", "spark_jobs.cluster", "--table", table]
     killed = subprocess.run(
         [
@@ -310,12 +319,18 @@ def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str) ->
         check=False,
     )
     assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
-    assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
-    assert data_files(table) > before_files
+    state = HoodieTable.open(table).timeline.find(instant).state
+    assert state is (State.INFLIGHT if stage in KILL_STAGES else State.COMPLETED)
+    if stage != "cluster_started":
+        assert data_files(table) > before_files
     assert rows_without_file_name(table) == before
     time.sleep(KILLED_LEASE_S * 1.5)  # the killed run's lock lease runs out
-    [result] = cluster(spark, table)
-    assert result.rolled_back_earlier_run
+    results = cluster(spark, table)
+    if stage in KILL_STAGES:
+        [result] = results
+        assert result.rolled_back_earlier_run
+    else:
+        assert results == []
     assert rows_without_file_name(table) == before
     committed = {s.path for s in _completed_metadata(table, instant).write_stats}
     assert data_files(table) == before_files | committed
@@ -375,17 +390,17 @@ def test_hudi_written_tables_cluster_with_the_same_rows(
     assert len(files_in_view(uri)) == result.files_written
 
 
+def bulk_insert_four_files(spark: SparkSession, uri: str, *, rows: int, partitions: int) -> None:
+    """``rows`` rows keyed by ``id`` over ``partitions`` partitions, in four tasks' files."""
+    data = [(i, i % 7, f"name-{i}", f"p{i % partitions}") for i in range(rows)]
+    df = spark.createDataFrame(data, "id long, a int, b string, part string").repartition(4)
+    options = WriteOptions(record_key_fields=["id"], partition_fields=["part"])
+    write(spark, df, uri, "bulk_insert", options)
+
+
 def test_clustering_on_s3_with_service_markers(spark: SparkSession, s3_bucket: str) -> None:
     """Through the local S3 server, markers batched by an embedded marker service."""
-    rows = [(i, i % 7, f"name-{i}", "p") for i in range(200)]
-    df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(4)
-    write(
-        spark,
-        df,
-        s3_bucket,
-        "bulk_insert",
-        WriteOptions(record_key_fields=["id"], partition_fields=["part"]),
-    )
+    bulk_insert_four_files(spark, s3_bucket, rows=200, partitions=1)
     before = rows_without_file_name(s3_bucket)
     schedule(s3_bucket, ("a",), "hilbert", output_files=2)
     with start_embedded_marker_service() as service:
@@ -414,3 +429,46 @@ def test_planned_by_the_planner_service_and_run_from_the_cli(
     )
     assert rows_without_file_name(table) == before
     assert len(files_in_view(table)) == ran["files_written"] == 2
+
+
+JOB_TIMEOUT_S = 600
+
+
+def run_job(proxy: FaultProxy, *args: str) -> subprocess.CompletedProcess[str]:
+    """A ``tidemark`` job whose storage (driver and executors) goes through ``proxy``."""
+    env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
+    command = [sys.executable, "-m", "tidemark.cli", *args, "--master", "local[2]"]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False
+    )
+
+
+@pytest.mark.s3
+def test_index_build_and_cluster_run_through_storage_faults(
+    spark: SparkSession, s3_server: str, s3_bucket: str
+) -> None:
+    bulk_insert_four_files(spark, s3_bucket, rows=400, partitions=2)
+    before = rows_without_file_name(s3_bucket)
+    with FaultProxy(s3_server) as proxy:
+        proxy.fail_next(3, method="PUT", path_pattern=r"record-index/shards/.*/base_")
+        proxy.fail_next(
+            1, method="PUT", path_pattern="record-index/index.properties", forward=True, reset=True
+        )
+        proxy.delay(300, method="PUT")
+        built = run_job(proxy, "index", "build", "--table", s3_bucket, "--shards", "3")
+        assert built.returncode == 0, built.stderr[-3000:]
+        assert proxy.injected == 4
+        proxy.clear()
+        assert_index_agrees(s3_bucket)
+        instant = schedule(s3_bucket, ("a",))
+        proxy.fail_next(3, method="PUT", path_pattern=r"\.parquet")
+        proxy.fail_next(
+            1, method="PUT", path_pattern=rf"{instant}\.replacecommit$", forward=True, reset=True
+        )
+        proxy.delay(300, method="PUT")
+        ran = run_job(proxy, "cluster", "run", "--table", s3_bucket, "--markers", "direct")
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert proxy.injected == 8
+    assert HoodieTable.open(s3_bucket).timeline.find(instant).state is State.COMPLETED
+    assert rows_without_file_name(s3_bucket) == before
+    assert_index_agrees(s3_bucket)

@@ -2,7 +2,8 @@
 lock only to start and to commit, so writes commit during its rewrite; a runner paused
 past its run lease never commits and a second runner completes the plan; writers started
 together both commit, one after the other; a writer waiting on a dead holder takes over
-once its lease ran out. Everything is checked exactly (hudi-rs, the record index)."""
+once its lease ran out; an index service killed during a build serves the built index once
+restarted. Everything is checked exactly (hudi-rs, the record index)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,11 @@ from spark_jobs.cluster import run_clustering
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
 from spark_jobs.write_options import WriteOptions
+from tidemark.clients.index import IndexClient
 from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.index import layout
 from tidemark.index.build import build_lease
+from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.table.clustering_plan import (
     ClusteringGroup,
@@ -401,3 +404,32 @@ def test_a_build_paused_past_its_lease_never_publishes(
 def index_bytes(uri: str) -> dict[str, bytes]:
     """The files of the table's record index, with their content."""
     return {path: data for path, data in table_bytes(uri).items() if path.startswith(layout.ROOT)}
+
+
+def test_an_index_service_killed_during_a_build_serves_it_once_restarted(
+    plain_table: str, tmp_path: Path
+) -> None:
+    """``tidemark serve index`` sees the build in progress, is killed (SIGKILL) before the
+    build publishes; the build still completes, and the restarted service answers every
+    key exactly as the table holds it."""
+    first = ServeProcess("index")
+    hold, builder = start_builder(plain_table, tmp_path, RUN_LEASE_S)
+    try:
+        status = IndexClient(first.address, plain_table).status()
+        assert status.build_in_progress and not status.exists
+        first.kill()
+        code, _, err = resume(hold, builder)
+    finally:
+        builder.kill()
+        first.kill()
+    assert code == 0, err[-3000:]
+    expected = assert_index_agrees(plain_table)
+    second = ServeProcess("index")
+    try:
+        client = IndexClient(second.address, plain_table)
+        located = client.lookup(sorted(expected))
+        status = client.status()
+    finally:
+        second.close()
+    assert {r["key"]: (r["partition"], r["file_id"]) for r in located.to_pylist()} == expected
+    assert status.exists and not status.build_in_progress

@@ -31,12 +31,9 @@ import argparse
 import contextlib
 import functools
 import importlib.metadata
-import json
 import multiprocessing
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,7 +52,8 @@ from spark_jobs.session import DEFAULT_MASTER, build_session
 from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from tidemark.clients.index import IndexClient
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench import ReadmeRow, times
+from tidemark.commands.bench import ReadmeRow, run_in_temp_root, times
+from tidemark.commands.bench_load import bench_table_config
 from tidemark.commands.bench_markers import table_root
 from tidemark.commands.bench_write import bulk_insert_generated, generate
 from tidemark.commands.page_cache import drop_cached_pages
@@ -63,13 +61,11 @@ from tidemark.index.block_cache import BlockCache
 from tidemark.index.build import build_index
 from tidemark.index.keys import EncodedKeys, encode_keys, sort_unique, uuid_from_bytes
 from tidemark.index.shard_file import ShardReader, write_shard
-from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import LocalStorage, open_storage
 from tidemark.storage.base import Storage
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
-from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 
 AS_OF = "20240101000000000"
@@ -433,22 +429,6 @@ def _timed_client_lookups(
     return began, time.time()
 
 
-def bench_table_config() -> TableConfig:
-    schema = (
-        '{"type":"record","name":"bench","fields":[{"name":"uid","type":"string"},'
-        '{"name":"dt","type":"string"}]}'
-    )
-    return TableConfig(
-        name="bench",
-        record_key_fields=("uid",),
-        partition_fields=("dt",),
-        precombine_field=None,
-        hive_style=False,
-        avro_schema=schema,
-        key_generator_class=TableConfig.default_key_generator(("uid",), ("dt",)),
-    )
-
-
 def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     # The JVM starts before any gRPC thread exists: forking it from a process whose gRPC
     # threads are running can lose the gateway.
@@ -499,15 +479,7 @@ def run(args: argparse.Namespace) -> int:
         from tidemark.commands import bench_index_scale
 
         return bench_index_scale.run(args)
-    configure_logging(json=False, level="warning")
-    root = Path(tempfile.mkdtemp(prefix="tidemark-bench-index-"))
-    try:
-        report = measure(args, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    print(format_report(report))
-    if args.json:
-        print(json.dumps(report))
+    run_in_temp_root(args, "tidemark-bench-index-", measure, format_report)
     return 0
 
 

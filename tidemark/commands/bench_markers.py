@@ -187,7 +187,7 @@ def marker_of(index: int, instant: str) -> tuple[str, str, IOType]:
     )
 
 
-def _proto_marker(index: int, instant: str) -> pb.Marker:
+def proto_marker(index: int, instant: str) -> pb.Marker:
     partition, name, _ = marker_of(index, instant)
     return pb.Marker(partition_path=partition, data_file_name=name, io_type=pb.IO_TYPE_CREATE)
 
@@ -202,7 +202,7 @@ def _grpc_calls(spec: LoadSpec, channel: grpc.aio.Channel) -> tuple[Callable[...
     if spec.kind == "create":
         return stub.CreateMarker, [
             pb.CreateMarkerRequest(
-                table=table, instant_time=spec.instant, marker=_proto_marker(i, spec.instant)
+                table=table, instant_time=spec.instant, marker=proto_marker(i, spec.instant)
             )
             for i in spec.indexes
         ]
@@ -211,8 +211,7 @@ def _grpc_calls(spec: LoadSpec, channel: grpc.aio.Channel) -> tuple[Callable[...
             table=table,
             instant_time=spec.instant,
             markers=[
-                _proto_marker(i, spec.instant)
-                for i in spec.indexes[start : start + spec.batch_size]
+                proto_marker(i, spec.instant) for i in spec.indexes[start : start + spec.batch_size]
             ],
         )
         for start in range(0, len(spec.indexes), spec.batch_size)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pyspark import TaskContext
+if TYPE_CHECKING:  # the services call the hold points too, and have no pyspark
+    from pyspark import TaskContext
 
 FAIL_TASK_ATTEMPT_PROPERTY = "tidemark.test.fail_task_attempt"
 EXIT_AT_ENV = "TIDEMARK_TEST_EXIT_AT"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import re
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -118,14 +119,15 @@ class RequestPattern:
 
 @dataclass
 class FaultRule(RequestPattern):
-    """Matching requests get an S3 error; ``remaining`` None means until cleared. With
-    ``forward`` the request still reaches the server first, as when a response is lost
-    after the server acted."""
+    """Matching requests get an S3 error, or with ``reset`` a reset connection and no
+    answer at all; ``remaining`` None means until cleared. With ``forward`` the request
+    still reaches the server first, as when a response is lost after the server acted."""
 
     remaining: int | None
     status: int
     code: str
     forward: bool
+    reset: bool = False
 
 
 @dataclass
@@ -171,9 +173,10 @@ class FaultProxy:
         status: int = 503,
         code: str = "SlowDown",
         forward: bool = False,
+        reset: bool = False,
     ) -> None:
-        """Answer the next ``count`` matching requests with the error."""
-        self._add(FaultRule(method, _compile(path_pattern), count, status, code, forward))
+        """Answer the next ``count`` matching requests with the error (or a reset)."""
+        self._add(FaultRule(method, _compile(path_pattern), count, status, code, forward, reset))
 
     def fail_always(
         self,
@@ -183,9 +186,10 @@ class FaultProxy:
         status: int = 503,
         code: str = "SlowDown",
         forward: bool = False,
+        reset: bool = False,
     ) -> None:
-        """Answer every matching request with the error until ``clear()``."""
-        self._add(FaultRule(method, _compile(path_pattern), None, status, code, forward))
+        """Answer every matching request with the error (or a reset) until ``clear()``."""
+        self._add(FaultRule(method, _compile(path_pattern), None, status, code, forward, reset))
 
     def delay(
         self, delay_ms: float, *, method: str | None = None, path_pattern: str | None = None
@@ -286,8 +290,16 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         else:
             if fault.forward:
                 self._exchange(body)
+            if fault.reset:
+                self._reset()
+                return
             self._send_error_xml(fault)
         self.wfile.flush()
+
+    def _reset(self) -> None:
+        """Close the client's connection with a TCP reset, answering nothing."""
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
 
     def _read_body(self) -> bytes:
         """The request body exactly as framed on the wire (chunked framing kept)."""

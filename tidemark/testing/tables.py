@@ -1,0 +1,54 @@
+"""Commits written with pyarrow instead of Spark, for benchmarks and tests of the table
+services that need real file groups on a real timeline quickly (the planner's, the
+load benchmark's)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tidemark.table.commit import complete_commit
+from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
+from tidemark.table.instant import COMMIT, new_instant_time
+from tidemark.table.keys import record_keys, with_meta_columns
+from tidemark.table.markers import DirectMarkerWriter, IOType, StorageMarkerReader
+from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
+from tidemark.table.table import HoodieTable
+
+
+def commit_file_groups(
+    table: HoodieTable, files: Sequence[tuple[str, pa.Table]], operation: str = "BULK_INSERT"
+) -> str:
+    """One commit adding a new file group per ``(partition path, rows)`` of ``files``
+    (rows without meta columns, all of that partition), with direct markers as a Spark
+    task writes them; returns the instant."""
+    instant = new_instant_time(after=table.timeline.latest_timestamp())
+    table.timeline.create_requested(instant, COMMIT)
+    table.timeline.transition_inflight(instant, COMMIT)
+    markers = DirectMarkerWriter(table.storage, instant)
+    stats = []
+    for task, (partition, data) in enumerate(files):
+        file_id = new_file_id()
+        name = base_file_name(file_id, write_token(task, 1, 0), instant)
+        markers.create(partition, name, IOType.CREATE)
+        rows = with_meta_columns(
+            data,
+            instant=instant,
+            task_partition_id=task,
+            keys=record_keys(data, table.config),
+            partition_path=partition,
+            file_name=name,
+        )
+        path = join_path(partition, name)
+        with table.storage.open_output(path) as out:
+            pq.write_table(rows, out)
+        size = table.storage.size(path)
+        count = data.num_rows
+        stats.append(
+            WriteStat(file_id, path, NULL_COMMIT, count, 0, 0, count, size, size, partition)
+        )
+    metadata = CommitMetadata.from_write_stats(stats, operation, table.config.avro_schema)
+    complete_commit(table, instant, COMMIT, metadata, StorageMarkerReader(table.storage))
+    return instant
