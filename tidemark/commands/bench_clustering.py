@@ -37,9 +37,9 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from spark_jobs.cluster import CURVE_METHOD_PARAM, run_clustering
+from spark_jobs.cluster import CURVE_METHOD_PARAM, MIN_SLICE_INPUT_BYTES, run_clustering
 from spark_jobs.session import build_session
-from spark_jobs.write import write
+from spark_jobs.write import MIB, write
 from spark_jobs.write_options import WriteOptions
 from tidemark.clustering.curves import DEFAULT_CURVE_METHOD
 from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
@@ -566,7 +566,8 @@ def _layout_row(what: str, layouts: dict[str, Any]) -> tuple[str, str, str, str]
 def _rewrite_row(what: str, layouts: dict[str, Any]) -> tuple[str, str, str, str]:
     ours = {name: measured for name, measured in layouts.items() if name != "delta-rs"}
     return (
-        f"{what} (groups split across tasks)",
+        f"{what} (a group is split across tasks only into slices of at least "
+        f"{MIN_SLICE_INPUT_BYTES // MIB} MiB of input)",
         "; ".join(f"{name} {measured['rewrite_s']:.1f} s" for name, measured in ours.items()),
         f"delta-rs `z_order` {layouts['delta-rs']['rewrite_s']:.1f} s",
         "; ".join(f"{name} {measured['speed_vs_deltars']:.2f}x" for name, measured in ours.items()),
