@@ -481,8 +481,7 @@ def _write_groups(
 ) -> list[WriteStat]:
     slices = split_groups(tasks, spark.sparkContext.defaultParallelism, options.min_slice_bytes)
     row_group_bytes = options.row_group_bytes
-    indices = spark.sparkContext.parallelize([(i,) for i in range(len(slices))], len(slices))
-    pieces = spark.createDataFrame(indices, "piece int")
+    pieces = spark.range(0, len(slices), 1, len(slices))  # one slice index per task, from the JVM
 
     def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
