@@ -100,8 +100,8 @@ DEFAULT_ROW_GROUP_BYTES = 120 * MIB
 query's row-group statistics prune inside the files too."""
 MIN_SLICE_INPUT_BYTES = 64 * MIB
 """The least input a slice of a group gets: each slice repeats the group's order and reads
-of its input files, so a smaller group is faster as one task (measured with ``tidemark
-bench clustering``: a 11 MB group took several times the CPU cut in four)."""
+of its input files, so a smaller group is faster as one task (``tidemark bench
+clustering``'s 11 MB group cut in four slices took twice the Python CPU of one task)."""
 
 
 @dataclass(frozen=True)
