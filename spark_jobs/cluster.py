@@ -521,13 +521,19 @@ def cluster_slice(
 ) -> list[WriteStat]:
     """Write the slice's files of its group: the group's ``output_files`` files of
     near-equal row counts in the layout's order, in row groups of about
-    ``row_group_bytes`` (from the input's bytes/row). The order comes from the sort
-    columns alone (read from every file of the group, so every slice computes the same
-    order); then only the slice's rows are read, file by file, so a task holds its slice,
-    not the group."""
+    ``row_group_bytes`` (from the input's bytes/row). A slice of part of the group gets
+    the order from the sort columns alone (read from every file of the group, so every
+    slice computes the same order), then reads only its own rows, file by file, so a task
+    holds its slice, not the group; a slice that is the whole group reads each file once
+    and orders the rows it read."""
     task = piece.group
     storage = storage_for(context.table_uri)
-    order, offsets = _group_order(task, context, layout)
+    whole = piece.first_file == 0 and piece.stop_file >= task.output_files
+    if whole:
+        group = pa.concat_tables([_read_file(storage, path, context) for path in task.paths])
+        order = _order(group, layout)
+    else:
+        order, offsets = _group_order(task, context, layout)
     total = len(order)
     files = max(1, min(task.output_files, total))
     bounds = [total * i // files for i in range(files + 1)]
@@ -535,7 +541,11 @@ def cluster_slice(
     if first >= stop:
         return []
     start = bounds[first]
-    rows = _rows_at(storage, task.paths, offsets, order[start : bounds[stop]], context)
+    positions = order[start : bounds[stop]]
+    if whole:
+        rows = _in_order(group, positions)
+    else:
+        rows = _rows_at(storage, task.paths, offsets, positions, context)
     row_group_rows = max(1, row_group_bytes * total // max(1, task.input_bytes))
     stats = []
     identity = current_task()
@@ -578,13 +588,31 @@ def _group_order(
     offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
     if not layout.sort_columns or offsets[-1] == 0:
         return np.arange(offsets[-1], dtype=np.int64), offsets
+    return _order(pa.concat_tables(keys), layout), offsets
+
+
+def _order(rows: pa.Table, layout: Layout) -> np.ndarray:
+    """Positions of ``rows`` (holding the sort columns) in the layout's order; the input
+    order when the plan has no sort columns."""
+    if not layout.sort_columns or rows.num_rows == 0:
+        return np.arange(rows.num_rows, dtype=np.int64)
     order = layout_order(
-        pa.concat_tables(keys).combine_chunks(),
+        rows.select(list(layout.sort_columns)).combine_chunks(),
         layout.sort_columns,
         layout.layout,
         curve_method=layout.curve_method,
     )
-    return order.to_numpy().astype(np.int64, copy=False), offsets
+    return order.to_numpy().astype(np.int64, copy=False)
+
+
+def _read_file(storage: Storage, path: str, context: WriteContext) -> pa.Table:
+    """A base file's rows conformed to the file schema, without its file name column (the
+    writer names the new file)."""
+    with storage.open_input(path) as stream:
+        parquet = pq.ParquetFile(stream)
+        present = set(parquet.schema_arrow.names) - {FILE_NAME}
+        names = [name for name in context.file_schema.names if name in present]
+        return conform(parquet.read(columns=names), context.file_schema)
 
 
 def _rows_at(
@@ -595,33 +623,26 @@ def _rows_at(
     context: WriteContext,
 ) -> pa.Table:
     """The rows at ``positions`` (distinct) of the files' concatenation, in that order; a
-    file none of them falls in is not read. The file name column is not read: the writer
-    names the new file."""
+    file none of them falls in is not read."""
     chosen = np.zeros(offsets[-1], dtype=bool)
     chosen[positions] = True
     wanted = np.flatnonzero(chosen)
     cuts = np.searchsorted(wanted, offsets)
-    read = [name for name in context.file_schema.names if name != FILE_NAME]
     pieces = []
     for index, path in enumerate(paths):
         local = wanted[cuts[index] : cuts[index + 1]] - offsets[index]
         if len(local) == 0:
             continue
-        with storage.open_input(path) as stream:
-            parquet = pq.ParquetFile(stream)
-            names = set(parquet.schema_arrow.names)
-            rows = conform(
-                parquet.read(columns=[name for name in read if name in names]),
-                context.file_schema,
-            )
-        if len(local) < rows.num_rows:
-            rows = rows.take(pa.array(local))
-        pieces.append(rows)
-    gathered = pa.concat_tables(pieces).combine_chunks()
-    placed = np.cumsum(chosen, dtype=np.int64)[positions] - 1
-    if np.array_equal(placed, np.arange(len(placed))):
-        return gathered
-    return gathered.take(pa.array(placed))
+        rows = _read_file(storage, path, context)
+        pieces.append(rows.take(pa.array(local)) if len(local) < rows.num_rows else rows)
+    return _in_order(pa.concat_tables(pieces), np.cumsum(chosen, dtype=np.int64)[positions] - 1)
+
+
+def _in_order(rows: pa.Table, positions: np.ndarray) -> pa.Table:
+    """``rows`` at ``positions``, one chunk; taken only when not already in order."""
+    if np.array_equal(positions, np.arange(len(positions))):
+        return rows.combine_chunks()
+    return rows.take(pa.array(positions)).combine_chunks()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
