@@ -30,7 +30,7 @@ import math
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -54,7 +54,6 @@ from spark_jobs.job_options import (
     serving_markers,
 )
 from spark_jobs.session import build_session, cancellable_jobs
-from spark_jobs.stats import STAT_DDL, stats_batch, stats_from_rows
 from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from spark_jobs.task import current_task, marker_writer, storage_for
 from spark_jobs.write import MIB, index_client
@@ -481,14 +480,15 @@ def _write_groups(
 ) -> list[WriteStat]:
     slices = split_groups(tasks, spark.sparkContext.defaultParallelism, options.min_slice_bytes)
     row_group_bytes = options.row_group_bytes
-    pieces = spark.range(0, len(slices), 1, len(slices))  # one slice index per task, from the JVM
 
-    def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for index in batch.column(0).to_pylist():
-                yield stats_batch(cluster_slice(slices[index], context, layout, row_group_bytes))
+    def write_task(indices: Iterable[int]) -> Iterator[WriteStat]:
+        for index in indices:
+            yield from cluster_slice(slices[index], context, layout, row_group_bytes)
 
-    return stats_from_rows(run_spark_action(pieces.mapInArrow(write_task, STAT_DDL).collect))
+    # An RDD of slice indices, one per task: a Spark job with less fixed cost than a
+    # DataFrame's Arrow round trip, and the stats come back as they are.
+    pieces = spark.sparkContext.parallelize(range(len(slices)), len(slices))
+    return run_spark_action(pieces.mapPartitions(write_task).collect)
 
 
 @dataclass(frozen=True)
