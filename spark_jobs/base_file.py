@@ -143,11 +143,12 @@ class BaseFileWriter:
         self._new_rows += count
         self._write(stamped)
 
-    def write_carried(self, rows: pa.Table) -> None:
-        """Unchanged rows of the previous version keep their commit time and seqno."""
-        self._write(rows)
+    def write_carried(self, rows: pa.Table, row_group_rows: int | None = None) -> None:
+        """Unchanged rows of the previous version keep their commit time and seqno; in
+        row groups of ``row_group_rows`` rows when given (else one, up to Arrow's limit)."""
+        self._write(rows, row_group_rows)
 
-    def _write(self, rows: pa.Table) -> None:
+    def _write(self, rows: pa.Table, row_group_rows: int | None = None) -> None:
         if rows.num_rows == 0:
             return
         named = rows.set_column(
@@ -157,9 +158,11 @@ class BaseFileWriter:
         )
         self._rows += rows.num_rows
         if not self._populate_meta_fields:
-            self._writer.write_table(conform(named.drop_columns(list(VIRTUAL_META)), self._schema))
+            self._writer.write_table(
+                conform(named.drop_columns(list(VIRTUAL_META)), self._schema), row_group_rows
+            )
             return
-        self._writer.write_table(conform(named, self._schema))
+        self._writer.write_table(conform(named, self._schema), row_group_rows)
         bounds = pc.min_max(rows.column(RECORD_KEY))
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         self._min_key = low if self._min_key is None or low < self._min_key else self._min_key

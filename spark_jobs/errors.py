@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import structlog
+from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import PythonException
 
 from tidemark import errors
@@ -22,11 +23,12 @@ _FIELD = re.compile(r"(?P<field>[\w.,]+): (?P<message>.*)")
 
 
 def run_spark_action(action: Callable[[], T]) -> T:
-    """Run a Spark action; a domain error from a task is re-raised as itself (the task's
+    """Run a Spark action (of a DataFrame, or of an RDD, whose failures reach Python as
+    ``Py4JJavaError``); a domain error from a task is re-raised as itself (the task's
     trace goes to the debug log: the user sees one line)."""
     try:
         return action()
-    except PythonException as failure:
+    except (PythonException, Py4JJavaError) as failure:
         restored = domain_error_from(str(failure))
         if restored is None:
             raise

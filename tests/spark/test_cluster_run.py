@@ -31,7 +31,13 @@ from spark.sparkkit import (
     hudi_rs_table,
     table_bytes,
 )
-from spark_jobs.cluster import ClusterResult, group_tasks, run_clustering, split_groups
+from spark_jobs.cluster import (
+    MIN_SLICE_INPUT_BYTES,
+    ClusterResult,
+    group_tasks,
+    run_clustering,
+    split_groups,
+)
 from spark_jobs.index_build import build_index
 from spark_jobs.write import write
 from spark_jobs.write_options import WriteOptions
@@ -126,8 +132,18 @@ def rows_without_file_name(uri: str) -> dict[Any, dict[str, Any]]:
     return rows
 
 
-def cluster(spark: SparkSession, uri: str, instant: str | None = None) -> list[ClusterResult]:
-    return run_clustering(spark, uri, instant, row_group_bytes=4096)
+def cluster(
+    spark: SparkSession,
+    uri: str,
+    instant: str | None = None,
+    *,
+    min_slice_bytes: int = MIN_SLICE_INPUT_BYTES,
+) -> list[ClusterResult]:
+    """Run the pending plans; groups are cut across tasks only into slices of at least
+    ``min_slice_bytes`` of input (the tests' small groups: never, unless asked)."""
+    return run_clustering(
+        spark, uri, instant, row_group_bytes=4096, min_slice_bytes=min_slice_bytes
+    )
 
 
 @pytest.mark.parametrize("layout", ["linear", "zorder", "hilbert"])
@@ -164,9 +180,10 @@ def test_clustering_keeps_rows_and_orders_files_by_layout(
 def test_a_group_split_across_tasks_writes_the_rows_and_order_of_the_whole_group(
     spark: SparkSession, table: str, layout: str
 ) -> None:
-    """One group and several cores: its 5 output files are written by several tasks,
-    yet every file holds exactly the rows, in exactly the order, that the whole
-    group's layout order puts there."""
+    """One group and several cores, slices of any size allowed: its 5 output files are
+    written by several tasks, yet every file holds exactly the rows, in exactly the
+    order, that the whole group's layout order puts there. Left to the default minimum
+    slice size, the small group is one task."""
     hoodie = HoodieTable.open(table)
     inputs = hoodie.view().file_groups_by_partition()["p0"]
     plan = ClusteringPlan(
@@ -177,12 +194,13 @@ def test_a_group_split_across_tasks_writes_the_rows_and_order_of_the_whole_group
         hoodie.timeline.fence = lock
         instant = save_plan(hoodie, plan).timestamp
     parallelism = spark.sparkContext.defaultParallelism
-    slices = split_groups(group_tasks(hoodie, instant, plan), parallelism)
-    cuts = [(s.first_file, s.stop_file) for s in slices]
+    tasks = group_tasks(hoodie, instant, plan)
+    assert [(s.first_file, s.stop_file) for s in split_groups(tasks, parallelism)] == [(0, 5)]
+    cuts = [(s.first_file, s.stop_file) for s in split_groups(tasks, parallelism, 1)]
     assert len(cuts) == min(5, parallelism) > 1
     assert [first for first, _ in cuts[1:]] == [stop for _, stop in cuts[:-1]]
     assert (cuts[0][0], cuts[-1][1]) == (0, 5)
-    [result] = cluster(spark, table)
+    [result] = cluster(spark, table, min_slice_bytes=1)
     assert (result.groups, result.files_written, result.rows) == (1, 5, ROWS // 2)
     expected = _expected_files(table, inputs, layout, 5)
     written = [

@@ -114,29 +114,39 @@ def zorder(coordinates: Sequence[np.ndarray], bits: int) -> np.ndarray:
 
 def hilbert(coordinates: Sequence[np.ndarray], bits: int) -> np.ndarray:
     """Hilbert index of points on a ``2**bits`` grid per dimension (Skilling's
-    axes-to-transpose, vectorised over the points, then the transpose interleaved)."""
+    axes-to-transpose, vectorised over the points, then the transpose interleaved). Each
+    step works in place on whole columns with bit masks (no per-step temporaries)."""
     _check_grid(coordinates, bits)
-    x = [np.asarray(c, dtype=_U64).copy() for c in coordinates]
-    dims = len(x)
-    top = _U64(1 << (bits - 1))
-    q = top
-    while q > _ONE:
-        p = q - _ONE
-        for i in range(dims):
-            high = (x[i] & q) != 0
-            x[0] = np.where(high, x[0] ^ p, x[0])
-            swap = np.where(high, _U64(0), (x[0] ^ x[i]) & p)
-            x[0] ^= swap
-            x[i] ^= swap
-        q >>= _ONE
-    for i in range(1, dims):
+    x = [np.array(c, dtype=_U64) for c in coordinates]
+    count = len(x[0])
+    high = np.empty(count, dtype=_U64)
+    swap = np.empty(count, dtype=_U64)
+    for level in range(bits - 1, 0, -1):
+        low = _U64((1 << level) - 1)
+        for i in range(len(x)):
+            _bit_mask(x[i], level, low, out=high)  # low bits where x[i] has the level's bit
+            if i > 0:  # where the bit is clear, x[0] and x[i] swap their low bits
+                np.bitwise_xor(x[0], x[i], out=swap)
+                np.bitwise_and(swap, low, out=swap)
+                np.bitwise_and(swap, ~high, out=swap)
+                x[i] ^= swap
+                x[0] ^= swap
+            x[0] ^= high  # where it is set, x[0]'s low bits are inverted
+    for i in range(1, len(x)):
         x[i] ^= x[i - 1]
-    flips = np.zeros(len(x[0]), dtype=_U64)
-    q = top
-    while q > _ONE:
-        flips = np.where((x[dims - 1] & q) != 0, flips ^ (q - _ONE), flips)
-        q >>= _ONE
+    flips = np.zeros(count, dtype=_U64)
+    for level in range(bits - 1, 0, -1):
+        flips ^= _bit_mask(x[-1], level, _U64((1 << level) - 1), out=high)
     return zorder([coordinate ^ flips for coordinate in x], bits)
+
+
+def _bit_mask(values: np.ndarray, level: int, low: np.uint64, *, out: np.ndarray) -> np.ndarray:
+    """``low`` where ``values`` has bit ``level`` set, else 0 (into ``out``)."""
+    np.right_shift(values, _U64(level), out=out)
+    np.bitwise_and(out, _ONE, out=out)
+    np.negative(out, out=out)
+    np.bitwise_and(out, low, out=out)
+    return out
 
 
 def layout_order(

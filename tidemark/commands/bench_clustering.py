@@ -10,7 +10,8 @@ then reads what is left: files read, rows read and time, before and after cluste
 rank ranges, ``sample``, and from the raw values, ``direct``: Hudi's default), and with
 delta-rs's ``z_order`` (the ``deltalake`` package) at about the same file size: the
 fraction of files a single-column equality predicate skips, on each column, and the
-rewrite time. The same again on a second table whose two columns have comparable
+rewrite time (median of ``--repeats`` rounds, delta-rs and Tidemark taking turns
+first). The same again on a second table whose two columns have comparable
 ranges (uniform 63-bit values, where raw-bit interleaving is at its best). delta-rs's
 file bounds come from its log and are checked against its files' own Parquet
 statistics. Last, the planner's strategy over 100k synthetic file slices.
@@ -37,9 +38,9 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from spark_jobs.cluster import CURVE_METHOD_PARAM, run_clustering
+from spark_jobs.cluster import CURVE_METHOD_PARAM, MIN_SLICE_INPUT_BYTES, run_clustering
 from spark_jobs.session import build_session
-from spark_jobs.write import write
+from spark_jobs.write import MIB, write
 from spark_jobs.write_options import WriteOptions
 from tidemark.clustering.curves import DEFAULT_CURVE_METHOD
 from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
@@ -73,6 +74,7 @@ ROW_GROUPS_PER_FILE = 8
 SEED = 20210127
 SMALL_INSERT_ROWS = 1000
 """The ingestion batch timed with and without a concurrent cluster run."""
+DEFAULT_REPEATS = 3
 
 
 REFERENCES = (
@@ -99,6 +101,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--rows", type=positive_int, default=2_000_000, help="events")
     parser.add_argument("--files", type=positive_int, default=400, help="small files before")
+    parser.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=DEFAULT_REPEATS,
+        help="rounds of every rewrite, ours and delta-rs's (their medians are compared)",
+    )
     parser.add_argument("--master", default="local[*]", help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=_handle)
@@ -211,7 +219,9 @@ def probes(rows: pa.Table, column: str, count: int = SKIP_PROBES, seed: int = SE
     )
 
 
-def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str, Any]:
+def run_benchmark(
+    rows: int, files: int, workdir: Path, master: str, repeats: int = DEFAULT_REPEATS
+) -> dict[str, Any]:
     """Everything side by side on the same rows; returns the measured numbers."""
     spark = build_session(master, app_name="tidemark-bench-clustering")
     data = events(rows)
@@ -227,11 +237,13 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
     schedule_whole_table(session_uri, ("session_id",), "linear", target)
     rewrite_s = _cluster(spark, session_uri, row_group)
     after_scan = _scan_all(session_uri, "session_id", sessions)
-    layouts = compare_layouts(spark, data, before_uri, SORT_COLUMNS, target, workdir / "events-")
+    layouts = compare_layouts(
+        spark, data, before_uri, SORT_COLUMNS, target, workdir / "events-", repeats
+    )
     uniform = points(rows)
     uniform_uri = _bulk_insert(spark, uniform, workdir / "points", files, "id")
     uniform_layouts = compare_layouts(
-        spark, uniform, uniform_uri, POINT_COLUMNS, target, workdir / "points-"
+        spark, uniform, uniform_uri, POINT_COLUMNS, target, workdir / "points-", repeats
     )
     ingestion = ingestion_beside_clustering(spark, before_uri, workdir, target, row_group)
     before_mean = _mean(before_scan)
@@ -259,6 +271,7 @@ def run_benchmark(rows: int, files: int, workdir: Path, master: str) -> dict[str
         "deltars_skipped": layouts["delta-rs"]["skipped"],
         "uniform_layouts": uniform_layouts,
         "plan_100k_s": time_plan(PLAN_SLICES, PlanOptions(max_groups=PLAN_SLICES)),
+        "repeats": repeats,
         "master": master,
         "references": list(REFERENCES),
         "ingestion_under_clustering": ingestion,
@@ -315,25 +328,46 @@ def compare_layouts(
     columns: Sequence[str],
     target: int,
     prefix: Path,
-) -> dict[str, dict[str, float]]:
+    repeats: int = DEFAULT_REPEATS,
+) -> dict[str, dict[str, Any]]:
     """Copies of the table at ``before_uri`` (holding ``data``) clustered on ``columns``
     with each layout, and delta-rs's ``z_order`` of the same rows: per layout the files,
-    the fraction of files ``col = v`` skips per column and on average, and the rewrite
-    seconds, with delta-rs's rewrite time over each layout's (above 1: faster)."""
+    the fraction of files ``col = v`` skips per column and on average (first round), and
+    the rewrite seconds of each of ``repeats`` rounds and their median, with delta-rs's
+    median over each layout's (above 1: faster). delta-rs goes last in even rounds and
+    first in odd ones."""
     checks = {column: probes(data, column) for column in columns}
     row_group = max(1, target // ROW_GROUPS_PER_FILE)
-    layouts: dict[str, dict[str, float]] = {}
-    for name, layout, method in TWO_COLUMN_LAYOUTS:
-        uri = _copy(before_uri, Path(f"{prefix}{name}"))
-        schedule_whole_table(uri, columns, layout, target, curve_method=method)
-        seconds = _cluster(spark, uri, row_group)
-        paths = list(_latest_paths(uri))
-        layouts[name] = _skipping(uri, paths, checks) | {"rewrite_s": seconds, "files": len(paths)}
-    deltars = _deltars_zorder(data, Path(f"{prefix}delta"), columns, target, checks)
-    for measured in layouts.values():
-        measured["speed_vs_deltars"] = deltars["rewrite_s"] / measured["rewrite_s"]
-    layouts["delta-rs"] = deltars
-    return layouts
+    layouts: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[float]] = {}
+
+    def ours(round_: int) -> None:
+        for name, layout, method in TWO_COLUMN_LAYOUTS:
+            uri = _copy(before_uri, Path(f"{prefix}{name}-{round_}"))
+            schedule_whole_table(uri, columns, layout, target, curve_method=method)
+            runs.setdefault(name, []).append(_cluster(spark, uri, row_group))
+            if name not in layouts:
+                paths = list(_latest_paths(uri))
+                layouts[name] = _skipping(uri, paths, checks) | {"files": len(paths)}
+            shutil.rmtree(uri)
+
+    def theirs(round_: int) -> None:
+        path = Path(f"{prefix}delta-{round_}")
+        measured = _deltars_zorder(data, path, columns, target, checks)
+        runs.setdefault("delta-rs", []).append(measured.pop("rewrite_s"))
+        layouts.setdefault("delta-rs", measured)
+        shutil.rmtree(path)
+
+    for round_ in range(repeats):
+        for side in (ours, theirs) if round_ % 2 == 0 else (theirs, ours):
+            side(round_)
+    for name, seconds in runs.items():
+        layouts[name] |= {"rewrite_s": statistics.median(seconds), "rewrite_runs_s": seconds}
+    deltars_s = layouts["delta-rs"]["rewrite_s"]
+    for name, measured in layouts.items():
+        if name != "delta-rs":
+            measured["speed_vs_deltars"] = deltars_s / measured["rewrite_s"]
+    return {name: layouts[name] for name in [*runs]}
 
 
 def _bulk_insert(spark: SparkSession, data: pa.Table, path: Path, files: int, key: str) -> str:
@@ -495,7 +529,7 @@ def print_table(result: dict[str, Any]) -> None:
 
 def _layout_table(name: str, columns: Sequence[str], layouts: dict[str, Any]) -> Table:
     table = Table(title=f"{name} on ({', '.join(columns)}): files skipped by col = v")
-    for column in ("layout", "files", *columns, "mean", "rewrite s", "delta-rs s / s"):
+    for column in ("layout", "files", *columns, "mean", "rewrite s (median)", "delta-rs s / s"):
         table.add_column(column, justify="right")
     for layout, measured in layouts.items():
         table.add_row(
@@ -503,7 +537,7 @@ def _layout_table(name: str, columns: Sequence[str], layouts: dict[str, Any]) ->
             f"{measured['files']:,}",
             *(f"{measured['skipped_' + column]:.3f}" for column in columns),
             f"{measured['skipped']:.3f}",
-            f"{measured['rewrite_s']:.1f}",
+            f"{measured['rewrite_s']:.2f}",
             f"{measured['speed_vs_deltars']:.2f}x" if "speed_vs_deltars" in measured else "",
         )
     return table
@@ -564,13 +598,24 @@ def _layout_row(what: str, layouts: dict[str, Any]) -> tuple[str, str, str, str]
 
 
 def _rewrite_row(what: str, layouts: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Median rewrite seconds of each layout against delta-rs's, with their spreads."""
     ours = {name: measured for name, measured in layouts.items() if name != "delta-rs"}
+    deltars = layouts["delta-rs"]
     return (
-        f"{what} (groups split across tasks)",
-        "; ".join(f"{name} {measured['rewrite_s']:.1f} s" for name, measured in ours.items()),
-        f"delta-rs `z_order` {layouts['delta-rs']['rewrite_s']:.1f} s",
+        f"{what}, median of {len(deltars['rewrite_runs_s'])} rounds taking turns with "
+        f"delta-rs (a group is split across tasks only into slices of at least "
+        f"{MIN_SLICE_INPUT_BYTES // MIB} MiB of input)",
+        "; ".join(
+            f"{name} {measured['rewrite_s']:.2f} s ({_spread(measured['rewrite_runs_s'])})"
+            for name, measured in ours.items()
+        ),
+        f"delta-rs `z_order` {deltars['rewrite_s']:.2f} s ({_spread(deltars['rewrite_runs_s'])})",
         "; ".join(f"{name} {measured['speed_vs_deltars']:.2f}x" for name, measured in ours.items()),
     )
+
+
+def _spread(runs: Sequence[float]) -> str:
+    return f"{min(runs):.2f}-{max(runs):.2f}"
 
 
 def _cluster(spark: SparkSession, uri: str, row_group_bytes: int) -> float:
@@ -584,7 +629,7 @@ def _handle(args: argparse.Namespace) -> int:
     configure_logging(json=False, level="warning")
     workdir = Path(tempfile.mkdtemp(prefix="tidemark-bench-clustering-"))
     try:
-        result = run_benchmark(args.rows, args.files, workdir, args.master)
+        result = run_benchmark(args.rows, args.files, workdir, args.master, args.repeats)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print_table(result)
