@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
 import json
 import re
 from collections.abc import Iterator
@@ -175,3 +176,41 @@ def image_entrypoint() -> list[str]:
         json.loads(args) for name, args in dockerfile_instructions() if name == "ENTRYPOINT"
     ]
     return list(entrypoint)
+
+
+def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def admitted(
+    release: Render,
+    port_name: str,
+    *,
+    pod_labels: dict[str, str] | None = None,
+    namespace_labels: dict[str, str] | None = None,
+    ip: str | None = None,
+) -> bool:
+    """Whether the release's NetworkPolicy lets this source reach ``port_name`` of its pods
+    (a pod with labels in a namespace with labels, or a host by IP such as the kubelet)."""
+    (policy,) = release.of_kind("NetworkPolicy")
+    for rule in policy["spec"]["ingress"]:
+        if port_name not in [port["port"] for port in rule.get("ports", [])]:
+            continue
+        if "from" not in rule:
+            return True
+        for peer in rule["from"]:
+            if "ipBlock" in peer:
+                if ip and ipaddress.ip_address(ip) in ipaddress.ip_network(peer["ipBlock"]["cidr"]):
+                    return True
+                continue
+            if pod_labels is None:
+                continue
+            pods = peer.get("podSelector", {}).get("matchLabels", {})
+            if "namespaceSelector" in peer:
+                namespaces = peer["namespaceSelector"].get("matchLabels", {})
+                in_namespace = labels_match(namespaces, namespace_labels or {})
+            else:
+                in_namespace = namespace_labels is None  # the policy's own namespace
+            if in_namespace and labels_match(pods, pod_labels):
+                return True
+    return False

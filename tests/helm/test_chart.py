@@ -5,7 +5,6 @@ the probes only, bad values refused naming the value."""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +26,9 @@ from .chart import (
     KUBE_VERSION,
     NAMESPACE,
     Render,
+    admitted,
     flags,
+    labels_match,
     notes_addresses,
     notes_spark_conf,
     render,
@@ -54,10 +55,6 @@ def containers(release: Render) -> Iterator[tuple[str, dict[str, Any], dict[str,
         spec = workload["spec"]["template"]["spec"]
         for container in spec["containers"]:
             yield container["name"], spec, container
-
-
-def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    return all(labels.get(key) == value for key, value in selector.items())
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
@@ -283,40 +280,6 @@ def test_storage_settings_reach_every_service_container() -> None:
         c for name, _, c in containers(rendered("allowlist-and-triggers")) if name == "planner"
     ]
     assert {"name": "TIDEMARK_PLANNER_TABLES", "value": "s3://lake/a/events"} in planner["env"]
-
-
-def admitted(
-    release: Render,
-    port_name: str,
-    *,
-    pod_labels: dict[str, str] | None = None,
-    namespace_labels: dict[str, str] | None = None,
-    ip: str | None = None,
-) -> bool:
-    """Whether the release's NetworkPolicy lets this source reach ``port_name`` of its pods
-    (a pod with labels in a namespace with labels, or a host by IP such as the kubelet)."""
-    (policy,) = release.of_kind("NetworkPolicy")
-    for rule in policy["spec"]["ingress"]:
-        if port_name not in [port["port"] for port in rule.get("ports", [])]:
-            continue
-        if "from" not in rule:
-            return True
-        for peer in rule["from"]:
-            if "ipBlock" in peer:
-                if ip and ipaddress.ip_address(ip) in ipaddress.ip_network(peer["ipBlock"]["cidr"]):
-                    return True
-                continue
-            if pod_labels is None:
-                continue
-            pods = peer.get("podSelector", {}).get("matchLabels", {})
-            if "namespaceSelector" in peer:
-                namespaces = peer["namespaceSelector"].get("matchLabels", {})
-                in_namespace = labels_match(namespaces, namespace_labels or {})
-            else:
-                in_namespace = namespace_labels is None  # the policy's own namespace
-            if in_namespace and labels_match(pods, pod_labels):
-                return True
-    return False
 
 
 def test_the_network_policy_admits_the_client_label_and_the_probes_only() -> None:
