@@ -131,10 +131,13 @@ def test_ports_and_probes_agree_with_the_server_flags(release: Render) -> None:
         build_parser("serve").parse_args(["serve", *served_args(args)])
         given = flags(args)
         ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+        metrics = int(given["--metrics-port"][0])
+        workers = int(given.get("--workers", ["1"])[0])  # worker i: /metrics on metrics + i
         assert ports == {
             "grpc": int(given["--port"][0]),
-            "metrics": int(given["--metrics-port"][0]),
+            "metrics": metrics,
             "health": int(given["--health-port"][0]),
+            **{f"metrics-w{worker}": metrics + worker for worker in range(1, workers)},
         }
         assert ports["grpc"] == values[component]["port"]
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -151,7 +154,9 @@ def test_ports_and_probes_agree_with_the_server_flags(release: Render) -> None:
         service_ports = {port["name"]: port for port in service["spec"]["ports"]}
         # Headless: clients dial the pod's own port, so the Service's must be the same.
         assert service_ports["grpc"]["port"] == ports["grpc"]
-        assert service_ports["metrics"]["port"] == ports["metrics"]
+        assert {name: port["port"] for name, port in service_ports.items()} == {
+            name: number for name, number in ports.items() if name != "health"
+        }
         assert {port["targetPort"] for port in service_ports.values()} <= set(ports)
 
 
@@ -207,6 +212,7 @@ def test_bad_values_are_refused_naming_the_value() -> None:
         },
         "auth.existingSecret": {"auth": {"enabled": True}},
         "healthPort": {"healthPort": 50052},
+        "index.workers": {"index": {"workers": 3, "metricsPort": 50050}},
         "marker.autoscaling.minReplicas": {
             "marker": {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}
         },

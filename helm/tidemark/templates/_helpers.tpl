@@ -120,6 +120,13 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- if has (int $.Values.healthPort) (list (int $values.port) (int $values.metricsPort)) -}}
 {{- fail (printf "healthPort: %v is also %s's gRPC or metrics port" $.Values.healthPort $component) -}}
 {{- end -}}
+{{- if eq $component "index" -}}
+{{- range $worker := untilStep 1 (int $values.workers) 1 -}}
+{{- if has (add $values.metricsPort $worker | int) (list (int $values.port) (int $.Values.healthPort)) -}}
+{{- fail (printf "index.workers: worker %d's metrics port %v (index.metricsPort + %d) is also the gRPC or health port" $worker (add $values.metricsPort $worker) $worker) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if eq (int $values.port) (int $values.metricsPort) -}}
 {{- fail (printf "%s.metricsPort: %v is also %s.port" $component $values.metricsPort $component) -}}
 {{- end -}}
@@ -250,6 +257,13 @@ spec:
         - name: metrics
           containerPort: {{ $values.metricsPort }}
           protocol: TCP
+        {{- if eq $component "index" }}
+        {{- range $worker := include "tidemark.extraWorkers" $root | fromJsonArray }}
+        - name: metrics-w{{ $worker }}
+          containerPort: {{ add $values.metricsPort $worker }}
+          protocol: TCP
+        {{- end }}
+        {{- end }}
         - name: health
           containerPort: {{ $root.Values.healthPort }}
           protocol: TCP
@@ -362,4 +376,13 @@ TIDEMARK_CLIENT_TLS_KEY_PATH: {{ $dir }}/tls.key
 - name: {{ $name }}
   value: {{ $value }}
 {{- end }}
+{{- end -}}
+
+{{/* The index's extra worker processes (1..workers-1): worker i serves /metrics on metricsPort+i. */}}
+{{- define "tidemark.extraWorkers" -}}
+{{- if .Values.index.enabled -}}
+{{- untilStep 1 (int .Values.index.workers) 1 | toJson -}}
+{{- else -}}
+[]
+{{- end -}}
 {{- end -}}
