@@ -8,6 +8,7 @@ import functools
 import ipaddress
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "tidemark"
 EXAMPLES = ROOT / "helm" / "examples"
+SUBMIT = EXAMPLES / "spark-submit.sh"
 RELEASE = "tidemark"
 NAMESPACE = "lake"
 KUBE_VERSION = "1.30"
@@ -214,3 +216,12 @@ def admitted(
             if in_namespace and labels_match(pods, pod_labels):
                 return True
     return False
+
+
+def submitted_command() -> list[str]:
+    """The spark-submit command line the script runs (bash expands it; nothing runs)."""
+    script = SUBMIT.read_text().replace("spark-submit \\", "printf '%s\\n' \\", 1)
+    printed = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, check=True, timeout=30
+    )
+    return printed.stdout.splitlines()

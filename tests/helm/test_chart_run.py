@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rpc.certs import Authority
+from spark.sparkkit import hudi_rs_table
 from table.table_testkit import people_config
 
 from tidemark.clients.index import IndexClient
@@ -34,11 +37,13 @@ from tidemark.table.table import HoodieTable
 from .chart import (
     NAMESPACE,
     Render,
+    flags,
     image_entrypoint,
     notes_addresses,
     notes_spark_conf,
     rendered,
     served_args,
+    submitted_command,
 )
 
 TOKEN = "chart-test-token-0001"
@@ -47,9 +52,13 @@ START_TIMEOUT_S = 120
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
-def free_port() -> int:
+def bound_port(port: int = 0) -> int | None:
+    """``port`` (0: any) if it can be bound on loopback now, else None."""
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return None
         return int(probe.getsockname()[1])
 
 
@@ -82,6 +91,7 @@ class LocalRelease:
         self.table = HoodieTable.create(str(self.root / "people"), people_config()).uri
         self.secrets = self._secrets()
         self.processes: list[Process] = []
+        self._taken: set[int] = set()
         self._folders = itertools.count()
 
     def _secrets(self) -> dict[str, dict[str, str]]:
@@ -106,6 +116,17 @@ class LocalRelease:
                 auth["clientTokenKey"]: TOKEN,
             },
         }
+
+    def free_ports(self, count: int = 1) -> int:
+        """The first of ``count`` consecutive loopback ports, free now and given to no
+        other process of this release (an index worker i binds its metrics port + i)."""
+        while True:
+            first = bound_port()
+            assert first is not None
+            block = set(range(first, first + count))
+            if not block & self._taken and all(bound_port(port) for port in block - {first}):
+                self._taken |= block
+                return first
 
     def new_folder(self) -> Path:
         folder = self.directory / "mounts" / str(next(self._folders))
@@ -173,7 +194,11 @@ class LocalRelease:
     def _start(self, pod: str, spec: dict[str, Any], container: dict[str, Any]) -> Process:
         mounts = self.mounts(spec, container)
         env = self.env(pod, container, mounts)
-        ports = {port["name"]: free_port() for port in container["ports"]}
+        workers = int(flags(container["args"]).get("--workers", ["1"])[0])
+        ports = {"grpc": self.free_ports(), "health": self.free_ports()}
+        ports["metrics"] = self.free_ports(workers)
+        ports |= {f"metrics-w{worker}": ports["metrics"] + worker for worker in range(1, workers)}
+        assert set(ports) == {port["name"] for port in container["ports"]}
         flag_ports = {"--port": "grpc", "--metrics-port": "metrics", "--health-port": "health"}
         args = []
         for arg in served_args(container["args"]):
@@ -300,8 +325,9 @@ def test_the_helm_test_pod_passes(local_release: LocalRelease) -> None:
     assert checked.stdout.splitlines() == [f"{address} SERVING" for address in addresses]
 
 
-def notes_client(local_release: LocalRelease) -> ClientConfig:
-    """The client settings a Spark pod gets from the ``--conf`` lines NOTES prints."""
+def notes_env(local_release: LocalRelease) -> dict[str, str]:
+    """The env a Spark pod gets from the ``--conf`` lines NOTES prints (its Secrets
+    mounted here), as far as Tidemark's clients read it."""
     env: dict[str, str] = {}
     mounts: dict[str, str] = {}
     conf = notes_spark_conf(local_release.release.notes)
@@ -317,11 +343,11 @@ def notes_client(local_release: LocalRelease) -> ClientConfig:
         if secret_env:
             name, _, secret_key = value.partition(":")
             env[secret_env.group(1)] = local_release.secrets[name][secret_key]
-    return ClientConfig.from_env(env)
+    return env
 
 
 def test_a_client_configured_as_notes_says_makes_real_calls(local_release: LocalRelease) -> None:
-    config = notes_client(local_release)
+    config = ClientConfig.from_env(notes_env(local_release))
     assert config.tls == local_release.values["tls"]["enabled"]
     assert (config.token == TOKEN) == local_release.values["auth"]["enabled"]
     addresses = {
@@ -339,3 +365,48 @@ def test_a_client_configured_as_notes_says_makes_real_calls(local_release: Local
         anonymous = dataclasses.replace(config, token=None, max_attempts=1)
         with pytest.raises(UnauthenticatedError):
             PlannerClient(addresses["planner"], anonymous).list_plans(table)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("local_release", ["production"], indirect=True)
+def test_the_spark_submit_example_writes_through_the_release(
+    local_release: LocalRelease, tmp_path: Path
+) -> None:
+    """spark-submit.sh's write job, its arguments and NOTES' env (TLS, the token from the
+    Secret), run as ``tidemark write`` on local Spark: markers and the new table's record
+    index go through the release's marker and index processes."""
+    command = submitted_command()
+    job = command[command.index("spark_jobs/write.py") + 1 :]
+    source = tmp_path / "events.parquet"
+    pq.write_table(
+        pa.table(
+            {"event_id": ["e1", "e2", "e3"], "event_date": ["d1", "d1", "d2"], "v": [1, 2, 3]}
+        ),
+        source,
+    )
+    table = str(local_release.root / "events")
+    local = {"--table": table, "--input": str(source)}
+    for flag in ("--marker-service", "--index-service"):
+        address = local_release.local_address(job[job.index(flag) + 1])
+        local[flag] = index_address_for_this_branch(address)
+    args = [local.get(previous, arg) for previous, arg in zip(["", *job[:-1]], job, strict=True)]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TIDEMARK_")}
+    written = subprocess.run(
+        [str(Path(sys.executable).parent / "tidemark"), "write", *args,
+         "--index", "record", "--master", "local[2]"],
+        env={**env, **notes_env(local_release)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr[-4000:]
+    assert TOKEN not in written.stdout + written.stderr
+    config = ClientConfig.from_env(notes_env(local_release))
+    index = IndexClient(local["--index-service"], table, config)
+    found = index.lookup(["e1", "e3", "nope"])
+    assert found.column("partition").to_pylist() == ["d1", "d2", None]
+    rows = hudi_rs_table(table)
+    assert rows is not None
+    assert sorted(rows.column("event_id").to_pylist()) == ["e1", "e2", "e3"]

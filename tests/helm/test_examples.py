@@ -7,7 +7,6 @@ ones the write job accepts."""
 from __future__ import annotations
 
 import argparse
-import subprocess
 from typing import Any
 
 import kubernetes_validate
@@ -24,9 +23,9 @@ from .chart import (
     notes_addresses,
     notes_spark_conf,
     rendered,
+    submitted_command,
 )
 
-SUBMIT = EXAMPLES / "spark-submit.sh"
 APPLICATION = EXAMPLES / "spark-application.yaml"
 ENVIRONMENT = "./environment/bin/python"
 
@@ -35,15 +34,6 @@ def write_job_args(args: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     return parser.parse_args(args)
-
-
-def submitted_command() -> list[str]:
-    """The spark-submit command line the script runs (bash expands it; nothing runs)."""
-    script = SUBMIT.read_text().replace("spark-submit \\", "printf '%s\\n' \\", 1)
-    printed = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, check=True, timeout=30
-    )
-    return printed.stdout.splitlines()
 
 
 def test_spark_submit_passes_what_notes_print() -> None:
