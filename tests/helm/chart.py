@@ -59,6 +59,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "irsa": {
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}}
     },
+    "long-name": {"fullnameOverride": "a-release-name-much-longer-than-any-pod-host-name-allows"},
     "no-service-account": {"serviceAccount": {"create": False, "name": "lake"}},
     "marker-only": {"index": {"enabled": False}, "planner": {"enabled": False}},
     "no-marker": {"marker": {"enabled": False}},

@@ -199,6 +199,18 @@ def test_selectors_match_labels(release: Render) -> None:
         assert all(labels_match(selector, labels) for labels in pods.values())
 
 
+def test_pod_host_names_fit_a_dns_label(release: Render) -> None:
+    """A pod's host name is its name, which its advertised address and the certificate's
+    wildcard rely on: a Deployment's pods add 17 characters (ReplicaSet hash, suffix), a
+    StatefulSet's its ordinal."""
+    for workload in release.workloads():
+        name = workload["metadata"]["name"]
+        added = (
+            17 if workload["kind"] == "Deployment" else 1 + len(str(workload["spec"]["replicas"]))
+        )
+        assert len(name) + added <= 63, name
+
+
 def test_bad_values_are_refused_naming_the_value() -> None:
     refused: dict[str, dict[str, Any]] = {
         "/marker/replicaCount": {"marker": {"replicaCount": -1}},
