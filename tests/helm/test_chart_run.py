@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from rpc.certs import Authority
+from rpc.certs import Authority, Pair
 from spark.sparkkit import hudi_rs_table
 from table.table_testkit import people_config
 
@@ -48,7 +48,6 @@ from .chart import (
 
 TOKEN = "chart-test-token-0001"
 INSTANT = "20260101000000000"
-START_TIMEOUT_S = 120
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
@@ -100,7 +99,7 @@ class LocalRelease:
         server = authority.issue("server", server=True)
         client = authority.issue("client", server=False)
 
-        def pair(leaf: Any) -> dict[str, str]:
+        def pair(leaf: Pair) -> dict[str, str]:
             return {
                 "tls.crt": Path(leaf.cert).read_text(),
                 "tls.key": Path(leaf.key).read_text(),
@@ -188,8 +187,13 @@ class LocalRelease:
             line = process.popen.stdout.readline()
             if line != f"listening on 127.0.0.1:{process.ports['grpc']}\n":
                 process.popen.kill()
-                _, stderr = process.popen.communicate()
-                pytest.fail(f"{process.pod} did not start: {line!r}\n{stderr[-3000:]}")
+                process.popen.communicate()
+                logs = self.log_path(process.pod).read_text()
+                pytest.fail(f"{process.pod} did not start: {line!r}\n{logs[-3000:]}")
+
+    def log_path(self, pod: str) -> Path:
+        """Where a process's logs go (a file: a pipe nobody reads would fill and block it)."""
+        return self.directory / f"{pod}.log"
 
     def _start(self, pod: str, spec: dict[str, Any], container: dict[str, Any]) -> Process:
         mounts = self.mounts(spec, container)
@@ -214,14 +218,10 @@ class LocalRelease:
             args.append(f"{name}={value}" if name.startswith("--") else arg)
         entrypoint = image_entrypoint()
         command = [str(Path(sys.executable).parent / entrypoint[0]), *entrypoint[1:], *args]
-        popen = subprocess.Popen(
-            command,
-            env=env,
-            cwd=self.directory,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        with self.log_path(pod).open("w") as logs:
+            popen = subprocess.Popen(
+                command, env=env, cwd=self.directory, stdout=subprocess.PIPE, stderr=logs, text=True
+            )
         component = container["name"]
         return Process(pod, component, container, ports, popen)
 
