@@ -6,6 +6,8 @@ the probes only, bad values refused naming the value."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +27,7 @@ from .chart import (
     CRD_KINDS,
     KUBE_VERSION,
     NAMESPACE,
+    ROOT,
     Render,
     admitted,
     flags,
@@ -258,6 +261,21 @@ def test_every_value_is_documented_and_in_the_schema() -> None:
         for key in leaf.split("."):
             node = node["properties"][key]
         assert node, leaf
+
+
+def test_the_chart_readme_lists_every_value() -> None:
+    """helm/tidemark/README.md's Parameters tables are generated from values.yaml."""
+    checked = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "chart_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+    readme = (CHART / "README.md").read_text()
+    for name in values_leaves(yaml.safe_load((CHART / "values.yaml").read_text())):
+        assert f"| `{name}` |" in readme
 
 
 def test_optional_objects_follow_their_values() -> None:
