@@ -93,9 +93,8 @@ def test_the_custom_resources_have_the_fields_their_operators_read() -> None:
         spec = certificate["spec"]
         assert spec["secretName"] == certificate["metadata"]["name"]
         assert spec["issuerRef"] == {"name": "ca", "kind": "Issuer", "group": "cert-manager.io"}
-        assert re.fullmatch(r"(\d+h)", spec["duration"]) and re.fullmatch(
-            r"\d+h", spec["renewBefore"]
-        )
+        assert re.fullmatch(r"\d+h", spec["duration"])
+        assert re.fullmatch(r"\d+h", spec["renewBefore"])
     assert "server auth" in server["spec"]["usages"]
     assert "client auth" in client["spec"]["usages"]
 
@@ -194,6 +193,8 @@ def test_selectors_match_labels(release: Render) -> None:
             selector = selector.get("matchLabels", selector)
             matched = [name for name, labels in pods.items() if labels_match(selector, labels)]
             assert matched == [item["metadata"]["name"]]
+            for test_pod in release.of_kind("Pod"):  # never behind a Service or a budget
+                assert not labels_match(selector, test_pod["metadata"]["labels"])
     for autoscaler in release.of_kind("HorizontalPodAutoscaler"):
         target = release.named("Deployment", autoscaler["spec"]["scaleTargetRef"]["name"])
         assert "replicas" not in target["spec"]
