@@ -1,15 +1,20 @@
 """The package as users install it: the wheel in clean virtualenvs, without and with the
-``spark`` extra, and the generated stubs on the lowest grpcio and protobuf allowed."""
+``spark`` extra (the base one exactly as the Dockerfile installs it), and the generated
+stubs on the lowest grpcio and protobuf allowed."""
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
 import pytest
+from helm.chart import dockerfile_instructions, image_entrypoint
 from serving import serve_and_check_health
 from spark.sparkkit import hudi_rs_table
 
@@ -46,20 +51,55 @@ def _clean_venv(path: Path, *requirements: str) -> Path:
     return bin_dir
 
 
+def _dockerfile_pip(subcommand: str, wheels: Path) -> list[str]:
+    """The arguments of the Dockerfile's ``RUN pip <subcommand> ...`` (up to ``&&``), with
+    its wheel folder made ``wheels`` and its build context the repository."""
+    (run,) = [
+        args.split("&&")[0]
+        for name, args in dockerfile_instructions()
+        if name == "RUN" and args.startswith(f"pip {subcommand} ")
+    ]
+    local = {"/wheels": str(wheels), ".": str(ROOT)}
+    return [local.get(arg, arg) for arg in shlex.split(run)[2:]]
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the Dockerfile's build stage makes: the base package's wheel and a wheel of
+    every dependency it resolves to (from pip's index and caches, as configured here)."""
+    out = tmp_path_factory.mktemp("wheelhouse")
     built = _run(
-        sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", out, ROOT,
+        sys.executable, "-m", "pip", "wheel", "--quiet", *_dockerfile_pip("wheel", out),
         cwd=out, timeout=INSTALL_TIMEOUT_S,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-4000:]
-    (path,) = out.glob("tidemark-*.whl")
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheel(wheelhouse: Path) -> Path:
+    (path,) = wheelhouse.glob("tidemark-*.whl")
     return path
 
 
-def test_the_base_package_serves_without_pyspark(wheel: Path, tmp_path: Path) -> None:
-    bin_dir = _clean_venv(tmp_path / "venv", str(wheel))
+def test_the_image_installs_the_base_package_and_serves_as_non_root() -> None:
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=\[; ]", requirement)[0].lower() for requirement in dependencies}
+    assert "pyspark" not in names and "pandas" not in names
+    instructions = dict(dockerfile_instructions())  # the last of each kind
+    assert image_entrypoint() == ["tidemark", "serve"]
+    user = instructions["USER"].split(":")
+    assert all(int(part) != 0 for part in user)
+    assert "[" not in " ".join(_dockerfile_pip("install", Path("/wheels")))  # no extras
+
+
+def test_the_base_package_serves_without_pyspark(wheelhouse: Path, tmp_path: Path) -> None:
+    """The image's install, without Docker: its own pip command in a clean virtualenv,
+    from the wheelhouse alone (``--no-index``), so a missing dependency fails here."""
+    assert not list(wheelhouse.glob("pyspark-*")) and not list(wheelhouse.glob("pandas-*"))
+    install = _dockerfile_pip("install", wheelhouse)
+    assert "--no-index" in install
+    bin_dir = _clean_venv(tmp_path / "venv", *install)
     assert _run(bin_dir / "python", "-c", "import pyspark", cwd=tmp_path).returncode != 0
     version = _run(bin_dir / "tidemark", "--version", cwd=tmp_path)
     assert version.stdout.strip() == "tidemark 0.1.0"
