@@ -129,17 +129,6 @@ def rendered(config: str) -> Render:
     return render(CONFIGS[config])
 
 
-PENDING_SERVE_FLAGS = ("--advertise-address", "--max-connection-age-s")
-"""Flags the chart sets that ``tidemark serve`` gains on branch issue-25m (interfaces 1 and 2):
-until that branch is merged they are left out when the rendered args are parsed or run.
-Remove this filter (make it empty) after the merge."""
-
-
-def served_args(args: list[str]) -> list[str]:
-    """``args`` without the flags still pending on another branch (see above)."""
-    return [arg for arg in args if arg.partition("=")[0] not in PENDING_SERVE_FLAGS]
-
-
 def flags(args: list[str]) -> dict[str, list[str]]:
     """``--name=value`` arguments by name (repeatable flags keep every value)."""
     found: dict[str, list[str]] = {}

@@ -35,7 +35,6 @@ from .chart import (
     notes_spark_conf,
     render,
     rendered,
-    served_args,
 )
 
 GRPC_SERVICES = {"marker": MARKER_SERVICE, "index": INDEX_SERVICE, "planner": PLANNER_SERVICE}
@@ -129,7 +128,7 @@ def test_ports_and_probes_agree_with_the_server_flags(release: Render) -> None:
         args = container["args"]
         assert args[0] == component
         # Parsed as `tidemark serve` parses them: an unknown flag or bad value exits 2.
-        build_parser("serve").parse_args(["serve", *served_args(args)])
+        build_parser("serve").parse_args(["serve", *args])
         given = flags(args)
         ports = {port["name"]: port["containerPort"] for port in container["ports"]}
         metrics = int(given["--metrics-port"][0])

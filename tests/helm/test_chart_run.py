@@ -42,7 +42,6 @@ from .chart import (
     notes_addresses,
     notes_spark_conf,
     rendered,
-    served_args,
     submitted_command,
 )
 
@@ -59,13 +58,6 @@ def bound_port(port: int = 0) -> int | None:
         except OSError:
             return None
         return int(probe.getsockname()[1])
-
-
-def index_address_for_this_branch(addresses: str) -> str:
-    """The index clients on this branch dial one address; the comma-separated replica list
-    NOTES prints is issue-25i's (interfaces 4). Until that branch is merged the client
-    is given the first replica; after it, pass ``addresses`` whole and drop this."""
-    return addresses.split(",")[0]
 
 
 @dataclasses.dataclass
@@ -205,7 +197,7 @@ class LocalRelease:
         assert set(ports) == {port["name"] for port in container["ports"]}
         flag_ports = {"--port": "grpc", "--metrics-port": "metrics", "--health-port": "health"}
         args = []
-        for arg in served_args(container["args"]):
+        for arg in container["args"]:
             name, _, value = arg.partition("=")
             if name in flag_ports:
                 value = str(ports[flag_ports[name]])
@@ -359,7 +351,7 @@ def test_a_client_configured_as_notes_says_makes_real_calls(local_release: Local
     assert marker.dir_exists(INSTANT) is False
     planner = PlannerClient(addresses["planner"], config)
     assert planner.list_plans(table) == []
-    index = IndexClient(index_address_for_this_branch(addresses["index"]), table, config)
+    index = IndexClient(addresses["index"], table, config)
     assert index.status().exists is False
     if local_release.values["auth"]["enabled"]:
         anonymous = dataclasses.replace(config, token=None, max_attempts=1)
@@ -388,7 +380,7 @@ def test_the_spark_submit_example_writes_through_the_release(
     local = {"--table": table, "--input": str(source)}
     for flag in ("--marker-service", "--index-service"):
         address = local_release.local_address(job[job.index(flag) + 1])
-        local[flag] = index_address_for_this_branch(address)
+        local[flag] = address
     args = [local.get(previous, arg) for previous, arg in zip(["", *job[:-1]], job, strict=True)]
     env = {key: value for key, value in os.environ.items() if not key.startswith("TIDEMARK_")}
     written = subprocess.run(
