@@ -33,6 +33,7 @@ from tidemark.clients.planner import PlannerClient
 from tidemark.config import ClientConfig
 from tidemark.errors import UnauthenticatedError
 from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
 
 from .chart import (
     NAMESPACE,
@@ -397,7 +398,8 @@ def test_the_spark_submit_example_writes_through_the_release(
     assert TOKEN not in written.stdout + written.stderr
     config = ClientConfig.from_env(notes_env(local_release))
     index = IndexClient(local["--index-service"], table, config)
-    found = index.lookup(["e1", "e3", "nope"])
+    written_at = HoodieTable.open(table).timeline.completed(WRITE_ACTIONS)[-1].timestamp
+    found = index.lookup(["e1", "e3", "nope"], as_of=written_at)
     assert found.column("partition").to_pylist() == ["d1", "d2", None]
     rows = hudi_rs_table(table)
     assert rows is not None

@@ -169,3 +169,25 @@ def test_a_stream_broken_by_an_unavailable_shard_resumes_at_the_unanswered_batch
     assert [(row["partition"], row["file_id"]) for row in located.to_pylist()] == [
         location_of(key) for key in [*first, *second]
     ]
+
+
+def test_long_keys_go_in_batches_that_fit_the_message_limit(
+    indexed_table: str, index_service: EmbeddedServer
+) -> None:
+    small = ClientConfig(
+        timeout_s=10.0, max_attempts=2, initial_backoff_s=0.01, max_message_bytes=256 * 1024
+    )
+    client = IndexClient(index_service.address, indexed_table, small)
+    long_keys = [f"{number:04d}-" + "k" * 3_000 for number in range(300)]
+    commits = Commits(open_storage(indexed_table))
+    instant = commits.start()
+    changes = pa.table(
+        {"key": long_keys, "partition": ["dt=2024-03-01"] * 300, "file_id": ["group-7"] * 300}
+    )
+
+    assert client.stage(instant, changes) == 300
+    commits.complete(instant)
+    located = client.lookup([*long_keys, KEYS[0]], as_of=instant)
+
+    assert located["key"].to_pylist() == [*long_keys, KEYS[0]]
+    assert located["file_id"].to_pylist() == [*["group-7"] * 300, location_of(KEYS[0])[1]]

@@ -18,7 +18,13 @@ from services.marker import FULL_NAME as MARKER
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, check_reachable
 from tidemark.config import ClientConfig, ServerConfig
 from tidemark.rpc.client import channel_for
-from tidemark.rpc.options import AGE_JITTER, client_options, jittered_ms, server_options
+from tidemark.rpc.options import (
+    AGE_JITTER,
+    MAX_RECONNECT_BACKOFF_MS,
+    client_options,
+    jittered_ms,
+    server_options,
+)
 from tidemark.rpc.server import advertise_address
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
@@ -104,6 +110,7 @@ def test_server_and_client_options_come_from_the_same_numbers() -> None:
     ):
         assert client[key] == server[key]
     assert '"round_robin"' in str(client["grpc.service_config"])
+    assert client["grpc.max_reconnect_backoff_ms"] == MAX_RECONNECT_BACKOFF_MS < 120_000
     assert (server["grpc.max_connection_age_ms"], server["grpc.max_connection_age_grace_ms"]) == (
         13,
         17,

@@ -4,7 +4,8 @@ rolled-back instant) and operators (stats, compaction).
 
 Picklable: only the address and the table travel, the channel opens lazily in the
 process that uses it. Keys go out and locations come back as Arrow IPC (see
-``tidemark.rpc.arrow_ipc``) in batches of ``batch_keys``; one batch is a unary call,
+``tidemark.rpc.arrow_ipc``) in batches of at most ``batch_keys`` that also fit half the
+channel's message limit (long keys make smaller batches); one batch is a unary call,
 more are one StreamLookup call that, when the service becomes unreachable mid-stream,
 is retried from the first unanswered batch. Every call is idempotent (a stage call
 writes the same delta files again), so retries are always safe.
@@ -25,6 +26,7 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tidemark.clients.index_replicas import Replicas, replica_addresses
 from tidemark.config import ClientConfig
@@ -46,6 +48,9 @@ BATCH_KEYS = 100_000
 """Keys per request: large enough that the per-call cost vanishes, 4 MB of UUID keys."""
 LOCATION_COLUMNS = ("partition", "file_id", "instant")
 LOCATIONS_FIELD = "locations"
+ROW_OVERHEAD_BYTES = 256
+"""What a key's row adds beyond its own bytes, in a request or its answer (the answer's
+partition, file id and instant, Arrow offsets), when sizing batches."""
 TABLE_SHARD = 0
 """The shard whose owner answers the calls about the whole table (status, stats...)."""
 
@@ -132,11 +137,12 @@ class IndexClient:
         """Stage ``changes`` (key, partition, file_id; both null = delete) for ``instant``,
         visible once it completes; returns how many were staged."""
         staged = 0
-        for start in range(0, len(changes), self.batch_keys):
+        row_bytes = np.sum([_value_bytes(changes[name]) for name in changes.column_names], axis=0)
+        for start, length in self._batches(row_bytes):
             request = pb.StageChangesRequest(
                 table=self._table,
                 instant_time=instant,
-                changes=arrow_ipc.encode(changes.slice(start, self.batch_keys)),
+                changes=arrow_ipc.encode(changes.slice(start, length)),
             )
 
             def send(client: Client, request: pb.StageChangesRequest = request) -> int:
@@ -210,14 +216,28 @@ class IndexClient:
         return self._shards
 
     def _lookup_at(self, client: Client, keys: pa.Array, as_of: str) -> pa.Table:
-        """``keys`` looked up by one service (or replica): one call per ``batch_keys``."""
-        batches = [
-            keys.slice(start, self.batch_keys) for start in range(0, len(keys), self.batch_keys)
-        ]
+        """``keys`` looked up by one service (or replica): one call per batch."""
+        batches = [keys.slice(start, length) for start, length in self._batches(_value_bytes(keys))]
         if len(batches) > 1:
             return pa.concat_tables(self._stream(client, batches, as_of))
         request = pb.LookupRequest(table=self._table, keys=_keys_payload(keys), as_of_instant=as_of)
         return _locations(client.call(client.stub.Lookup, request).locations)
+
+    def _batches(self, row_bytes: np.ndarray) -> list[tuple[int, int]]:
+        """(start, length) of consecutive rows: at most ``batch_keys`` rows whose bytes
+        (``row_bytes`` plus the overhead of each) fit half the message limit, so a
+        request and its answer both pass the channel however long the keys are."""
+        budget = self._client.config.max_message_bytes // 2
+        ends = np.cumsum(row_bytes + ROW_OVERHEAD_BYTES)
+        batches: list[tuple[int, int]] = []
+        start = 0
+        while start < len(row_bytes):
+            spent = ends[start - 1] if start else 0
+            fitting = int(np.searchsorted(ends, spent + budget, side="right")) - start
+            length = min(max(fitting, 1), self.batch_keys)
+            batches.append((start, length))
+            start += length
+        return batches
 
     def _stream(self, client: Client, batches: list[pa.Array], as_of: str) -> list[pa.Table]:
         """One StreamLookup over ``batches``; a retry resends only unanswered batches."""
@@ -237,6 +257,12 @@ class IndexClient:
         timeout = client.config.timeout_s * len(batches)
         client.call(run, None, timeout=timeout)
         return answers
+
+
+def _value_bytes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Each row's string bytes in ``column`` (0 for a null)."""
+    lengths = pc.fill_null(pc.binary_length(column), 0)
+    return np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _keys_payload(keys: pa.Array) -> bytes:

@@ -19,6 +19,9 @@ import random
 
 ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
 """The service config of every client channel."""
+MAX_RECONNECT_BACKOFF_MS = 5_000
+"""A channel retries a lost connection at least this often (gRPC's default backoff grows
+to 120 s), so a replica back from a restart gets its traffic back within seconds."""
 AGE_JITTER = 0.1
 """Connection ages vary by this fraction either way, so the connections a client opened
 at once to the replicas (and those of a job's many executors) do not all close together."""
@@ -33,6 +36,7 @@ def client_options(
     return [
         *_limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms),
         ("grpc.service_config", ROUND_ROBIN),
+        ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
     ]
 
 
