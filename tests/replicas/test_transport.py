@@ -91,7 +91,7 @@ def test_server_connection_ages_are_jittered_ten_percent() -> None:
 
 def test_server_and_client_options_come_from_the_same_numbers() -> None:
     numbers = {"max_message_bytes": 5, "keepalive_time_ms": 7, "keepalive_timeout_ms": 11}
-    client = dict(client_options(**numbers))
+    client = dict(client_options(target="dns:///replicas:1", **numbers))
     server = dict(
         server_options(
             max_message_bytes=5,
@@ -110,6 +110,7 @@ def test_server_and_client_options_come_from_the_same_numbers() -> None:
     ):
         assert client[key] == server[key]
     assert '"round_robin"' in str(client["grpc.service_config"])
+    assert "grpc.service_config" not in dict(client_options(target="host:1", **numbers))
     assert client["grpc.max_reconnect_backoff_ms"] == MAX_RECONNECT_BACKOFF_MS < 120_000
     assert (server["grpc.max_connection_age_ms"], server["grpc.max_connection_age_grace_ms"]) == (
         13,
@@ -189,3 +190,20 @@ def test_calls_over_three_replicas_survive_losing_one(
     assert answers == [False] * 800
     assert replicas[0].process.process.poll() is not None
     assert all(replica.calls(MARKER, "MarkerDirExists") > 0 for replica in replicas[1:])
+
+
+def test_a_service_restarted_on_its_address_answers_the_next_call(
+    start_replica: StartReplica, local_root: str
+) -> None:
+    """A plain ``host:port`` keeps pick_first, which reconnects on the next call: the
+    process's cached channel reaches a service restarted on the same port at once
+    (round robin would fail calls until its reconnect backoff ends)."""
+    first = start_replica("marker")
+    address = f"127.0.0.1:{first.port}"
+    reader = ServiceMarkerReader(address, as_table(local_root), CLIENT)
+    assert reader.dir_exists(INSTANT) is False
+    first.process.kill()
+    time.sleep(8)
+    start_replica("marker", args=["--port", str(first.port)])
+
+    assert reader.dir_exists(INSTANT) is False

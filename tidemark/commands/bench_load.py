@@ -147,6 +147,7 @@ async def _marker_load(spec: LoadSpec, outcome: LoadOutcome, deadline: float) ->
     round's dir is listed back (every marker must be there) and deleted."""
     (table_uri,) = spec.tables
     options = client_options(
+        target=spec.address,
         max_message_bytes=ClientConfig().max_message_bytes,
         keepalive_time_ms=ClientConfig().keepalive_time_ms,
         keepalive_timeout_ms=ClientConfig().keepalive_timeout_ms,

@@ -220,6 +220,7 @@ def _grpc_calls(spec: LoadSpec, channel: grpc.aio.Channel) -> tuple[Callable[...
 
 async def _run_grpc(spec: LoadSpec, barrier: Barrier) -> LoadResult:
     options = client_options(
+        target=spec.address,
         max_message_bytes=ClientConfig().max_message_bytes,
         keepalive_time_ms=ClientConfig().keepalive_time_ms,
         keepalive_timeout_ms=ClientConfig().keepalive_timeout_ms,

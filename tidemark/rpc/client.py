@@ -77,6 +77,7 @@ def channel_for(address: str, *, config: ClientConfig | None = None) -> grpc.Cha
     by the channels of processes started after the renewal."""
     settings = config or ClientConfig()
     options = client_options(
+        target=address,
         max_message_bytes=settings.max_message_bytes,
         keepalive_time_ms=settings.keepalive_time_ms,
         keepalive_timeout_ms=settings.keepalive_timeout_ms,
