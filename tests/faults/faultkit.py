@@ -346,8 +346,12 @@ class StoredLease:
 
 
 def error_line(stderr: str) -> str:
-    """The last non-empty line a failed command printed."""
-    return [line for line in stderr.splitlines() if line.strip()][-1]
+    """The one-line error a failed command printed (``tidemark <command>: error: ...``),
+    else its last non-empty line: a Spark JVM stopped with its tasks may print stack
+    lines after it."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("tidemark ") and ": error: " in line]
+    return (errors or lines)[-1]
 
 
 def completed_instants(uri: str, actions: frozenset[str] | None = None) -> list[str]:

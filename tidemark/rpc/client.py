@@ -13,6 +13,7 @@ the retries is one error naming it and its address.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import threading
@@ -50,6 +51,18 @@ AUTHORIZATION_KEY = "authorization"
 
 _channels: dict[tuple[int, str, ClientConfig | None], grpc.Channel] = {}
 _channels_lock = threading.Lock()
+
+
+@atexit.register
+def _close_channels() -> None:
+    """Close this process's channels before the interpreter tears down, so gRPC's own
+    threads stop in order (a channel left open can abort the exit in C++)."""
+    with _channels_lock:
+        for channel in _channels.values():
+            channel.close()
+        _channels.clear()
+
+
 _tokens: dict[str, tuple[tuple[int, int], str]] = {}
 _embedded: set[str] = set()
 
