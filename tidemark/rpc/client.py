@@ -57,10 +57,16 @@ _channels_lock = threading.Lock()
 def _close_channels() -> None:
     """Close this process's channels before the interpreter tears down, so gRPC's own
     threads stop in order (a channel left open can abort the exit in C++)."""
+    close_channels(lambda _: True)
+
+
+def close_channels(matching: Callable[[str], bool]) -> None:
+    """Close and forget this process's channels to the addresses ``matching`` accepts: a
+    cached channel to a stopped server may sit in reconnect backoff, failing calls fast,
+    when a later server of this process gets the same loopback port."""
     with _channels_lock:
-        for channel in _channels.values():
-            channel.close()
-        _channels.clear()
+        for key in [key for key in _channels if matching(key[1])]:
+            _channels.pop(key).close()
 
 
 _tokens: dict[str, tuple[tuple[int, int], str]] = {}

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Self
 
 from tidemark.config import ServerConfig
-from tidemark.rpc.client import set_embedded
+from tidemark.rpc.client import close_channels, set_embedded
 from tidemark.rpc.registry import ServiceDefinition, resolve_services
 from tidemark.rpc.server import RunningServer, build_server
 
@@ -31,6 +31,7 @@ class EmbeddedServer:
         """Let in-flight calls finish, then close the services."""
         self._server.stop(STOP_GRACE_S)
         set_embedded(self.address, False)
+        close_channels(lambda address: address == self.address)
 
     def __enter__(self) -> Self:
         return self
