@@ -1,6 +1,9 @@
 # Two commands do all the set-up (see README): `make demo` and `make test`.
 PYTHON_BOOTSTRAP ?= python3.11
 VENV := .venv
+# pytest processes: the suite mostly waits (Spark, servers, S3), so two workers on two cores
+# halve its wall time; TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 
@@ -31,7 +34,7 @@ lint: setup
 	$(VENV)/bin/buf breaking --against protos/image.binpb
 
 test: lint
-	$(VENV)/bin/pytest $(ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 protos: setup
 	$(PY) scripts/gen_protos.py

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> 
         capture_output=True,
         text=True,
         timeout=900,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a signal prints every thread's stack
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

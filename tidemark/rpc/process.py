@@ -14,10 +14,12 @@ from tidemark.errors import UnavailableError
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
 STOP_TIMEOUT_S = 30.0
+FREE_PORTS = ("--port", "0", "--metrics-port", "0")
 
 
 class ServeProcess:
-    """Starts ``tidemark serve SERVICE --port 0`` and waits for its ``listening on`` line."""
+    """Starts ``tidemark serve SERVICE --port 0 --metrics-port 0`` and waits for its
+    ``listening on`` line: free ports, so several such processes run side by side."""
 
     def __init__(
         self,
@@ -28,10 +30,10 @@ class ServeProcess:
         show_logs: bool = False,
         log_file: IO[str] | None = None,
     ) -> None:
-        """``args`` come after ``--port 0`` (a later ``--port`` wins); the child's logs go
+        """``args`` come after the ports (a later ``--port`` wins); the child's logs go
         to ``log_file`` if given, else to this process's stderr with ``show_logs``, else
         nowhere."""
-        command = [sys.executable, "-m", "tidemark.cli", "serve", service, "--port", "0", *args]
+        command = [sys.executable, "-m", "tidemark.cli", "serve", service, *FREE_PORTS, *args]
         self.process = subprocess.Popen(
             command,
             env={**os.environ, **(env or {})},
