@@ -8,9 +8,12 @@ image needs no Spark, and a service starts half a second sooner.
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from typing import NoReturn
 
 from tidemark.commands.spark_extra import add_needs_spark, import_command
 from tidemark.config import export_client_arguments
@@ -68,5 +71,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run() -> NoReturn:
+    """The console script. Once the command is done, Python's exit handlers run and the
+    process ends without the interpreter's teardown, where native thread pools still alive
+    (Arrow's I/O threads, gRPC's) can abort a finished, successful run in C++
+    (``terminate called without an active exception``, exit -6; seen at the demo's exit
+    under load, and a known Arrow teardown race)."""
+    code = main()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
