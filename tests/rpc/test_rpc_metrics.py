@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import urllib.request
 from collections.abc import Callable
 
@@ -52,5 +53,5 @@ def test_requests_latency_and_errors_are_counted_per_method(
         if name == "grpc_server_handling_seconds_bucket" and ("grpc_method", "Echo") in labels
     )
     assert buckets[-1] == (float("inf"), 2)
-    assert all(low[1] <= high[1] for low, high in zip(buckets, buckets[1:], strict=False))
+    assert all(low[1] <= high[1] for low, high in itertools.pairwise(buckets))
     assert value("grpc_server_handling_seconds_sum", grpc_method="Echo") > 0
