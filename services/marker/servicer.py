@@ -46,7 +46,10 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
             functools.partial(table_uri, config=config)
         )
         """Canonical table URI by requested base path: every create names its table, and
-        resolving a local path is a syscall."""
+        resolving a table is a storage call. Refusals raise, so they are not cached (a
+        table created later is accepted)."""
+        self._dir_of = functools.lru_cache(maxsize=1024)(self._validated_dir)
+        """The same per (base path, instant time): one lookup per create for both."""
 
     async def CreateMarker(  # noqa: N802 (gRPC method name)
         self, request: pb.CreateMarkerRequest, context: Context
@@ -91,10 +94,10 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
 
     def _marker_dir(self, request: DirRequest) -> tuple[str, str]:
         """The (canonical table URI, instant) a request names, validated."""
-        return (
-            self._table_uri(request.table.base_path),
-            requests.instant_time(request.instant_time),
-        )
+        return self._dir_of(request.table.base_path, request.instant_time)
+
+    def _validated_dir(self, base_path: str, instant_time: str) -> tuple[str, str]:
+        return self._table_uri(base_path), requests.instant_time(instant_time)
 
     async def _create(self, table: str, instant: str, names: list[str]) -> list[bool]:
         """Queue without leaving the loop and await the flush; on a dir's first use,

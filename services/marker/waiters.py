@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 Outcome = list[bool] | BaseException
 """Per marker True = created, False = existed; or why the call failed."""
 
 
-@dataclass(frozen=True)
-class PendingCreate:
-    """One create call: its marker names and the future its handler awaits."""
+class PendingCreate(NamedTuple):
+    """One create call: its marker names and the future its handler awaits (a tuple:
+    one is built per create, on the event loop)."""
 
     names: Sequence[str]
     future: asyncio.Future[list[bool]]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from typing import Any
 
 import pytest
 
 from tidemark.cli import main
-from tidemark.commands.bench_markers import readme_rows, storage_server
+from tidemark.commands.bench_markers import process_cpu_s, readme_rows, storage_server
 
 TINY = ["--markers", "300", "--writers", "8", "--echo-calls", "100", "--batch-size", "50"]
 
@@ -41,6 +43,9 @@ def test_bench_markers_reports_both_mechanisms(capsys: pytest.CaptureFixture[str
         "echo_calls_per_s",
     ):
         assert report[key] > 0
+    # CPU is counted in clock ticks: a tiny run may round to none
+    assert report["service_cpu_ms_per_create"] >= 0 and report["echo_cpu_ms_per_call"] >= 0
+    assert any(line.startswith("server CPU: ") for line in table)
     # local storage counts one request per listing, not per page: no S3 model from it
     assert report["model_latency_ms"] is None
     assert report["direct_list_model_s"] is None
@@ -102,3 +107,12 @@ def test_bench_markers_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> 
         main(["bench", "markers", "--writers", "0", "--storage", "local"])
     assert exit_info.value.code == 2
     assert "--writers: must be > 0, got 0" in capsys.readouterr().err
+
+
+def test_process_cpu_seconds_are_the_process_own_user_and_system_time() -> None:
+    """The field the bench reads per server process is its own user + system time (not
+    its children's, not wall time): for this process it matches ``process_time``."""
+    began = time.process_time()
+    while time.process_time() - began < 0.3:
+        sum(range(10_000))
+    assert abs(process_cpu_s(os.getpid()) - time.process_time()) < 0.05

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import urllib.request
 from collections.abc import Callable
 
@@ -45,3 +46,12 @@ def test_requests_latency_and_errors_are_counted_per_method(
     assert value("grpc_server_handled_total", grpc_method="Fail", grpc_code="NOT_FOUND") == 1
     assert value("grpc_server_handled_total", grpc_method="Crash", grpc_code="INTERNAL") == 1
     assert value("grpc_server_handling_seconds_count", grpc_method="Echo") == 2
+    # buckets are cumulative up to +Inf, which holds every call; the sum is their time
+    buckets = sorted(
+        (float(dict(labels)["le"]), count)
+        for (name, labels), count in samples.items()
+        if name == "grpc_server_handling_seconds_bucket" and ("grpc_method", "Echo") in labels
+    )
+    assert buckets[-1] == (float("inf"), 2)
+    assert all(low[1] <= high[1] for low, high in itertools.pairwise(buckets))
+    assert value("grpc_server_handling_seconds_sum", grpc_method="Echo") > 0

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import grpc
 import numpy as np
@@ -71,6 +71,7 @@ from tidemark.table.properties import PROPERTIES_PATH, format_properties
 from tidemark.testing.s3local import FaultProxy, LocalS3Server, free_port
 
 LoadKind = Literal["echo", "create", "create_many", "direct"]
+T = TypeVar("T")
 SERVER_START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 120.0
 PARTITIONS = 100
@@ -349,15 +350,23 @@ def _serve_bare_echo(ready: Any) -> None:
     asyncio.run(serve())
 
 
+@dataclass(frozen=True)
+class EchoServer:
+    address: str
+    pid: int
+
+
 @contextlib.contextmanager
-def bare_echo_server() -> Iterator[str]:
-    """The address of a bare echo server running in a spawned process."""
+def bare_echo_server() -> Iterator[EchoServer]:
+    """A bare echo server running in a spawned process: its address and process id."""
     context = multiprocessing.get_context("spawn")
     ready = context.Queue()
     process = context.Process(target=_serve_bare_echo, args=(ready,), daemon=True)
     process.start()
     try:
-        yield f"127.0.0.1:{ready.get(timeout=SERVER_START_TIMEOUT_S)}"
+        port = ready.get(timeout=SERVER_START_TIMEOUT_S)
+        assert process.pid is not None
+        yield EchoServer(f"127.0.0.1:{port}", process.pid)
     finally:
         process.terminate()
         process.join()
@@ -443,10 +452,25 @@ def count_objects(storage: Storage, instant: str) -> int:
     return sum(1 for prefix in prefixes for _ in storage.list(prefix))
 
 
+def process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` has used so far (Linux ``/proc``): what
+    the server itself computed, which other jobs on the machine slow down but do not add to."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     began = time.perf_counter()
     value = fn()
     return time.perf_counter() - began, value
+
+
+def timed_cpu(pid: int, fn: Callable[[], T]) -> tuple[float, T]:
+    """CPU seconds process ``pid`` used while ``fn`` ran, and what ``fn`` returned."""
+    began = process_cpu_s(pid)
+    value = fn()
+    return process_cpu_s(pid) - began, value
 
 
 def storage_server(storage_kind: str) -> str:
@@ -478,15 +502,24 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
     load = {"table_uri": root, "writers": writers, "processes": args.processes}
     server = MarkerServerProcess()
     try:
-        with bare_echo_server() as echo_address:
-            echo_runs = [echo_load(echo_address, args.echo_calls, load)]
+        with bare_echo_server() as echo:
+            echo_cpu_s, first_echo = timed_cpu(
+                echo.pid, lambda: echo_load(echo.address, args.echo_calls, load)
+            )
             single_instant = new_instant_time()
             before = server.counters()
-            single = run_load(
-                "create", address=server.address, instant=single_instant, count=markers, **load
+            service_cpu_s, single = timed_cpu(
+                server.server.pid,
+                lambda: run_load(
+                    "create", address=server.address, instant=single_instant, count=markers, **load
+                ),
             )
             created = server.counters()
-            echo_runs.append(echo_load(echo_address, args.echo_calls, load))
+            second_cpu_s, second_echo = timed_cpu(
+                echo.pid, lambda: echo_load(echo.address, args.echo_calls, load)
+            )
+            echo_runs = [first_echo, second_echo]
+            echo_cpu_s += second_cpu_s
         service_objects = count_objects(storage, single_instant)
         service_files = sum(
             1
@@ -578,6 +611,8 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
         "echo_calls_per_s": echo_calls_per_s,
         "echo_p99_ms": max(run.p99_ms for run in echo_runs),
         "service_vs_echo": single.calls_per_s / echo_calls_per_s,
+        "service_cpu_ms_per_create": service_cpu_s * 1000 / single.calls,
+        "echo_cpu_ms_per_call": echo_cpu_s * 1000 / sum(run.calls for run in echo_runs),
         "references": list(REFERENCES),
     }
 
@@ -657,6 +692,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"bare gRPC echo ceiling: {report['echo_calls_per_s']:,.0f} calls/s, "
         f"p99 {report['echo_p99_ms']:.1f} ms; "
         f"CreateMarker reaches {report['service_vs_echo']:.0%} of it",
+        f"server CPU: {report['service_cpu_ms_per_create']:.3f} ms per CreateMarker, "
+        f"{report['echo_cpu_ms_per_call']:.3f} ms per echo call",
         f"CreateMarkers x{report['service_many_batch_size']}: "
         f"{report['service_many_markers_per_s']:,.0f} markers/s",
         "references (quoted, not measured here):",
@@ -712,6 +749,12 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{result['service_markers_per_s']:,.0f}/s",
             f"{result['echo_calls_per_s']:,.0f}/s",
             f"{result['service_vs_echo']:.0%}",
+        ),
+        (
+            "same: server CPU per single create vs per echo call (user + system, load-robust)",
+            f"{result['service_cpu_ms_per_create']:.3f} ms",
+            f"{result['echo_cpu_ms_per_call']:.3f} ms",
+            f"{result['service_cpu_ms_per_create'] / result['echo_cpu_ms_per_call']:.2f}x echo's",
         ),
         (
             "same: create p99 (p50)",

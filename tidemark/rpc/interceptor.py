@@ -11,7 +11,7 @@ UNKNOWN gRPC would answer. Every call is counted and timed per method and status
 The hot path is a marker create of a few hundred microseconds, so the interceptor is
 built for it: each method's handler is wrapped once and cached (``intercept_service``
 runs for every call), the wrapper is one coroutine with a plain try/except, metric
-children are resolved once per method and code, and the request id is computed only
+counts are plain numbers per method (see ``RpcMetrics``), and the request id is computed only
 when a log line or an error needs it.
 """
 

@@ -7,68 +7,104 @@ Error counts by code are ``grpc_server_handled_total`` with ``grpc_code`` other 
 
 from __future__ import annotations
 
+import bisect
 import errno
+import itertools
+import math
 import time
+from collections.abc import Iterator
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from tidemark.errors import ConfigError
 
+LATENCY_BUCKETS: tuple[float, ...] = Histogram.DEFAULT_BUCKETS[:-1]
+"""Upper bounds of the latency histogram (Prometheus's defaults, +Inf apart)."""
 
-class RpcMetrics:
-    """Started/handled calls and latency per service, method and status code."""
+
+class RpcMetrics(Collector):
+    """Started/handled calls and latency per service, method and status code.
+
+    Calls update plain numbers (``MethodMetrics``) and the Prometheus families are built
+    from them at scrape time: a Prometheus child takes a lock on every update, three
+    times per call, which a marker create of about 150 microseconds of CPU notices."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        labels = ["grpc_service", "grpc_method"]
-        self.started = Counter(
-            "grpc_server_started", "RPCs started on the server.", labels, registry=registry
-        )
-        self.handled = Counter(
-            "grpc_server_handled",
-            "RPCs completed on the server, by status code.",
-            [*labels, "grpc_code"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "grpc_server_handling_seconds",
-            "Time from the start of an RPC to its completion.",
-            labels,
-            registry=registry,
-        )
+        self._methods: list[MethodMetrics] = []
+        registry.register(self)
 
     def for_method(self, method: str) -> MethodMetrics:
         """The metrics of ``method`` (the full ``/package.Service/Method``)."""
         service, _, name = method.lstrip("/").rpartition("/")
-        return MethodMetrics(self, service, name)
+        metrics = MethodMetrics(service, name)
+        self._methods.append(metrics)
+        return metrics
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["grpc_service", "grpc_method"]
+        started = CounterMetricFamily(
+            "grpc_server_started", "RPCs started on the server.", labels=labels
+        )
+        handled = CounterMetricFamily(
+            "grpc_server_handled",
+            "RPCs completed on the server, by status code.",
+            labels=[*labels, "grpc_code"],
+        )
+        latency = HistogramMetricFamily(
+            "grpc_server_handling_seconds",
+            "Time from the start of an RPC to its completion.",
+            labels=labels,
+        )
+        for method in list(self._methods):
+            names = [method.service, method.name]
+            started.add_metric(names, method.started)
+            for code, count in list(method.handled.items()):
+                handled.add_metric([*names, code.name], count)
+            counts = list(method.bucket_counts)
+            cumulative = list(itertools.accumulate(counts))
+            latency.add_metric(
+                names,
+                buckets=[
+                    (floatToGoString(bound), total)
+                    for bound, total in zip((*LATENCY_BUCKETS, math.inf), cumulative, strict=True)
+                ],
+                sum_value=method.seconds,
+            )
+        yield started
+        yield handled
+        yield latency
 
 
 class MethodMetrics:
-    """One method's metric children, resolved once: ``labels()`` is a locked dict
-    lookup that would otherwise run several times per call."""
+    """One method's counts, updated only on its server's event loop (one thread, so
+    plain ``+=`` loses nothing) and read by the scrape thread."""
 
-    def __init__(self, metrics: RpcMetrics, service: str, name: str) -> None:
-        self._metrics = metrics
-        self._service = service
-        self._name = name
-        self._started = metrics.started.labels(service, name)
-        self._latency = metrics.latency.labels(service, name)
-        self._handled: dict[grpc.StatusCode, Counter] = {}
+    __slots__ = ("bucket_counts", "handled", "name", "seconds", "service", "started")
+
+    def __init__(self, service: str, name: str) -> None:
+        self.service = service
+        self.name = name
+        self.started = 0
+        self.handled: dict[grpc.StatusCode, int] = {}
+        self.bucket_counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        """Calls per latency bucket (not cumulative); the last one is +Inf."""
+        self.seconds = 0.0
 
     def start(self) -> float:
         """Count the call; returns its start time for ``finish``."""
-        self._started.inc()
+        self.started += 1
         return time.perf_counter()
 
     def finish(self, began: float, code: grpc.StatusCode) -> None:
-        self._latency.observe(time.perf_counter() - began)
-        handled = self._handled.get(code)
-        if handled is None:
-            handled = self._handled[code] = self._metrics.handled.labels(
-                self._service, self._name, code.name
-            )
-        handled.inc()
+        elapsed = time.perf_counter() - began
+        self.bucket_counts[bisect.bisect_left(LATENCY_BUCKETS, elapsed)] += 1
+        self.seconds += elapsed
+        self.handled[code] = self.handled.get(code, 0) + 1
 
 
 class MetricsEndpoint:
