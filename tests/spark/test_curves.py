@@ -205,6 +205,24 @@ def test_zorder_is_monotone_in_every_coordinate(dimensions: int, data: st.DataOb
     assert index[0] <= index[1]
 
 
+@pytest.mark.parametrize(
+    ("dimensions", "bits"), [(1, 64), (2, 32), (2, 10), (3, 21), (4, 16), (5, 12), (9, 7), (64, 1)]
+)
+def test_zorder_matches_interleaving_one_bit_at_a_time(dimensions: int, bits: int) -> None:
+    """The byte-table interleave is the plain bit loop: bit ``i`` of coordinate ``j`` at
+    ``i * d + d - 1 - j``, bits at or above ``bits`` ignored."""
+    rng = np.random.default_rng(dimensions * 100 + bits)
+    coordinates = [
+        rng.integers(0, 2**63, 1000).astype(np.uint64) * np.uint64(2) + np.uint64(i % 2)
+        for i in range(dimensions)
+    ]
+    expected = np.zeros(1000, dtype=np.uint64)
+    for bit in range(bits - 1, -1, -1):
+        for coordinate in coordinates:
+            expected = (expected << np.uint64(1)) | ((coordinate >> np.uint64(bit)) & np.uint64(1))
+    assert np.array_equal(zorder(coordinates, bits), expected)
+
+
 def test_curves_refuse_grids_wider_than_64_bits() -> None:
     with pytest.raises(InvalidArgumentError, match="do not fit"):
         zorder([np.zeros(1, np.uint64)] * 3, 22)
