@@ -211,6 +211,23 @@ def test_a_group_split_across_tasks_writes_the_rows_and_order_of_the_whole_group
     assert sorted(written) == sorted(expected)
 
 
+def test_a_plan_without_sort_columns_stitches_files_in_plan_order(
+    spark: SparkSession, table: str
+) -> None:
+    """No sort columns: the output file holds its group's files' rows one file after
+    another in plan order (the files are decoded in one multi-threaded Arrow scan)."""
+    inputs = HoodieTable.open(table).view().file_groups_by_partition()
+    schedule(table, (), output_files=1)
+    [result] = cluster(spark, table)
+    assert (result.groups, result.files_written, result.rows) == (2, 2, ROWS)
+    view = HoodieTable.open(table).view().file_groups_by_partition()
+    for partition, files in inputs.items():
+        assert len(files) > 1
+        [written] = view[partition]
+        expected = pa.concat_tables([_read(table, f.path) for f in files]).column("id")
+        assert _read(table, written.path).column("id").to_pylist() == expected.to_pylist()
+
+
 def _expected_files(uri: str, inputs: list[BaseFile], layout: str, files: int) -> list[list[int]]:
     """The ids of each output file, from the layout order of the inputs in plan order."""
     rows = pa.concat_tables([_read(uri, f.path) for f in inputs])
