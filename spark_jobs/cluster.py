@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import structlog
@@ -551,6 +552,7 @@ def cluster_slice(
     else:
         rows = _rows_at(storage, task.paths, offsets, positions, context)
     row_group_rows = max(1, row_group_bytes * total // max(1, task.input_bytes))
+    plain = mostly_distinct(rows.slice(0, row_group_rows))
     stats = []
     identity = current_task()
     for low, high in itertools.pairwise(bounds[first : stop + 1]):
@@ -564,6 +566,7 @@ def cluster_slice(
             file_id=new_file_id(),
             schema=context.file_schema,
             populate_meta_fields=context.config.populate_meta_fields,
+            plain_columns=plain,
         ) as writer:
             writer.write_carried(rows.slice(low - start, high - low), row_group_rows)
             stats.append(writer.close())
@@ -571,6 +574,18 @@ def cluster_slice(
         if spark_task is not None:
             faults.fail_task_after_file_written(spark_task)
     return stats
+
+
+def mostly_distinct(sample: pa.Table) -> frozenset[str]:
+    """Columns more than half of whose values in ``sample`` (the slice's first row group,
+    in the layout's order) are distinct: a dictionary of them costs a hash per value and
+    makes the file larger, so they are written plain (parquet-mr, Hudi's writer, likewise
+    falls back to plain when its dictionary does not pay; Arrow only at its page limit)."""
+    return frozenset(
+        name
+        for name, values in zip(sample.column_names, sample.columns, strict=True)
+        if 2 * pc.count_distinct(values, mode="all").as_py() > sample.num_rows
+    )
 
 
 def _group_order(

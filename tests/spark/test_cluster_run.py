@@ -35,6 +35,7 @@ from spark_jobs.cluster import (
     MIN_SLICE_INPUT_BYTES,
     ClusterResult,
     group_tasks,
+    mostly_distinct,
     run_clustering,
     split_groups,
 )
@@ -53,7 +54,7 @@ from tidemark.table.clustering_plan import (
 )
 from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
-from tidemark.table.keys import FILE_NAME, META_COLUMNS, RECORD_KEY
+from tidemark.table.keys import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
 from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
@@ -174,6 +175,12 @@ def test_clustering_keeps_rows_and_orders_files_by_layout(
             file_rows = _read(table, base.path)
             assert set(file_rows.column(FILE_NAME).to_pylist()) == {base.path.rpartition("/")[2]}
             assert pq.ParquetFile(Path(table) / base.path).metadata.num_row_groups > 1
+            assert _dictionary_encoded(Path(table) / base.path) == {
+                "id": False,  # distinct in every row: plain
+                RECORD_KEY: False,
+                PARTITION_PATH: True,  # one value
+                FILE_NAME: True,
+            }
 
 
 @pytest.mark.parametrize("layout", ["linear", "hilbert"])
@@ -226,6 +233,28 @@ def test_a_plan_without_sort_columns_stitches_files_in_plan_order(
         [written] = view[partition]
         expected = pa.concat_tables([_read(table, f.path) for f in files]).column("id")
         assert _read(table, written.path).column("id").to_pylist() == expected.to_pylist()
+
+
+def _dictionary_encoded(path: Path) -> dict[str, bool]:
+    """Whether the file's first row group stores each of a few columns with a dictionary."""
+    metadata = pq.ParquetFile(path).metadata
+    names = [metadata.schema.column(i).name for i in range(metadata.num_columns)]
+    return {
+        name: "RLE_DICTIONARY" in metadata.row_group(0).column(names.index(name)).encodings
+        for name in ("id", RECORD_KEY, PARTITION_PATH, FILE_NAME)
+    }
+
+
+def test_mostly_distinct_columns_are_the_ones_written_plain() -> None:
+    sample = pa.table(
+        {
+            "unique": pa.array(range(10)),
+            "half": pa.array([i // 2 for i in range(10)]),
+            "six": pa.array([i % 6 for i in range(10)]),
+            "nulls": pa.nulls(10, pa.string()),
+        }
+    )
+    assert mostly_distinct(sample) == {"unique", "six"}
 
 
 def _expected_files(uri: str, inputs: list[BaseFile], layout: str, files: int) -> list[list[int]]:
