@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tidemark.clustering.curves import (
     RANGES,
+    boundaries_at_or_below,
     check_sortable,
     hilbert,
     layout_order,
@@ -168,6 +169,22 @@ def test_range_ids_of_other_types() -> None:
     amounts = pa.array([decimal.Decimal("1.5"), decimal.Decimal("-2.25")], pa.decimal128(6, 2))
     high, low = range_ids(amounts, ranges=8).tolist()
     assert low < high
+
+
+@SETTINGS
+@given(
+    st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=300),
+    st.lists(st.integers(0, 2**64 - 1), max_size=40),
+    st.integers(1, 16),
+)
+def test_boundaries_at_or_below_is_searchsorted(
+    keys: list[int], boundaries: list[int], bucket_bits: int
+) -> None:
+    values = np.array(keys, np.uint64)
+    picked = np.unique(np.array(boundaries + keys[: len(keys) // 3], np.uint64))
+    expected = np.searchsorted(picked, values, side="right")
+    got = boundaries_at_or_below(picked, values, bucket_bits=bucket_bits)
+    assert got.tolist() == expected.tolist()
 
 
 def _grid(dimensions: int, bits: int) -> list[np.ndarray]:

@@ -94,7 +94,7 @@ def range_ids(
     else:
         distinct_keys, counts = np.unique(sortable_keys(present), return_counts=True)
         boundaries = distinct_keys[_boundary_positions(counts, ranges - 2)]
-        ids = np.searchsorted(boundaries, sortable_keys(array), side="right").astype(_U64)
+        ids = boundaries_at_or_below(boundaries, sortable_keys(array)).astype(_U64)
     ids = ids + _ONE
     if array.null_count:
         ids = np.where(_null_mask(array), _U64(0), ids)
@@ -321,6 +321,32 @@ def _boundary_positions(counts: np.ndarray, boundaries: int) -> np.ndarray:
     targets = weight[-1] * np.arange(1, boundaries + 1) / (boundaries + 1)
     positions = np.searchsorted(weight, targets, side="left")
     return np.unique(np.minimum(positions, len(counts) - 1))
+
+
+def boundaries_at_or_below(
+    boundaries: np.ndarray, keys: np.ndarray, *, bucket_bits: int = 16
+) -> np.ndarray:
+    """``np.searchsorted(boundaries, keys, side="right")`` for sorted distinct uint64
+    ``boundaries`` and many unsorted keys, faster: keys fall into ``2**bucket_bits``
+    buckets of their offset from the smallest key, and a bucket no boundary falls in
+    answers every key in it with one count; only keys in a bucket holding a boundary
+    are searched (a binary search per key costs a cache miss per step)."""
+    if len(keys) == 0 or len(boundaries) == 0:
+        return np.searchsorted(boundaries, keys, side="right")
+    low = keys.min()
+    offsets = keys - low
+    shift = _U64(max(0, int(offsets.max()).bit_length() - bucket_bits))
+    buckets = (offsets >> shift).astype(np.intp)
+    below = int(np.searchsorted(boundaries, low, side="left"))
+    inside = (boundaries[below:] - low) >> shift
+    count = int(buckets.max()) + 1
+    first = below + np.searchsorted(inside, np.arange(count, dtype=_U64), side="left")
+    holds = np.zeros(count + 1, dtype=bool)
+    holds[np.minimum(inside, _U64(count)).astype(np.intp)] = True
+    counts = first[buckets]
+    searched = holds[buckets]
+    counts[searched] = np.searchsorted(boundaries, keys[searched], side="right")
+    return counts
 
 
 def _count_at_or_below(boundaries: pa.Array, values: pa.Array) -> np.ndarray:
