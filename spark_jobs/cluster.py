@@ -483,17 +483,31 @@ def _write_groups(
     layout: Layout,
     options: _Options,
 ) -> list[WriteStat]:
-    slices = split_groups(tasks, spark.sparkContext.defaultParallelism, options.min_slice_bytes)
+    parallelism = spark.sparkContext.defaultParallelism
+    slices = split_groups(tasks, parallelism, options.min_slice_bytes)
     row_group_bytes = options.row_group_bytes
+    threads = arrow_threads(parallelism, len(slices))
 
     def write_task(indices: Iterable[int]) -> Iterator[WriteStat]:
-        for index in indices:
-            yield from cluster_slice(slices[index], context, layout, row_group_bytes)
+        previous = pa.cpu_count()
+        pa.set_cpu_count(threads)
+        try:
+            for index in indices:
+                yield from cluster_slice(slices[index], context, layout, row_group_bytes)
+        finally:
+            pa.set_cpu_count(previous)
 
     # An RDD of slice indices, one per task: a Spark job with less fixed cost than a
     # DataFrame's Arrow round trip, and the stats come back as they are.
     pieces = spark.sparkContext.parallelize(range(len(slices)), len(slices))
     return run_spark_action(pieces.mapPartitions(write_task).collect)
+
+
+def arrow_threads(parallelism: int, tasks: int) -> int:
+    """Arrow threads per task: the job's share of Spark's cores (PySpark caps a worker's
+    Arrow pool at ``spark.task.cpus`` through ``OMP_NUM_THREADS``, so a job of one task
+    on two cores would decode its files on one thread and leave a core idle)."""
+    return max(1, parallelism // max(1, tasks))
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from spark.sparkkit import (
 from spark_jobs.cluster import (
     MIN_SLICE_INPUT_BYTES,
     ClusterResult,
+    arrow_threads,
     group_tasks,
     mostly_distinct,
     run_clustering,
@@ -243,6 +244,13 @@ def _dictionary_encoded(path: Path) -> dict[str, bool]:
         name: "RLE_DICTIONARY" in metadata.row_group(0).column(names.index(name)).encodings
         for name in ("id", RECORD_KEY, PARTITION_PATH, FILE_NAME)
     }
+
+
+def test_a_job_of_fewer_tasks_than_cores_gives_each_task_their_share_of_arrow_threads() -> None:
+    assert arrow_threads(4, 1) == 4
+    assert arrow_threads(4, 2) == 2
+    assert arrow_threads(4, 3) == 1
+    assert arrow_threads(2, 8) == 1
 
 
 def test_mostly_distinct_columns_are_the_ones_written_plain() -> None:
