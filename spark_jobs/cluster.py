@@ -65,6 +65,7 @@ from tidemark.clustering.curves import (
     DEFAULT_CURVE_METHOD,
     check_sortable,
     layout_order,
+    orderable,
 )
 from tidemark.errors import (
     ConflictError,
@@ -598,24 +599,8 @@ def mostly_distinct(sample: pa.Table) -> frozenset[str]:
     return frozenset(
         name
         for name, values in zip(sample.column_names, sample.columns, strict=True)
-        if _flat(values.type)
+        if orderable(values.type)
         and 2 * pc.count_distinct(values, mode="all").as_py() > sample.num_rows
-    )
-
-
-def _flat(kind: pa.DataType) -> bool:
-    """Types Arrow counts the distinct values of (nested ones keep their dictionary)."""
-    return (
-        pa.types.is_integer(kind)
-        or pa.types.is_floating(kind)
-        or pa.types.is_decimal(kind)
-        or pa.types.is_boolean(kind)
-        or pa.types.is_temporal(kind)
-        or pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-        or pa.types.is_fixed_size_binary(kind)
     )
 
 

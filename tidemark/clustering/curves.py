@@ -221,17 +221,23 @@ def check_sortable(schema: pa.Schema, columns: Sequence[str]) -> None:
         kind = schema.field(name).type
         if pa.types.is_dictionary(kind):
             kind = kind.value_type
-        if not (
-            pa.types.is_boolean(kind)
-            or pa.types.is_floating(kind)
-            or pa.types.is_decimal(kind)
-            or pa.types.is_integer(kind)
-            or _is_integer_like(kind)
-            or _is_bytes_like(kind)
-        ):
+        if not orderable(kind):
             raise InvalidArgumentError(
                 f"column {name!r} of type {kind} cannot be ordered", field="sort_columns"
             )
+
+
+def orderable(kind: pa.DataType) -> bool:
+    """Flat types a layout orders (and Arrow counts the distinct values of): booleans,
+    numbers, dates and times, strings and binaries; not nested or dictionary types."""
+    return (
+        pa.types.is_boolean(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_decimal(kind)
+        or pa.types.is_integer(kind)
+        or _is_integer_like(kind)
+        or _is_bytes_like(kind)
+    )
 
 
 def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
