@@ -11,6 +11,7 @@ file name is written null, as Hudi does, and the footer carries no record key ra
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from types import TracebackType
 from typing import BinaryIO
 
@@ -79,7 +80,9 @@ class _CountingSink:
 
 
 class BaseFileWriter:
-    """One new base file (a new file group, or a new version of one with the same id)."""
+    """One new base file (a new file group, or a new version of one with the same id);
+    ``plain_columns`` are written without a dictionary (Arrow keeps one however many
+    values are distinct, until its page limit)."""
 
     def __init__(
         self,
@@ -94,6 +97,7 @@ class BaseFileWriter:
         schema: pa.Schema,
         prev_commit: str = NULL_COMMIT,
         populate_meta_fields: bool = True,
+        plain_columns: Collection[str] = UNIQUE_COLUMNS,
     ) -> None:
         self.partition_path = partition_path
         self.file_id = file_id
@@ -117,7 +121,7 @@ class BaseFileWriter:
             self._sink,
             schema,
             compression=COMPRESSION,
-            use_dictionary=[name for name in schema.names if name not in UNIQUE_COLUMNS],
+            use_dictionary=[name for name in schema.names if name not in plain_columns],
         )
 
     @property

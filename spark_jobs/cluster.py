@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import structlog
 from pyspark import TaskContext
@@ -63,6 +65,7 @@ from tidemark.clustering.curves import (
     DEFAULT_CURVE_METHOD,
     check_sortable,
     layout_order,
+    orderable,
 )
 from tidemark.errors import (
     ConflictError,
@@ -481,17 +484,31 @@ def _write_groups(
     layout: Layout,
     options: _Options,
 ) -> list[WriteStat]:
-    slices = split_groups(tasks, spark.sparkContext.defaultParallelism, options.min_slice_bytes)
+    parallelism = spark.sparkContext.defaultParallelism
+    slices = split_groups(tasks, parallelism, options.min_slice_bytes)
     row_group_bytes = options.row_group_bytes
+    threads = arrow_threads(parallelism, len(slices))
 
     def write_task(indices: Iterable[int]) -> Iterator[WriteStat]:
-        for index in indices:
-            yield from cluster_slice(slices[index], context, layout, row_group_bytes)
+        previous = pa.cpu_count()
+        pa.set_cpu_count(threads)
+        try:
+            for index in indices:
+                yield from cluster_slice(slices[index], context, layout, row_group_bytes)
+        finally:
+            pa.set_cpu_count(previous)
 
     # An RDD of slice indices, one per task: a Spark job with less fixed cost than a
     # DataFrame's Arrow round trip, and the stats come back as they are.
     pieces = spark.sparkContext.parallelize(range(len(slices)), len(slices))
     return run_spark_action(pieces.mapPartitions(write_task).collect)
+
+
+def arrow_threads(parallelism: int, tasks: int) -> int:
+    """Arrow threads per task: the job's share of Spark's cores (PySpark caps a worker's
+    Arrow pool at ``spark.task.cpus`` through ``OMP_NUM_THREADS``, so a job of one task
+    on two cores would decode its files on one thread and leave a core idle)."""
+    return max(1, parallelism // max(1, tasks))
 
 
 @dataclass(frozen=True)
@@ -533,7 +550,7 @@ def cluster_slice(
     storage = storage_for(context.table_uri)
     whole = piece.first_file == 0 and piece.stop_file >= task.output_files
     if whole:
-        group = pa.concat_tables([_read_file(storage, path, context) for path in task.paths])
+        group = _read_files(storage, task.paths, context)
         order = _order(group, layout)
     else:
         order, offsets = _group_order(task, context, layout)
@@ -550,6 +567,7 @@ def cluster_slice(
     else:
         rows = _rows_at(storage, task.paths, offsets, positions, context)
     row_group_rows = max(1, row_group_bytes * total // max(1, task.input_bytes))
+    plain = mostly_distinct(rows.slice(0, row_group_rows))
     stats = []
     identity = current_task()
     for low, high in itertools.pairwise(bounds[first : stop + 1]):
@@ -563,6 +581,7 @@ def cluster_slice(
             file_id=new_file_id(),
             schema=context.file_schema,
             populate_meta_fields=context.config.populate_meta_fields,
+            plain_columns=plain,
         ) as writer:
             writer.write_carried(rows.slice(low - start, high - low), row_group_rows)
             stats.append(writer.close())
@@ -570,6 +589,19 @@ def cluster_slice(
         if spark_task is not None:
             faults.fail_task_after_file_written(spark_task)
     return stats
+
+
+def mostly_distinct(sample: pa.Table) -> frozenset[str]:
+    """Columns more than half of whose values in ``sample`` (the slice's first row group,
+    in the layout's order) are distinct: a dictionary of them costs a hash per value and
+    makes the file larger, so they are written plain (parquet-mr, Hudi's writer, likewise
+    falls back to plain when its dictionary does not pay; Arrow only at its page limit)."""
+    return frozenset(
+        name
+        for name, values in zip(sample.column_names, sample.columns, strict=True)
+        if orderable(values.type)
+        and 2 * pc.count_distinct(values, mode="all").as_py() > sample.num_rows
+    )
 
 
 def _group_order(
@@ -608,14 +640,15 @@ def _order(rows: pa.Table, layout: Layout) -> np.ndarray:
     return order.to_numpy().astype(np.int64, copy=False)
 
 
-def _read_file(storage: Storage, path: str, context: WriteContext) -> pa.Table:
-    """A base file's rows conformed to the file schema, without its file name column (the
-    writer names the new file)."""
-    with storage.open_input(path) as stream:
-        parquet = pq.ParquetFile(stream)
-        present = set(parquet.schema_arrow.names) - {FILE_NAME}
-        names = [name for name in context.file_schema.names if name in present]
-        return conform(parquet.read(columns=names), context.file_schema)
+def _read_files(storage: Storage, paths: Sequence[str], context: WriteContext) -> pa.Table:
+    """The base files' rows, file after file, conformed to the file schema (columns a
+    file lacks are null, narrower types widened), the file name column left null (the
+    writer names the new file): one Arrow scan over the files' bytes, decoded on Arrow's own
+    threads rather than one file after another in Python."""
+    parquet = ds.ParquetFileFormat()
+    fragments = [parquet.make_fragment(pa.py_buffer(storage.read(path))) for path in paths]
+    schema = pa.schema([field for field in context.file_schema if field.name != FILE_NAME])
+    return conform(ds.FileSystemDataset(fragments, schema, parquet).to_table(), context.file_schema)
 
 
 def _rows_at(
@@ -636,7 +669,7 @@ def _rows_at(
         local = wanted[cuts[index] : cuts[index + 1]] - offsets[index]
         if len(local) == 0:
             continue
-        rows = _read_file(storage, path, context)
+        rows = _read_files(storage, [path], context)
         pieces.append(rows.take(pa.array(local)) if len(local) < rows.num_rows else rows)
     return _in_order(pa.concat_tables(pieces), np.cumsum(chosen, dtype=np.int64)[positions] - 1)
 

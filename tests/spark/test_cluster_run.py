@@ -34,7 +34,9 @@ from spark.sparkkit import (
 from spark_jobs.cluster import (
     MIN_SLICE_INPUT_BYTES,
     ClusterResult,
+    arrow_threads,
     group_tasks,
+    mostly_distinct,
     run_clustering,
     split_groups,
 )
@@ -53,7 +55,7 @@ from tidemark.table.clustering_plan import (
 )
 from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
-from tidemark.table.keys import FILE_NAME, META_COLUMNS, RECORD_KEY
+from tidemark.table.keys import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
 from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
@@ -174,6 +176,12 @@ def test_clustering_keeps_rows_and_orders_files_by_layout(
             file_rows = _read(table, base.path)
             assert set(file_rows.column(FILE_NAME).to_pylist()) == {base.path.rpartition("/")[2]}
             assert pq.ParquetFile(Path(table) / base.path).metadata.num_row_groups > 1
+            assert _dictionary_encoded(Path(table) / base.path) == {
+                "id": False,  # distinct in every row: plain
+                RECORD_KEY: False,
+                PARTITION_PATH: True,  # one value
+                FILE_NAME: True,
+            }
 
 
 @pytest.mark.parametrize("layout", ["linear", "hilbert"])
@@ -209,6 +217,54 @@ def test_a_group_split_across_tasks_writes_the_rows_and_order_of_the_whole_group
         if f.file_id not in {i.file_id for i in inputs}
     ]
     assert sorted(written) == sorted(expected)
+
+
+def test_a_plan_without_sort_columns_stitches_files_in_plan_order(
+    spark: SparkSession, table: str
+) -> None:
+    """No sort columns: the output file holds its group's files' rows one file after
+    another in plan order (the files are decoded in one multi-threaded Arrow scan)."""
+    inputs = HoodieTable.open(table).view().file_groups_by_partition()
+    schedule(table, (), output_files=1)
+    [result] = cluster(spark, table)
+    assert (result.groups, result.files_written, result.rows) == (2, 2, ROWS)
+    view = HoodieTable.open(table).view().file_groups_by_partition()
+    for partition, files in inputs.items():
+        assert len(files) > 1
+        [written] = view[partition]
+        expected = pa.concat_tables([_read(table, f.path) for f in files]).column("id")
+        assert _read(table, written.path).column("id").to_pylist() == expected.to_pylist()
+
+
+def _dictionary_encoded(path: Path) -> dict[str, bool]:
+    """Whether the file's first row group stores each of a few columns with a dictionary."""
+    metadata = pq.ParquetFile(path).metadata
+    names = [metadata.schema.column(i).name for i in range(metadata.num_columns)]
+    return {
+        name: "RLE_DICTIONARY" in metadata.row_group(0).column(names.index(name)).encodings
+        for name in ("id", RECORD_KEY, PARTITION_PATH, FILE_NAME)
+    }
+
+
+def test_a_job_of_fewer_tasks_than_cores_gives_each_task_their_share_of_arrow_threads() -> None:
+    assert arrow_threads(4, 1) == 4
+    assert arrow_threads(4, 2) == 2
+    assert arrow_threads(4, 3) == 1
+    assert arrow_threads(2, 8) == 1
+
+
+def test_mostly_distinct_columns_are_the_ones_written_plain() -> None:
+    sample = pa.table(
+        {
+            "unique": pa.array(range(10)),
+            "half": pa.array([i // 2 for i in range(10)]),
+            "six": pa.array([i % 6 for i in range(10)]),
+            "nulls": pa.nulls(10, pa.string()),
+            "listed": pa.array([[i] for i in range(10)]),
+            "tagged": pa.array([str(i) for i in range(10)]).dictionary_encode(),
+        }
+    )
+    assert mostly_distinct(sample) == {"unique", "six"}  # nested and dictionaries: kept
 
 
 def _expected_files(uri: str, inputs: list[BaseFile], layout: str, files: int) -> list[list[int]]:

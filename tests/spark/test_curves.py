@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tidemark.clustering.curves import (
     RANGES,
+    boundaries_at_or_below,
     check_sortable,
     hilbert,
     layout_order,
@@ -170,6 +171,22 @@ def test_range_ids_of_other_types() -> None:
     assert low < high
 
 
+@SETTINGS
+@given(
+    st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=300),
+    st.lists(st.integers(0, 2**64 - 1), max_size=40),
+    st.integers(1, 16),
+)
+def test_boundaries_at_or_below_is_searchsorted(
+    keys: list[int], boundaries: list[int], bucket_bits: int
+) -> None:
+    values = np.array(keys, np.uint64)
+    picked = np.unique(np.array(boundaries + keys[: len(keys) // 3], np.uint64))
+    expected = np.searchsorted(picked, values, side="right")
+    got = boundaries_at_or_below(picked, values, bucket_bits=bucket_bits)
+    assert got.tolist() == expected.tolist()
+
+
 def _grid(dimensions: int, bits: int) -> list[np.ndarray]:
     points = np.array(list(itertools.product(range(1 << bits), repeat=dimensions)), np.uint64)
     return [points[:, i].copy() for i in range(dimensions)]
@@ -203,6 +220,24 @@ def test_zorder_is_monotone_in_every_coordinate(dimensions: int, data: st.DataOb
     coordinates = [np.array([a, b], np.uint64) for a, b in zip(low, high, strict=True)]
     index = zorder(coordinates, bits)
     assert index[0] <= index[1]
+
+
+@pytest.mark.parametrize(
+    ("dimensions", "bits"), [(1, 64), (2, 32), (2, 10), (3, 21), (4, 16), (5, 12), (9, 7), (64, 1)]
+)
+def test_zorder_matches_interleaving_one_bit_at_a_time(dimensions: int, bits: int) -> None:
+    """The byte-table interleave is the plain bit loop: bit ``i`` of coordinate ``j`` at
+    ``i * d + d - 1 - j``, bits at or above ``bits`` ignored."""
+    rng = np.random.default_rng(dimensions * 100 + bits)
+    coordinates = [
+        rng.integers(0, 2**63, 1000).astype(np.uint64) * np.uint64(2) + np.uint64(i % 2)
+        for i in range(dimensions)
+    ]
+    expected = np.zeros(1000, dtype=np.uint64)
+    for bit in range(bits - 1, -1, -1):
+        for coordinate in coordinates:
+            expected = (expected << np.uint64(1)) | ((coordinate >> np.uint64(bit)) & np.uint64(1))
+    assert np.array_equal(zorder(coordinates, bits), expected)
 
 
 def test_curves_refuse_grids_wider_than_64_bits() -> None:

@@ -21,6 +21,7 @@ neighbours, so files cut from it have tighter bounds than z-order's jumps.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -93,7 +94,7 @@ def range_ids(
     else:
         distinct_keys, counts = np.unique(sortable_keys(present), return_counts=True)
         boundaries = distinct_keys[_boundary_positions(counts, ranges - 2)]
-        ids = np.searchsorted(boundaries, sortable_keys(array), side="right").astype(_U64)
+        ids = boundaries_at_or_below(boundaries, sortable_keys(array)).astype(_U64)
     ids = ids + _ONE
     if array.null_count:
         ids = np.where(_null_mask(array), _U64(0), ids)
@@ -101,15 +102,32 @@ def range_ids(
 
 
 def zorder(coordinates: Sequence[np.ndarray], bits: int) -> np.ndarray:
-    """Z-order (Morton) index: the coordinates' bits interleaved, most significant first;
-    each coordinate must be below ``2**bits``."""
+    """Z-order (Morton) index: the coordinates' bits interleaved, most significant first
+    (bit ``i`` of coordinate ``j`` of ``d`` lands at ``i * d + d - 1 - j``); bits at or
+    above ``bits`` are ignored. A byte of a coordinate at a time is spread through a
+    256-entry table (a quarter of the array passes of one bit at a time)."""
     _check_grid(coordinates, bits)
+    dimensions = len(coordinates)
+    spread = _spread_bytes(dimensions)
     index = np.zeros(len(coordinates[0]), dtype=_U64)
-    for bit in range(bits - 1, -1, -1):
-        shift = _U64(bit)
-        for coordinate in coordinates:
-            index = (index << _ONE) | ((coordinate >> shift) & _ONE)
+    for low in range(0, bits, 8):
+        mask = _U64((1 << min(8, bits - low)) - 1)
+        for j, coordinate in enumerate(coordinates):
+            byte = (coordinate >> _U64(low)) & mask
+            index |= spread[byte] << _U64(low * dimensions + dimensions - 1 - j)
     return index
+
+
+@functools.cache
+def _spread_bytes(dimensions: int) -> np.ndarray:
+    """Each byte value with its bit ``i`` moved to bit ``i * dimensions`` (bits past 64
+    dropped: ``zorder`` masks a byte to the grid's bits, which fit)."""
+    spread = np.zeros(256, dtype=_U64)
+    for value in range(256):
+        bits = sum(1 << (i * dimensions) for i in range(8) if value >> i & 1)
+        spread[value] = bits & ((1 << KEY_BITS) - 1)
+    spread.setflags(write=False)
+    return spread
 
 
 def hilbert(coordinates: Sequence[np.ndarray], bits: int) -> np.ndarray:
@@ -203,17 +221,23 @@ def check_sortable(schema: pa.Schema, columns: Sequence[str]) -> None:
         kind = schema.field(name).type
         if pa.types.is_dictionary(kind):
             kind = kind.value_type
-        if not (
-            pa.types.is_boolean(kind)
-            or pa.types.is_floating(kind)
-            or pa.types.is_decimal(kind)
-            or pa.types.is_integer(kind)
-            or _is_integer_like(kind)
-            or _is_bytes_like(kind)
-        ):
+        if not orderable(kind):
             raise InvalidArgumentError(
                 f"column {name!r} of type {kind} cannot be ordered", field="sort_columns"
             )
+
+
+def orderable(kind: pa.DataType) -> bool:
+    """Flat types a layout orders (and Arrow counts the distinct values of): booleans,
+    numbers, dates and times, strings and binaries; not nested or dictionary types."""
+    return (
+        pa.types.is_boolean(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_decimal(kind)
+        or pa.types.is_integer(kind)
+        or _is_integer_like(kind)
+        or _is_bytes_like(kind)
+    )
 
 
 def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -303,6 +327,32 @@ def _boundary_positions(counts: np.ndarray, boundaries: int) -> np.ndarray:
     targets = weight[-1] * np.arange(1, boundaries + 1) / (boundaries + 1)
     positions = np.searchsorted(weight, targets, side="left")
     return np.unique(np.minimum(positions, len(counts) - 1))
+
+
+def boundaries_at_or_below(
+    boundaries: np.ndarray, keys: np.ndarray, *, bucket_bits: int = 16
+) -> np.ndarray:
+    """``np.searchsorted(boundaries, keys, side="right")`` for sorted distinct uint64
+    ``boundaries`` and many unsorted keys, faster: keys fall into ``2**bucket_bits``
+    buckets of their offset from the smallest key, and a bucket no boundary falls in
+    answers every key in it with one count; only keys in a bucket holding a boundary
+    are searched (a binary search per key costs a cache miss per step)."""
+    if len(keys) == 0 or len(boundaries) == 0:
+        return np.searchsorted(boundaries, keys, side="right")
+    low = keys.min()
+    offsets = keys - low
+    shift = _U64(max(0, int(offsets.max()).bit_length() - bucket_bits))
+    buckets = (offsets >> shift).astype(np.intp)
+    below = int(np.searchsorted(boundaries, low, side="left"))
+    inside = (boundaries[below:] - low) >> shift
+    count = int(buckets.max()) + 1
+    first = below + np.searchsorted(inside, np.arange(count, dtype=_U64), side="left")
+    holds = np.zeros(count + 1, dtype=bool)
+    holds[np.minimum(inside, _U64(count)).astype(np.intp)] = True
+    counts = first[buckets]
+    searched = holds[buckets]
+    counts[searched] = np.searchsorted(boundaries, keys[searched], side="right")
+    return counts
 
 
 def _count_at_or_below(boundaries: pa.Array, values: pa.Array) -> np.ndarray:
