@@ -67,6 +67,8 @@ CHUNK_KEYS = 1_000_000
 """Keys generated, routed and spilled at a time by the build."""
 SERVICE_CALLS = 20
 """Timed 100k-key calls of the service measurement (after one untimed)."""
+BUILD_RECORD = "build.json"
+"""The build's figures, kept beside a table built by ``--keep``."""
 UPSERT_CHECKPOINTS = (1, 100, 1_000)
 UPSERT_KEYS = 10
 CACHE_BYTES_PER_ENTRY = 64
@@ -103,6 +105,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for --scale: look up after this many upsert commits (default 1,100,1000; "
         "'none' skips them)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="for --scale with --upserts none: build each size's index under DIR and keep "
+        "it; a later run with the same DIR reuses it (and reports the build figures "
+        "measured when it was built, marked build_reused)",
+    )
 
 
 def _counts(text: str, least: int = 1) -> tuple[int, ...]:
@@ -132,11 +142,19 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"must not exceed the smallest size {min(args.sizes)}", field="batch"
         )
-    root = Path(tempfile.mkdtemp(prefix="tidemark-bench-index-scale-"))
-    try:
-        result = measure(args.sizes, args.upserts, args.batch, args.repeat, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    if args.keep is not None and args.upserts:
+        raise InvalidArgumentError(
+            "needs --upserts none: upserts change the kept table", field="keep"
+        )
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        result = measure(args.sizes, args.upserts, args.batch, args.repeat, args.keep, keep=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="tidemark-bench-index-scale-"))
+        try:
+            result = measure(args.sizes, args.upserts, args.batch, args.repeat, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     print(format_report(result))
     if args.json:
         print(json.dumps(result))
@@ -144,14 +162,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def measure(
-    sizes: tuple[int, ...], upserts_at: tuple[int, ...], batch: int, repeat: int, root: Path
+    sizes: tuple[int, ...],
+    upserts_at: tuple[int, ...],
+    batch: int,
+    repeat: int,
+    root: Path,
+    *,
+    keep: bool = False,
 ) -> dict[str, Any]:
     rows = []
     upserts: dict[str, Any] = {}
     for entries in sizes:
         table_uri = str(root / f"table-{entries}")
-        HoodieTable.create(table_uri, bench_table_config())
-        row = {"entries": entries, **_build_in_child(table_uri, entries)}
+        row = {"entries": entries, **_built(table_uri, entries)}
         storage = LocalStorage(table_uri)
         lookup_keys = _batch(entries, batch)
         row.update(_lookups(storage, lookup_keys, repeat, entries))
@@ -161,7 +184,8 @@ def measure(
             if upserts_at and not upserts:
                 upserts = _upserts(storage, client, lookup_keys, entries, upserts_at, repeat)
         rows.append(row)
-        shutil.rmtree(table_uri, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(table_uri, ignore_errors=True)
     smallest = rows[0]
     for row in rows:
         log_ratio = math.log(row["entries"]) / math.log(smallest["entries"])
@@ -195,6 +219,19 @@ def _batch(entries: int, batch: int) -> pa.Array:
     ]
     keys = pa.concat_arrays([*picked, uuid_keys(batch - present, rng)])
     return keys.take(pa.array(rng.permutation(len(keys))))
+
+
+def _built(table_uri: str, entries: int) -> dict[str, Any]:
+    """The build's figures: measured now, or read back from a kept table built earlier
+    (``build.json`` is written once its build finished; an unfinished one is rebuilt)."""
+    record = Path(table_uri) / BUILD_RECORD
+    if record.exists():
+        return {**json.loads(record.read_text()), "build_reused": True}
+    shutil.rmtree(table_uri, ignore_errors=True)
+    HoodieTable.create(table_uri, bench_table_config())
+    result = _build_in_child(table_uri, entries)
+    record.write_text(json.dumps(result))
+    return {**result, "build_reused": False}
 
 
 def _build_in_child(table_uri: str, entries: int) -> dict[str, Any]:
