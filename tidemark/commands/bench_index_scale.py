@@ -22,6 +22,10 @@ build sizes them):
   through it after 1, 100 and 1,000 of them (``--upserts``), with the most deltas a
   shard had then.
 
+With ``--keep DIR`` (and ``--upserts none``) each size's table is built under ``DIR`` and
+kept, and a later run reuses it with the build figures recorded when it was built
+(``build_reused``), so lookups at 100M keys can be measured again without rebuilding.
+
 Goal: lookup time grows no faster than log(keys); ``growth_vs_log`` is the lookup time's
 ratio to the smallest size's divided by the ratio of log(keys).
 """
