@@ -34,7 +34,8 @@ def test_scale_bench_reports_each_size_and_lookups_over_upserts(
     assert report["upserts"]["entries"] == 3000  # the smallest size
     assert [point["upserts"] for point in after] == [1, 12]
     assert after[0]["delta_files"] >= 1  # the first upsert's deltas are visible
-    assert all(point["lookup_ms"] > 0 for point in after)
+    assert all(point["lookup_ms"] > 0 and point["first_lookup_ms"] > 0 for point in after)
+    assert all(point["settle_s"] >= 0 for point in after)
 
     rows = readme_rows(report)
     assert [row[0].split(",")[0] for row in rows] == [
