@@ -205,3 +205,19 @@ def test_a_file_too_large_for_the_cache_stays_in_blocks(local_storage: Storage) 
     local_storage.requests.reset()
     assert lookup(reader, queries[:1]) == expected(keys, queries[:1])
     assert local_storage.requests.snapshot() == {}  # its block is still cached
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        uuid_keys(70_000, seed=4),  # uniform prefixes: buckets of about 32
+        [f"{i * 7:08d}-{i}" for i in range(70_000)],  # text prefixes crowded in few buckets
+    ],
+    ids=["uuids", "crowded text"],
+)
+def test_a_large_resident_file_searched_through_its_bucket_directory(keys: list[str]) -> None:
+    reader = ShardReader.from_bytes(shard_of_keys(keys, block_bytes=65536), BlockCache())
+    queries = [*keys[::3], *keys[-5:], "0", "99999999", "~", *uuid_keys(300, seed=8)]
+    queries += [key[:-1] for key in keys[::997]] + [key + "0" for key in keys[::991]]
+
+    assert lookup(reader, queries) == expected(keys, queries)

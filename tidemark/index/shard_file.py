@@ -63,6 +63,10 @@ RESIDENT_TOUCHED_SHARE = 2
 most as many blocks again as it needed)."""
 RESIDENT_BUDGET_SHARE = 4
 """A resident file takes at most 1/4 of the block cache."""
+DIRECTORY_MIN_ENTRIES = 1 << 16
+"""A resident file of this many distinct prefixes or more is searched through a
+directory of prefix buckets (smaller ones fit the CPU caches: ``np.searchsorted``)."""
+DIRECTORY_BUCKET_ENTRIES = 32
 FILTER_MAX_KEYS_PER_BLOCK = 2
 """The filter is asked only for sparse batches: with more keys per block, nearly every
 block is read anyway and searching the negatives costs less than probing the filter."""
@@ -97,6 +101,41 @@ class ShardInfo:
 
 
 @dataclass(frozen=True)
+class _Directory:
+    """Where each bucket of a sorted array of distinct prefixes starts, the buckets being
+    their top bits (about 32 prefixes per bucket for uniform keys such as UUIDs). A batch
+    is searched with a binary search inside each query's bucket, all queries at once:
+    each step is one gather of independent reads, which the CPU overlaps, where
+    ``np.searchsorted`` waits on memory at every step of every query once the array
+    outgrows the CPU caches."""
+
+    starts: np.ndarray
+    shift: np.uint64
+    steps: int
+
+    @classmethod
+    def of(cls, prefixes: np.ndarray) -> _Directory:
+        bits = max(1, (len(prefixes) // DIRECTORY_BUCKET_ENTRIES).bit_length() - 1)
+        shift = np.uint64(64 - bits)
+        firsts = np.arange(1 << bits, dtype=np.uint64) << shift
+        starts = np.append(np.searchsorted(prefixes, firsts), len(prefixes)).astype(np.int64)
+        widest = int(np.diff(starts).max())
+        return cls(starts, shift, widest.bit_length())
+
+    def search(self, prefixes: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        """``np.searchsorted(prefixes, queries, "left")``."""
+        bucket = (queries >> self.shift).astype(np.int64)
+        low, high = self.starts[bucket], self.starts[bucket + 1]
+        last = len(prefixes) - 1
+        for _ in range(self.steps):
+            middle = (low + high) >> 1
+            below = (prefixes[np.minimum(middle, last)] < queries) & (middle < high)
+            low = np.where(below, middle + 1, low)
+            high = np.where(below, high, middle)
+        return low
+
+
+@dataclass(frozen=True)
 class _Block:
     """A decoded data block: sorted keys (``S16`` raw UUIDs or ``S<w>`` UTF-8), their
     ``prefix64`` values (searched first, as integers) and location codes."""
@@ -107,10 +146,15 @@ class _Block:
     uuid: bool
     shared_prefixes: bool
     """Whether two keys share a prefix (then prefixes alone cannot place a query)."""
+    directory: _Directory | None = None
+    """Of a resident file's distinct prefixes, when it is large."""
 
     @property
     def nbytes(self) -> int:
-        return int(self.keys.nbytes + self.codes.nbytes + self.prefixes.nbytes) + 128
+        arrays = [self.keys, self.codes, self.prefixes]
+        if self.directory is not None:
+            arrays.append(self.directory.starts)
+        return sum(int(array.nbytes) for array in arrays) + 128
 
 
 def _compress(raw: bytes) -> bytes:
@@ -336,7 +380,10 @@ def _block_number_type(block_count: int) -> type[np.signedinteger]:
 def _search(block: _Block, queries: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
     """Where each query is or would be in the block's sorted keys (clipped to the last
     index): by integer prefix, and by whole key only where keys share a prefix."""
-    index = np.searchsorted(block.prefixes, prefixes, "left")
+    if block.directory is not None:
+        index = block.directory.search(block.prefixes, prefixes)
+    else:
+        index = np.searchsorted(block.prefixes, prefixes, "left")
     if block.shared_prefixes:
         shared = np.searchsorted(block.prefixes, prefixes, "right") - index > 1
         index[shared] = _search_keys(block.keys, queries[shared], "left")
@@ -390,7 +437,9 @@ def _concatenate(blocks: list[_Block]) -> _Block:
         keys = np.concatenate([fit(part, width) for part in values])
         prefixes = prefix64(keys)
     codes = np.concatenate([block.codes for block in blocks])
-    return _Block(keys, codes, prefixes, uuid, bool((prefixes[1:] == prefixes[:-1]).any()))
+    shared = bool((prefixes[1:] == prefixes[:-1]).any())
+    large = len(prefixes) >= DIRECTORY_MIN_ENTRIES and not shared
+    return _Block(keys, codes, prefixes, uuid, shared, _Directory.of(prefixes) if large else None)
 
 
 ReadRange = Callable[[int, int], bytes]
