@@ -1,5 +1,6 @@
 """The index service's background compaction: keeps every open table's deltas per shard
-bounded, so a lookup reads at most about ``compact_deltas`` files past each base.
+bounded, so the merged view of a shard's deltas that a lookup searches beside its base
+merges at most about ``compact_deltas`` files (and is cheap to rebuild when they change).
 
 A daemon thread checks the open tables every ``compact_interval_s``, and sooner when a
 stage call wakes it (a commit staging its changes means earlier ones may have completed,

@@ -89,10 +89,13 @@ def apply(model: Model, changes: pa.Table, instant: str) -> None:
 
 
 def assert_exact(client: IndexClient, model: Model, universe: list[str], as_of: str) -> None:
-    located = client.lookup(universe, as_of=as_of)
+    assert found_in(client.lookup(universe, as_of=as_of), universe) == model
+
+
+def found_in(located: pa.Table, universe: list[str]) -> Model:
+    """The keys of ``universe`` a lookup found, with their locations."""
     rows = zip(*(located[c].to_pylist() for c in ("partition", "file_id", "instant")), strict=True)
-    found = {key: row for key, row in zip(universe, rows, strict=True) if row[0] is not None}
-    assert found == model
+    return {key: row for key, row in zip(universe, rows, strict=True) if row[0] is not None}
 
 
 def assert_clean(storage: Storage, shards: int) -> None:
@@ -305,3 +308,65 @@ def test_compaction_failed_by_storage_faults_leaves_exact_lookups(
     assert client.compact().shards_compacted == 3  # and the orphans of both failures go
     assert_exact(client, model, keys, latest)
     assert_clean(storage, 3)
+
+
+def test_lookups_are_exact_over_many_deltas_and_while_compaction_folds_them(
+    local_root: str,
+) -> None:
+    """A lookup searches a shard's base and one merged view of its deltas: the newest
+    instant wins (also for an older instant completing after newer ones), deletes hide
+    base entries, a delta added between two lookups shows at once, and a compaction
+    folding the deltas under lookups (of this index and of another process's) changes no
+    answer."""
+    keys = uuid_keys(300)
+    universe = keys + uuid_keys(100, seed=1)
+    storage, built = indexed(local_root, keys, shards=2)
+    index = RecordIndex.open(storage)
+    commits = Commits(storage)
+    rng = np.random.default_rng(3)
+    history: list[tuple[str, pa.Table]] = []
+
+    def model() -> Model:
+        state = dict(built)
+        for instant, changes in sorted(history, key=lambda entry: entry[0]):
+            apply(state, changes, instant)
+        return state
+
+    def exact(reader: RecordIndex, as_of: str) -> bool:
+        return found_in(reader.lookup(pa.array(universe), as_of=as_of), universe) == model()
+
+    late = commits.start()
+    late_changes = random_changes(universe, rng, 40)
+    index.stage(late, late_changes)
+    for number in range(14):
+        instant = commits.start()
+        changes = random_changes(universe, rng, 40)
+        index.stage(instant, changes)
+        commits.complete(instant)
+        history.append((instant, changes))
+        assert exact(index, instant), number  # the new delta is in the merged view
+        if number == 6:
+            commits.complete(late)  # older than the seven after it: they win over it
+            history.append((late, late_changes))
+            assert exact(index, late)  # as of it: the view re-reads the timeline
+    assert index.max_deltas() == 15  # nothing compacted these: 15 deltas per shard
+
+    other = RecordIndex.open(storage)
+    started, stop = threading.Event(), threading.Event()
+    results: list[bool] = []
+
+    def look_up() -> None:
+        while not stop.is_set():
+            results.extend([exact(index, instant), exact(other, instant)])
+            started.set()
+
+    thread = threading.Thread(target=look_up)
+    thread.start()
+    try:
+        assert started.wait(WAIT_S)
+        assert index.compact(min_deltas=1).deltas_folded == 30
+    finally:
+        stop.set()
+        thread.join()
+    assert results and all(results)
+    assert index.max_deltas() == 0 and exact(index, instant) and exact(other, instant)

@@ -4,6 +4,7 @@ benchmark): every size measured, the upsert curve, and the README rows of its JS
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,8 @@ def test_scale_bench_reports_each_size_and_lookups_over_upserts(
     assert report["upserts"]["entries"] == 3000  # the smallest size
     assert [point["upserts"] for point in after] == [1, 12]
     assert after[0]["delta_files"] >= 1  # the first upsert's deltas are visible
-    assert all(point["lookup_ms"] > 0 for point in after)
+    assert all(point["lookup_ms"] > 0 and point["first_lookup_ms"] > 0 for point in after)
+    assert all(point["settle_s"] >= 0 for point in after)
 
     rows = readme_rows(report)
     assert [row[0].split(",")[0] for row in rows] == [
@@ -50,3 +52,23 @@ def test_scale_bench_reports_each_size_and_lookups_over_upserts(
     for (_, measured, baseline, ratio), raw in zip(rows, expected, strict=True):
         assert measured.endswith(" ms") and baseline.endswith(" ms")
         assert ratio == f"{raw:.2f}x"  # both sides of the ratio from the same run
+
+
+def test_keep_builds_once_and_reuses_the_index_with_its_build_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench", "index", "--scale", "--sizes", "3000", "--batch", "1000", "--repeat", "1"]
+    kept = ["--upserts", "none", "--keep", str(tmp_path / "kept"), "--json"]
+    reports = []
+    for _ in range(2):
+        assert main([*argv, *kept]) == 0
+        reports.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["sizes"][0])
+
+    first, second = reports
+    assert (first["build_reused"], second["build_reused"]) == (False, True)
+    assert second["build_s"] == first["build_s"]  # the figures of the one build
+    assert first["found"] == second["found"] == 500
+
+    assert main([*argv, "--keep", str(tmp_path / "other")]) == 2  # upserts change the table
+    assert "keep: needs --upserts none" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()

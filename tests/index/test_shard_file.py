@@ -174,3 +174,50 @@ def test_reads_only_the_blocks_a_batch_needs_from_storage(local_storage: Storage
     assert local_storage.requests.snapshot() == {"get": 1}
     assert lookup(reader, keys[:1]) == expected(keys, keys[:1])
     assert local_storage.requests.snapshot() == {"get": 1}  # the block came from the cache
+
+
+def test_a_dense_batch_makes_the_file_resident_in_place_of_its_blocks() -> None:
+    keys = [*uuid_keys(3000), *(f"key-{i}" for i in range(300))]  # UUID and text blocks
+    cache = BlockCache()
+    reader = ShardReader.from_bytes(shard_of_keys(keys, block_bytes=2048), cache)
+    assert reader.block_count > 20
+    queries = [*keys[::7], "key-x", *uuid_keys(50, seed=9)]
+
+    assert lookup(reader, keys[:1]) == expected(keys, keys[:1])  # sparse: one block cached
+    assert cache.stats().entries == 1
+    assert lookup(reader, queries) == expected(keys, queries)  # dense: the file, resident
+    assert cache.stats().entries == 1
+    assert cache.stats().bytes > 3300 * 20  # one entry holding every key
+    assert lookup(reader, keys[-3:]) == expected(keys, keys[-3:])  # sparse, from it too
+    scanned, _ = reader.scan()
+    assert scanned.to_arrow().to_pylist() == sorted(keys)
+
+
+def test_a_file_too_large_for_the_cache_stays_in_blocks(local_storage: Storage) -> None:
+    keys = uuid_keys(20_000)
+    local_storage.write("s/base.tmi", shard_of_keys(keys, block_bytes=8192))
+    cache = BlockCache(budget_bytes=400 << 10)  # holds the decoded file, not four times it
+    reader = ShardReader.open(local_storage, "s/base.tmi", cache)
+    queries = keys[::50]
+
+    assert lookup(reader, queries) == expected(keys, queries)
+    assert cache.stats().entries > 1 and cache.stats().bytes <= 400 << 10
+    local_storage.requests.reset()
+    assert lookup(reader, queries[:1]) == expected(keys, queries[:1])
+    assert local_storage.requests.snapshot() == {}  # its block is still cached
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        uuid_keys(70_000, seed=4),  # uniform prefixes: buckets of about 32
+        [f"{i * 7:08d}-{i}" for i in range(70_000)],  # text prefixes crowded in few buckets
+    ],
+    ids=["uuids", "crowded text"],
+)
+def test_a_large_resident_file_searched_through_its_bucket_directory(keys: list[str]) -> None:
+    reader = ShardReader.from_bytes(shard_of_keys(keys, block_bytes=65536), BlockCache())
+    queries = [*keys[::3], *keys[-5:], "0", "99999999", "~", *uuid_keys(300, seed=8)]
+    queries += [key[:-1] for key in keys[::997]] + [key + "0" for key in keys[::991]]
+
+    assert lookup(reader, queries) == expected(keys, queries)

@@ -20,7 +20,12 @@ build sizes them):
 * upserts, at the smallest size only: commits of ``UPSERT_KEYS`` keys each staged
   through that service with background compaction on, and a warm 100k-key lookup
   through it after 1, 100 and 1,000 of them (``--upserts``), with the most deltas a
-  shard had then.
+  shard had then: the first lookup at once (while a compaction may run beside it), then
+  the median of ``--repeat`` once the compaction has caught up (``_settle``).
+
+With ``--keep DIR`` (and ``--upserts none``) each size's table is built under ``DIR`` and
+kept, and a later run reuses it with the build figures recorded when it was built
+(``build_reused``), so lookups at 100M keys can be measured again without rebuilding.
 
 Goal: lookup time grows no faster than log(keys); ``growth_vs_log`` is the lookup time's
 ratio to the smallest size's divided by the ratio of log(keys).
@@ -53,7 +58,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.build import publish_index, shard_count_for, write_base_shard
-from tidemark.index.record_index import RecordIndex
+from tidemark.index.record_index import COMPACT_AFTER_DELTAS, RecordIndex
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
@@ -67,8 +72,12 @@ CHUNK_KEYS = 1_000_000
 """Keys generated, routed and spilled at a time by the build."""
 SERVICE_CALLS = 20
 """Timed 100k-key calls of the service measurement (after one untimed)."""
+BUILD_RECORD = "build.json"
+"""The build's figures, kept beside a table built by ``--keep``."""
 UPSERT_CHECKPOINTS = (1, 100, 1_000)
 UPSERT_KEYS = 10
+SETTLE_S = 120.0
+"""The longest wait for the background compaction to catch up before timed lookups."""
 CACHE_BYTES_PER_ENTRY = 64
 """Block cache budget per entry for warm lookups: decoded blocks take about 20 bytes per
 UUID entry, so every block of the index stays cached."""
@@ -103,6 +112,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for --scale: look up after this many upsert commits (default 1,100,1000; "
         "'none' skips them)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="for --scale with --upserts none: build each size's index under DIR and keep "
+        "it; a later run with the same DIR reuses it (and reports the build figures "
+        "measured when it was built, marked build_reused)",
+    )
 
 
 def _counts(text: str, least: int = 1) -> tuple[int, ...]:
@@ -132,11 +149,19 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"must not exceed the smallest size {min(args.sizes)}", field="batch"
         )
-    root = Path(tempfile.mkdtemp(prefix="tidemark-bench-index-scale-"))
-    try:
-        result = measure(args.sizes, args.upserts, args.batch, args.repeat, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    if args.keep is not None and args.upserts:
+        raise InvalidArgumentError(
+            "needs --upserts none: upserts change the kept table", field="keep"
+        )
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        result = measure(args.sizes, args.upserts, args.batch, args.repeat, args.keep, keep=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="tidemark-bench-index-scale-"))
+        try:
+            result = measure(args.sizes, args.upserts, args.batch, args.repeat, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     print(format_report(result))
     if args.json:
         print(json.dumps(result))
@@ -144,14 +169,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def measure(
-    sizes: tuple[int, ...], upserts_at: tuple[int, ...], batch: int, repeat: int, root: Path
+    sizes: tuple[int, ...],
+    upserts_at: tuple[int, ...],
+    batch: int,
+    repeat: int,
+    root: Path,
+    *,
+    keep: bool = False,
 ) -> dict[str, Any]:
     rows = []
     upserts: dict[str, Any] = {}
     for entries in sizes:
         table_uri = str(root / f"table-{entries}")
-        HoodieTable.create(table_uri, bench_table_config())
-        row = {"entries": entries, **_build_in_child(table_uri, entries)}
+        row = {"entries": entries, **_built(table_uri, entries)}
         storage = LocalStorage(table_uri)
         lookup_keys = _batch(entries, batch)
         row.update(_lookups(storage, lookup_keys, repeat, entries))
@@ -161,7 +191,8 @@ def measure(
             if upserts_at and not upserts:
                 upserts = _upserts(storage, client, lookup_keys, entries, upserts_at, repeat)
         rows.append(row)
-        shutil.rmtree(table_uri, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(table_uri, ignore_errors=True)
     smallest = rows[0]
     for row in rows:
         log_ratio = math.log(row["entries"]) / math.log(smallest["entries"])
@@ -195,6 +226,19 @@ def _batch(entries: int, batch: int) -> pa.Array:
     ]
     keys = pa.concat_arrays([*picked, uuid_keys(batch - present, rng)])
     return keys.take(pa.array(rng.permutation(len(keys))))
+
+
+def _built(table_uri: str, entries: int) -> dict[str, Any]:
+    """The build's figures: measured now, or read back from a kept table built earlier
+    (``build.json`` is written once its build finished; an unfinished one is rebuilt)."""
+    record = Path(table_uri) / BUILD_RECORD
+    if record.exists():
+        return {**json.loads(record.read_text()), "build_reused": True}
+    shutil.rmtree(table_uri, ignore_errors=True)
+    HoodieTable.create(table_uri, bench_table_config())
+    result = _build_in_child(table_uri, entries)
+    record.write_text(json.dumps(result))
+    return {**result, "build_reused": False}
 
 
 def _build_in_child(table_uri: str, entries: int) -> dict[str, Any]:
@@ -348,6 +392,9 @@ def _upserts(
             timeline.complete(instant, COMMIT, b"{}")
             done += 1
         latest = timeline.latest_timestamp()
+        first = _timed(lambda latest=latest: client.lookup(keys, as_of=latest))
+        backlog = client.stats().max_shard_deltas
+        settle_s = _settle(client)
         client.lookup(keys, as_of=latest)
         runs = [
             _timed(lambda latest=latest: client.lookup(keys, as_of=latest)) for _ in range(repeat)
@@ -356,12 +403,29 @@ def _upserts(
         after.append(
             {
                 "upserts": done,
+                "first_lookup_ms": first * 1000,
+                "max_shard_deltas_at_first": backlog,
+                "settle_s": settle_s,
                 "lookup_ms": statistics.median(runs) * 1000,
                 "max_shard_deltas": stats.max_shard_deltas,
                 "delta_files": stats.delta_files,
             }
         )
     return {"entries": entries, "keys_per_upsert": UPSERT_KEYS, "after": after}
+
+
+def _settle(client: IndexClient) -> float:
+    """Seconds until the service's background compaction has caught up (no shard with
+    ``COMPACT_AFTER_DELTAS`` visible deltas), at most ``SETTLE_S``: the timed lookups then
+    measure what a lookup costs over the deltas compaction bounds, not the CPU a
+    compaction still running takes from it (the first lookup, timed apart, shows that)."""
+    began = time.perf_counter()
+    while (
+        client.stats().max_shard_deltas >= COMPACT_AFTER_DELTAS
+        and time.perf_counter() - began < SETTLE_S
+    ):
+        time.sleep(1.0)
+    return time.perf_counter() - began
 
 
 def _timed(fn: Any) -> float:
@@ -398,6 +462,16 @@ def format_report(result: dict[str, Any]) -> str:
             f"{upserts['keys_per_upsert']} keys per upsert, background compaction on)"
         )
         lines.append(_line("upserts", [f"{a['upserts']:,}" for a in upserts["after"]]))
+        lines.append(
+            _line("first lookup ms", [f"{a['first_lookup_ms']:.1f}" for a in upserts["after"]])
+        )
+        lines.append(
+            _line(
+                "  max deltas/shard",
+                [str(a["max_shard_deltas_at_first"]) for a in upserts["after"]],
+            )
+        )
+        lines.append(_line("settled after s", [f"{a['settle_s']:.1f}" for a in upserts["after"]]))
         lines.append(_line("lookup ms", [f"{a['lookup_ms']:.1f}" for a in upserts["after"]]))
         lines.append(
             _line("max deltas/shard", [str(a["max_shard_deltas"]) for a in upserts["after"]])

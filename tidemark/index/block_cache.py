@@ -35,11 +35,13 @@ class BlockCache:
         self._hits = 0
         self._misses = 0
 
-    def get(self, key: Hashable) -> object | None:
+    def get(self, key: Hashable, *, count_miss: bool = True) -> object | None:
+        """The value (counted as a hit), or None (a miss, unless ``count_miss`` is False:
+        a probe for an optional value that is not followed by a read)."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                self._misses += 1
+                self._misses += count_miss
                 return None
             self._entries.move_to_end(key)
             self._hits += 1
@@ -57,6 +59,14 @@ class BlockCache:
             while self._bytes > self.budget_bytes:
                 _, (_, evicted) = self._entries.popitem(last=False)
                 self._bytes -= evicted
+
+    def discard(self, keys: list[Hashable]) -> None:
+        """Drop these entries (absent ones are ignored)."""
+        with self._lock:
+            for key in keys:
+                entry = self._entries.pop(key, None)
+                if entry is not None:
+                    self._bytes -= entry[1]
 
     def clear(self) -> None:
         with self._lock:

@@ -9,8 +9,10 @@ or before its shard's base instant is already folded into the base. Among the re
 newest instant wins and a tombstone deletes. Compaction folds the visible deltas before
 the earliest pending instant into new bases; ``discard`` deletes a never-completed instant's deltas.
 
-Lookups sort and de-duplicate the batch once, split it by shard and ask each shard's
-files for whole sorted runs of keys (``ShardReader.lookup``).
+Lookups sort the batch once, split it by shard and ask each shard's base, then one merged
+view of its visible deltas (built in memory, cached under the list of deltas it merges),
+for whole sorted runs of keys (``ShardReader.lookup``): two searches per shard, however
+many deltas are outstanding.
 """
 
 from __future__ import annotations
@@ -257,13 +259,36 @@ class RecordIndex:
         for shard in np.flatnonzero(np.diff(bounds)).tolist():
             part = slice(int(bounds[shard]), int(bounds[shard + 1]))
             batch, positions = grouped.take(part), order[part]
-            for path in self._shard_files(view, shard):
-                reader = self._reader(path)
+            for reader in self._lookup_readers(view, shard):
                 found, codes = reader.lookup(batch)
                 winner[positions[found]] = dictionary_start + codes[found].astype(np.int64)
                 dictionaries.append(reader.dictionary)
                 dictionary_start += len(reader.dictionary)
         return _locations(keys, winner, dictionaries)
+
+    def _lookup_readers(self, view: _View, shard: int) -> list[ShardReader]:
+        """What a lookup searches in one shard, oldest first (a later file's entry wins):
+        its base, then its visible deltas merged into one file held in memory (newest
+        entry per key, tombstones kept: they delete base entries), so a lookup does two
+        searches per shard however many deltas are outstanding. The merged file is cached
+        under the exact list of delta files it merges: a delta added or folded changes the
+        list, so a lookup never sees a stale merge."""
+        base = self._reader(layout.base_path(shard, view.bases[shard]))
+        deltas = view.deltas(shard)
+        paths = [layout.delta_path(shard, m.instant, m.stage_id) for m in deltas]
+        if len(paths) <= 1:
+            return [base, *map(self._reader, paths)]
+        key = ("merged deltas", self.storage.uri, *paths)
+        merged = self.cache.get(key)
+        if merged is None:
+            newest = self._newest(paths, keep_tombstones=True)
+            data = _shard_bytes(newest, KIND_DELTA, deltas[-1].instant)
+            digest = hashlib.sha256("\n".join(paths).encode()).hexdigest()[:16]
+            name = f"{self.storage.uri}/{layout.shard_dir(shard)}/merged-deltas-{digest}"
+            merged = ShardReader.from_bytes(data, self.cache, name)
+            self.cache.put(key, merged, len(data) + merged.meta_bytes)
+        assert isinstance(merged, ShardReader)
+        return [base, merged]
 
     def stage(self, instant: str, changes: pa.Table) -> None:
         """Write ``changes`` (key, partition, file_id; null partition and file_id delete
@@ -433,6 +458,11 @@ class RecordIndex:
         paths = [layout.base_path(shard, view.bases[shard])] + [
             layout.delta_path(shard, m.instant, m.stage_id) for m in deltas
         ]
+        return self._newest(paths, keep_tombstones=False)
+
+    def _newest(self, paths: list[str], *, keep_tombstones: bool) -> pa.Table:
+        """The entries of the shard files at ``paths`` (oldest first), the newest of each
+        key kept, in key order (columns partition, file_id, instant, key, rank)."""
         tables = []
         for rank, path in enumerate(paths):
             reader = self._reader(path)
@@ -448,20 +478,13 @@ class RecordIndex:
         newest = np.ones(len(keys), bool)
         if len(keys) > 1:
             newest[1:] = pc.not_equal(keys[1:], keys[:-1]).to_numpy(False)
-        live = newest & pc.is_valid(merged["partition"]).to_numpy(False)
-        return merged.filter(pa.array(live))
+        if not keep_tombstones:
+            newest &= pc.is_valid(merged["partition"]).to_numpy(False)
+        return merged.filter(pa.array(newest))
 
     def _merged(self, view: _View, shard: int, deltas: list[layout.StageManifest]) -> bytes:
         """Base + deltas of one shard as one base file, as of the newest delta."""
-        kept = self._merge(view, shard, deltas)
-        return write_shard(
-            kept["key"],
-            kept["partition"],
-            kept["file_id"],
-            kept["instant"],
-            kind=KIND_BASE,
-            as_of=deltas[-1].instant,
-        )
+        return _shard_bytes(self._merge(view, shard, deltas), KIND_BASE, deltas[-1].instant)
 
     def max_deltas(self) -> int:
         """The most visible deltas any shard has now (what a lookup reads past its base)."""
@@ -524,6 +547,18 @@ class Compaction:
     shards: tuple[int, ...]
     deltas_folded: int
     manifests_deleted: int
+
+
+def _shard_bytes(entries: pa.Table, kind: str, as_of: str) -> bytes:
+    """A shard file of ``entries`` (columns key, partition, file_id, instant)."""
+    return write_shard(
+        entries["key"],
+        entries["partition"],
+        entries["file_id"],
+        entries["instant"],
+        kind=kind,
+        as_of=as_of,
+    )
 
 
 def _is_base(path: str) -> bool:

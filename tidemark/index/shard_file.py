@@ -19,7 +19,8 @@ Layout (byte-exact description in docs/record-index.md)::
 Every byte is covered by a CRC, so a flipped byte raises ``DataLossError`` when read and
 never turns into a wrong answer. Lookups take a sorted batch of keys and work per block
 with ``np.searchsorted``; only the blocks the batch touches are read, adjacent ones in one
-ranged read.
+ranged read. A batch touching half the blocks or more makes the file resident: all its
+blocks as one decoded block in the cache, searched with one ``np.searchsorted`` per batch.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ MAGIC = b"TMRI"
 BLOCK_BYTES = 128 << 10
 FILTER_BITS_PER_KEY = 8
 FILTER_PROBES = 5
+RESIDENT_TOUCHED_SHARE = 2
+"""A lookup touching at least 1/2 of a file's blocks makes the file resident (reading at
+most as many blocks again as it needed)."""
+RESIDENT_BUDGET_SHARE = 4
+"""A resident file takes at most 1/4 of the block cache."""
+DIRECTORY_MIN_ENTRIES = 1 << 16
+"""A resident file of this many distinct prefixes or more is searched through a
+directory of prefix buckets (smaller ones fit the CPU caches: ``np.searchsorted``)."""
+DIRECTORY_BUCKET_ENTRIES = 32
 FILTER_MAX_KEYS_PER_BLOCK = 2
 """The filter is asked only for sparse batches: with more keys per block, nearly every
 block is read anyway and searching the negatives costs less than probing the filter."""
@@ -91,6 +101,41 @@ class ShardInfo:
 
 
 @dataclass(frozen=True)
+class _Directory:
+    """Where each bucket of a sorted array of distinct prefixes starts, the buckets being
+    their top bits (about 32 prefixes per bucket for uniform keys such as UUIDs). A batch
+    is searched with a binary search inside each query's bucket, all queries at once:
+    each step is one gather of independent reads, which the CPU overlaps, where
+    ``np.searchsorted`` waits on memory at every step of every query once the array
+    outgrows the CPU caches."""
+
+    starts: np.ndarray
+    shift: np.uint64
+    steps: int
+
+    @classmethod
+    def of(cls, prefixes: np.ndarray) -> _Directory:
+        bits = max(1, (len(prefixes) // DIRECTORY_BUCKET_ENTRIES).bit_length() - 1)
+        shift = np.uint64(64 - bits)
+        firsts = np.arange(1 << bits, dtype=np.uint64) << shift
+        starts = np.append(np.searchsorted(prefixes, firsts), len(prefixes)).astype(np.int64)
+        widest = int(np.diff(starts).max())
+        return cls(starts, shift, widest.bit_length())
+
+    def search(self, prefixes: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        """``np.searchsorted(prefixes, queries, "left")``."""
+        bucket = (queries >> self.shift).astype(np.int64)
+        low, high = self.starts[bucket], self.starts[bucket + 1]
+        last = len(prefixes) - 1
+        for _ in range(self.steps):
+            middle = (low + high) >> 1
+            below = (prefixes[np.minimum(middle, last)] < queries) & (middle < high)
+            low = np.where(below, middle + 1, low)
+            high = np.where(below, high, middle)
+        return low
+
+
+@dataclass(frozen=True)
 class _Block:
     """A decoded data block: sorted keys (``S16`` raw UUIDs or ``S<w>`` UTF-8), their
     ``prefix64`` values (searched first, as integers) and location codes."""
@@ -101,10 +146,15 @@ class _Block:
     uuid: bool
     shared_prefixes: bool
     """Whether two keys share a prefix (then prefixes alone cannot place a query)."""
+    directory: _Directory | None = None
+    """Of a resident file's distinct prefixes, when it is large."""
 
     @property
     def nbytes(self) -> int:
-        return int(self.keys.nbytes + self.codes.nbytes + self.prefixes.nbytes) + 128
+        arrays = [self.keys, self.codes, self.prefixes]
+        if self.directory is not None:
+            arrays.append(self.directory.starts)
+        return sum(int(array.nbytes) for array in arrays) + 128
 
 
 def _compress(raw: bytes) -> bytes:
@@ -330,7 +380,10 @@ def _block_number_type(block_count: int) -> type[np.signedinteger]:
 def _search(block: _Block, queries: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
     """Where each query is or would be in the block's sorted keys (clipped to the last
     index): by integer prefix, and by whole key only where keys share a prefix."""
-    index = np.searchsorted(block.prefixes, prefixes, "left")
+    if block.directory is not None:
+        index = block.directory.search(block.prefixes, prefixes)
+    else:
+        index = np.searchsorted(block.prefixes, prefixes, "left")
     if block.shared_prefixes:
         shared = np.searchsorted(block.prefixes, prefixes, "right") - index > 1
         index[shared] = _search_keys(block.keys, queries[shared], "left")
@@ -346,6 +399,47 @@ def _search_keys(
     queries = fit(queries, min(queries.dtype.itemsize, width + 1))
     width = max(width, queries.dtype.itemsize)
     return np.searchsorted(fit(table, width), fit(queries, width), side)
+
+
+def _match(
+    block: _Block,
+    keys: EncodedKeys,
+    rows: np.ndarray,
+    candidates: np.ndarray,
+    found: np.ndarray,
+    codes: np.ndarray,
+) -> None:
+    """Search ``keys[rows]`` in ``block``; mark each hit (at its ``candidates`` position)
+    in ``found`` and set its code. A UUID block is searched by the raw bytes of the UUID
+    keys only: other keys cannot be in it."""
+    if block.uuid:
+        rows = rows[keys.uuids()[rows]]
+        queries, prefixes = keys.raw_uuids()[rows], keys.raw_prefixes()[rows]
+    else:
+        queries, prefixes = keys.values[rows], keys.prefixes()[rows]
+    index = _search(block, queries, prefixes)
+    hit = block.keys[index] == queries
+    positions = candidates[rows[hit]]
+    found[positions] = True
+    codes[positions] = block.codes[index[hit]]
+
+
+def _concatenate(blocks: list[_Block]) -> _Block:
+    """Consecutive blocks of one file as one block: raw UUIDs if every block holds them,
+    else every key as text at the widest width."""
+    uuid = all(block.uuid for block in blocks)
+    if uuid:
+        keys = np.concatenate([block.keys for block in blocks])
+        prefixes = np.concatenate([block.prefixes for block in blocks])
+    else:
+        values = [uuid_from_bytes(block.keys) if block.uuid else block.keys for block in blocks]
+        width = max(part.dtype.itemsize for part in values)
+        keys = np.concatenate([fit(part, width) for part in values])
+        prefixes = prefix64(keys)
+    codes = np.concatenate([block.codes for block in blocks])
+    shared = bool((prefixes[1:] == prefixes[:-1]).any())
+    large = len(prefixes) >= DIRECTORY_MIN_ENTRIES and not shared
+    return _Block(keys, codes, prefixes, uuid, shared, _Directory.of(prefixes) if large else None)
 
 
 ReadRange = Callable[[int, int], bytes]
@@ -394,6 +488,7 @@ class ShardReader:
         self.dictionary = pa.ipc.open_stream(sections[2]).read_all()
         self.info = ShardInfo(**json.loads(sections[3]))
         self.meta_bytes = sum(len(section) for section in sections)
+        self._resident_refused = False
 
     @classmethod
     def open(cls, storage: Storage, path: str, cache: BlockCache) -> ShardReader:
@@ -484,8 +579,9 @@ class ShardReader:
     def lookup(self, keys: EncodedKeys | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For keys in any order (repeats allowed; nearly sorted is fastest): a found mask
         and each found key's location code (an index into ``dictionary``; 0 where not
-        found). Keys are grouped by block with a radix sort of block numbers, and each
-        block searches its keys in one vector operation."""
+        found). With the file resident (below) the batch is searched in one vector
+        operation; otherwise keys are grouped by block with a radix sort of block numbers
+        and each block searches its keys in one vector operation."""
         if not isinstance(keys, EncodedKeys):
             keys = encode_keys(keys)
         found = np.zeros(len(keys), bool)
@@ -495,34 +591,60 @@ class ShardReader:
         sparse = len(keys) < FILTER_MAX_KEYS_PER_BLOCK * self.block_count
         candidates = np.flatnonzero(self.might_contain(keys)) if sparse else np.arange(len(keys))
         chosen = keys.take(candidates) if sparse else keys
-        block_of = self._route(chosen)
-        by_block = np.argsort(block_of.astype(_block_number_type(self.block_count)), kind="stable")
-        touched, starts = np.unique(block_of[by_block], return_index=True)
-        ends = np.append(starts[1:], len(by_block))
-        keep = touched >= 0
-        touched, starts, ends = touched[keep], starts[keep], ends[keep]
+        resident = self._cache.get(self._resident_key, count_miss=False)
+        if resident is None:
+            block_of = self._route(chosen)
+            by_block = np.argsort(
+                block_of.astype(_block_number_type(self.block_count)), kind="stable"
+            )
+            touched, starts = np.unique(block_of[by_block], return_index=True)
+            ends = np.append(starts[1:], len(by_block))
+            keep = touched >= 0
+            touched, starts, ends = touched[keep], starts[keep], ends[keep]
+            if RESIDENT_TOUCHED_SHARE * len(touched) >= self.block_count:
+                resident = self._make_resident()
+        if resident is not None:
+            assert isinstance(resident, _Block)
+            _match(resident, chosen, np.arange(len(chosen)), candidates, found, codes)
+            return found, codes
         blocks = self._blocks(touched)
         for block_id, start, end in zip(
             touched.tolist(), starts.tolist(), ends.tolist(), strict=True
         ):
-            block = blocks[block_id]
-            rows = by_block[start:end]
-            if block.uuid:
-                rows = rows[chosen.uuids()[rows]]
-                queries, prefixes = chosen.raw_uuids()[rows], chosen.raw_prefixes()[rows]
-            else:
-                queries, prefixes = chosen.values[rows], chosen.prefixes()[rows]
-            index = _search(block, queries, prefixes)
-            hit = block.keys[index] == queries
-            positions = candidates[rows[hit]]
-            found[positions] = True
-            codes[positions] = block.codes[index[hit]]
+            _match(blocks[block_id], chosen, by_block[start:end], candidates, found, codes)
         return found, codes
+
+    @property
+    def _resident_key(self) -> tuple[str, int, str]:
+        return (self.name, self.size, "resident")
+
+    def _make_resident(self) -> _Block | None:
+        """Make the whole file one decoded block in the cache (reading the blocks not
+        cached), replacing its per-block entries: a lookup then searches it with one
+        ``np.searchsorted`` instead of a few numpy calls per block, the fixed cost that
+        dominates when a large batch falls a few keys to a block. Refused (None) when
+        the file would take more than ``1 / RESIDENT_BUDGET_SHARE`` of the cache, so a
+        file too large for the cache is never re-read whole by every lookup."""
+        if self._resident_refused:
+            return None
+        blocks = self._blocks(np.arange(self.block_count))
+        parts = [blocks[block_id] for block_id in range(self.block_count)]
+        resident = parts[0] if len(parts) == 1 else _concatenate(parts)
+        if RESIDENT_BUDGET_SHARE * resident.nbytes > self._cache.budget_bytes:
+            self._resident_refused = True
+            return None
+        self._cache.discard([(self.name, self.size, block_id) for block_id in blocks])
+        self._cache.put(self._resident_key, resident, resident.nbytes)
+        return resident
 
     def scan(self) -> tuple[EncodedKeys, np.ndarray]:
         """Every entry in key order (compaction and ``verify``)."""
-        blocks = self._blocks(np.arange(self.block_count))
-        parts = [blocks[block_id] for block_id in range(self.block_count)]
+        resident = self._cache.get(self._resident_key, count_miss=False)
+        if isinstance(resident, _Block):
+            parts = [resident]
+        else:
+            blocks = self._blocks(np.arange(self.block_count))
+            parts = [blocks[block_id] for block_id in range(self.block_count)]
         values = [uuid_from_bytes(block.keys) if block.uuid else block.keys for block in parts]
         width = max((part.dtype.itemsize for part in values), default=1)
         merged = (
