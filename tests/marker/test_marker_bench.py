@@ -43,6 +43,12 @@ def test_bench_markers_reports_both_mechanisms(capsys: pytest.CaptureFixture[str
         "echo_calls_per_s",
     ):
         assert report[key] > 0
+    # each writer waits for its create's flush: at most one create per writer per tick
+    assert report["batch_interval_ms"] == 50
+    assert report["batch_bound_calls_per_s"] == pytest.approx(8 * 1000 / 50)
+    assert report["service_markers_per_s"] <= 1.1 * report["batch_bound_calls_per_s"]
+    assert report["service_vs_ceiling"] >= report["service_vs_echo"]
+    assert any(line.startswith("batching bound: 8 writers") for line in table)
     # CPU is counted in clock ticks: a tiny run may round to none
     assert report["service_cpu_ms_per_create"] >= 0 and report["echo_cpu_ms_per_call"] >= 0
     assert any(line.startswith("server CPU: ") for line in table)
