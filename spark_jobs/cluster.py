@@ -1,17 +1,19 @@
 """The clustering executor: run pending plans (``<ts>.replacecommit.requested``).
 
 Under the table lock, for each pending plan, oldest first: a run of it that died earlier
-is rolled back to its plan (Hudi's rollbackInflightClustering), the plan moves to inflight,
-and Spark tasks read the groups' base files through ``tidemark.storage``, order the rows by
-the plan's layout (``tidemark/clustering/curves.py``) and write them into the planned number of new
-file groups, each behind its marker like every write (``spark_jobs/base_file.py``). With
-fewer groups than cores a large group is cut into slices of whole output files, one task
-each: every slice orders the group from its sort columns alone, then reads and writes only
-its own rows, so the files and their order are the same however the group is cut. Every
+is rolled back to its plan (Hudi's rollbackInflightClustering), the plan moves to
+inflight, and Spark tasks read the groups' base files through ``tidemark.storage``,
+order the rows by the plan's layout (``tidemark/clustering/curves.py``) and write them
+into the planned number of new file groups, each behind its marker like every write
+(``spark_jobs/base_file.py``). With fewer groups than cores a large group is cut into
+slices of whole output files, one task each; a task writes its files on its share of the
+cores, one file per Arrow thread (Arrow takes and encodes rows without holding the GIL).
+Every slice orders the group from its sort columns alone, then reads and writes only its
+own rows, so the files and their order are the same however the group is cut. Every
 slice re-reads the group's sort columns and the input files holding its rows, so a group
 is cut only into slices of at least ``MIN_SLICE_INPUT_BYTES`` of input. The
-replacecommit lists the old file groups in ``partitionToReplaceFileIds``, so readers switch
-to the new ones at once.
+replacecommit lists the old file groups in ``partitionToReplaceFileIds``, so readers
+switch to the new ones at once.
 
 Rows are copied, never changed: meta columns included (Hudi's preserveHoodieMetadata),
 only ``_hoodie_file_name`` names the new file. A table with a record index gets every
@@ -31,6 +33,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -550,7 +553,7 @@ def cluster_slice(
     storage = storage_for(context.table_uri)
     whole = piece.first_file == 0 and piece.stop_file >= task.output_files
     if whole:
-        group = _read_files(storage, task.paths, context)
+        group = _read_files(storage, task.paths, context).combine_chunks()
         order = _order(group, layout)
     else:
         order, offsets = _group_order(task, context, layout)
@@ -561,19 +564,27 @@ def cluster_slice(
     if first >= stop:
         return []
     start = bounds[first]
-    positions = order[start : bounds[stop]]
     if whole:
-        rows = _in_order(group, positions)
+
+        def rows_of(low: int, high: int) -> pa.Table:
+            return _in_order(group, order, low, high)
+
     else:
-        rows = _rows_at(storage, task.paths, offsets, positions, context)
+        ordered = _rows_at(storage, task.paths, offsets, order[start : bounds[stop]], context)
+
+        def rows_of(low: int, high: int) -> pa.Table:
+            return ordered.slice(low - start, high - low)
+
     row_group_rows = max(1, row_group_bytes * total // max(1, task.input_bytes))
-    plain = mostly_distinct(rows.slice(0, row_group_rows))
-    stats = []
+    plain = mostly_distinct(rows_of(start, min(start + row_group_rows, bounds[stop])))
     identity = current_task()
-    for low, high in itertools.pairwise(bounds[first : stop + 1]):
+    spark_task = TaskContext.get()
+    markers = marker_writer(context.markers)
+
+    def write_file(low: int, high: int) -> WriteStat:
         with BaseFileWriter(
             storage=storage,
-            markers=marker_writer(context.markers),
+            markers=markers,
             task=identity,
             instant=context.instant,
             action=context.action,
@@ -583,12 +594,19 @@ def cluster_slice(
             populate_meta_fields=context.config.populate_meta_fields,
             plain_columns=plain,
         ) as writer:
-            writer.write_carried(rows.slice(low - start, high - low), row_group_rows)
-            stats.append(writer.close())
-        spark_task = TaskContext.get()
+            writer.write_carried(rows_of(low, high), row_group_rows)
+            stat = writer.close()
         if spark_task is not None:
             faults.fail_task_after_file_written(spark_task)
-    return stats
+        return stat
+
+    # Arrow releases the GIL while it takes a file's rows and encodes them: the task's
+    # files are written on its share of cores (its Arrow threads), one file per thread.
+    pool = ThreadPoolExecutor(max_workers=pa.cpu_count(), thread_name_prefix="cluster-file")
+    try:
+        return list(pool.map(write_file, bounds[first:stop], bounds[first + 1 : stop + 1]))
+    finally:
+        pool.shutdown(cancel_futures=True)  # a failed file: no further file is started
 
 
 def mostly_distinct(sample: pa.Table) -> frozenset[str]:
@@ -674,10 +692,12 @@ def _rows_at(
     return _in_order(pa.concat_tables(pieces), np.cumsum(chosen, dtype=np.int64)[positions] - 1)
 
 
-def _in_order(rows: pa.Table, positions: np.ndarray) -> pa.Table:
-    """``rows`` at ``positions``, one chunk; taken only when not already in order."""
-    if np.array_equal(positions, np.arange(len(positions))):
-        return rows.combine_chunks()
+def _in_order(rows: pa.Table, order: np.ndarray, low: int = 0, high: int | None = None) -> pa.Table:
+    """``rows`` (one chunk each column: a take from many chunks concatenates them first)
+    at ``order[low:high]``, one chunk; taken only when not already in order."""
+    positions = order[low:high]
+    if np.array_equal(positions, np.arange(low, low + len(positions))):
+        return rows.slice(low, len(positions)).combine_chunks()
     return rows.take(pa.array(positions)).combine_chunks()
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from tidemark.clustering.curves import (
     RANGES,
     boundaries_at_or_below,
     check_sortable,
+    curve_bits,
     hilbert,
     layout_order,
     range_ids,
@@ -261,6 +263,77 @@ def test_layout_orders() -> None:
             assert sorted(order) == list(range(5))
     with pytest.raises(InvalidArgumentError, match="unknown layout"):
         layout_order(rows, ["a"], "spiral")
+
+
+def _arrow_layout_order(rows: pa.Table, columns: list[str], layout: str, method: str) -> list[int]:
+    """The layout's order by Arrow's stable sort of (curve, *columns), nulls first."""
+    by_columns = [(name, "ascending", "at_start") for name in columns]
+    if layout == "linear" or len(columns) == 1:
+        return pc.sort_indices(rows, sort_keys=by_columns).to_pylist()
+    bits = curve_bits(len(columns), method)
+    if method == "sample":
+        coordinates = [range_ids(rows.column(name), ranges=1 << bits) for name in columns]
+    else:
+        shift = np.uint64(64 - bits)
+        coordinates = [sortable_keys(rows.column(name)) >> shift for name in columns]
+    curve = (zorder if layout == "zorder" else hilbert)(coordinates, bits)
+    keyed = rows.select(columns).append_column("curve", pa.array(curve))
+    sort_keys = [("curve", "ascending", "at_start"), *by_columns]
+    return pc.sort_indices(keyed, sort_keys=sort_keys).to_pylist()
+
+
+def _with_nulls(values: np.ndarray, rng: np.random.Generator) -> pa.Array:
+    return pa.array(values, mask=rng.random(len(values)) < 0.1)
+
+
+def test_layout_orders_are_arrows_stable_sort_of_curve_and_columns() -> None:
+    """The one-key numpy sort with ties re-sorted gives exactly Arrow's stable multi-key
+    order: duplicates, nulls, NaN (Arrow puts it next to the nulls), -0.0 beside 0.0, the
+    smallest int64 (whose key is a null's), strings sharing their first 8 bytes."""
+    rng = np.random.default_rng(7)
+    count = 3000
+    words = np.array(["", "a", "aa", "b", "aaaaaaaaaa", "aaaaaaaaab"], dtype=object)
+    special = [math.nan, -0.0, 0.0, math.inf, -math.inf]
+    tables = {
+        "few ints": pa.table({"a": rng.integers(-4, 4, count), "b": rng.integers(0, 3, count)}),
+        "wide ints": pa.table(
+            {
+                "a": _with_nulls(
+                    np.r_[
+                        rng.integers(-(2**63), 2**63 - 1, count - 2, dtype=np.int64), [-(2**63)] * 2
+                    ],
+                    rng,
+                ),
+                "b": _with_nulls(rng.integers(0, 5, count), rng),
+            }
+        ),
+        "floats": pa.table(
+            {
+                "a": _with_nulls(np.r_[rng.normal(size=count - 5), special], rng),
+                "b": _with_nulls(rng.normal(size=count), rng),
+            }
+        ),
+        "strings": pa.table(
+            {
+                "a": _with_nulls(words[rng.integers(0, len(words), count)], rng),
+                "b": rng.integers(0, 4, count),
+            }
+        ),
+        "timestamps": pa.table(
+            {
+                "a": pa.array(rng.integers(0, 1000, count)).cast(pa.timestamp("us", tz="UTC")),
+                "b": pa.array(rng.integers(0, 50, count), pa.int32()),
+            }
+        ),
+    }
+    for name, rows in tables.items():
+        for layout, method, width in itertools.product(
+            ("linear", "zorder", "hilbert"), ("sample", "direct"), (1, 2)
+        ):
+            columns = rows.column_names[:width]
+            expected = _arrow_layout_order(rows, columns, layout, method)
+            order = layout_order(rows, columns, layout, curve_method=method).to_pylist()
+            assert order == expected, (name, layout, method, columns)
 
 
 def test_check_sortable_names_the_column() -> None:
