@@ -37,6 +37,48 @@ def test_second_acquirer_conflicts_until_release(any_table_uri: str) -> None:
     assert not second.held
 
 
+def test_contenders_in_a_tight_loop_never_hold_the_lock_together(table_uri: str) -> None:
+    """Four contenders take and release the lock as fast as they can for three seconds. A
+    directory listing is not a snapshot: one made while the lock changed hands could miss
+    both the old and the new generation, and the claim built on it (an old generation
+    number, long deleted) used to succeed: two holders at once, the stale one failing its
+    first ``check`` (about 40 times in five seconds here). Every holder is alone and
+    proves its lock."""
+    storage = open_storage(table_uri)
+    holders, overlaps, lost, taken = 0, 0, 0, 0
+    counting = threading.Lock()
+    deadline = time.monotonic() + 3
+
+    def contend(owner: str) -> None:
+        nonlocal holders, overlaps, lost, taken
+        while time.monotonic() < deadline:
+            lock = TableLock(storage, owner, lease_s=60, heartbeat=False)
+            try:
+                lock.acquire()
+            except ConflictError:
+                continue
+            with counting:
+                holders += 1
+                taken += 1
+                overlaps += holders > 1
+            try:
+                lock.check()
+            except ConflictError:
+                with counting:
+                    lost += 1
+            with counting:
+                holders -= 1
+            lock.release()
+
+    threads = [threading.Thread(target=contend, args=(f"writer-{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert taken > 100
+    assert (overlaps, lost) == (0, 0)
+
+
 def test_expired_lease_is_taken_over_and_old_holder_learns_it(any_table_uri: str) -> None:
     storage = open_storage(any_table_uri)
     crashed = TableLock(storage, "crashed-writer", lease_s=0.2, heartbeat=False)

