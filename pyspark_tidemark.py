@@ -3,6 +3,6 @@
 reading the whole snapshot; ``tidemark.spark.register`` adds pushdown (see
 ``spark_jobs.datasource``)."""
 
-from spark_jobs.datasource import ScanDataSource as DefaultSource
+from tidemark.jobs.datasource import ScanDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

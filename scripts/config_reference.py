@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.index.config import IndexConfig
-from services.marker.config import MarkerConfig
-from services.planner.config import PlannerConfig
 from tidemark.commands import serve
 from tidemark.config import ClientConfig, ServerConfig, env_var_name
+from tidemark.services.index.config import IndexConfig
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.planner.config import PlannerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "configuration.md"

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from spark_jobs.task import TaskIdentity
+from tidemark.jobs.task import TaskIdentity
 from tidemark.storage import Storage
 from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
 from tidemark.table.keys import (

@@ -20,15 +20,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
-from spark_jobs.base_file import BaseFileWriter, conform
-from spark_jobs.context import WriteContext
-from spark_jobs.sizing import WritePlan
-from spark_jobs.stats import STAT_DDL, stats_batch
-from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION
-from spark_jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
+from tidemark import faults
+from tidemark.jobs.base_file import BaseFileWriter, conform
+from tidemark.jobs.context import WriteContext
+from tidemark.jobs.sizing import WritePlan
+from tidemark.jobs.stats import STAT_DDL, stats_batch
+from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION
+from tidemark.jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
 from tidemark.table.keys import IS_DELETED, PARTITION_PATH, RECORD_KEY, stored_record_keys
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
-from tidemark.testing import faults
 
 BUCKET = f"{INTERNAL_COLUMN_PREFIX}bucket"
 IS_DELETE = f"{INTERNAL_COLUMN_PREFIX}delete"

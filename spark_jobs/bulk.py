@@ -20,16 +20,22 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from spark_jobs.base_file import BaseFileWriter
-from spark_jobs.context import WriteContext
-from spark_jobs.keying import add_key_columns
-from spark_jobs.stats import STAT_DDL, stats_batch
-from spark_jobs.task import TaskIdentity, current_task, marker_writer, reserve_seqnos, storage_for
+from tidemark import faults
+from tidemark.jobs.base_file import BaseFileWriter
+from tidemark.jobs.context import WriteContext
+from tidemark.jobs.keying import add_key_columns
+from tidemark.jobs.stats import STAT_DDL, stats_batch
+from tidemark.jobs.task import (
+    TaskIdentity,
+    current_task,
+    marker_writer,
+    reserve_seqnos,
+    storage_for,
+)
 from tidemark.table.commit_metadata import WriteStat
 from tidemark.table.keys import PARTITION_PATH
 from tidemark.table.naming import new_file_id
 from tidemark.table.properties import TableConfig
-from tidemark.testing import faults
 
 SORT_MODES = ("none", "partition_sort", "global_sort")
 DEFAULT_SORT_MODE = "none"

@@ -46,22 +46,7 @@ import structlog
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
-from spark_jobs.base_file import BaseFileWriter, conform
-from spark_jobs.context import WriteContext
-from spark_jobs.errors import run_spark_action
-from spark_jobs.index_writes import file_changes, files_written_after, new_files, stage
-from spark_jobs.job_options import (
-    DEFAULT_LOCK_LEASE_S,
-    DEFAULT_LOCK_WAIT_S,
-    MarkerKind,
-    MarkerOptions,
-    add_job_options,
-    serving_markers,
-)
-from spark_jobs.session import build_session, cancellable_jobs
-from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
-from spark_jobs.task import current_task, marker_writer, storage_for
-from spark_jobs.write import MIB, index_client
+from tidemark import faults
 from tidemark.clients.index import IndexClient
 from tidemark.clustering.curves import (
     CURVE_METHODS,
@@ -78,6 +63,22 @@ from tidemark.errors import (
     with_note,
 )
 from tidemark.index.record_index import RecordIndex
+from tidemark.jobs.base_file import BaseFileWriter, conform
+from tidemark.jobs.context import WriteContext
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.index_writes import file_changes, files_written_after, new_files, stage
+from tidemark.jobs.job_options import (
+    DEFAULT_LOCK_LEASE_S,
+    DEFAULT_LOCK_WAIT_S,
+    MarkerKind,
+    MarkerOptions,
+    add_job_options,
+    serving_markers,
+)
+from tidemark.jobs.session import build_session, cancellable_jobs
+from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
+from tidemark.jobs.task import current_task, marker_writer, storage_for
+from tidemark.jobs.write import MIB, index_client
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
@@ -91,7 +92,6 @@ from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
 from tidemark.table.plan_run import forget_runs, run_lock
 from tidemark.table.table import HoodieTable
-from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 
@@ -105,7 +105,7 @@ DEFAULT_ROW_GROUP_BYTES = 120 * MIB
 query's row-group statistics prune inside the files too."""
 MIN_SLICE_INPUT_BYTES = 64 * MIB
 """The least input a slice of a group gets: each slice repeats the group's order and reads
-of its input files, so a smaller group is faster as one task (``tidemark bench
+of its input files, so a smaller group is faster as one task (``python -m benchmarks
 clustering``'s 11 MB group cut in four slices took twice the Python CPU of one task)."""
 
 

@@ -34,8 +34,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from spark_jobs.read import ReadPlan, plan_read, read_file, table_schema
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.read import ReadPlan, plan_read, read_file, table_schema
 
 NAME = "tidemark"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"

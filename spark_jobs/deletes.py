@@ -19,7 +19,7 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 
-from spark_jobs.keying import check_fields, column, with_keys
+from tidemark.jobs.keying import check_fields, column, with_keys
 from tidemark.table.keys import IS_DELETED
 from tidemark.table.properties import TableConfig
 

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_type
 
-from spark_jobs.keying import arrow_schema, column
+from tidemark.jobs.keying import arrow_schema, column
 from tidemark.table.schema import evolve_schema
 
 

@@ -29,11 +29,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from spark_jobs.errors import run_spark_action
-from spark_jobs.session import cancellable_jobs
-from spark_jobs.stages import StageClock, StageListener
-from spark_jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
-from spark_jobs.task import storage_for
+from tidemark import faults
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
 from tidemark.index import layout
 from tidemark.index.build import (
@@ -48,6 +44,11 @@ from tidemark.index.build import (
 )
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.sharding import shard_of
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.session import cancellable_jobs
+from tidemark.jobs.stages import StageClock, StageListener
+from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
+from tidemark.jobs.task import storage_for
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.lock import (
@@ -60,7 +61,6 @@ from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
-from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 

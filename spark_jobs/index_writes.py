@@ -27,13 +27,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
 
-from spark_jobs.buckets import BUCKET, INDEX_CHANGE, IS_DELETE
-from spark_jobs.errors import run_spark_action
-from spark_jobs.sizing import WritePlan
-from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.index.sharding import shard_of
+from tidemark.jobs.buckets import BUCKET, INDEX_CHANGE, IS_DELETE
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.sizing import WritePlan
+from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.table.commit_metadata import WriteStat
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY

@@ -25,8 +25,8 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import AtomicType, BinaryType, DataType, StringType, StructField, StructType
 
-from spark_jobs.keying import column
 from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.jobs.keying import column
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 
 FORMATS = ("parquet", "csv", "json")

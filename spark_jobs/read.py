@@ -17,10 +17,10 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from spark_jobs.base_file import conform
-from spark_jobs.task import storage_for
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import index_locator
+from tidemark.jobs.base_file import conform
+from tidemark.jobs.task import storage_for
 from tidemark.table.fsview import BaseFile
 from tidemark.table.reader import (
     Filter,

@@ -11,8 +11,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from spark_jobs.job_options import add_lock_wait_option
 from tidemark.index.record_index import discard_staged
+from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.table.commit import RollbackResult, rollback, rollback_failed_writes
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.locked import changing

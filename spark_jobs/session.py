@@ -14,8 +14,8 @@ from pathlib import Path
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
-from spark_jobs.job_options import DEFAULT_MASTER
 from tidemark.errors import FailedPreconditionError
+from tidemark.jobs.job_options import DEFAULT_MASTER
 
 _FORWARDED_ENV_PREFIXES = ("AWS_", "TIDEMARK_")
 _NEVER_FORWARDED = frozenset({"TIDEMARK_CLIENT_TOKEN"})

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from spark_jobs.task import storage_for
+from tidemark.jobs.task import storage_for
 from tidemark.storage import Storage
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys

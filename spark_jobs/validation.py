@@ -27,9 +27,9 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
-from spark_jobs.errors import run_spark_action
-from spark_jobs.keying import arrow_schema, check_fields, column
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.keying import arrow_schema, check_fields, column
 from tidemark.table.fsview import partition_listings
 from tidemark.table.keys import (
     EMPTY_KEY_PART,

@@ -26,50 +26,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DataType
 
-from spark_jobs.buckets import route, write_buckets
-from spark_jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
-from spark_jobs.context import WriteContext
-from spark_jobs.deletes import delete_keys, without_deleted
-from spark_jobs.errors import run_spark_action
-from spark_jobs.evolution import conform_to_table
-from spark_jobs.index_writes import (
-    TAGGINGS,
-    bucket_changes,
-    check_new_keys,
-    choose_tagging,
-    file_changes,
-    new_files,
-    replaced_changes,
-    stage_changes,
-    tag_with_index,
-)
-from spark_jobs.input import FORMATS, read_input
-from spark_jobs.job_options import (
-    MarkerOptions,
-    add_job_options,
-    serving_markers,
-)
-from spark_jobs.keying import (
-    arrow_schema,
-    check_fields,
-    data_columns,
-    dedupe,
-    keyed_schema,
-    with_keys,
-)
-from spark_jobs.session import build_session, cancellable_jobs
-from spark_jobs.sizing import (
-    DEFAULT_SMALL_FILE_LIMIT_BYTES,
-    DEFAULT_TARGET_FILE_BYTES,
-    WritePlan,
-    average_record_size,
-    plan_writes,
-)
-from spark_jobs.stages import StageClock, StageListener
-from spark_jobs.stats import stats_from_rows
-from spark_jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
-from spark_jobs.validation import TableRequest, check_layout, validate_input
-from spark_jobs.write_options import DEFAULT_OPTIONS, WriteOptions
+from tidemark import faults
 from tidemark.clients.index import IndexClient
 from tidemark.errors import (
     AlreadyExistsError,
@@ -82,6 +39,50 @@ from tidemark.errors import (
 )
 from tidemark.index.build import create_empty_index, index_building, shard_count_for
 from tidemark.index.record_index import RecordIndex
+from tidemark.jobs.buckets import route, write_buckets
+from tidemark.jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
+from tidemark.jobs.context import WriteContext
+from tidemark.jobs.deletes import delete_keys, without_deleted
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.evolution import conform_to_table
+from tidemark.jobs.index_writes import (
+    TAGGINGS,
+    bucket_changes,
+    check_new_keys,
+    choose_tagging,
+    file_changes,
+    new_files,
+    replaced_changes,
+    stage_changes,
+    tag_with_index,
+)
+from tidemark.jobs.input import FORMATS, read_input
+from tidemark.jobs.job_options import (
+    MarkerOptions,
+    add_job_options,
+    serving_markers,
+)
+from tidemark.jobs.keying import (
+    arrow_schema,
+    check_fields,
+    data_columns,
+    dedupe,
+    keyed_schema,
+    with_keys,
+)
+from tidemark.jobs.session import build_session, cancellable_jobs
+from tidemark.jobs.sizing import (
+    DEFAULT_SMALL_FILE_LIMIT_BYTES,
+    DEFAULT_TARGET_FILE_BYTES,
+    WritePlan,
+    average_record_size,
+    plan_writes,
+)
+from tidemark.jobs.stages import StageClock, StageListener
+from tidemark.jobs.stats import stats_from_rows
+from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
+from tidemark.jobs.validation import TableRequest, check_layout, validate_input
+from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.uri import canonical_uri
@@ -105,7 +106,6 @@ from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 from tidemark.table.write_checks import check_writable
-from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 

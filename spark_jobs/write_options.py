@@ -11,9 +11,9 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from spark_jobs.bulk import DEFAULT_SORT_MODE
-from spark_jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind
-from spark_jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
+from tidemark.jobs.bulk import DEFAULT_SORT_MODE
+from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind
+from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from tidemark.table import pending_clustering
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 

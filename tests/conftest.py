@@ -63,7 +63,7 @@ def spark(s3_server: str) -> Iterator[SparkSession]:
     """One local SparkSession for all Spark tests (started after the S3 server so executors
     inherit its AWS_* settings); ``local[2,4]`` = two cores, four attempts per task.
     pyspark is imported here, not at the top, so tests without Spark never load it."""
-    from spark_jobs.session import build_session
+    from tidemark.jobs.session import build_session
 
     session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
     master = session.sparkContext.master

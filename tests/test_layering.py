@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tidemark", "services", "spark_jobs")
+"""The real folders; tidemark/services and tidemark/jobs link to the last two."""
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
@@ -28,7 +29,12 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 def tree_copy(tmp_path: Path) -> Path:
     """The packages' sources and pyproject.toml, to add an import to."""
     for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+        shutil.copytree(
+            ROOT / package,
+            tmp_path / package,
+            symlinks=True,
+            ignore=shutil.ignore_patterns("*.pyc"),
+        )
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     return tmp_path
 
@@ -41,11 +47,13 @@ def test_the_tree_keeps_its_layers(tree_copy: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "forbidden"),
     [
-        ("services/planner/engine.py", "spark_jobs.rollback"),
-        ("spark_jobs/write.py", "services.index.tables"),
+        ("services/planner/engine.py", "tidemark.jobs.rollback"),
+        ("spark_jobs/write.py", "tidemark.services.index.tables"),
         ("tidemark/table/markers.py", "tidemark.clients.marker"),
         ("tidemark/storage/local.py", "tidemark.table.timeline"),
-        ("services/marker/engine.py", "services.index.tables"),
+        ("services/marker/engine.py", "tidemark.services.index.tables"),
+        ("tidemark/table/timeline.py", "tidemark.testing.tables"),
+        ("spark_jobs/write.py", "tidemark.testing.s3local"),
     ],
 )
 def test_an_import_against_the_rule_fails_the_lint(
@@ -56,3 +64,11 @@ def test_an_import_against_the_rule_fails_the_lint(
     result = lint_imports(tree_copy)
     assert result.returncode != 0
     assert forbidden in result.stdout
+
+
+def test_a_new_package_must_be_placed_in_a_layer(tree_copy: Path) -> None:
+    (tree_copy / "tidemark" / "newcomer").mkdir()
+    (tree_copy / "tidemark" / "newcomer" / "__init__.py").write_text("")
+    result = lint_imports(tree_copy)
+    assert result.returncode != 0
+    assert "tidemark.newcomer" in result.stdout

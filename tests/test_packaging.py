@@ -78,7 +78,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(wheelhouse: Path) -> Path:
-    (path,) = wheelhouse.glob("tidemark-*.whl")
+    (path,) = wheelhouse.glob("tidemark_hudi-*.whl")
     return path
 
 
@@ -115,7 +115,7 @@ def test_the_base_package_serves_without_pyspark(wheelhouse: Path, tmp_path: Pat
     assert write.stderr.strip().splitlines() == [
         "tidemark write: error: command: tidemark write runs Spark jobs, and pyspark is not "
         "installed: "
-        "pip install 'tidemark[spark]'"
+        "pip install 'tidemark-hudi[spark]'"
     ]
     assert not (tmp_path / "t").exists()
 

@@ -27,19 +27,20 @@ COMMAND_MODULES: dict[str, str] = {
     "show": "tidemark.commands.table",
     "rollback": "tidemark.commands.table",
     "write": "tidemark.commands.write",
-    "bench": "tidemark.commands.bench",
     "index": "tidemark.commands.index",
     "cluster": "tidemark.commands.cluster",
 }
 """Command name -> the module whose ``register(subparsers)`` adds it."""
 
 EXIT_USAGE = 2
+DISTRIBUTION = "tidemark-hudi"
+"""The name on PyPI (``tidemark`` there is another project); the import name is tidemark."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser for ``command`` alone when it is known, else for every command."""
     parser = argparse.ArgumentParser(prog="tidemark", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"tidemark {version('tidemark')}")
+    parser.add_argument("--version", action="version", version=f"tidemark {version(DISTRIBUTION)}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     if command in COMMAND_MODULES:
         module_names = [COMMAND_MODULES[command]]
@@ -59,7 +60,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Each command module sets ``handler`` (args -> exit code) on its subparser."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
+    return run_command(build_parser(arguments[0] if arguments else None).parse_args(arguments))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command's ``handler``; a domain error is one line on stderr."""
     try:
         export_client_arguments(args)
         return int(args.handler(args))

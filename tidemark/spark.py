@@ -13,15 +13,15 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.cluster import ClusterResult, run_clustering
-from spark_jobs.datasource import NAME, PUSHDOWN_CONF, TidemarkDataSource
-from spark_jobs.index_build import BuildResult, build_index
-from spark_jobs.job_options import serving_markers
-from spark_jobs.rollback import rollback_table
-from spark_jobs.write import WriteResult
-from spark_jobs.write import write as write_job
-from spark_jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.jobs.cluster import ClusterResult, run_clustering
+from tidemark.jobs.datasource import NAME, PUSHDOWN_CONF, TidemarkDataSource
+from tidemark.jobs.index_build import BuildResult, build_index
+from tidemark.jobs.job_options import serving_markers
+from tidemark.jobs.rollback import rollback_table
+from tidemark.jobs.write import WriteResult
+from tidemark.jobs.write import write as write_job
+from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.table.commit import RollbackResult
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S

@@ -5,9 +5,9 @@
 # NetworkPolicy, the client CA mounted from its Secret, the token as an env var from its
 # Secret, so it is in neither the Spark configuration nor the UI); tests/helm checks them.
 #
-# The Python environment: a venv-pack archive of tidemark[spark], on the Python version of
+# The Python environment: a venv-pack archive of tidemark-hudi[spark], on the Python version of
 # the Spark image (3.11):
-#   python3.11 -m venv env && env/bin/pip install 'tidemark[spark]' venv-pack
+#   python3.11 -m venv env && env/bin/pip install 'tidemark-hudi[spark]' venv-pack
 #   env/bin/venv-pack -p env -o tidemark-env.tar.gz
 set -euo pipefail
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import grpc
 import structlog
 
-from services.index.config import IndexConfig
-from services.index.metrics import IndexMetrics
-from services.index.servicer import IndexServicer
-from services.index.tables import IndexTables
 from tidemark.proto.index.v1 import index_service_pb2_grpc as pb_grpc
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
+from tidemark.services.index.config import IndexConfig
+from tidemark.services.index.metrics import IndexMetrics
+from tidemark.services.index.servicer import IndexServicer
+from tidemark.services.index.tables import IndexTables
 
 log = structlog.get_logger(__name__)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.index import index_service
-from services.index.config import IndexConfig
-from services.index.tables import IndexTables
 from tidemark.rpc.embedded import EmbeddedServer, start_loopback_server
+from tidemark.services.index import index_service
+from tidemark.services.index.config import IndexConfig
+from tidemark.services.index.tables import IndexTables
 
 
 def start_embedded_index_service(

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from services.index.tables import IndexTables
+    from tidemark.services.index.tables import IndexTables
 
 LOOKUP_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 BATCH_KEYS_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)

@@ -17,15 +17,15 @@ from typing import Any
 
 import grpc
 
-from services.index import requests
-from services.index.metrics import IndexMetrics
-from services.index.tables import IndexTables
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1 import index_service_pb2_grpc as pb_grpc
 from tidemark.rpc import arrow_ipc
 from tidemark.rpc.requests import table_uri
+from tidemark.services.index import requests
+from tidemark.services.index.metrics import IndexMetrics
+from tidemark.services.index.tables import IndexTables
 
 Context = grpc.aio.ServicerContext[Any, Any]
 LOCATION_COLUMNS = ("partition", "file_id", "instant")

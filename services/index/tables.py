@@ -18,13 +18,13 @@ from collections import OrderedDict
 
 import structlog
 
-from services.index.compactor import Compactor
-from services.index.config import IndexConfig
 from tidemark.errors import NotFoundError
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.build import BuildStatus
 from tidemark.index.record_index import RecordIndex
+from tidemark.services.index.compactor import Compactor
+from tidemark.services.index.config import IndexConfig
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)

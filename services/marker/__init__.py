@@ -9,12 +9,12 @@ from __future__ import annotations
 import grpc
 import structlog
 
-from services.marker.config import MarkerConfig
-from services.marker.engine import MarkerEngine
-from services.marker.metrics import MarkerMetrics
-from services.marker.servicer import MarkerServicer
 from tidemark.proto.marker.v1 import marker_service_pb2_grpc as pb_grpc
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.marker.engine import MarkerEngine
+from tidemark.services.marker.metrics import MarkerMetrics
+from tidemark.services.marker.servicer import MarkerServicer
 
 log = structlog.get_logger(__name__)
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from services.marker.lease import DirLease
-from services.marker.waiters import Outcome, PendingCreate, answer_all
 from tidemark.errors import DataLossError, UnavailableError
+from tidemark.services.marker.lease import DirLease
+from tidemark.services.marker.waiters import Outcome, PendingCreate, answer_all
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.markers import (

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.marker import marker_service
-from services.marker.config import MarkerConfig
-from services.marker.engine import MarkerEngine
 from tidemark.rpc.embedded import EmbeddedServer, start_loopback_server
 from tidemark.rpc.server import RunningServer
+from tidemark.services.marker import marker_service
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.marker.engine import MarkerEngine
 
 
 class EmbeddedMarkerService(EmbeddedServer):

@@ -21,12 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
-from services.marker.config import MarkerConfig
-from services.marker.dir_state import MarkerDirState, list_marker_dir, read_markers_files
-from services.marker.lease import DirLease
-from services.marker.metrics import FlushMetrics
-from services.marker.waiters import PendingCreate
 from tidemark.errors import FailedPreconditionError, ResourceExhaustedError, UnavailableError
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.marker.dir_state import MarkerDirState, list_marker_dir, read_markers_files
+from tidemark.services.marker.lease import DirLease
+from tidemark.services.marker.metrics import FlushMetrics
+from tidemark.services.marker.waiters import PendingCreate
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table.lock import LockHolder, TableLock

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from services.marker.engine import MarkerEngine
+    from tidemark.services.marker.engine import MarkerEngine
 
 STORAGE_REQUESTS = "tidemark_marker_storage_requests"
 FLUSH_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -16,12 +16,12 @@ from typing import Any
 import grpc
 import structlog
 
-from services.marker import requests
-from services.marker.engine import MarkerEngine
 from tidemark.config import ServerConfig
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1 import marker_service_pb2_grpc as pb_grpc
 from tidemark.rpc.requests import table_uri
+from tidemark.services.marker import requests
+from tidemark.services.marker.engine import MarkerEngine
 from tidemark.table.markers import IOType, parse_marker_name
 
 log = structlog.get_logger(__name__)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import grpc
 import structlog
 
-from services.planner.config import PlannerConfig
-from services.planner.engine import PlannerEngine
-from services.planner.metrics import PlannerMetrics
-from services.planner.servicer import PlannerServicer
 from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
+from tidemark.services.planner.config import PlannerConfig
+from tidemark.services.planner.engine import PlannerEngine
+from tidemark.services.planner.metrics import PlannerMetrics
+from tidemark.services.planner.servicer import PlannerServicer
 
 log = structlog.get_logger(__name__)
 

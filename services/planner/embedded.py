@@ -3,9 +3,9 @@ uses it when no ``--planner-service`` address is given."""
 
 from __future__ import annotations
 
-from services.planner import planner_service
-from services.planner.config import PlannerConfig
 from tidemark.rpc.embedded import EmbeddedServer, start_loopback_server
+from tidemark.services.planner import planner_service
+from tidemark.services.planner.config import PlannerConfig
 
 
 def start_embedded_planner_service(config: PlannerConfig | None = None) -> EmbeddedServer:

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 
 import structlog
 
-from services.planner.config import PlannerConfig
-from services.planner.exclusions import busy_file_groups
-from services.planner.policy import TriggerPolicy
-from services.planner.triggers import TriggerLoop, load_policy, save_policy
+from tidemark import faults
 from tidemark.clustering.curves import check_sortable
 from tidemark.clustering.strategy import FileSlices, PlanOptions, PlanOutcome, plan_clustering
 from tidemark.errors import FailedPreconditionError
 from tidemark.index.record_index import discard_staged
+from tidemark.services.planner.config import PlannerConfig
+from tidemark.services.planner.exclusions import busy_file_groups
+from tidemark.services.planner.policy import TriggerPolicy
+from tidemark.services.planner.triggers import TriggerLoop, load_policy, save_policy
 from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
 from tidemark.table.commit import RollbackResult, rollback
 from tidemark.table.lock import TableLock
@@ -34,7 +35,6 @@ from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.plan_run import check_not_running, forget_runs
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
-from tidemark.testing import faults
 
 log = structlog.get_logger(__name__)
 

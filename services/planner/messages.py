@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from services.planner.policy import TriggerPolicy
 from tidemark.clustering.layouts import LAYOUTS
 from tidemark.clustering.strategy import PartitionFilter, PlanOptions
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
+from tidemark.services.planner.policy import TriggerPolicy
 from tidemark.table.clustering_plan import PendingPlan
 from tidemark.table.instant import State
 

@@ -11,7 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from services.planner.engine import PlannerEngine
+    from tidemark.services.planner.engine import PlannerEngine
 
 
 class PlannerMetrics(Collector):

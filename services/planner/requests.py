@@ -3,7 +3,6 @@ raised before anything touches the table."""
 
 from __future__ import annotations
 
-from services.planner.policy import TriggerPolicy
 from tidemark.clustering.layouts import LAYOUT_NAMES
 from tidemark.clustering.strategy import (
     ALL_PARTITIONS,
@@ -18,6 +17,7 @@ from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.requests import table_uri
+from tidemark.services.planner.policy import TriggerPolicy
 from tidemark.table.instant import validate_instant_time
 
 LAYOUTS: dict[pb.Layout, str] = {pb.LAYOUT_UNSPECIFIED: "linear", **LAYOUT_NAMES}

@@ -12,11 +12,11 @@ from typing import Any
 
 import grpc
 
-from services.planner import messages, requests
-from services.planner.engine import PlannerEngine
 from tidemark.config import ServerConfig
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
+from tidemark.services.planner import messages, requests
+from tidemark.services.planner.engine import PlannerEngine
 
 Context = grpc.aio.ServicerContext[Any, Any]
 

@@ -17,11 +17,11 @@ from collections.abc import Callable
 import structlog
 from google.protobuf import json_format
 
-from services.planner import messages, requests
-from services.planner.policy import TriggerPolicy
 from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
+from tidemark.services.planner import messages, requests
+from tidemark.services.planner.policy import TriggerPolicy
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed

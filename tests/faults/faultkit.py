@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from spark.sparkkit import assert_readers_agree, data_files, hudi_rs_table
 
-from spark_jobs.stages import StageListener
-from spark_jobs.write import WriteResult, write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.stages import StageListener
+from tidemark.jobs.write import WriteResult, write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
 from tidemark.table.keys import RECORD_KEY

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import sys
 
-from spark_jobs.session import build_session
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.session import build_session
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 
 SCHEMA = "id int, name string, part string, ts long"
 """``faultkit.SCHEMA`` (this script runs on its own, without the test packages)."""

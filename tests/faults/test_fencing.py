@@ -33,8 +33,8 @@ from faults.faultkit import (
     wait_for_lease_expiry,
     write_input,
 )
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.testing.s3local import FaultProxy
 
 pytestmark = pytest.mark.spark

@@ -24,13 +24,13 @@ from faults.faultkit import (
     start_stopping_writer,
     write_rows,
 )
-from services.marker.config import MarkerConfig
-from services.marker.embedded import start_embedded_marker_service
 from tidemark.errors import UnavailableError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.process import ServeProcess
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.marker.embedded import start_embedded_marker_service
 from tidemark.storage import open_storage
 from tidemark.table.lock import LockHolder, TableLock
 from tidemark.table.markers import marker_dir, marker_lease_dir

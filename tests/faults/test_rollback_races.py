@@ -17,9 +17,9 @@ import pytest
 from table.table_testkit import Writer, people_config, rows
 
 from faults.faultkit import assert_table_holds
-from spark_jobs.base_file import BaseFileWriter
-from spark_jobs.task import TaskIdentity
 from tidemark.errors import ConflictError
+from tidemark.jobs.base_file import BaseFileWriter
+from tidemark.jobs.task import TaskIdentity
 from tidemark.storage.base import Storage
 from tidemark.table.commit import delete_stale_marker_dirs, rollback, rollback_failed_writes
 from tidemark.table.instant import COMMIT

@@ -1,4 +1,4 @@
-"""``tidemark bench load`` for 30 seconds at small counts: the three ``tidemark serve``
+"""``python -m benchmarks load`` for 30 seconds at small counts: the three ``tidemark serve``
 processes under load from spawned clients answer every call exactly (no errors, no wrong
 answers) and their memory is sampled throughout and stays bounded."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tidemark.cli import main
-from tidemark.commands.bench_load import KINDS
+from benchmarks.__main__ import main
+from benchmarks.load import KINDS
 
 DURATION_S = 30
 RSS_BOUND_MIB = 1024
@@ -21,7 +21,6 @@ def test_thirty_seconds_of_load_without_errors_in_bounded_memory(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = [
-        "bench",
         "load",
         "--duration-s",
         str(DURATION_S),

@@ -23,7 +23,6 @@ from index.servicekit import (
 )
 from table.table_testkit import file_tree
 
-from services.index.embedded import start_embedded_index_service
 from tidemark.cli import main
 from tidemark.errors import DataLossError
 from tidemark.index import layout
@@ -33,6 +32,7 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
 from tidemark.rpc.embedded import EmbeddedServer
+from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import open_storage
 
 from .damagekit import flip_bit, truncate, wrong_section_checksum

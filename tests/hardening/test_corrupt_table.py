@@ -16,9 +16,6 @@ import pytest
 from planner.plankit import new_table
 from table.table_testkit import file_tree
 
-from services.marker.embedded import start_embedded_marker_service
-from services.planner.embedded import start_embedded_planner_service
-from services.planner.triggers import POLICY_PATH
 from tidemark.cli import main
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ClientConfig
@@ -26,6 +23,9 @@ from tidemark.errors import DataLossError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.services.marker.embedded import start_embedded_marker_service
+from tidemark.services.planner.embedded import start_embedded_planner_service
+from tidemark.services.planner.triggers import POLICY_PATH
 from tidemark.storage import open_storage
 from tidemark.table.commit import LEFTOVERS_WATERMARK, remove_rolled_back_leftovers
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, Instant, State

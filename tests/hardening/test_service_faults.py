@@ -32,6 +32,7 @@ from tidemark.clients.index import IndexClient
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ClientConfig
 from tidemark.errors import TidemarkError, UnavailableError
+from tidemark.faults import HOLD_AT_ENV, REACHED_FILE
 from tidemark.index.record_index import COMPACTION_LEASE_S
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
@@ -39,7 +40,6 @@ from tidemark.storage.local import TEMP_MARKER
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.table import HoodieTable
-from tidemark.testing.faults import HOLD_AT_ENV, REACHED_FILE
 from tidemark.testing.s3local import FaultProxy
 
 WAIT_S = 120.0

@@ -15,10 +15,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from services.index import FULL_NAME as INDEX_SERVICE
-from services.marker import FULL_NAME as MARKER_SERVICE
-from services.planner import FULL_NAME as PLANNER_SERVICE
 from tidemark.cli import build_parser
+from tidemark.services.index import FULL_NAME as INDEX_SERVICE
+from tidemark.services.marker import FULL_NAME as MARKER_SERVICE
+from tidemark.services.planner import FULL_NAME as PLANNER_SERVICE
 
 from .chart import (
     CHART,

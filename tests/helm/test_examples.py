@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
-from spark_jobs.write import add_arguments
+from tidemark.jobs.write import add_arguments
 
 from .chart import (
     CRD_KINDS,

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from services.index.config import IndexConfig
-from services.index.embedded import start_embedded_index_service
 from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
 from tidemark.rpc.embedded import EmbeddedServer
+from tidemark.services.index.config import IndexConfig
+from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import Storage, open_storage
 
 from .servicekit import KEYS, build_index, create_table

@@ -8,7 +8,7 @@ import urllib.request
 import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
-from tidemark.commands.bench_index import bench_table_config
+from benchmarks.index import bench_table_config
 from tidemark.index.build import publish_index, write_base_shard
 from tidemark.index.sharding import shard_of
 from tidemark.rpc import arrow_ipc

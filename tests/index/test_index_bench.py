@@ -1,4 +1,4 @@
-"""`tidemark bench index` runs end to end (tiny sizes; the numbers belong to the benchmark)."""
+"""`python -m benchmarks index` runs end to end (tiny sizes; the numbers are the bench's)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from tidemark.cli import main
-from tidemark.commands.bench_index import readme_rows
+from benchmarks.__main__ import main
+from benchmarks.index import readme_rows
 
 
 @pytest.mark.usefixtures("spark")  # the bench joins the suite's shared session
 def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "index", "--entries", "3000", "--batch", "600", "--repeat", "1"]
+    argv = ["index", "--entries", "3000", "--batch", "600", "--repeat", "1"]
     argv += ["--table-rows", "2000", "--latency-ms", "5", "--master", "local[1]"]
     assert main([*argv, "--json"]) == 0
 
@@ -76,13 +76,13 @@ def test_bench_index_reports_every_part(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_bench_index_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "index", "--entries", "0"])
+        main(["index", "--entries", "0"])
     assert exit_info.value.code == 2
     assert "--entries" in capsys.readouterr().err
 
 
 def test_bench_index_rejects_negative_latency(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "index", "--latency-ms", "-1"])
+        main(["index", "--latency-ms", "-1"])
     assert exit_info.value.code == 2
     assert "--latency-ms: must be >= 0, got -1" in capsys.readouterr().err

@@ -10,13 +10,13 @@ import socket
 import pyarrow as pa
 import pytest
 
-from services.index.embedded import start_embedded_index_service
 from tidemark.clients.index import IndexClient
 from tidemark.config import ClientConfig
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.sharding import shard_of
 from tidemark.rpc.embedded import EmbeddedServer
+from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import open_storage
 from tidemark.testing.s3local import FaultProxy
 

@@ -17,13 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from services.index.config import IndexConfig
-from services.index.embedded import start_embedded_index_service
 from tidemark.clients.index import Compaction, IndexClient
 from tidemark.errors import ConflictError, TidemarkError
 from tidemark.index import layout
 from tidemark.index.record_index import RecordIndex
 from tidemark.rpc.embedded import EmbeddedServer
+from tidemark.services.index.config import IndexConfig
+from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.testing.s3local import FaultProxy

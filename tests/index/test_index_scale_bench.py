@@ -1,4 +1,4 @@
-"""`tidemark bench index --scale` runs end to end (tiny sizes; the numbers belong to the
+"""`python -m benchmarks index --scale` runs end to end (tiny sizes; the numbers belong to the
 benchmark): every size measured, the upsert curve, and the README rows of its JSON."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.cli import main
-from tidemark.commands.bench_index_scale import readme_rows
+from benchmarks.__main__ import main
+from benchmarks.index_scale import readme_rows
 
 
 def test_scale_bench_reports_each_size_and_lookups_over_upserts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["bench", "index", "--scale", "--sizes", "30000,3000", "--upserts", "12,1"]
+    argv = ["index", "--scale", "--sizes", "30000,3000", "--upserts", "12,1"]
     assert main([*argv, "--batch", "1000", "--repeat", "1", "--json"]) == 0
 
     output = capsys.readouterr().out.strip().splitlines()
@@ -57,7 +57,7 @@ def test_scale_bench_reports_each_size_and_lookups_over_upserts(
 def test_keep_builds_once_and_reuses_the_index_with_its_build_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["bench", "index", "--scale", "--sizes", "3000", "--batch", "1000", "--repeat", "1"]
+    argv = ["index", "--scale", "--sizes", "3000", "--batch", "1000", "--repeat", "1"]
     kept = ["--upserts", "none", "--keep", str(tmp_path / "kept"), "--json"]
     reports = []
     for _ in range(2):

@@ -20,8 +20,6 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.index import FULL_NAME
-from services.index.embedded import start_embedded_index_service
 from tidemark.index import layout
 from tidemark.index.record_index import RecordIndex
 from tidemark.proto.common.v1.common_pb2 import TableRef
@@ -31,6 +29,8 @@ from tidemark.rpc import arrow_ipc
 from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.rpc.process import ServeProcess
 from tidemark.rpc.status import ERROR_FIELD_KEY
+from tidemark.services.index import FULL_NAME
+from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import open_storage
 
 from .conftest import MAX_BATCH_KEYS

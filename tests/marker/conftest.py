@@ -11,14 +11,14 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.marker.config import MarkerConfig
-from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from tidemark.config import ClientConfig
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.process import ServeProcess
 from tidemark.rpc.status import ERROR_FIELD_KEY
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from tidemark.storage import open_storage
 from tidemark.table.properties import PROPERTIES_PATH, format_properties
 

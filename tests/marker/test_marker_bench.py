@@ -1,4 +1,4 @@
-"""`tidemark bench markers` runs end to end (tiny sizes; the numbers belong to the benchmark)."""
+"""`python -m benchmarks markers` runs end to end (tiny sizes; the numbers are the bench's)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tidemark.cli import main
-from tidemark.commands.bench_markers import process_cpu_s, readme_rows, storage_server
+from benchmarks.__main__ import main
+from benchmarks.markers import process_cpu_s, readme_rows, storage_server
 
 TINY = ["--markers", "300", "--writers", "8", "--echo-calls", "100", "--batch-size", "50"]
 
@@ -19,7 +19,7 @@ def bench_output(
     capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[list[str], dict[str, Any]]:
     """The table's lines and the JSON line of one ``bench markers --json`` run."""
-    assert main(["bench", "markers", *TINY, *args, "--json"]) == 0
+    assert main(["markers", *TINY, *args, "--json"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     return lines[:-1], json.loads(lines[-1])
 
@@ -110,7 +110,7 @@ def test_storage_server_names_the_emulator(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_bench_markers_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "markers", "--writers", "0", "--storage", "local"])
+        main(["markers", "--writers", "0", "--storage", "local"])
     assert exit_info.value.code == 2
     assert "--writers: must be > 0, got 0" in capsys.readouterr().err
 

@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from services.marker.config import MarkerConfig
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, marker_writer_for
 from tidemark.config import ClientConfig
 from tidemark.errors import UnavailableError
+from tidemark.services.marker.config import MarkerConfig
 from tidemark.storage import open_storage
 from tidemark.table.markers import IOType, MarkerSpec, read_markers_from_storage
 

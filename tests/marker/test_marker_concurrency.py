@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from services.marker.config import MarkerConfig
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
+from tidemark.services.marker.config import MarkerConfig
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
 from .conftest import FAST_CLIENT, INSTANT, StartService, as_table, stored_markers

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 
-from services.marker.config import MarkerConfig
-from services.marker.embedded import EmbeddedMarkerService
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.errors import UnavailableError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.marker.embedded import EmbeddedMarkerService
 from tidemark.storage import open_storage
 from tidemark.table.markers import IOType, MarkerSpec, read_markers_from_storage
 from tidemark.testing.s3local import FaultProxy

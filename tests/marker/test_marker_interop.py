@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.marker.config import MarkerConfig
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
+from tidemark.services.marker.config import MarkerConfig
 from tidemark.storage import open_storage
 from tidemark.table.commit import rollback
 from tidemark.table.instant import COMMIT

@@ -11,7 +11,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from services.marker.config import MarkerConfig
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.config import ClientConfig
 from tidemark.errors import ConflictError, TidemarkError
@@ -19,6 +18,7 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.process import ServeProcess
+from tidemark.services.marker.config import MarkerConfig
 from tidemark.storage import open_storage
 from tidemark.table.markers import (
     IOType,

@@ -1,4 +1,4 @@
-"""`tidemark bench small-files` runs end to end (tiny sizes; numbers belong to the benchmark)."""
+"""`python -m benchmarks small-files` runs end to end (tiny sizes; the numbers are the bench's)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from tidemark.cli import main
-from tidemark.commands.bench_small_files import readme_rows
+from benchmarks.__main__ import main
+from benchmarks.small_files import readme_rows
 
-BENCH = [sys.executable, "-m", "tidemark.cli", "bench", "small-files"]
+BENCH = [sys.executable, "-m", "benchmarks", "small-files"]
 
 
 def test_bench_small_files_compares_direct_and_service_markers() -> None:
@@ -50,6 +50,6 @@ def test_bench_small_files_compares_direct_and_service_markers() -> None:
 
 def test_bench_small_files_rejects_no_files(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "small-files", "--files", "0", "--storage", "local"])
+        main(["small-files", "--files", "0", "--storage", "local"])
     assert exit_info.value.code == 2
     assert "--files: must be > 0, got 0" in capsys.readouterr().err

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from services.marker import requests
-from services.marker.config import MarkerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.services.marker import requests
+from tidemark.services.marker.config import MarkerConfig
 from tidemark.table.markers import IOType, marker_name
 
 from .conftest import (

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from planner.plankit import new_table
-from services.planner import planner_service
-from services.planner.config import PlannerConfig
 from tidemark.clients.planner import PlannerClient
 from tidemark.config import ClientConfig, ServerConfig
 from tidemark.rpc.server import RunningServer, build_server
+from tidemark.services.planner import planner_service
+from tidemark.services.planner.config import PlannerConfig
 from tidemark.table.table import HoodieTable
 
 FAST_CLIENT = ClientConfig(

@@ -11,9 +11,9 @@ import pytest
 
 from planner.conftest import StartPlanner
 from planner.plankit import new_table, serve_planner
-from services.planner.config import PlannerConfig
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.errors import ConflictError
+from tidemark.services.planner.config import PlannerConfig
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable

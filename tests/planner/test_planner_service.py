@@ -13,7 +13,6 @@ from table.table_testkit import Writer, hudi_rs_rows, people_config
 
 from planner.conftest import FAST_CLIENT, TEST_CONFIG
 from planner.plankit import hoodie_files
-from services.planner import planner_service
 from tidemark.clients.marker import marker_writer_for
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ServerConfig
@@ -25,6 +24,7 @@ from tidemark.errors import (
 )
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.server import build_server
+from tidemark.services.planner import planner_service
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
 from tidemark.table.markers import IOType, MarkerSpec

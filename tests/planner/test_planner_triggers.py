@@ -11,10 +11,10 @@ import pytest
 
 from planner.conftest import TEST_CONFIG, StartPlanner
 from planner.plankit import add_file_groups, new_table, serve_planner
-from services.planner.config import PlannerConfig
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
+from tidemark.services.planner.config import PlannerConfig
 from tidemark.table.clustering_plan import PendingPlan, pending_plans
 from tidemark.table.table import HoodieTable
 

@@ -12,10 +12,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.marker import FULL_NAME as MARKER
 from tidemark.config import ServerConfig
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 from tidemark.rpc.server import RunningServer, build_server
+from tidemark.services.marker import FULL_NAME as MARKER
 from tidemark.testing.s3local import free_port
 
 from .conftest import WAIT_S, StartReplica

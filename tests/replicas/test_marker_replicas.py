@@ -13,11 +13,11 @@ import grpc
 import pytest
 from marker.conftest import INSTANT, as_table, create_request, metric, stored_markers
 
-from services.marker import FULL_NAME as MARKER
 from tidemark.clients.marker import ServiceMarkerWriter
 from tidemark.config import ClientConfig
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.status import OWNER_KEY
+from tidemark.services.marker import FULL_NAME as MARKER
 from tidemark.storage import open_storage
 from tidemark.table.markers import (
     IOType,

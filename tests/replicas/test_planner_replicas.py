@@ -10,8 +10,8 @@ from pathlib import Path
 
 from planner.plankit import new_table
 
-from services.planner import FULL_NAME as PLANNER
 from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.services.planner import FULL_NAME as PLANNER
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.table import HoodieTable
 

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from spark.clikit import Cli
 from spark.sparkkit import assert_readers_agree
 
-from services.marker import FULL_NAME as MARKER
+from tidemark.services.marker import FULL_NAME as MARKER
 
 from .conftest import StartReplica, round_robin_target
 

@@ -14,7 +14,6 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from marker.conftest import INSTANT, as_table, stored_markers
 
-from services.marker import FULL_NAME as MARKER
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, check_reachable
 from tidemark.config import ClientConfig, ServerConfig
 from tidemark.rpc.client import channel_for
@@ -26,6 +25,7 @@ from tidemark.rpc.options import (
     server_options,
 )
 from tidemark.rpc.server import advertise_address
+from tidemark.services.marker import FULL_NAME as MARKER
 from tidemark.table.markers import IOType, MarkerSpec, marker_name
 
 from .conftest import WAIT_S, StartReplica, client_ports, connected_to_all, round_robin_target

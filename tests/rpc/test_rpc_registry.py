@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
 from tidemark.errors import ConfigError
-from tidemark.rpc.registry import AVAILABLE_SERVICES, KNOWN_SERVICES, resolve_services
+from tidemark.rpc.registry import KNOWN_SERVICES, available_services, resolve_services
 
 MODULE = """
 from tidemark.rpc.registry import ServiceDefinition
@@ -38,15 +39,16 @@ def test_unknown_service_names_the_choices() -> None:
 
 def test_known_but_unbuilt_service_is_not_available() -> None:
     """Every known service is built now; a build without the planner refuses it."""
-    assert set(AVAILABLE_SERVICES) == set(KNOWN_SERVICES)
-    built = {name: AVAILABLE_SERVICES[name] for name in KNOWN_SERVICES if name != "planner"}
+    installed = available_services()
+    assert set(installed) == set(KNOWN_SERVICES)
+    built = {name: installed[name] for name in KNOWN_SERVICES if name != "planner"}
     with pytest.raises(ConfigError) as raised:
         resolve_services("planner", built)
     assert str(raised.value) == "service: service planner is not available in this build"
 
 
 def test_all_resolves_every_available_service(plugin_module: str) -> None:
-    available = {"marker": f"{plugin_module}:SERVICE"}
+    available = {"marker": lambda: importlib.import_module(plugin_module).SERVICE}
     (definition,) = resolve_services("all", available)
     assert definition.full_name == "tidemark.marker.v1.MarkerService"
     assert resolve_services("marker", available) == [definition]
@@ -56,4 +58,6 @@ def test_all_resolves_every_available_service(plugin_module: str) -> None:
 
 def test_spec_must_name_a_service_definition(plugin_module: str) -> None:
     with pytest.raises(TypeError):
-        resolve_services("marker", {"marker": f"{plugin_module}:NOT_A_DEFINITION"})
+        resolve_services(
+            "marker", {"marker": lambda: importlib.import_module(plugin_module).NOT_A_DEFINITION}
+        )

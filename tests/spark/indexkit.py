@@ -8,14 +8,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from spark.sparkkit import SCHEMA, hudi_rs_table
-from spark_jobs.index_build import build_index
-from spark_jobs.tagging import file_keys
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.shard_file import ShardReader
+from tidemark.jobs.index_build import build_index
+from tidemark.jobs.tagging import file_keys
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table.keys import stored_record_keys
 from tidemark.table.table import HoodieTable

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sys
 
-from services.marker.embedded import start_embedded_marker_service
-from spark_jobs.session import build_session
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.session import build_session
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.services.marker.embedded import start_embedded_marker_service
 
 SCHEMA = "id int, name string, part string, ts long"
 LEASE_S = 2.0

@@ -1,4 +1,4 @@
-"""``tidemark bench clustering`` at a tiny size: every reported field is there and sane."""
+"""``python -m benchmarks clustering`` at a tiny size: every reported field is there and sane."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
-from tidemark.cli import main
-from tidemark.commands.bench_clustering import events, points, readme_rows
+from benchmarks.__main__ import main
+from benchmarks.clustering import events, points, readme_rows
 
 FIELDS = (
     "rows",
@@ -36,7 +36,7 @@ def test_events_are_in_arrival_order_with_sessions_spread_over_time() -> None:
 
 
 def test_bench_reports_every_field(spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "clustering", "--rows", "20000", "--files", "16", "--repeats", "2", "--json"]
+    argv = ["clustering", "--rows", "20000", "--files", "16", "--repeats", "2", "--json"]
     assert main([*argv, "--master", str(spark.sparkContext.master)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(FIELDS) <= result.keys()

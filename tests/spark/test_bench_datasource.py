@@ -1,4 +1,4 @@
-"""``tidemark bench datasource`` with tiny sizes: the key query reads fewer files and rows
+"""``python -m benchmarks datasource`` with tiny sizes: the key query reads fewer files and rows
 than the full scan and returns the same rows (the benchmark checks), one JSON line."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
-from tidemark.cli import main
-from tidemark.commands.bench_datasource import readme_rows
+from benchmarks.__main__ import main
+from benchmarks.datasource import readme_rows
 
 
 def test_bench_datasource_prints_a_table_and_a_json_line(
@@ -18,7 +18,6 @@ def test_bench_datasource_prints_a_table_and_a_json_line(
     assert (
         main(
             [
-                "bench",
                 "datasource",
                 "--rows",
                 "3000",
@@ -50,5 +49,5 @@ def test_bench_datasource_prints_a_table_and_a_json_line(
 
 
 def test_bench_datasource_refuses_more_keys_than_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "datasource", "--rows", "10", "--keys", "20"]) == 2
+    assert main(["datasource", "--rows", "10", "--keys", "20"]) == 2
     assert "keys: must be at most --rows (10)" in capsys.readouterr().err

@@ -10,10 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import assert_readers_agree
-from spark_jobs.bulk import SORT_MODES
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.jobs.bulk import SORT_MODES
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.table import HoodieTable
 
 ROWS = 400

@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from services.marker.embedded import start_embedded_marker_service
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import (
     copy_fixture,
@@ -31,7 +30,11 @@ from spark.sparkkit import (
     hudi_rs_table,
     table_bytes,
 )
-from spark_jobs.cluster import (
+from tidemark.cli import main
+from tidemark.clustering.curves import layout_order
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from tidemark.jobs.cluster import (
     MIN_SLICE_INPUT_BYTES,
     ClusterResult,
     arrow_threads,
@@ -40,12 +43,10 @@ from spark_jobs.cluster import (
     run_clustering,
     split_groups,
 )
-from spark_jobs.index_build import build_index
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
-from tidemark.cli import main
-from tidemark.clustering.curves import layout_order
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from tidemark.jobs.index_build import build_index
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.services.marker.embedded import start_embedded_marker_service
 from tidemark.table.clustering_plan import (
     ClusteringGroup,
     ClusteringPlan,
@@ -58,7 +59,6 @@ from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
 from tidemark.table.keys import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.table.lock import TableLock
 from tidemark.table.table import HoodieTable
-from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.testing.s3local import FaultProxy
 
 ROWS = 3000
@@ -376,7 +376,7 @@ def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str, st
     before = rows_without_file_name(table)
     instant = schedule(table)
     env = {**os.environ, EXIT_AT_ENV: stage}
-    command = [sys.executable, "-m", "spark_jobs.cluster", "--table", table]
+    command = [sys.executable, "-m", "tidemark.jobs.cluster", "--table", table]
     killed = subprocess.run(
         [
             *command,

@@ -31,14 +31,15 @@ from pyspark.sql import SparkSession
 
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import assert_readers_agree, hudi_rs_table, table_bytes
-from spark_jobs.cluster import run_clustering
-from spark_jobs.index_build import build_index
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.clients.index import IndexClient
 from tidemark.errors import ConflictError, FailedPreconditionError
+from tidemark.faults import HOLD_AT_ENV, REACHED_FILE, RESUME_FILE
 from tidemark.index import layout
 from tidemark.index.build import build_lease
+from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.index_build import build_index
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.table.clustering_plan import (
@@ -55,7 +56,6 @@ from tidemark.table.locked import changing
 from tidemark.table.naming import new_file_id
 from tidemark.table.plan_run import RUNS_DIR, run_lock
 from tidemark.table.table import HoodieTable
-from tidemark.testing.faults import HOLD_AT_ENV, REACHED_FILE, RESUME_FILE
 
 PLANNED = "p0"
 """The partition the plan clusters; the others take writes during the run."""
@@ -276,8 +276,8 @@ def run_lease_expired(uri: str, instant: str) -> bool:
 def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
     spark: SparkSession, table: str, tmp_path: Path
 ) -> None:
-    from services.planner.config import PlannerConfig
-    from services.planner.engine import PlannerEngine
+    from tidemark.services.planner.config import PlannerConfig
+    from tidemark.services.planner.engine import PlannerEngine
 
     instant = schedule(table)
     hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)

@@ -19,10 +19,10 @@ import pyspark_tidemark
 import tidemark.spark
 from spark.indexkit import indexed_table, rows
 from spark.sparkkit import files_in_view, hudi_rs_table, rows_by_key, snapshot
-from spark_jobs.datasource import FilePartition, PushdownReader, TidemarkDataSource
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.errors import NotFoundError
+from tidemark.jobs.datasource import FilePartition, PushdownReader, TidemarkDataSource
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.table import HoodieTable
 

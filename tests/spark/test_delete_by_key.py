@@ -12,9 +12,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, cli_write, table_bytes
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.table import HoodieTable
 
 DATA = ["id", "name", "part", "ts"]

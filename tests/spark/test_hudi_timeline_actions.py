@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from table.hudi_archive import archived_commit, write_archive
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
-from spark_jobs.write import write
+from tidemark.jobs.write import write
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.table import HoodieTable
 

@@ -13,12 +13,12 @@ from pyspark.sql import SparkSession
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import copy_fixture
-from spark_jobs.index_build import build_index
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.errors import FailedPreconditionError
 from tidemark.index import layout
 from tidemark.index.record_index import RecordIndex
+from tidemark.jobs.index_build import build_index
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 
 HUDI_TABLES = [

@@ -19,21 +19,22 @@ import pytest
 from pyspark.sql import SparkSession
 from structlog.testing import capture_logs
 
-from services.index.embedded import start_embedded_index_service
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees, indexed_table, rows
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
 from spark.sparkkit import SCHEMA, files_in_view
-from spark_jobs.cluster import run_clustering
-from spark_jobs.index_writes import CHANGES_DDL, stage_changes
-from spark_jobs.read import read_dataframe
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.index import layout
 from tidemark.index.pruning import index_locator
 from tidemark.index.record_index import RecordIndex
+from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.index_writes import CHANGES_DDL, stage_changes
+from tidemark.jobs.read import read_dataframe
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import open_storage
 from tidemark.table.clustering_plan import (
     ClusteringGroup,
@@ -47,7 +48,6 @@ from tidemark.table.instant import new_instant_time
 from tidemark.table.lock import TableLock
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
-from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE
 
 
 def test_upserts_moves_and_deletes_keep_the_index(

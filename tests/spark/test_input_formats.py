@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import cli_write, hudi_rs_table, rows_by_key, table_bytes, write_csv
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 
 TRICKY_ROWS: list[dict[str, Any]] = [
     {"id": 1, "name": 'say "hi"', "note": "comma, inside", "part": "p"},

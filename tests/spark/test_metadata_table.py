@@ -18,10 +18,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.hudi_metadata import clear_metadata_properties
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.properties import parse_properties, table_checksum

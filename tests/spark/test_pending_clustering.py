@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from services.planner.config import PlannerConfig
-from services.planner.engine import PlannerEngine
 from spark.clikit import Cli, refused_in_one_line
 from spark.sparkkit import SCHEMA, assert_readers_agree, timeline_listing
-from spark_jobs.write import WriteResult, write
-from spark_jobs.write_options import WriteOptions
 from tidemark.clustering.strategy import PartitionFilter, PlanOptions
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.jobs.write import WriteResult, write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.services.planner.config import PlannerConfig
+from tidemark.services.planner.engine import PlannerEngine
 from tidemark.table.clustering_plan import PendingPlan, pending_plans
 from tidemark.table.table import HoodieTable
 

@@ -1,4 +1,4 @@
-"""read_dataframe (pruned, through storage), the rollback job and ``tidemark bench write``."""
+"""read_dataframe (pruned, through storage), the rollback job and ``python -m benchmarks write``."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from benchmarks.__main__ import main
+from benchmarks.write import readme_rows
 from spark.sparkkit import SCHEMA, snapshot
-from spark_jobs.read import read_dataframe
-from spark_jobs.rollback import rollback_table
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
-from tidemark.cli import main
-from tidemark.commands.bench_write import readme_rows
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.read import read_dataframe
+from tidemark.jobs.rollback import rollback_table
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.instant import COMMIT
 from tidemark.table.table import HoodieTable
 
@@ -69,7 +69,7 @@ def test_bench_write_prints_a_json_line(
     spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     master = str(spark.sparkContext.master)
-    argv = ["bench", "write", "--rows", "2000", "--repeats", "2", "--cold-first", "plain"]
+    argv = ["write", "--rows", "2000", "--repeats", "2", "--cold-first", "plain"]
     assert main([*argv, "--master", master, "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert any("partitionBy" in line for line in out[:-1])

@@ -21,8 +21,8 @@ from spark.sparkkit import (
     table_bytes,
     write_csv,
 )
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_jobs.sizing import average_record_size, plan_writes
+from tidemark.jobs.sizing import average_record_size, plan_writes
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile
 

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table
-from spark_jobs.validation import InputCounts, validate_input
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.validation import InputCounts, validate_input
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.properties import TableConfig
 

@@ -15,8 +15,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
-from spark_jobs.write import WriteResult, write
 from tidemark.cli import main
+from tidemark.jobs.write import WriteResult, write
 from tidemark.storage import open_storage
 from tidemark.table.keys import FILE_NAME, META_COLUMNS
 from tidemark.table.reader import read_snapshot

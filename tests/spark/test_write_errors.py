@@ -11,11 +11,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, timeline_listing
-from spark_jobs.errors import run_spark_action
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
 from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 
 CREATE: dict[str, Any] = {"record_key_fields": ["id"], "partition_fields": ["part"]}
 

@@ -14,10 +14,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.table import HoodieTable
-from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 
 DATA = ["id", "name", "part", "ts"]
 CREATE: dict[str, Any] = {

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
-from spark_jobs.write import write
+from tidemark.jobs.write import write
 from tidemark.table.keys import FILE_NAME, META_COLUMNS
 
 WRITABLE = [

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
 
 Row = tuple[int, str, str, int]
 OPERATIONS = ("upsert", "delete", "insert", "insert_overwrite", "bulk_insert")

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
-from spark_jobs.write import WriteResult, write
-from spark_jobs.write_options import WriteOptions
+from tidemark.jobs.write import WriteResult, write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table.table import HoodieTable
 

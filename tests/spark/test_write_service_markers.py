@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
-from spark_jobs.write import write
-from spark_jobs.write_options import WriteOptions
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from tidemark.storage import open_storage
 from tidemark.table.markers import read_markers_from_storage
 from tidemark.table.table import HoodieTable
-from tidemark.testing.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 
 from .sparkkit import assert_readers_agree, data_files, files_in_view
 

@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table
-from spark_jobs.read import read_dataframe
 from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.read import read_dataframe
 from tidemark.storage.s3 import s3_client
 from tidemark.table.table import HoodieTable
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from spark_jobs.job_options import add_lock_wait_option
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.clustering.layouts import LAYOUT_NAMES, LAYOUTS
 from tidemark.config import add_client_arguments
+from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.logs import configure_logging
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 
@@ -111,8 +111,8 @@ def planner_client(
     if address:
         yield PlannerClient(address)
         return
-    from services.planner.config import PlannerConfig
-    from services.planner.embedded import start_embedded_planner_service
+    from tidemark.services.planner.config import PlannerConfig
+    from tidemark.services.planner.embedded import start_embedded_planner_service
 
     overrides = {} if lock_wait_s is None else {"lock_wait_s": lock_wait_s}
     with start_embedded_planner_service(PlannerConfig.load(overrides)) as service:

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from spark_jobs.cluster import add_arguments, run
+from tidemark.jobs.cluster import add_arguments, run
 from tidemark.logs import configure_logging
 
 

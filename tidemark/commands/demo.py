@@ -27,26 +27,26 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from rich.console import Console
 
-from spark_jobs.cluster import run_clustering
-from spark_jobs.index_build import build_index
-from spark_jobs.index_writes import tag_with_index
-from spark_jobs.session import DEFAULT_MASTER, build_session
-from spark_jobs.stages import StageListener
-from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
-from spark_jobs.write import WriteResult, write
-from spark_jobs.write_options import WriteOptions
 from tidemark.clients.index import IndexClient
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench_clustering import ScanResult, scan_equal
 from tidemark.commands.write import StageProgress
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.index_build import build_index
+from tidemark.jobs.index_writes import tag_with_index
+from tidemark.jobs.session import DEFAULT_MASTER, build_session
+from tidemark.jobs.stages import StageListener
+from tidemark.jobs.tagging import OLD_FILE_ID, existing_keys, tag
+from tidemark.jobs.write import WriteResult, write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.reader import files_holding, read_snapshot
+from tidemark.table.scan import ScanResult, scan_equal
 from tidemark.table.table import HoodieTable
 
 DEFAULT_TABLE = "tidemark-demo/sessions"

@@ -108,7 +108,7 @@ def index_client(args: argparse.Namespace) -> Iterator[IndexClient]:
         client.check_reachable()
         yield client
         return
-    from services.index.embedded import start_embedded_index_service
+    from tidemark.services.index.embedded import start_embedded_index_service
 
     with start_embedded_index_service() as service:
         yield IndexClient(service.address, args.table)

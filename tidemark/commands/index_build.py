@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from spark_jobs.job_options import add_lock_options
+from tidemark.jobs.job_options import add_lock_options
 from tidemark.logs import configure_logging
 
 
@@ -41,9 +41,9 @@ def add_build(commands: Any) -> None:
 def _run_build(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from spark_jobs.index_build import build_index, check_build
-    from spark_jobs.session import build_session
     from tidemark.commands.write import StageProgress
+    from tidemark.jobs.index_build import build_index, check_build
+    from tidemark.jobs.session import build_session
 
     configure_logging(json=False, level="warning")
     check_build(args.table, args.shards, args.rebuild)  # refused before Spark starts

@@ -12,7 +12,7 @@ from typing import Any
 from tidemark.errors import FailedPreconditionError
 
 SPARK_EXTRA_MODULES = frozenset({"pyspark", "py4j", "pandas"})
-INSTALL_HINT = "pip install 'tidemark[spark]'"
+INSTALL_HINT = "pip install 'tidemark-hudi[spark]'"
 
 
 def import_command(module_name: str) -> ModuleType | None:

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from spark_jobs.job_options import add_lock_wait_option
-from spark_jobs.rollback import rollback_table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import index_locator
+from tidemark.jobs.job_options import add_lock_wait_option
+from tidemark.jobs.rollback import rollback_table
 from tidemark.table.commit import rollback_target
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.names import check_write_schema, table_name_from_uri

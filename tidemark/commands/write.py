@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from spark_jobs.write import add_arguments, run
+from tidemark.jobs.write import add_arguments, run
 from tidemark.logs import configure_logging
 
 

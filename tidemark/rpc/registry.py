@@ -1,16 +1,16 @@
 """The services ``tidemark serve`` can run, by short name.
 
-``AVAILABLE_SERVICES`` is the explicit list of services built into this release, as
-``"module:attribute"`` of a ``ServiceDefinition``; modules are imported only when
-served, so the CLI starts fast and a service's dependencies load only where it runs.
-A service lands by adding its line here.
+The services built into this release are the entry points of the group
+``tidemark.services`` (pyproject.toml), each a ``ServiceDefinition``: this layer, below
+the services, never names their modules, and a service's module is imported only when it
+is served, so the CLI starts fast and its dependencies load only where it runs.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Protocol
 
 import grpc
@@ -22,11 +22,10 @@ from tidemark.errors import ConfigError
 KNOWN_SERVICES: tuple[str, ...] = ("marker", "index", "planner")
 ALL = "all"
 
-AVAILABLE_SERVICES: dict[str, str] = {
-    "marker": "services.marker:SERVICE",
-    "index": "services.index:SERVICE",
-    "planner": "services.planner:SERVICE",
-}
+ENTRY_POINT_GROUP = "tidemark.services"
+
+ServiceLoader = Callable[[], object]
+"""Imports a service's module and returns what should be its ``ServiceDefinition``."""
 
 
 class Closeable(Protocol):
@@ -66,26 +65,31 @@ class ServiceDefinition:
     replicable: bool = False
 
 
+def available_services() -> dict[str, ServiceLoader]:
+    """The services installed with this build, by short name, not yet imported."""
+    return {point.name: point.load for point in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def resolve_services(
-    name: str, available: Mapping[str, str] = AVAILABLE_SERVICES
+    name: str, available: Mapping[str, ServiceLoader] | None = None
 ) -> list[ServiceDefinition]:
     """``name`` is a short service name or ``all`` (every available service)."""
+    loaders = available_services() if available is None else available
     if name == ALL:
-        return [load_definition(spec) for _, spec in sorted(available.items())]
+        return [load_definition(name, loaders[name]) for name in sorted(loaders)]
     if name not in KNOWN_SERVICES:
         raise ConfigError(
             f"unknown service {name!r} (choose from {', '.join((*KNOWN_SERVICES, ALL))})",
             field="service",
         )
-    if name not in available:
+    if name not in loaders:
         raise ConfigError(f"service {name} is not available in this build", field="service")
-    return [load_definition(available[name])]
+    return [load_definition(name, loaders[name])]
 
 
-def load_definition(spec: str) -> ServiceDefinition:
-    """Import ``"module:attribute"`` and check it is a ``ServiceDefinition``."""
-    module_name, _, attribute = spec.partition(":")
-    definition = getattr(importlib.import_module(module_name), attribute)
+def load_definition(name: str, loader: ServiceLoader) -> ServiceDefinition:
+    """Load service ``name`` and check it is a ``ServiceDefinition``."""
+    definition = loader()
     if not isinstance(definition, ServiceDefinition):
-        raise TypeError(f"{spec} is a {type(definition).__name__}, not a ServiceDefinition")
+        raise TypeError(f"service {name} is a {type(definition).__name__}, not a ServiceDefinition")
     return definition

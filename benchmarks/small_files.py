@@ -1,4 +1,4 @@
-"""``tidemark bench small-files``: a bulk_insert of many small files, direct vs service markers.
+"""``python -m benchmarks small-files``: many small files, direct vs service markers.
 
 The marker issue's end-to-end case (Hudi measured 1.45x for timeline-server markers): a
 direct marker is one more storage object per data file, created on the critical path of
@@ -27,15 +27,15 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from services.marker.embedded import start_embedded_marker_service
-from spark_jobs.job_options import MarkerKind
-from spark_jobs.session import build_session
-from spark_jobs.write import WriteResult
+from benchmarks.markers import table_root
+from benchmarks.write import bulk_insert_generated
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench_markers import table_root
-from tidemark.commands.bench_write import bulk_insert_generated
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.job_options import MarkerKind
+from tidemark.jobs.session import build_session
+from tidemark.jobs.write import WriteResult
 from tidemark.logs import configure_logging
+from tidemark.services.marker.embedded import start_embedded_marker_service
 from tidemark.table.table import HoodieTable
 
 ROWS_PER_FILE = 4

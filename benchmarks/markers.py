@@ -1,4 +1,4 @@
-"""``tidemark bench markers``: direct markers vs the marker service, and the gRPC ceiling.
+"""``python -m benchmarks markers``: direct markers vs the marker service, and the gRPC ceiling.
 
 W concurrent writers create M markers on S3 (a local S3 server started here unless
 ``AWS_ENDPOINT_URL`` is set, behind a latency proxy with ``--latency-ms``) or a local
@@ -45,8 +45,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]  # stubs predate it
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.marker.config import MarkerConfig
-from services.marker.metrics import STORAGE_REQUESTS
 from tidemark.clients.marker import ServiceMarkerReader
 from tidemark.commands.args import positive_int
 from tidemark.config import ClientConfig
@@ -55,6 +53,8 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.options import client_options
 from tidemark.rpc.process import ServeProcess
+from tidemark.services.marker.config import MarkerConfig
+from tidemark.services.marker.metrics import STORAGE_REQUESTS
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.s3 import s3_client

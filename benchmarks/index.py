@@ -1,4 +1,4 @@
-"""``tidemark bench index``: the record index's shard files against RocksDB and Parquet,
+"""``python -m benchmarks index``: the record index's shard files against RocksDB and Parquet,
 and the index service's throughput.
 
 (a) One shard of ``--entries`` random UUID keys (locations spread over a thousand file
@@ -45,32 +45,31 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from services.index.embedded import start_embedded_index_service
-from spark_jobs.index_writes import tag_with_index
-from spark_jobs.job_options import non_negative_float
-from spark_jobs.session import DEFAULT_MASTER, build_session
-from spark_jobs.tagging import OLD_FILE_ID, existing_keys, tag
+from benchmarks import index_scale
+from benchmarks.index_keys import AS_OF, FILE_GROUPS, entry_columns, uuid_keys
+from benchmarks.load import bench_table_config
+from benchmarks.markers import table_root
+from benchmarks.report import ReadmeRow, run_in_temp_root, times
+from benchmarks.write import bulk_insert_generated, generate
 from tidemark.clients.index import IndexClient
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench import ReadmeRow, run_in_temp_root, times
-from tidemark.commands.bench_load import bench_table_config
-from tidemark.commands.bench_markers import table_root
-from tidemark.commands.bench_write import bulk_insert_generated, generate
 from tidemark.commands.page_cache import drop_cached_pages
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.build import build_index
-from tidemark.index.keys import EncodedKeys, encode_keys, sort_unique, uuid_from_bytes
+from tidemark.index.keys import encode_keys, sort_unique
 from tidemark.index.shard_file import ShardReader, write_shard
+from tidemark.jobs.index_writes import tag_with_index
+from tidemark.jobs.job_options import non_negative_float
+from tidemark.jobs.session import DEFAULT_MASTER, build_session
+from tidemark.jobs.tagging import OLD_FILE_ID, existing_keys, tag
 from tidemark.rpc.process import ServeProcess
+from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import LocalStorage, open_storage
 from tidemark.storage.base import Storage
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
 from tidemark.table.table import HoodieTable
 
-AS_OF = "20240101000000000"
-FILE_GROUPS = 1000
-PARTITIONS = 100
 SERVICE_BATCHES = (1_000, 10_000, 100_000)
 SERVICE_KEYS_PER_CLIENT = 2_000_000
 """Keys each client looks up per batch size, in at most ``SERVICE_MAX_CALLS`` calls."""
@@ -132,31 +131,8 @@ def register(bench_subparsers: Any) -> None:
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
-    from tidemark.commands import bench_index_scale  # imports this module's helpers
-
-    bench_index_scale.add_arguments(parser)
+    index_scale.add_arguments(parser)
     parser.set_defaults(handler=run)
-
-
-def uuid_keys(count: int, rng: np.random.Generator) -> pa.Array:
-    """``count`` random canonical UUID strings, generated without a Python loop."""
-    raw = np.frombuffer(rng.bytes(16 * count), "S16")
-    text = uuid_from_bytes(raw)
-    return EncodedKeys(text, np.full(count, 36, np.int64)).to_arrow()
-
-
-def entry_columns(keys: pa.Array) -> dict[str, pa.Array]:
-    """Locations: key i in file group i % FILE_GROUPS, each group in one partition."""
-    groups = np.arange(len(keys)) % FILE_GROUPS
-    group_ids = uuid_keys(FILE_GROUPS, np.random.default_rng(7))
-    file_ids = pa.array([f"{group}-0" for group in group_ids.to_pylist()])
-    partitions = pa.array([f"dt=2024-01-{g % PARTITIONS:03d}" for g in range(FILE_GROUPS)])
-    rows = pa.array(groups)
-    return {
-        "partition": partitions.take(rows),
-        "file_id": file_ids.take(rows),
-        "instant": pa.array(np.full(len(keys), AS_OF, object), pa.string()),
-    }
 
 
 def lookup_batch(reader: ShardReader, batch: pa.Array) -> int:
@@ -476,9 +452,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     if args.scale:
-        from tidemark.commands import bench_index_scale
-
-        return bench_index_scale.run(args)
+        return index_scale.run(args)
     run_in_temp_root(args, "tidemark-bench-index-", measure, format_report)
     return 0
 

@@ -1,4 +1,4 @@
-"""``tidemark bench write``: bulk_insert and a 1% upsert vs Spark writing plain Parquet.
+"""``python -m benchmarks write``: bulk_insert and a 1% upsert vs Spark writing plain Parquet.
 
 Both writers get the same cached input in the same Spark session and write the same ten
 partitions (the plain baseline with ``partitionBy``), so the ratio shows the cost of
@@ -24,12 +24,12 @@ from pyspark.sql import functions as sf
 from rich.console import Console
 from rich.table import Table
 
-from spark_jobs.job_options import MarkerKind
-from spark_jobs.session import DEFAULT_MASTER, build_session
-from spark_jobs.sizing import DEFAULT_TARGET_FILE_BYTES
-from spark_jobs.write import WriteResult, write
-from spark_jobs.write_options import WriteOptions
 from tidemark.commands.args import positive_int
+from tidemark.jobs.job_options import MarkerKind
+from tidemark.jobs.session import DEFAULT_MASTER, build_session
+from tidemark.jobs.sizing import DEFAULT_TARGET_FILE_BYTES
+from tidemark.jobs.write import WriteResult, write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.logs import configure_logging
 
 PARTITIONS = 10

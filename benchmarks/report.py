@@ -1,9 +1,9 @@
-"""``tidemark bench <name>``: benchmarks, one module each under BENCH_MODULES.
+"""What every benchmark shares: the list of them, a temporary root, the report and ratio.
 
 Each benchmark module exposes ``register(bench_subparsers)`` and sets ``handler`` on its
-parser, exactly like the top-level command modules, and, when its figures belong in the
-README's benchmark table, ``readme_rows(result)``: that table's rows for one result (the
-JSON line ``--json`` prints), which ``scripts/bench_readme.py`` renders from the recorded
+parser, and, when its figures belong in the benchmark table of docs/benchmarks.md,
+``readme_rows(result)``: that table's rows for one result (the JSON line ``--json``
+prints), which ``scripts/bench_readme.py`` renders from the recorded
 ``docs/benchmarks/<bench>.json``.
 """
 
@@ -17,20 +17,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tidemark.commands.spark_extra import add_needs_spark, import_command
 from tidemark.logs import configure_logging
 
 ReadmeRow = tuple[str, str, str, str]
 """One row of the README's benchmark table: benchmark, Tidemark, baseline, ratio."""
 
 BENCH_MODULES: tuple[str, ...] = (
-    "tidemark.commands.bench_write",
-    "tidemark.commands.bench_markers",
-    "tidemark.commands.bench_small_files",
-    "tidemark.commands.bench_index",
-    "tidemark.commands.bench_clustering",
-    "tidemark.commands.bench_datasource",
-    "tidemark.commands.bench_load",
+    "benchmarks.write",
+    "benchmarks.markers",
+    "benchmarks.small_files",
+    "benchmarks.index",
+    "benchmarks.clustering",
+    "benchmarks.datasource",
+    "benchmarks.load",
 )
 
 
@@ -57,17 +56,3 @@ def run_in_temp_root(
 def times(theirs: float, ours: float) -> str:
     """How many times ``theirs`` is ``ours`` (both measured in the same run)."""
     return f"{theirs / ours:,.1f}x" if ours else "-"
-
-
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "bench", help="run a benchmark", description=__doc__
-    )
-    benches = parser.add_subparsers(dest="bench", required=True)
-    for module_name in BENCH_MODULES:
-        module = import_command(module_name)
-        if module is None:
-            name = module_name.rpartition(".bench_")[2].replace("_", "-")
-            add_needs_spark(benches, name, f"tidemark bench {name}")
-        else:
-            module.register(benches)

@@ -1,4 +1,4 @@
-"""``tidemark bench datasource``: a 100-key ``IN`` query through the ``tidemark`` data source
+"""``python -m benchmarks datasource``: a 100-key ``IN`` query through the ``tidemark`` data source
 against a full scan of the same table.
 
 One table (bulk_insert of generated rows from ``--input-tasks`` tasks, each writing one file
@@ -28,19 +28,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.datasource import In
 
-from spark_jobs.datasource import (
+from benchmarks.write import bulk_insert_generated, generate
+from tidemark import spark as tidemark_spark
+from tidemark.commands.args import positive_int
+from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.datasource import (
     NAME,
     FilePartition,
     PushdownReader,
     ScanDataSource,
     TidemarkDataSource,
 )
-from spark_jobs.index_build import build_index
-from spark_jobs.session import DEFAULT_MASTER, build_session
-from tidemark import spark as tidemark_spark
-from tidemark.commands.args import positive_int
-from tidemark.commands.bench_write import bulk_insert_generated, generate
-from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.index_build import build_index
+from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.logs import configure_logging
 from tidemark.storage import open_storage
 

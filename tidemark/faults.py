@@ -1,4 +1,5 @@
-"""Failure injection points, used only by tests to prove retries, reconcile and rollback.
+"""Failure injection points: inert in production, set by tests to prove retries, reconcile
+and rollback.
 
 Task faults are requested through a Spark local property (set on the driver thread, seen by
 that job's tasks); driver faults through ``TIDEMARK_TEST_EXIT_AT`` so a test can kill a

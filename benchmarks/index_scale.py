@@ -1,4 +1,4 @@
-"""``tidemark bench index --scale``: the record index's cost curve, by index size and over
+"""``python -m benchmarks index --scale``: the record index's cost curve, by index size and over
 commits, through the engine and the index service (no Spark).
 
 Per size (``--sizes``, default 1M, 10M and 100M random UUID keys, shards sized as the
@@ -52,8 +52,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from benchmarks.index_keys import AS_OF, entry_columns, uuid_keys
+from benchmarks.load import bench_table_config
 from tidemark.clients.index import IndexClient
-from tidemark.commands.bench_index import AS_OF, bench_table_config, entry_columns, uuid_keys
 from tidemark.errors import InvalidArgumentError
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache

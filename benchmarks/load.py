@@ -1,4 +1,4 @@
-"""``tidemark bench load``: the three services under sustained load, with their memory.
+"""``python -m benchmarks load``: the three services under sustained load, with their memory.
 
 For ``--duration-s`` (default 10 minutes) at once, each service a ``tidemark serve``
 process on loopback over local-disk tables: ``--marker-writers`` concurrent CreateMarker
@@ -36,12 +36,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from benchmarks.markers import RPC_TIMEOUT_S, proto_marker
+from benchmarks.report import run_in_temp_root
 from tidemark.clients.index import IndexClient
 from tidemark.clients.marker import ServiceMarkerReader
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.commands.args import positive_int
-from tidemark.commands.bench import run_in_temp_root
-from tidemark.commands.bench_markers import RPC_TIMEOUT_S, proto_marker
 from tidemark.config import ClientConfig
 from tidemark.index.build import build_index
 from tidemark.proto.common.v1.common_pb2 import TableRef

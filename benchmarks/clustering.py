@@ -1,4 +1,4 @@
-"""``tidemark bench clustering``: the clustering blog's session query, before and after.
+"""``python -m benchmarks clustering``: the clustering blog's session query, before and after.
 
 A table shaped like the blog's: events of many sessions, written in arrival order into
 many small files, so every file holds a slice of time and a spread of session ids. The
@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +38,19 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from spark_jobs.cluster import CURVE_METHOD_PARAM, MIN_SLICE_INPUT_BYTES, run_clustering
-from spark_jobs.session import build_session
-from spark_jobs.write import MIB, write
-from spark_jobs.write_options import WriteOptions
 from tidemark.clustering.curves import DEFAULT_CURVE_METHOD
 from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from tidemark.commands.args import positive_int
+from tidemark.jobs.cluster import CURVE_METHOD_PARAM, MIN_SLICE_INPUT_BYTES, run_clustering
+from tidemark.jobs.session import build_session
+from tidemark.jobs.write import MIB, write
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage
 from tidemark.table.clustering_plan import save_plan
 from tidemark.table.instant import State
 from tidemark.table.locked import changing
+from tidemark.table.scan import ScanResult, scan_equal
 from tidemark.table.table import HoodieTable
 
 EVENTS_PER_SESSION = 40
@@ -150,42 +151,6 @@ def events(rows: int, seed: int = SEED) -> pa.Table:
             "amount": pa.array(np.round(rng.exponential(20.0, rows), 2)),
         }
     )
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    files_read: int
-    rows_read: int
-    rows_matched: int
-    seconds: float
-
-
-def scan_equal(storage: Storage, paths: Sequence[str], column: str, value: Any) -> ScanResult:
-    """``column = value`` over the files: a file is read only if its row-group
-    statistics admit the value, and only those row groups are read."""
-    started = time.perf_counter()
-    files_read = rows_read = matched = 0
-    for path in paths:
-        with storage.open_input(path) as stream:
-            parquet = pq.ParquetFile(stream)
-            groups = _row_groups_admitting(parquet.metadata, column, value)
-            if not groups:
-                continue
-            rows = parquet.read_row_groups(groups)
-        files_read += 1
-        rows_read += rows.num_rows
-        matched += int(np.count_nonzero(rows.column(column).to_numpy() == value))
-    return ScanResult(files_read, rows_read, matched, time.perf_counter() - started)
-
-
-def _row_groups_admitting(metadata: pq.FileMetaData, column: str, value: Any) -> list[int]:
-    index = metadata.schema.names.index(column)
-    admitted = []
-    for group in range(metadata.num_row_groups):
-        stats = metadata.row_group(group).column(index).statistics
-        if stats is None or not stats.has_min_max or stats.min <= value <= stats.max:
-            admitted.append(group)
-    return admitted
 
 
 def file_bounds(storage: Storage, paths: Sequence[str], column: str) -> np.ndarray:
