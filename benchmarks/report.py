@@ -3,7 +3,7 @@
 Each benchmark module exposes ``register(bench_subparsers)`` and sets ``handler`` on its
 parser, and, when its figures belong in the benchmark table of docs/benchmarks.md,
 ``readme_rows(result)``: that table's rows for one result (the JSON line ``--json``
-prints), which ``scripts/bench_readme.py`` renders from the recorded
+prints), which ``scripts/bench_table.py`` renders from the recorded
 ``docs/benchmarks/<bench>.json``.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 from tidemark.logs import configure_logging
 
 ReadmeRow = tuple[str, str, str, str]
-"""One row of the README's benchmark table: benchmark, Tidemark, baseline, ratio."""
+"""One row of docs/benchmarks.md's table: benchmark, Tidemark, baseline, ratio."""
 
 BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.write",

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generated_page import update_page
+
 from tidemark.commands import serve
 from tidemark.config import ClientConfig, ServerConfig, env_var_name
 from tidemark.services.index.config import IndexConfig
@@ -119,15 +121,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="fail when the reference is stale")
     args = parser.parse_args()
-    current = REFERENCE.read_text()
-    fresh = regenerate(current)
-    if args.check:
-        if fresh != current:
-            print(f"{REFERENCE} is stale: run python scripts/config_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    REFERENCE.write_text(fresh)
-    return 0
+    return update_page(
+        REFERENCE, regenerate, check=args.check, run="python scripts/config_reference.py"
+    )
 
 
 if __name__ == "__main__":

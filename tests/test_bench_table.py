@@ -1,4 +1,4 @@
-"""README.md's benchmark table is what scripts/bench_readme.py renders from the recorded
+"""docs/benchmarks.md's table is what scripts/bench_table.py renders from the recorded
 results in docs/benchmarks/, so it cannot drift from what was measured."""
 
 from __future__ import annotations
@@ -10,18 +10,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "bench_readme.py"
+SCRIPT = ROOT / "scripts" / "bench_table.py"
+PAGE = ROOT / "docs" / "benchmarks.md"
 RECORDINGS = ROOT / "docs" / "benchmarks"
 
 
-def bench_readme(*args: str) -> subprocess.CompletedProcess[str]:
+def bench_table(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120
     )
 
 
-def test_readme_table_matches_the_recorded_results() -> None:
-    result = bench_readme("--check")
+def test_the_table_matches_the_recorded_results() -> None:
+    result = bench_table("--check")
     assert result.returncode == 0, result.stderr
 
 
@@ -32,25 +33,25 @@ def test_check_fails_when_a_recorded_result_changes(tmp_path: Path) -> None:
     recorded["warm_ms"] = recorded["warm_ms"] * 2 + 1
     (recordings / "index.json").write_text(json.dumps(recorded))
 
-    result = bench_readme("--check", "--recordings", str(recordings))
+    result = bench_table("--check", "--recordings", str(recordings))
 
     assert result.returncode == 1
-    assert "benchmark table differs" in result.stderr
+    assert "is stale" in result.stderr
 
 
-def test_check_fails_when_the_readme_table_is_edited(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    text = (ROOT / "README.md").read_text()
+def test_check_fails_when_the_table_is_edited(tmp_path: Path) -> None:
+    page = tmp_path / "benchmarks.md"
+    text = PAGE.read_text()
     first_row = next(line for line in text.splitlines() if line.startswith("| `bench "))
-    readme.write_text(text.replace(first_row, first_row.replace(" |", " (edited) |", 1)))
+    page.write_text(text.replace(first_row, first_row.replace(" |", " (edited) |", 1)))
 
-    assert bench_readme("--check", "--readme", str(readme)).returncode == 1
-    assert bench_readme("--readme", str(readme)).returncode == 0
-    assert readme.read_text() == text
+    assert bench_table("--check", "--page", str(page)).returncode == 1
+    assert bench_table("--page", str(page)).returncode == 0
+    assert page.read_text() == text
 
 
 def test_references_are_rendered_apart_from_the_rows() -> None:
-    block = (ROOT / "README.md").read_text().split("<!-- benchmarks:begin", 1)[1]
+    block = PAGE.read_text().split("<!-- benchmarks:begin", 1)[1]
     table, references = block.split("References (quoted, not measured)", 1)
     measured_cells = {
         cell.strip()
