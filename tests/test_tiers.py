@@ -22,8 +22,7 @@ def _tiers_by_test(pytester: pytest.Pytester) -> dict[str, set[str]]:
 def test_tests_get_their_tiers_by_folder_and_by_the_fixtures_they_need(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.mkpydir("spark")
-    pytester.makepyfile(
+    pytester.makepyfile(  # no __init__.py: module names apart from the suite's own
         **{
             "spark/test_job.py": "def test_job():\n    pass\n",
             "jobs/test_plan.py": (
@@ -43,7 +42,7 @@ def test_tests_get_their_tiers_by_folder_and_by_the_fixtures_they_need(
                 "else local_root\n\n"
                 "def test_either(uri):\n    pass\n"
             ),
-            "test_packaging.py": "def test_install():\n    pass\n",
+            "hardening/test_fuzz_index.py": "def test_fuzz():\n    pass\n",
         }
     )
     assert _tiers_by_test(pytester) == {
@@ -54,7 +53,7 @@ def test_tests_get_their_tiers_by_folder_and_by_the_fixtures_they_need(
         "storage/test_bucket.py::test_proxy": {"s3"},
         "storage/test_bucket.py::test_either[local]": set(),
         "storage/test_bucket.py::test_either[s3]": {"s3"},
-        "test_packaging.py::test_install": {"slow"},
+        "hardening/test_fuzz_index.py::test_fuzz": {"slow"},
     }
 
 
