@@ -94,11 +94,19 @@ SLOW = frozenset(
         "hardening/test_fuzz_planner.py",
         "hardening/test_service_faults.py::test_index_service_killed_during_its_compaction",
         "index/test_index_scale_bench.py",
+        "index/test_index_cli.py::test_errors_are_one_line_and_exit_2",
+        "index/test_index_compaction.py::test_compaction_killed_mid_way_leaves_exact_lookups",
+        "index/test_index_compaction.py::test_background_compaction_keeps_deltas_per_shard_bounded",
+        "marker/test_marker_bench.py::test_bench_markers_reports_both_mechanisms",
         "marker/test_marker_small_files_bench.py::test_bench_small_files_compares_direct_and_service_markers",
+        "replicas/test_index_replicas.py::test_two_replicas_compacting_one_table_fold_each_delta_once",
+        "replicas/test_index_replicas.py::test_changes_staged_while_a_replica_is_down_are_seen_through_every_replica",
+        "replicas/test_index_replicas.py::test_a_replica_killed_mid_stream_loses_no_answer_and_serves_again_once_back",
     }
 )
 """Tests that take over ~10 s on an idle 2-core machine (``--durations``): fresh venvs, helm
-releases, fuzzing, load and scale runs; by file, or by ``file::test`` (relative to tests/)."""
+releases, fuzzing, load and scale runs, benchmarks, replicas and compactions killed and
+restarted, CLI runs by the dozen; by file, or by ``file::test`` (relative to tests/)."""
 
 
 def tiers(item: pytest.Item) -> set[str]:
