@@ -109,7 +109,7 @@ releases, fuzzing, load and scale runs, benchmarks, replicas and compactions kil
 restarted, CLI runs by the dozen; by file, or by ``file::test`` (relative to tests/)."""
 
 
-def tiers(item: pytest.Item) -> set[str]:
+def _tiers(item: pytest.Item) -> set[str]:
     """The tier marks of one test: ``spark`` when it is in a Spark folder or needs the
     session (also through another fixture), ``s3`` when it needs the moto server (Spark tests
     do: the session starts after it), ``slow`` when SLOW names it."""
@@ -119,12 +119,12 @@ def tiers(item: pytest.Item) -> set[str]:
         marks.add("spark")
     if "s3_server" in needs:
         marks.add("s3")
-    if _slow_key(item) & SLOW:
+    if _slow_names(item) & SLOW:
         marks.add("slow")
     return marks
 
 
-def _slow_key(item: pytest.Item) -> set[str]:
+def _slow_names(item: pytest.Item) -> set[str]:
     """The names SLOW may list ``item`` by: its file, and file::test without parameters."""
     file = item.path.relative_to(TESTS).as_posix()
     return {file, f"{file}::{getattr(item, 'originalname', item.name)}"}
@@ -135,9 +135,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     is an error, so a renamed test cannot drop out of the slow tier unnoticed."""
     collected: set[str] = set()
     for item in items:
-        names = _slow_key(item)
+        names = _slow_names(item)
         collected |= names
-        for mark in sorted(tiers(item)):
+        for mark in sorted(_tiers(item)):
             item.add_marker(mark)
     files = {name.partition("::")[0] for name in collected}
     stale = {name for name in SLOW if name.partition("::")[0] in files} - collected
