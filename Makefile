@@ -1,4 +1,4 @@
-# Two commands do all the set-up (see README): `make demo` and `make test`.
+# Two commands do all the set-up (see README): `make demo` and `make test` (or `make test-fast`).
 PYTHON_BOOTSTRAP ?= python3.11
 VENV := .venv
 # pytest processes: the suite mostly waits (Spark, servers, S3), so two workers on two cores
@@ -7,7 +7,7 @@ TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test lint protos contracts-image clean
+.PHONY: setup demo test test-fast lint protos contracts-image clean
 
 # An editable install in compat mode puts the repo root on sys.path, so PySpark's discovery
 # of installed data sources (pkgutil.iter_modules) finds pyspark_tidemark as in a wheel install.
@@ -35,6 +35,11 @@ lint: setup
 
 test: lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
+
+# The tier to run while editing (under 3 minutes on 2 cores): no Spark, no S3 server, nothing
+# slow; tests/conftest.py marks the tiers. `make test` runs them all, after the lint.
+test-fast: setup
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "not spark and not s3 and not slow" $(ARGS)
 
 protos: setup
 	$(PY) scripts/gen_protos.py

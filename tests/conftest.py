@@ -1,4 +1,6 @@
-"""Shared fixtures: the real moto S3 server process, fresh buckets, local roots."""
+"""Shared fixtures (the real moto S3 server process, fresh buckets, local roots, the
+SparkSession) and the test tiers: marks ``spark``, ``s3`` and ``slow`` set at collection, so
+``make test-fast`` (``-m "not spark and not s3 and not slow"``) can leave them out."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from tidemark.testing.s3local import FaultProxy, LocalS3Server
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+pytest_plugins = ["pytester"]  # tests/test_tiers.py runs the collection hook on its own files
 
 
 @pytest.fixture(scope="session")
@@ -43,8 +47,13 @@ def faulty_s3(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fault
 
 
 @pytest.fixture
-def s3_bucket(s3_server: str) -> str:
+def s3_bucket(s3_server: str, request: pytest.FixtureRequest) -> str:
     """``s3://<fresh bucket>/table``: an empty S3 root for one test."""
+    if request.node.get_closest_marker("s3") is None:
+        pytest.fail(
+            f"{request.node.nodeid} asks for s3_bucket at run time: mark it s3 "
+            '(pytest.param("s3", marks=pytest.mark.s3)) so the fast tier leaves it out'
+        )
     bucket = f"tm-{uuid.uuid4().hex[:16]}"
     s3_client().create_bucket(Bucket=bucket)
     return f"s3://{bucket}/table"
@@ -70,3 +79,67 @@ def spark(s3_server: str) -> Iterator[SparkSession]:
     assert master == "local[2,4]", f"another test left a {master} session (no task retries)"
     yield session
     session.stop()
+
+
+TESTS = Path(__file__).parent
+SPARK_FOLDERS = (TESTS / "spark",)
+"""Every test under these folders runs Spark, in this process or in a ``tidemark`` child."""
+SLOW = frozenset(
+    {
+        "test_packaging.py",
+        "helm/test_chart_run.py",
+        "hardening/test_bench_load.py",
+        "hardening/test_fuzz_index.py",
+        "hardening/test_fuzz_marker.py",
+        "hardening/test_fuzz_planner.py",
+        "hardening/test_service_faults.py::test_index_service_killed_during_its_compaction",
+        "index/test_index_scale_bench.py",
+        "index/test_index_cli.py::test_errors_are_one_line_and_exit_2",
+        "index/test_index_compaction.py::test_compaction_killed_mid_way_leaves_exact_lookups",
+        "index/test_index_compaction.py::test_background_compaction_keeps_deltas_per_shard_bounded",
+        "marker/test_marker_bench.py::test_bench_markers_reports_both_mechanisms",
+        "marker/test_marker_small_files_bench.py::test_bench_small_files_compares_direct_and_service_markers",
+        "replicas/test_index_replicas.py::test_two_replicas_compacting_one_table_fold_each_delta_once",
+        "replicas/test_index_replicas.py::test_changes_staged_while_a_replica_is_down_are_seen_through_every_replica",
+        "replicas/test_index_replicas.py::test_a_replica_killed_mid_stream_loses_no_answer_and_serves_again_once_back",
+    }
+)
+"""Tests that take over ~10 s on an idle 2-core machine (``--durations``): fresh venvs, helm
+releases, fuzzing, load and scale runs, benchmarks, replicas and compactions killed and
+restarted, CLI runs by the dozen; by file, or by ``file::test`` (relative to tests/)."""
+
+
+def _tiers(item: pytest.Item) -> set[str]:
+    """The tier marks of one test: ``spark`` when it is in a Spark folder or needs the
+    session (also through another fixture), ``s3`` when it needs the moto server (Spark tests
+    do: the session starts after it), ``slow`` when SLOW names it."""
+    needs = set(getattr(item, "fixturenames", ()))
+    marks = set()
+    if "spark" in needs or any(folder in item.path.parents for folder in SPARK_FOLDERS):
+        marks.add("spark")
+    if "s3_server" in needs:
+        marks.add("s3")
+    if _slow_names(item) & SLOW:
+        marks.add("slow")
+    return marks
+
+
+def _slow_names(item: pytest.Item) -> set[str]:
+    """The names SLOW may list ``item`` by: its file, and file::test without parameters."""
+    file = item.path.relative_to(TESTS).as_posix()
+    return {file, f"{file}::{getattr(item, 'originalname', item.name)}"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its tiers; a SLOW name that matches no test of a collected file
+    is an error, so a renamed test cannot drop out of the slow tier unnoticed."""
+    collected: set[str] = set()
+    for item in items:
+        names = _slow_names(item)
+        collected |= names
+        for mark in sorted(_tiers(item)):
+            item.add_marker(mark)
+    files = {name.partition("::")[0] for name in collected}
+    stale = {name for name in SLOW if name.partition("::")[0] in files} - collected
+    if stale:
+        raise pytest.UsageError(f"SLOW in tests/conftest.py names no test: {sorted(stale)}")

@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from hudi import HudiTableBuilder
 from spark.sparkkit import hudi_rs_table
 
 DEMO = [sys.executable, "-m", "tidemark.cli", "demo"]
 
 
+@pytest.mark.spark
 def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> None:
     table = tmp_path / "sessions"
     result = subprocess.run(
@@ -66,6 +68,7 @@ def test_demo_rejects_bad_rows() -> None:
     assert "rows" in result.stderr
 
 
+@pytest.mark.spark
 def test_demo_runs_against_an_s3_endpoint(s3_bucket: str) -> None:
     """``--storage s3://bucket/prefix``: the table, markers and index on the local S3 server
     (moto), the services and Spark reaching it through the standard AWS settings."""

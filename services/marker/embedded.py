@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.rpc.embedded import EmbeddedServer, start_loopback_server
 from tidemark.rpc.server import RunningServer
 from tidemark.services.marker import marker_service
@@ -30,8 +31,10 @@ def start_embedded_marker_service(
     *,
     allowed_roots: Sequence[str] = (),
     config: MarkerConfig | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> EmbeddedMarkerService:
-    """Start the service on 127.0.0.1 with a free gRPC port and a free metrics port."""
-    engine = MarkerEngine(config or MarkerConfig.load())
+    """Start the service on 127.0.0.1 with a free gRPC port and a free metrics port;
+    ``clock`` dates its marker dir leases."""
+    engine = MarkerEngine(config or MarkerConfig.load(), clock=clock)
     server = start_loopback_server([marker_service(engine=engine)], allowed_roots=allowed_roots)
     return EmbeddedMarkerService(server, engine)

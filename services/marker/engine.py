@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
+from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import FailedPreconditionError, ResourceExhaustedError, UnavailableError
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.services.marker.dir_state import MarkerDirState, list_marker_dir, read_markers_files
@@ -47,11 +48,15 @@ class MarkerEngine:
     """Creates, lists and deletes markers; thread-safe. ``close`` stops the threads.
 
     ``address`` is where clients reach this engine (its server's advertise address, set
-    when it is served): the leases it takes record it for the other replicas to name."""
+    when it is served): the leases it takes record it for the other replicas to name.
+    ``clock`` is the marker dir leases' (tests advance it past a dead owner's lease)."""
 
-    def __init__(self, config: MarkerConfig, *, owner: str | None = None) -> None:
+    def __init__(
+        self, config: MarkerConfig, *, owner: str | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.config = config
         self.owner = owner or default_owner()
+        self.clock = clock
         self.address = ""
         self._lock = threading.Lock()
         self._dirs: dict[DirKey, MarkerDirState] = {}
@@ -181,7 +186,12 @@ class MarkerEngine:
             if state is None:
                 storage = self._storage_locked(table_uri)
                 lease = DirLease(
-                    storage, instant, self.owner, self.config.lease_s, address=self.address
+                    storage,
+                    instant,
+                    self.owner,
+                    self.config.lease_s,
+                    address=self.address,
+                    clock=self.clock,
                 )
                 state = self._dirs[key] = MarkerDirState(
                     storage,

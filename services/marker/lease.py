@@ -15,12 +15,11 @@ marker readers, its marker-dir listing and ours never see them.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
 
+from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import NotOwnerError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
@@ -65,7 +64,7 @@ class DirLease:
     ``owner`` is unique per process; an owner may take a newer generation over its own
     live one, because its engine keeps at most one open state per marker dir. ``address``
     is where clients reach the owner: a replica refused the dir names the owner's, so the
-    client asks it instead.
+    client asks it instead. ``clock`` dates the generations and times the local deadline.
     """
 
     def __init__(
@@ -76,21 +75,21 @@ class DirLease:
         duration_s: float,
         *,
         address: str = "",
-        wall_clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.storage = storage
         self.instant = instant
         self.owner = owner
         self.address = address
         self.duration_s = duration_s
-        self._wall_clock = wall_clock
+        self._clock = clock
         self._generation: int | None = None
         self._deadline = 0.0
 
     @property
     def held(self) -> bool:
         """True while this owner may write: before its local deadline."""
-        return self._generation is not None and time.monotonic() < self._deadline
+        return self._generation is not None and self._clock.monotonic() < self._deadline
 
     def acquire(self) -> None:
         """Take the lease (new, expired or already ours); NotOwnerError names a live owner
@@ -103,11 +102,11 @@ class DirLease:
             if record.owner == self.owner and generation == self._generation and self.held:
                 self._extend(generation)
                 return
-            if record.owner != self.owner and record.expires_at > self._wall_clock():
+            if record.owner != self.owner and record.expires_at > self._clock.now():
                 raise self._owned_by(record)
             target = generation + 1
-        started = time.monotonic()
-        record = self._record(self._wall_clock() + self.duration_s)
+        started = self._clock.monotonic()
+        record = self._record(self._clock.now() + self.duration_s)
         if not self.storage.create_if_absent(self._path(target), record.to_bytes()):
             raise self._owned_by(self._read(target))
         self._generation = target
@@ -132,10 +131,10 @@ class DirLease:
         self._extend(self._generation)
 
     def _extend(self, generation: int) -> None:
-        started = time.monotonic()
-        record = self._record(self._wall_clock() + self.duration_s)
+        started = self._clock.monotonic()
+        record = self._record(self._clock.now() + self.duration_s)
         self.storage.write(self._path(generation), record.to_bytes())
-        if time.monotonic() < self._deadline:
+        if self._clock.monotonic() < self._deadline:
             self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
         else:
             log.warning("marker dir lease lost", instant=self.instant, generation=self._generation)
@@ -187,7 +186,7 @@ class DirLease:
         return f"{marker_lease_dir(self.instant)}/{generation:0{GENERATION_DIGITS}d}"
 
     def _owned_by(self, record: LeaseRecord) -> NotOwnerError:
-        remaining = max(0.0, record.expires_at - self._wall_clock())
+        remaining = max(0.0, record.expires_at - self._clock.now())
         where = f" at {record.address}" if record.address else ""
         return NotOwnerError(
             f"marker dir of instant {self.instant} is owned by {record.owner}{where} "

@@ -16,8 +16,6 @@ from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 from tidemark.testing.s3local import FaultProxy, free_port
 
-pytestmark = pytest.mark.s3
-
 
 def _tidemark(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

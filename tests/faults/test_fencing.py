@@ -37,8 +37,6 @@ from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.testing.s3local import FaultProxy
 
-pytestmark = pytest.mark.spark
-
 LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
 """The lock's objects and listings in request targets (list prefixes are URL-encoded)."""
 DATA_FILE_UPLOADS = r"\.parquet$"

@@ -37,8 +37,6 @@ from tidemark.table.markers import marker_dir, marker_lease_dir
 from tidemark.table.properties import PROPERTIES_PATH, format_properties
 from tidemark.testing.s3local import free_port
 
-pytestmark = pytest.mark.spark
-
 SERVICE_LEASE_S = 3
 """The external service's marker-dir lease: renewed every second."""
 

@@ -37,8 +37,6 @@ from tidemark.table.markers import delete_marker_dir, marker_dir, marker_lease_d
 from tidemark.table.table import HoodieTable
 from tidemark.testing.s3local import FaultProxy
 
-pytestmark = pytest.mark.spark
-
 DELETE_OBJECTS = r"[?&]delete"
 LOCK_OBJECTS = r"/\.hoodie/\.tidemark/lock/"
 COMPLETED_INSTANT = r"/\.hoodie/\d{17}\.commit$"
@@ -131,6 +129,7 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     assert_committed_and_clean(s3_bucket, model_of(kept))
 
 
+@pytest.mark.spark
 def test_a_bulk_insert_retried_with_its_idempotency_key_writes_nothing_twice(
     tmp_path: Path,
 ) -> None:

@@ -157,7 +157,6 @@ def test_the_cli_reports_a_damaged_shard_in_one_line_and_exits_2(
     assert captured.err.count("\n") == 1 and relative in captured.err and REBUILD in captured.err
 
 
-@pytest.mark.s3
 def test_a_damaged_shard_on_s3_is_reported_naming_its_s3_uri(s3_bucket: str) -> None:
     """The same check on the S3 backend, whose reader fetches blocks by ranged GETs."""
     storage = create_table(s3_bucket).storage

@@ -26,8 +26,6 @@ from .damagekit import truncate
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.spark
-
 LATER = "29990101000000000"
 
 

@@ -133,7 +133,6 @@ SLOW = "slow responses"
 FAULTS[SLOW] = lambda proxy: proxy.delay(300, method="GET")
 
 
-@pytest.mark.s3
 @pytest.mark.parametrize("fault", FAULTS)
 def test_planner_schedules_through_storage_faults(
     faulty_s3: FaultProxy,
@@ -153,7 +152,6 @@ def test_planner_schedules_through_storage_faults(
     assert {(g.partition_path, s.file_id) for g in answer.plan.groups for s in g.slices} == groups
 
 
-@pytest.mark.s3
 def test_a_plan_storage_refuses_to_store_leaves_no_plan_and_no_lock(
     faulty_s3: FaultProxy,
     s3_bucket: str,
@@ -226,7 +224,6 @@ COMPACTION_FAULTS: dict[str, Callable[[FaultProxy], None]] = {
 }
 
 
-@pytest.mark.s3
 @pytest.mark.parametrize("fault", COMPACTION_FAULTS)
 def test_index_service_compacts_through_storage_faults(
     faulty_s3: FaultProxy, s3_bucket: str, fault: str

@@ -190,7 +190,6 @@ def test_shard_count_follows_hudi_sizing() -> None:
     assert shard_count_for(1_000_000, max_shard_bytes=1 << 20) == 92
 
 
-@pytest.mark.s3
 def test_index_on_s3_with_a_small_cache(s3_bucket: str) -> None:
     storage = open_storage(s3_bucket)
     commits = Commits(storage)

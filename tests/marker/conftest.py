@@ -11,6 +11,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.config import ClientConfig
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
@@ -65,14 +66,19 @@ def s3_bucket(s3_bucket: str) -> str:
 
 @pytest.fixture
 def start_service() -> Iterator[StartService]:
-    """``start_service(config=MarkerConfig(...), allowed_roots=[...])``; stopped at teardown."""
+    """``start_service(config=MarkerConfig(...), allowed_roots=[...], clock=...)``; stopped at
+    teardown."""
     started: list[EmbeddedMarkerService] = []
 
     def start(
-        config: MarkerConfig | None = None, allowed_roots: Sequence[str] = ()
+        config: MarkerConfig | None = None,
+        allowed_roots: Sequence[str] = (),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> EmbeddedMarkerService:
         service = start_embedded_marker_service(
-            config=config or MarkerConfig(batch_interval_ms=10), allowed_roots=allowed_roots
+            config=config or MarkerConfig(batch_interval_ms=10),
+            allowed_roots=allowed_roots,
+            clock=clock,
         )
         started.append(service)
         return service

@@ -21,8 +21,6 @@ from tidemark.testing.s3local import FaultProxy
 
 from .conftest import FAST_CLIENT, INSTANT, StartService, create_request, metric
 
-pytestmark = pytest.mark.s3
-
 MARKERS_PUT = r"/MARKERS\d+$"
 
 

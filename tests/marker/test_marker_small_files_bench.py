@@ -16,6 +16,7 @@ from benchmarks.small_files import readme_rows
 BENCH = [sys.executable, "-m", "benchmarks", "small-files"]
 
 
+@pytest.mark.spark
 def test_bench_small_files_compares_direct_and_service_markers() -> None:
     """In a child process: its SparkSession must not become the test session's. Its
     marker service gets an hour's lease, so no renewal adds a write to its count."""

@@ -19,8 +19,6 @@ from tidemark.table.timeline import WRITE_ACTIONS
 
 from .index_replicakit import Replica, addresses, running
 
-pytestmark = pytest.mark.spark
-
 DATA = ["id", "name", "part", "ts"]
 
 

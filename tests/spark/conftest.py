@@ -6,15 +6,13 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
-
 
 @pytest.fixture
 def table_uri(tmp_path: Path) -> str:
     return str(tmp_path / "table")
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def local_or_s3_uri(request: pytest.FixtureRequest, table_uri: str) -> str:
     """A fresh table URI on the local filesystem, then on the local S3 server."""
     if request.param == "s3":

@@ -517,7 +517,6 @@ def run_job(proxy: FaultProxy, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.s3
 def test_index_build_and_cluster_run_through_storage_faults(
     spark: SparkSession, s3_server: str, s3_bucket: str
 ) -> None:

@@ -205,7 +205,7 @@ def test_case4_hoodie_is_deleted_rows_delete_their_keys(cli: Cli, local_or_s3_ur
     assert table_state(missing) == {}
 
 
-@pytest.mark.parametrize("uri_kind", ["local", "s3"])
+@pytest.mark.parametrize("uri_kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_case5_a_partition_path_longer_than_the_storage_allows_is_refused(
     cli: Cli, uri_kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

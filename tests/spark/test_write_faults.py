@@ -35,7 +35,7 @@ def first_attempts_fail(spark: SparkSession) -> Iterator[None]:
     spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, None)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def any_uri(request: pytest.FixtureRequest, table_uri: str) -> str:
     if request.param == "s3":
         return str(request.getfixturevalue("s3_bucket"))

@@ -41,7 +41,7 @@ def marker_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedMarkerSe
         yield service
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def any_uri(request: pytest.FixtureRequest, table_uri: str) -> str:
     if request.param == "s3":
         return str(request.getfixturevalue("s3_bucket"))

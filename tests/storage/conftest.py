@@ -7,7 +7,7 @@ import pytest
 from tidemark.storage import Storage, open_storage
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def storage_uri(request: pytest.FixtureRequest) -> str:
     """Root URI of an empty local directory or an empty prefix in a fresh S3 bucket."""
     fixture = "local_root" if request.param == "local" else "s3_bucket"

@@ -27,6 +27,7 @@ def _connect(endpoint: str) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
 
 
+@pytest.mark.s3
 def test_server_answers_until_closed() -> None:
     server = LocalS3Server()
     with urllib.request.urlopen(server.endpoint, timeout=5) as response:

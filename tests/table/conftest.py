@@ -13,7 +13,7 @@ def table_uri(local_root: str) -> str:
     return f"{local_root}/people"
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def any_table_uri(request: pytest.FixtureRequest, local_root: str) -> str:
     """A fresh table location on the local filesystem and on the moto S3 server."""
     if request.param == "s3":

@@ -16,6 +16,7 @@ from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.table.instant import COMMIT, new_instant_time
 from tidemark.table.lock import LOCK_DIR, TableLock
 from tidemark.table.table import HoodieTable
+from tidemark.testing.clock import AdvancingClock
 from tidemark.testing.s3local import FaultProxy
 
 LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
@@ -81,10 +82,11 @@ def test_contenders_in_a_tight_loop_never_hold_the_lock_together(table_uri: str)
 
 def test_expired_lease_is_taken_over_and_old_holder_learns_it(any_table_uri: str) -> None:
     storage = open_storage(any_table_uri)
-    crashed = TableLock(storage, "crashed-writer", lease_s=0.2, heartbeat=False)
+    crashed = TableLock(storage, "crashed-writer", lease_s=30, heartbeat=False)
     crashed.acquire()
-    time.sleep(0.3)
-    with TableLock(storage, "new-writer", lease_s=30) as successor:
+    later = AdvancingClock()
+    later.advance(31)  # past the crashed writer's lease
+    with TableLock(storage, "new-writer", lease_s=30, clock=later) as successor:
         assert successor.held
         crashed.renew()
         assert crashed.lost.is_set()

@@ -22,6 +22,7 @@ from tidemark.table.lock import TableLock
 from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.plan_run import check_not_running, run_lock
 from tidemark.table.table import HoodieTable
+from tidemark.testing.clock import AdvancingClock
 
 
 @pytest.fixture
@@ -94,10 +95,11 @@ def test_a_plans_run_lease_excludes_a_second_runner(table: HoodieTable) -> None:
 def test_a_lost_lock_keeps_what_the_failed_work_said(table: HoodieTable) -> None:
     """A writer whose lease ran out (paused, or its storage unreachable) ends with the one
     lost-lock error, carrying the work's own message: which instant was not committed."""
-    paused = TableLock(table.storage, "paused writer", lease_s=1.0, heartbeat=False)
+    clock = AdvancingClock()
+    paused = TableLock(table.storage, "paused writer", lease_s=60, heartbeat=False, clock=clock)
     paused.acquire()
     with pytest.raises(ConflictError) as lost, holding(paused):
-        time.sleep(0.6)  # past the safety margin of half a lease: the next check finds it lost
+        clock.advance(31)  # past the safety margin of half a lease: the next check finds it lost
         with pytest.raises(ConflictError):
             paused.check()
         raise UnavailableError(
@@ -105,5 +107,5 @@ def test_a_lost_lock_keeps_what_the_failed_work_said(table: HoodieTable) -> None
         )
     assert lost.value.field == "lock"
     message = str(lost.value)
-    assert "lost the table lock" in message and "no lease renewal for over 0.5 s" in message
+    assert "lost the table lock" in message and "no lease renewal for over 30 s" in message
     assert message.endswith("instant 20240101000000000 was not committed")

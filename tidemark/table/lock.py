@@ -36,6 +36,7 @@ from types import TracebackType
 
 import structlog
 
+from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import (
     ConflictError,
     FailedPreconditionError,
@@ -94,7 +95,8 @@ class TableLock:
     """Context manager; ``acquire()`` raises ConflictError(field="table") naming the holder.
 
     ``on_lost`` runs (on the heartbeat thread) once when the lock is found lost, e.g. to
-    cancel the writer's Spark jobs."""
+    cancel the writer's Spark jobs. ``clock`` dates the leases and times the safety margin
+    (tests advance it rather than sleep); waiting for a holder takes real time."""
 
     def __init__(
         self,
@@ -107,6 +109,7 @@ class TableLock:
         lock_dir: str = LOCK_DIR,
         subject: str = "table",
         field: str = "table",
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
@@ -121,6 +124,7 @@ class TableLock:
         """What the lock guards, as its errors name it."""
         self._field = field
         """The field a held lock's ConflictError names."""
+        self._clock = clock
         self._token = uuid.uuid4().hex
         self._generation: int | None = None
         self._stop = threading.Event()
@@ -175,7 +179,7 @@ class TableLock:
     def live_lease(self) -> Lease | None:
         """The newest generation's lease if it is live (someone holds the lock), else None."""
         _, lease = self._latest()
-        return lease if lease is not None and lease.is_live(time.time()) else None
+        return lease if lease is not None and lease.is_live(self._clock.now()) else None
 
     def acquire(self, wait_s: float = 0.0) -> None:
         """Take the lock, waiting up to ``wait_s`` for a live holder: its owner and lease
@@ -203,7 +207,7 @@ class TableLock:
 
     def _try_acquire(self) -> None:
         generation, lease = self._latest()
-        now = time.time()
+        now = self._clock.now()
         if lease is not None and lease.is_live(now):
             raise ConflictError(
                 f"{self._subject} is locked by {lease.owner!r} until "
@@ -211,7 +215,7 @@ class TableLock:
                 field=self._field,
             )
         claim = generation + 1
-        started = time.monotonic()
+        started = self._clock.monotonic()
         if not self.storage.create_if_absent(self._path(claim), self._lease_bytes(now)):
             holder = self._read(claim)
             raise ConflictError(
@@ -258,7 +262,7 @@ class TableLock:
         if self.lost.is_set():
             log.warning("lock.not_released", owner=self.owner, reason=self._lost_reason)
         elif not self._superseded():
-            lease = Lease(self.owner, self._token, time.time(), released=True)
+            lease = Lease(self.owner, self._token, self._clock.now(), released=True)
             self.storage.write(self._path(self._generation), _encode(lease))
         log.info("lock.released", owner=self.owner, generation=self._generation)
         self._generation = None
@@ -270,8 +274,8 @@ class TableLock:
         if self._superseded():
             self._mark_lost("another writer took the lock over")
             return
-        started = time.monotonic()
-        self.storage.write(self._path(self._generation), self._lease_bytes(time.time()))
+        started = self._clock.monotonic()
+        self.storage.write(self._path(self._generation), self._lease_bytes(self._clock.now()))
         self._renewed_at = started
 
     def check(self) -> None:
@@ -321,7 +325,7 @@ class TableLock:
         return self.lease_s * SAFETY_MARGIN
 
     def _renewal_overdue(self) -> bool:
-        return time.monotonic() - self._renewed_at > self._margin_s()
+        return self._clock.monotonic() - self._renewed_at > self._margin_s()
 
     def _mark_lost(self, reason: str) -> None:
         with self._losing:
