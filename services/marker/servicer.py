@@ -21,6 +21,7 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1 import marker_service_pb2_grpc as pb_grpc
 from tidemark.rpc.auth import Role
 from tidemark.rpc.requests import TableResolver
+from tidemark.rpc.status import OWNER_KEY
 from tidemark.services.marker import requests
 from tidemark.services.marker.engine import MarkerEngine
 from tidemark.table.markers import IOType, parse_marker_name
@@ -53,6 +54,7 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         table, instant = self._marker_dir(request)
         name = requests.marker(request.marker)
         (created,) = await self._create(table, instant, [name])
+        self._name_owner(context)
         return pb.CreateMarkerResponse(created=created)
 
     async def CreateMarkers(  # noqa: N802 (gRPC method name)
@@ -62,7 +64,9 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         names = requests.markers(list(request.markers), self.engine.config.queue_limit)
         if not names:
             return pb.CreateMarkersResponse()
-        return pb.CreateMarkersResponse(created=await self._create(table, instant, names))
+        created = await self._create(table, instant, names)
+        self._name_owner(context)
+        return pb.CreateMarkersResponse(created=created)
 
     async def ListMarkers(  # noqa: N802 (gRPC method name)
         self, request: pb.ListMarkersRequest, context: Context
@@ -87,6 +91,12 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         table, instant = self._marker_dir(request, None if holder else Role.ADMIN)
         deleted = await asyncio.to_thread(self.engine.delete_dir, table, instant, holder)
         return pb.DeleteMarkerDirResponse(deleted=deleted)
+
+    def _name_owner(self, context: Context) -> None:
+        """Tell the client this replica owns the dir: one reached through the Service (a
+        ``dns:///`` target) then calls it directly, and never lands on a non-owner again."""
+        if self.engine.address:
+            context.set_trailing_metadata(((OWNER_KEY, self.engine.address),))
 
     def _marker_dir(self, request: DirRequest, role: Role | None = None) -> tuple[str, str]:
         """The (canonical table URI, instant) a request names, validated; ``role``

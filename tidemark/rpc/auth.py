@@ -180,25 +180,22 @@ def bind_call_grant(grant: CallGrant | None) -> None:
     _call_grant.set(grant)
 
 
+def call_client_name() -> str | None:
+    """The name of the token the call in progress was admitted with, for log lines."""
+    call = _call_grant.get()
+    return None if call is None else call.grant.name
+
+
 def authorize_table(table_uri: str, *, field: str, role: Role | None = None) -> None:
     """Refuse a table the call's token does not cover, or a role it lacks (``role``
-    raises the method's own, e.g. a delete without the table lock); logged once with the
-    peer and the token's name."""
+    raises the method's own, e.g. a delete without the table lock). The interceptor
+    logs the refusal, once, with the peer and the token's name."""
     call = _call_grant.get()
     if call is None:
         return
     needed = max(call.role, role or call.role)
     if call.grant.allows(table_uri, needed):
         return
-    log.warning(
-        "call denied",
-        reason="table or role not granted",
-        peer=call.peer,
-        client=call.grant.name,
-        role=call.grant.role.label,
-        needed=needed.label,
-        table=table_uri,
-    )
     raise PermissionDeniedError(
         f"the caller's credentials do not grant {needed.label} on this table", field=field
     )

@@ -31,9 +31,14 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from tidemark.errors import InvalidArgumentError, TidemarkError
+from tidemark.errors import (
+    InvalidArgumentError,
+    NotOwnerError,
+    PermissionDeniedError,
+    TidemarkError,
+)
 from tidemark.logs import bind_call_fields
-from tidemark.rpc.auth import CallGuard, Role, is_exempt
+from tidemark.rpc.auth import CallGuard, Role, call_client_name, is_exempt
 from tidemark.rpc.limits import (
     BUDGETED_ABOVE,
     DEFAULT_POLICY,
@@ -128,10 +133,20 @@ class ServerCallInterceptor(grpc.aio.ServerInterceptor):
                 limit=min(policy.request_bytes, self._max_message_bytes),
                 budget=self._budget,
             )
-            wrapped = self._handlers[method] = _observed(
-                handler, method, self._metrics.for_method(method), edge
-            )
+            metrics = self._metrics.for_method(method, grpc_type(handler))
+            wrapped = self._handlers[method] = _observed(handler, method, metrics, edge)
         return wrapped
+
+
+def grpc_type(handler: grpc.RpcMethodHandler) -> str:
+    """The method's kind as go-grpc-prometheus names it (``grpc_type``)."""
+    streams = (handler.request_streaming, handler.response_streaming)
+    return {
+        (False, False): "unary",
+        (True, False): "client_stream",
+        (False, True): "server_stream",
+        (True, True): "bidi_stream",
+    }[streams]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,7 +374,15 @@ async def _fail(
     code = status_code_for(error) if isinstance(error, TidemarkError) else None
     if isinstance(error, TidemarkError) and code is not None:
         metrics.finish(began, code)
-        log.info("request failed", code=code.name, error=str(error))
+        if isinstance(error, NotOwnerError):
+            metrics.redirects += 1
+            log.debug("owner redirect", owner=error.owner)
+        elif isinstance(error, PermissionDeniedError):
+            log.warning(
+                "call denied", peer=context.peer(), client=call_client_name(), error=str(error)
+            )
+        else:
+            log.info("request failed", code=code.name, error=str(error))
         traceback.clear_frames(error.__traceback__)
         await context.abort(code, str(error), trailing_metadata=error_metadata(error))
     metrics.finish(began, grpc.StatusCode.INTERNAL)

@@ -18,7 +18,7 @@ from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.rpc.auth import Role, authorize_table
 from tidemark.storage import open_storage
-from tidemark.storage.uri import canonical_uri
+from tidemark.storage.uri import canonical_uri, refuse_short_file_uri
 from tidemark.table.properties import PROPERTIES_PATH
 from tidemark.table.table import not_a_table
 
@@ -55,6 +55,7 @@ def resolve_table(base_path: str, config: ServerConfig, *, field: str = TABLE_FI
         raise InvalidArgumentError("must not be empty", field=field)
     if "\x00" in base_path:
         raise InvalidArgumentError("must not contain a NUL character", field=field)
+    refuse_short_file_uri(base_path, field=field)
     if "://" not in base_path and not base_path.startswith("/"):
         raise InvalidArgumentError(
             f"must be an absolute path or a URI, got the relative path {base_path!r} (the "
