@@ -47,7 +47,7 @@ def pyspark_41_to_arrow_schema(schema: StructType) -> pa.Schema:
 def test_timestamps_are_in_the_session_zone_on_both_signatures(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch, timezone: str
 ) -> None:
-    previous = spark.conf.get("spark.sql.session.timeZone")
+    previous = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     spark.conf.set("spark.sql.session.timeZone", timezone)
     try:
         current = keying.arrow_schema(SCHEMA, spark)
