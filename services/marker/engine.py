@@ -181,7 +181,12 @@ class MarkerEngine:
             if state is None:
                 storage = self._storage_locked(table_uri)
                 lease = DirLease(
-                    storage, instant, self.owner, self.config.lease_s, address=self.address
+                    storage,
+                    instant,
+                    self.owner,
+                    self.config.lease_s,
+                    address=self.address,
+                    on_takeover=self.flush_metrics.takeovers.inc,
                 )
                 state = self._dirs[key] = MarkerDirState(
                     storage,

@@ -196,6 +196,8 @@ def test_the_owner_stopped_mid_stream_loses_no_acknowledged_marker(
     records = lease_records(table)
     assert len(records) == 2  # taken over once
     assert records[-1]["address"] in {r.address for r in others}
+    takeovers = sum(metric(r.metrics_port, "tidemark_marker_lease_takeovers_total") for r in others)
+    assert takeovers == (1 if stop == "kill" else 0)  # a released lease is no takeover
 
 
 def test_a_replica_restarted_at_its_address_waits_out_its_former_lease(
