@@ -142,6 +142,8 @@ class WriteResult:
     already_committed: bool = False
     tagging: str = "simple"
     """How keys were tagged: ``record`` (the record index) or ``simple`` (a join)."""
+    lock_wait_s: float = 0.0
+    """Time spent waiting for the table lock."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,7 @@ def _write(
             ) as lock:
                 if prepared.table is not None:
                     remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
-                return _write_locked(
+                result = _write_locked(
                     spark,
                     table,
                     prepared,
@@ -284,6 +286,8 @@ def _write(
                     ),
                     clock,
                 )
+                result.lock_wait_s = lock.waited_s
+                return result
     finally:
         prepared.rows.unpersist()
 

@@ -143,6 +143,8 @@ class TableLock:
         self._lost_reason = ""
         self._losing = threading.Lock()
         self.lost = threading.Event()
+        self.waited_s = 0.0
+        """How long the last ``acquire`` waited for the lock (a job reports it)."""
 
     def __enter__(self) -> TableLock:
         self.acquire()
@@ -195,7 +197,8 @@ class TableLock:
         end are logged once, then the lock is polled with backoff; a lease that expires
         meanwhile is taken over. Past the wait, the ConflictError of a held lock."""
         check_lock_wait(wait_s)
-        deadline = time.monotonic() + wait_s
+        began = time.monotonic()
+        deadline = began + wait_s
         poll_s = FIRST_POLL_S
         ticket: str | None = None
         try:
@@ -216,6 +219,7 @@ class TableLock:
                     time.sleep(min(left, poll_s * random.uniform(0.5, 1.0)))
                     poll_s = min(MAX_POLL_S, poll_s * 2)
         finally:
+            self.waited_s = time.monotonic() - began
             if ticket is not None:
                 self._drop_ticket(ticket)
 
