@@ -287,6 +287,7 @@ def test_optional_objects_follow_their_values() -> None:
         + ["Service"] * 3 + ["PodDisruptionBudget"] * 3
     )  # fmt: skip
     assert kinds("service-monitor") == sorted([*default, "ServiceMonitor"])
+    assert kinds("alerts-and-dashboard") == sorted([*default, "ConfigMap", "PrometheusRule"])
     assert kinds("autoscaling") == sorted([*default, *["HorizontalPodAutoscaler"] * 2])
     assert kinds("tls-cert-manager") == sorted([*default, "Certificate", "Certificate"])
     assert kinds("no-network-policy") == [kind for kind in default if kind != "NetworkPolicy"]
