@@ -70,7 +70,7 @@ from tidemark.jobs.keying import (
     keyed_schema,
     with_keys,
 )
-from tidemark.jobs.session import build_session, cancellable_jobs
+from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.sizing import (
     DEFAULT_SMALL_FILE_LIMIT_BYTES,
     DEFAULT_TARGET_FILE_BYTES,
@@ -227,6 +227,7 @@ def _write(
         )
     table_uri = canonical_uri(table_uri)
     marker_options.check_reachable()
+    check_executors_import(df.sparkSession)
     if options.index_service_address:
         IndexClient(options.index_service_address, table_uri).check_reachable()
     clock = StageClock(listener)
