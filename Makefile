@@ -13,8 +13,9 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut 
 # of installed data sources (pkgutil.iter_modules) finds pyspark_tidemark as in a wheel install.
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/check_java.sh
+$(STAMP): pyproject.toml scripts/check_java.sh scripts/install_prometheus.sh
 	@bash scripts/check_java.sh
+	@bash scripts/install_prometheus.sh
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON_BOOTSTRAP) not found)"; exit 1; }
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

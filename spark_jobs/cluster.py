@@ -34,8 +34,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -141,6 +141,8 @@ class ClusterResult:
     bytes_written: int
     seconds: float
     rolled_back_earlier_run: bool = False
+    lock_wait_s: float = 0.0
+    """Time spent waiting for the table lock (start and commit)."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,8 @@ class _Runner:
     options: _Options
     index: IndexClient | None
     locking: _Locking
+    lock_waits: list[float] = field(default_factory=list)
+    """Waits for the table lock of the plan being run."""
 
     def run(self, instant: str, *, only: bool) -> ClusterResult | None:
         """Run plan ``instant``; None when another runner holds its run lease and the
@@ -273,20 +277,24 @@ class _Runner:
         forget_runs(self.table.storage, instant)
         return result
 
-    def _locked(self) -> AbstractContextManager[TableLock]:
-        return changing(
+    @contextmanager
+    def _locked(self) -> Iterator[TableLock]:
+        with changing(
             self.table,
             ROLE,
             wait_s=self.locking.wait_s,
             lease_s=self.locking.lease_s,
             on_lost=self.locking.cancel,
-        )
+        ) as lock:
+            self.lock_waits.append(lock.waited_s)
+            yield lock
 
     def _undo(self, lock: TableLock) -> _Undo:
         return _Undo(self.table, self.options.markers.reader(self.table, lock.holder), self.index)
 
     def _run(self, instant: str, run: TableLock) -> ClusterResult:
         started = time.perf_counter()
+        self.lock_waits.clear()
         table = self.table
         with self._locked() as lock:
             run.check()
@@ -345,6 +353,7 @@ class _Runner:
             bytes_written=sum(s.file_size_in_bytes for s in stats),
             seconds=time.perf_counter() - started,
             rolled_back_earlier_run=rolled_back,
+            lock_wait_s=sum(self.lock_waits),
         )
 
     def _undo_failed_run(self, instant: str, run: TableLock, failure: Exception) -> Exception:

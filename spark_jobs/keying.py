@@ -6,6 +6,7 @@ readers), computed column-wise on Arrow batches in the executors.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -57,9 +58,34 @@ def keyed_schema(df: DataFrame) -> StructType:
 
 
 def arrow_schema(schema: StructType, spark: SparkSession) -> pa.Schema:
-    """The Arrow schema Spark hands to Python for ``schema`` (timestamps in session time)."""
+    """The Arrow schema Spark hands to Python for ``schema`` (timestamps in session time).
+
+    PySpark 4.2 added ``to_arrow_schema(timezone=)``; before it, timestamps convert to
+    UTC ones, whose zone is set to the session's here."""
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    return to_arrow_schema(schema, timezone=timezone)
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone=timezone)
+    in_utc = to_arrow_schema(schema)
+    return pa.schema([field.with_type(_in_zone(field.type, timezone)) for field in in_utc])
+
+
+def _in_zone(kind: pa.DataType, timezone: str) -> pa.DataType:
+    """``kind`` with every zoned timestamp in it (nested ones too) in ``timezone``."""
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return pa.timestamp(kind.unit, tz=timezone)
+    if pa.types.is_struct(kind):
+        return pa.struct(
+            [
+                kind.field(i).with_type(_in_zone(kind.field(i).type, timezone))
+                for i in range(kind.num_fields)
+            ]
+        )
+    if pa.types.is_map(kind):
+        return pa.map_(_in_zone(kind.key_type, timezone), _in_zone(kind.item_type, timezone))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        item = kind.value_field.with_type(_in_zone(kind.value_type, timezone))
+        return pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
+    return kind
 
 
 def column(name: str) -> Column:

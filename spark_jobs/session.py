@@ -82,6 +82,41 @@ def build_session(
     return session
 
 
+SHIP_ENVIRONMENT = (
+    "ship the environment to them: spark-submit --archives env.tar.gz#environment with "
+    "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python (a venv-pack archive of "
+    "this Python's environment; docs/deploy.md)"
+)
+_executors_checked: set[str] = set()
+"""Spark applications whose executors were found to import tidemark."""
+
+
+def check_executors_import(spark: SparkSession) -> None:
+    """Run one tiny task importing tidemark on an executor, once per Spark application,
+    before a job touches a table: executors whose Python lacks it (workers run ``python3``
+    from their PATH unless told otherwise) would otherwise fail inside the write, after
+    its instant was created. A FailedPreconditionError in one line says how to ship it."""
+    context = spark.sparkContext
+    if context.applicationId in _executors_checked:
+        return
+    try:
+        context.parallelize([0], 1).map(_tidemark_file).collect()
+    except Exception as error:
+        if "No module named 'tidemark" not in str(error):
+            raise
+        raise FailedPreconditionError(
+            f"the Spark executors cannot import tidemark: {SHIP_ENVIRONMENT}", field="executors"
+        ) from None
+    _executors_checked.add(context.applicationId)
+
+
+def _tidemark_file(_: int) -> str:
+    """Run on an executor: unpickling this function there imports tidemark."""
+    import tidemark
+
+    return str(tidemark.__file__)
+
+
 def require_java() -> str:
     """The ``java`` Spark will launch (``$JAVA_HOME/bin/java``, else the one on PATH), or one
     line saying what is missing, instead of spark-class's shell errors and a traceback."""

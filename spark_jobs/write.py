@@ -70,7 +70,7 @@ from tidemark.jobs.keying import (
     keyed_schema,
     with_keys,
 )
-from tidemark.jobs.session import build_session, cancellable_jobs
+from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.sizing import (
     DEFAULT_SMALL_FILE_LIMIT_BYTES,
     DEFAULT_TARGET_FILE_BYTES,
@@ -142,6 +142,8 @@ class WriteResult:
     already_committed: bool = False
     tagging: str = "simple"
     """How keys were tagged: ``record`` (the record index) or ``simple`` (a join)."""
+    lock_wait_s: float = 0.0
+    """Time spent waiting for the table lock."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,7 @@ def _write(
         )
     table_uri = canonical_uri(table_uri)
     marker_options.check_reachable()
+    check_executors_import(df.sparkSession)
     if options.index_service_address:
         IndexClient(options.index_service_address, table_uri).check_reachable()
     clock = StageClock(listener)
@@ -266,7 +269,7 @@ def _write(
             ) as lock:
                 if prepared.table is not None:
                     remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
-                return _write_locked(
+                result = _write_locked(
                     spark,
                     table,
                     prepared,
@@ -284,6 +287,8 @@ def _write(
                     ),
                     clock,
                 )
+                result.lock_wait_s = lock.waited_s
+                return result
     finally:
         prepared.rows.unpersist()
 

@@ -89,6 +89,8 @@ SLOW = frozenset(
         "test_packaging.py",
         "helm/test_chart_run.py",
         "hardening/test_bench_load.py",
+        "hardening/test_edge_memory.py",
+        "spark/test_executor_environment.py",
         "hardening/test_fuzz_index.py",
         "hardening/test_fuzz_marker.py",
         "hardening/test_fuzz_planner.py",

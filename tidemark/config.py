@@ -145,6 +145,11 @@ def _is_under(path: str, root: str) -> bool:
     return path == prefix or path.startswith(prefix + "/")
 
 
+def under_root(path: str, root: str) -> bool:
+    """Whether the canonical ``path`` is ``root`` or inside it (a local root resolved)."""
+    return _is_under(path, _canonical_root(root))
+
+
 def require_port(field: str, value: int) -> None:
     if not 0 <= value <= 65535:
         raise ConfigError(f"port {value} is outside 0..65535", field=field)
@@ -191,6 +196,11 @@ class ServerConfig:
     max_concurrent_rpcs: int = 4096
     """Calls in progress at once (waiting marker creates included); beyond it new calls
     get RESOURCE_EXHAUSTED and clients back off. A waiting call costs a coroutine."""
+    max_request_memory_bytes: int = 256 * MIB
+    """Bytes of large requests (index batches, marker batches) a server holds at once:
+    a call whose method may receive more than 256 KiB reserves its method's limit before
+    its message is read, and waits while this budget is spent. Small requests are
+    bounded by ``max_concurrent_rpcs`` and their method's limit."""
     gc_young_threshold: int = 50_000
     """Allocations between collections of Python's youngest GC generation in a service
     process (Python's default: 700). A marker create allocates dozens of tracked objects
@@ -209,9 +219,10 @@ class ServerConfig:
     """Also serve the health service alone on this plaintext port (no TLS, no token), for
     Kubernetes' native gRPC probes; unset = health only on the main port."""
     auth_token_file: str | None = None
-    """File of accepted bearer tokens, one a line; re-read when it changes, so tokens rotate
-    without a restart. Set = every call but health and reflection needs
-    ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
+    """File of accepted bearer tokens, one a line, each optionally scoped
+    (``<token> name=.. role=read|write|admin roots=..``, docs/security.md); re-read when it
+    changes, so tokens rotate without a restart. Set = every call but health and
+    reflection needs ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
     max_client_concurrent_rpcs: int = 1024
     """Calls in progress at once per client (its bearer token, else its client certificate's
     subject; anonymous callers only count towards ``max_concurrent_rpcs``); beyond it
@@ -247,6 +258,7 @@ class ServerConfig:
             "keepalive_time_ms",
             "keepalive_timeout_ms",
             "max_concurrent_rpcs",
+            "max_request_memory_bytes",
             "max_client_concurrent_rpcs",
             "gc_young_threshold",
             "workers",
@@ -286,7 +298,7 @@ class ServerConfig:
         service cannot be pointed at arbitrary storage. Local roots are resolved like the
         table path (symlinks followed), so neither side can alias the other."""
         if not self.allowed_roots or any(
-            _is_under(table_path, _canonical_root(root)) for root in self.allowed_roots
+            under_root(table_path, root) for root in self.allowed_roots
         ):
             return
         raise PermissionDeniedError(f"{table_path} is not under an allowed root", field=field)

@@ -19,6 +19,10 @@ tidemark_notes=(
   --conf spark.kubernetes.executor.secrets.tidemark-client-tls=/etc/tidemark/client-tls
   --conf spark.kubernetes.driverEnv.TIDEMARK_CLIENT_TLS_CA_PATH=/etc/tidemark/client-tls/ca.crt
   --conf spark.executorEnv.TIDEMARK_CLIENT_TLS_CA_PATH=/etc/tidemark/client-tls/ca.crt
+  --conf spark.kubernetes.driverEnv.TIDEMARK_CLIENT_TLS_CERT_PATH=/etc/tidemark/client-tls/tls.crt
+  --conf spark.executorEnv.TIDEMARK_CLIENT_TLS_CERT_PATH=/etc/tidemark/client-tls/tls.crt
+  --conf spark.kubernetes.driverEnv.TIDEMARK_CLIENT_TLS_KEY_PATH=/etc/tidemark/client-tls/tls.key
+  --conf spark.executorEnv.TIDEMARK_CLIENT_TLS_KEY_PATH=/etc/tidemark/client-tls/tls.key
   --conf spark.kubernetes.driver.secretKeyRef.TIDEMARK_CLIENT_TOKEN=tidemark-tokens:token
   --conf spark.kubernetes.executor.secretKeyRef.TIDEMARK_CLIENT_TOKEN=tidemark-tokens:token
 )

@@ -12,6 +12,8 @@ import grpc
 import structlog
 
 from tidemark.proto.index.v1 import index_service_pb2_grpc as pb_grpc
+from tidemark.rpc.auth import Role
+from tidemark.rpc.limits import ANY_SIZE, MethodPolicy
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 from tidemark.services.index.config import IndexConfig
 from tidemark.services.index.metrics import IndexMetrics
@@ -21,6 +23,18 @@ from tidemark.services.index.tables import IndexTables
 log = structlog.get_logger(__name__)
 
 FULL_NAME = "tidemark.index.v1.IndexService"
+
+
+METHODS = {
+    "Lookup": MethodPolicy(Role.READ, ANY_SIZE),
+    "StreamLookup": MethodPolicy(Role.READ, ANY_SIZE),
+    "StageChanges": MethodPolicy(Role.WRITE, ANY_SIZE),
+    "DiscardInstant": MethodPolicy(Role.WRITE),
+    "BuildStatus": MethodPolicy(Role.READ),
+    "Stats": MethodPolicy(Role.READ),
+    "Compact": MethodPolicy(Role.ADMIN),
+}
+"""Batches of keys travel up to the server's ``max_message_bytes``; the rest are small."""
 
 
 def index_service(
@@ -44,7 +58,11 @@ def index_service(
         return served
 
     return ServiceDefinition(
-        name="index", full_name=FULL_NAME, add_to_server=add_to_server, replicable=True
+        name="index",
+        full_name=FULL_NAME,
+        add_to_server=add_to_server,
+        replicable=True,
+        methods=METHODS,
     )
 
 

@@ -16,7 +16,7 @@ class IndexConfig:
     """Memory for decoded shard blocks and open shard readers, shared by every table."""
     max_batch_keys: int = 1_000_000
     """Keys (or changes) per call; beyond it INVALID_ARGUMENT. Clients send 100k."""
-    max_key_bytes: int = 4096
+    max_key_bytes: int = 1024
     """Longest record key in UTF-8 bytes a call may carry; a longer one is INVALID_ARGUMENT
     naming this limit (Hudi keys are short; a huge one would bloat every shard block)."""
     max_open_tables: int = 64

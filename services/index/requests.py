@@ -8,6 +8,8 @@ a rejected request changes nothing. The table path is checked by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,24 +24,35 @@ PARTITION = "partition"
 FILE_ID = "file_id"
 
 
-def keys(payload: bytes, limit: int, max_key_bytes: int, *, field: str = "keys") -> pa.Array:
-    """The keys of an Arrow IPC payload {key: utf8}: at least one, at most ``limit``,
-    none null, empty, longer than ``max_key_bytes`` or holding NUL (duplicates are fine)."""
-    values = arrow_ipc.column(arrow_ipc.decode(payload, field=field), KEY, field=field)
-    _check_count(len(values), limit, "keys", field)
-    _check_keys(values, max_key_bytes, field + "[{row}]")
+@dataclass(frozen=True)
+class BatchLimits:
+    """What one batch may hold: keys (or changes), bytes of one key, decoded bytes."""
+
+    keys: int
+    key_bytes: int
+    decoded_bytes: int
+
+
+def keys(payload: bytes, limits: BatchLimits, *, field: str = "keys") -> pa.Array:
+    """The keys of an Arrow IPC payload {key: utf8}: at least one, at most
+    ``limits.keys``, none null, empty, longer than ``limits.key_bytes`` or holding NUL
+    (duplicates are fine)."""
+    table = arrow_ipc.decode(payload, field=field, max_bytes=limits.decoded_bytes)
+    values = arrow_ipc.column(table, KEY, field=field)
+    _check_count(len(values), limits.keys, "keys", field)
+    _check_keys(values, limits.key_bytes, field + "[{row}]")
     return values
 
 
-def changes(payload: bytes, limit: int, max_key_bytes: int, *, field: str = "changes") -> pa.Table:
+def changes(payload: bytes, limits: BatchLimits, *, field: str = "changes") -> pa.Table:
     """A commit's changes {key, partition, file_id}: keys as for lookups and each at most
     once, a location (partition may be empty: a non-partitioned table) or neither (delete)."""
-    table = arrow_ipc.decode(payload, field=field)
+    table = arrow_ipc.decode(payload, field=field, max_bytes=limits.decoded_bytes)
     key, partition, file_id = (
         arrow_ipc.column(table, name, field=field) for name in (KEY, PARTITION, FILE_ID)
     )
-    _check_count(len(key), limit, "changes", field)
-    _check_keys(key, max_key_bytes, field + "[{row}]." + KEY)
+    _check_count(len(key), limits.keys, "changes", field)
+    _check_keys(key, limits.key_bytes, field + "[{row}]." + KEY)
     half = pc.xor(pc.is_null(partition), pc.is_null(file_id))
     _refuse_first(
         half, field + "[{row}]", "partition and file_id must both be set, or both null (a delete)"

@@ -10,7 +10,6 @@ a 100k-key answer is a few hundred kilobytes plus its dictionaries.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,7 +21,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1 import index_service_pb2_grpc as pb_grpc
 from tidemark.rpc import arrow_ipc
-from tidemark.rpc.requests import table_uri
+from tidemark.rpc.requests import TableResolver
 from tidemark.services.index import requests
 from tidemark.services.index.metrics import IndexMetrics
 from tidemark.services.index.tables import IndexTables
@@ -35,10 +34,9 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
     def __init__(self, tables: IndexTables, config: ServerConfig, metrics: IndexMetrics) -> None:
         self.tables = tables
         self.metrics = metrics
-        self._table_uri = functools.lru_cache(maxsize=1024)(
-            functools.partial(table_uri, config=config)
-        )
-        """Canonical table URI by requested base path (resolving a local path is a syscall)."""
+        self._table_uri = TableResolver(config)
+        self.max_decoded_bytes = config.max_message_bytes
+        """A batch may not decode to more than an uncompressed request may carry."""
 
     async def Lookup(  # noqa: N802 (gRPC method name)
         self, request: pb.LookupRequest, context: Context
@@ -136,9 +134,7 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
     def _lookup(self, table: str, payload: bytes, as_of_instant: str) -> tuple[bytes, int]:
         """One batch, in a thread: the encoded locations and how many keys were found."""
         began = time.perf_counter()
-        keys = requests.keys(
-            payload, self.tables.config.max_batch_keys, self.tables.config.max_key_bytes
-        )
+        keys = requests.keys(payload, self._limits())
         as_of = requests.as_of(as_of_instant)
         located = self.tables.index(table).lookup(keys, as_of)
         found = len(located) - located["partition"].null_count
@@ -148,12 +144,16 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
 
     def _stage(self, table: str, instant_time: str, payload: bytes) -> int:
         instant = requests.instant_time(instant_time)
-        changes = requests.changes(
-            payload, self.tables.config.max_batch_keys, self.tables.config.max_key_bytes
-        )
+        changes = requests.changes(payload, self._limits())
         self.tables.index(table).stage(instant, changes)
         self.tables.compactor.wake()
         return len(changes)
+
+    def _limits(self) -> requests.BatchLimits:
+        config = self.tables.config
+        return requests.BatchLimits(
+            config.max_batch_keys, config.max_key_bytes, self.max_decoded_bytes
+        )
 
     def _discard(self, table: str, instant: str) -> bool:
         return self.tables.index(table).discard(instant) > 0

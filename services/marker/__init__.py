@@ -9,7 +9,10 @@ from __future__ import annotations
 import grpc
 import structlog
 
+from tidemark.config import MIB
 from tidemark.proto.marker.v1 import marker_service_pb2_grpc as pb_grpc
+from tidemark.rpc.auth import Role
+from tidemark.rpc.limits import MethodPolicy
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.services.marker.engine import MarkerEngine
@@ -19,6 +22,19 @@ from tidemark.services.marker.servicer import MarkerServicer
 log = structlog.get_logger(__name__)
 
 FULL_NAME = "tidemark.marker.v1.MarkerService"
+
+MARKERS_REQUEST_BYTES = 4 * MIB
+"""A CreateMarkers call: about 20k markers of Hudi's longest names."""
+
+METHODS = {
+    "CreateMarker": MethodPolicy(Role.WRITE),
+    "CreateMarkers": MethodPolicy(Role.WRITE, MARKERS_REQUEST_BYTES),
+    "ListMarkers": MethodPolicy(Role.READ),
+    "MarkerDirExists": MethodPolicy(Role.READ),
+    "DeleteMarkerDir": MethodPolicy(Role.WRITE),
+}
+"""A create is a few hundred bytes. Deleting a marker dir is ``write`` for the table
+lock's holder (a writer's commit and rollback), else ``admin`` (see the servicer)."""
 
 
 def marker_service(
@@ -32,7 +48,9 @@ def marker_service(
             server, context, engine or MarkerEngine(config or MarkerConfig.load())
         )
 
-    return ServiceDefinition(name="marker", full_name=FULL_NAME, add_to_server=add_to_server)
+    return ServiceDefinition(
+        name="marker", full_name=FULL_NAME, add_to_server=add_to_server, methods=METHODS
+    )
 
 
 def _add_to_server(

@@ -192,6 +192,7 @@ class MarkerEngine:
                     self.config.lease_s,
                     address=self.address,
                     clock=self.clock,
+                    on_takeover=self.flush_metrics.takeovers.inc,
                 )
                 state = self._dirs[key] = MarkerDirState(
                     storage,

@@ -15,6 +15,7 @@ marker readers, its marker-dir listing and ours never see them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -76,6 +77,7 @@ class DirLease:
         *,
         address: str = "",
         clock: Clock = SYSTEM_CLOCK,
+        on_takeover: Callable[[], None] | None = None,
     ) -> None:
         self.storage = storage
         self.instant = instant
@@ -83,6 +85,8 @@ class DirLease:
         self.address = address
         self.duration_s = duration_s
         self._clock = clock
+        self._on_takeover = on_takeover
+        """Called when this owner takes over a dir whose other owner's lease ran out."""
         self._generation: int | None = None
         self._deadline = 0.0
 
@@ -112,6 +116,10 @@ class DirLease:
         self._generation = target
         self._deadline = started + self.duration_s * (1 - SAFETY_FRACTION)
         log.info("marker dir lease acquired", instant=self.instant, generation=target)
+        if latest is not None and latest[1].owner != self.owner and latest[1].expires_at > 0:
+            log.warning("marker dir taken over", instant=self.instant, previous=latest[1].owner)
+            if self._on_takeover is not None:
+                self._on_takeover()
 
     def renew(self) -> None:
         """Extend a held lease; a renewal that lands after the deadline loses the lease,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -24,8 +24,9 @@ FLUSH_MARKERS_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000)
 
 
 class FlushMetrics:
-    """Histograms of MARKERS file flushes. Not in a registry of their own: each engine
-    has its own, exported by its ``MarkerMetrics``."""
+    """Histograms of MARKERS file flushes, and lease takeovers (a dir whose owner's lease
+    ran out: a replica or writer died). Not in a registry of their own: each engine has
+    its own, exported by its ``MarkerMetrics``."""
 
     def __init__(self) -> None:
         self.seconds = Histogram(
@@ -41,6 +42,11 @@ class FlushMetrics:
             buckets=FLUSH_MARKERS_BUCKETS,
             registry=None,
         )
+        self.takeovers = Counter(
+            "tidemark_marker_lease_takeovers",
+            "Marker dirs taken over after their owner's lease ran out.",
+            registry=None,
+        )
 
     def observe(self, seconds: float, markers: int, ok: bool) -> None:
         self.seconds.labels("ok" if ok else "failed").observe(seconds)
@@ -50,6 +56,7 @@ class FlushMetrics:
     def collect(self) -> Iterator[Metric]:
         yield from self.seconds.collect()
         yield from self.markers.collect()
+        yield from self.takeovers.collect()
 
 
 class MarkerMetrics(Collector):

@@ -19,7 +19,9 @@ import structlog
 from tidemark.config import ServerConfig
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1 import marker_service_pb2_grpc as pb_grpc
-from tidemark.rpc.requests import table_uri
+from tidemark.rpc.auth import Role
+from tidemark.rpc.requests import TableResolver
+from tidemark.rpc.status import OWNER_KEY
 from tidemark.services.marker import requests
 from tidemark.services.marker.engine import MarkerEngine
 from tidemark.table.markers import IOType, parse_marker_name
@@ -42,14 +44,9 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     def __init__(self, engine: MarkerEngine, config: ServerConfig) -> None:
         self.engine = engine
         self.config = config
-        self._table_uri = functools.lru_cache(maxsize=1024)(
-            functools.partial(table_uri, config=config)
-        )
-        """Canonical table URI by requested base path: every create names its table, and
-        resolving a table is a storage call. Refusals raise, so they are not cached (a
-        table created later is accepted)."""
-        self._dir_of = functools.lru_cache(maxsize=1024)(self._validated_dir)
-        """The same per (base path, instant time): one lookup per create for both."""
+        self._table_uri = TableResolver(config)
+        """Every create names its table, and resolving a table is a storage call."""
+        self._instant = functools.lru_cache(maxsize=1024)(requests.instant_time)
 
     async def CreateMarker(  # noqa: N802 (gRPC method name)
         self, request: pb.CreateMarkerRequest, context: Context
@@ -57,6 +54,7 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         table, instant = self._marker_dir(request)
         name = requests.marker(request.marker)
         (created,) = await self._create(table, instant, [name])
+        self._name_owner(context)
         return pb.CreateMarkerResponse(created=created)
 
     async def CreateMarkers(  # noqa: N802 (gRPC method name)
@@ -66,7 +64,9 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         names = requests.markers(list(request.markers), self.engine.config.queue_limit)
         if not names:
             return pb.CreateMarkersResponse()
-        return pb.CreateMarkersResponse(created=await self._create(table, instant, names))
+        created = await self._create(table, instant, names)
+        self._name_owner(context)
+        return pb.CreateMarkersResponse(created=created)
 
     async def ListMarkers(  # noqa: N802 (gRPC method name)
         self, request: pb.ListMarkersRequest, context: Context
@@ -87,17 +87,23 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     async def DeleteMarkerDir(  # noqa: N802 (gRPC method name)
         self, request: pb.DeleteMarkerDirRequest, context: Context
     ) -> pb.DeleteMarkerDirResponse:
-        table, instant = self._marker_dir(request)
         holder = requests.lock_holder(request)
+        table, instant = self._marker_dir(request, None if holder else Role.ADMIN)
         deleted = await asyncio.to_thread(self.engine.delete_dir, table, instant, holder)
         return pb.DeleteMarkerDirResponse(deleted=deleted)
 
-    def _marker_dir(self, request: DirRequest) -> tuple[str, str]:
-        """The (canonical table URI, instant) a request names, validated."""
-        return self._dir_of(request.table.base_path, request.instant_time)
+    def _name_owner(self, context: Context) -> None:
+        """Tell the client this replica owns the dir: one reached through the Service (a
+        ``dns:///`` target) then calls it directly, and never lands on a non-owner again."""
+        if self.engine.address:
+            context.set_trailing_metadata(((OWNER_KEY, self.engine.address),))
 
-    def _validated_dir(self, base_path: str, instant_time: str) -> tuple[str, str]:
-        return self._table_uri(base_path), requests.instant_time(instant_time)
+    def _marker_dir(self, request: DirRequest, role: Role | None = None) -> tuple[str, str]:
+        """The (canonical table URI, instant) a request names, validated; ``role``
+        raises the one the method needs."""
+        return self._table_uri(request.table.base_path, role=role), self._instant(
+            request.instant_time
+        )
 
     async def _create(self, table: str, instant: str, names: list[str]) -> list[bool]:
         """Queue without leaving the loop and await the flush; on a dir's first use,

@@ -10,6 +10,8 @@ import grpc
 import structlog
 
 from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
+from tidemark.rpc.auth import Role
+from tidemark.rpc.limits import KIB, MethodPolicy
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 from tidemark.services.planner.config import PlannerConfig
 from tidemark.services.planner.engine import PlannerEngine
@@ -19,6 +21,17 @@ from tidemark.services.planner.servicer import PlannerServicer
 log = structlog.get_logger(__name__)
 
 FULL_NAME = "tidemark.planner.v1.PlannerService"
+
+
+METHODS = {
+    "SchedulePlan": MethodPolicy(Role.WRITE, 64 * KIB),
+    "ListPlans": MethodPolicy(Role.READ),
+    "GetPlan": MethodPolicy(Role.READ),
+    "CancelPlan": MethodPolicy(Role.ADMIN),
+    "SetTriggerPolicy": MethodPolicy(Role.WRITE, 64 * KIB),
+    "GetTriggerPolicy": MethodPolicy(Role.READ),
+}
+"""Every request is a table, an instant and a few options."""
 
 
 def planner_service(
@@ -40,7 +53,9 @@ def planner_service(
         )
         return running
 
-    return ServiceDefinition(name="planner", full_name=FULL_NAME, add_to_server=add_to_server)
+    return ServiceDefinition(
+        name="planner", full_name=FULL_NAME, add_to_server=add_to_server, methods=METHODS
+    )
 
 
 SERVICE = planner_service()

@@ -26,6 +26,7 @@ KUBE_VERSION = "1.30"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
 CRD_KINDS = {
     "ServiceMonitor": "monitoring.coreos.com/v1",
+    "PrometheusRule": "monitoring.coreos.com/v1",
     "Certificate": "cert-manager.io/v1",
     "SparkApplication": "sparkoperator.k8s.io/v1beta2",
 }
@@ -48,6 +49,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     },
     "tokens": {"auth": {"enabled": True, "existingSecret": "tokens"}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True}}},
+    "alerts-and-dashboard": {
+        "metrics": {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}}
+    },
     "autoscaling": {
         "marker": {"autoscaling": {"enabled": True}},
         "planner": {"autoscaling": {"enabled": True}},

@@ -194,7 +194,8 @@ def test_selectors_match_labels(release: Render) -> None:
             for test_pod in release.of_kind("Pod"):  # never behind a Service or a budget
                 assert not labels_match(selector, test_pod["metadata"]["labels"])
     for autoscaler in release.of_kind("HorizontalPodAutoscaler"):
-        target = release.named("Deployment", autoscaler["spec"]["scaleTargetRef"]["name"])
+        reference = autoscaler["spec"]["scaleTargetRef"]
+        target = release.named(reference["kind"], reference["name"])
         assert "replicas" not in target["spec"]
     for policy in release.of_kind("NetworkPolicy"):
         selector = policy["spec"]["podSelector"]["matchLabels"]
@@ -205,11 +206,14 @@ def test_pod_host_names_fit_a_dns_label(release: Render) -> None:
     """A pod's host name is its name, which its advertised address and the certificate's
     wildcard rely on: a Deployment's pods add 17 characters (ReplicaSet hash, suffix), a
     StatefulSet's its ordinal."""
+    most = {
+        autoscaler["spec"]["scaleTargetRef"]["name"]: autoscaler["spec"]["maxReplicas"]
+        for autoscaler in release.of_kind("HorizontalPodAutoscaler")
+    }
     for workload in release.workloads():
         name = workload["metadata"]["name"]
-        added = (
-            17 if workload["kind"] == "Deployment" else 1 + len(str(workload["spec"]["replicas"]))
-        )
+        replicas = most.get(name) or workload["spec"]["replicas"]
+        added = 17 if workload["kind"] == "Deployment" else 1 + len(str(replicas - 1))
         assert len(name) + added <= 63, name
 
 
@@ -279,10 +283,11 @@ def test_optional_objects_follow_their_values() -> None:
 
     default = kinds("default")
     assert default == sorted(
-        ["Deployment"] * 2 + ["StatefulSet", "NetworkPolicy", "Pod", "ServiceAccount"]
+        ["Deployment", "StatefulSet", "StatefulSet", "NetworkPolicy", "Pod", "ServiceAccount"]
         + ["Service"] * 3 + ["PodDisruptionBudget"] * 3
     )  # fmt: skip
     assert kinds("service-monitor") == sorted([*default, "ServiceMonitor"])
+    assert kinds("alerts-and-dashboard") == sorted([*default, "ConfigMap", "PrometheusRule"])
     assert kinds("autoscaling") == sorted([*default, *["HorizontalPodAutoscaler"] * 2])
     assert kinds("tls-cert-manager") == sorted([*default, "Certificate", "Certificate"])
     assert kinds("no-network-policy") == [kind for kind in default if kind != "NetworkPolicy"]
@@ -395,3 +400,17 @@ def test_notes_name_each_index_replica_and_the_spark_settings() -> None:
         "spark.kubernetes.driver.label.tidemark-client": "true",
         "spark.kubernetes.executor.label.tidemark-client": "true",
     }
+
+
+def test_marker_replicas_advertise_names_the_cluster_resolves(release: Render) -> None:
+    """Kubernetes publishes ``<pod>.<service>`` only for pods with a hostname, which a
+    StatefulSet gives its pods: the marker's advertised address is that name."""
+    markers = [item for item in release.workloads() if item["metadata"]["name"].endswith("marker")]
+    for workload in markers:
+        assert workload["kind"] == "StatefulSet"
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        (advertised,) = flags(container["args"])["--advertise-address"]
+        host = advertised.rpartition(":")[0]
+        service = workload["spec"]["serviceName"]
+        assert host == f"$(POD_NAME).{service}.{NAMESPACE}.svc.cluster.local"
+        assert release.named("Service", service)["spec"]["clusterIP"] == "None"

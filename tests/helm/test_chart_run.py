@@ -169,7 +169,7 @@ class LocalRelease:
             spec = workload["spec"]["template"]["spec"]
             (container,) = spec["containers"]
             name = workload["metadata"]["name"]
-            replicas = workload["spec"]["replicas"] if workload["kind"] == "StatefulSet" else 1
+            replicas = self.replicas(workload) if workload["kind"] == "StatefulSet" else 1
             for ordinal in range(replicas):
                 pod = (
                     f"{name}-{ordinal}" if workload["kind"] == "StatefulSet" else f"{name}-7c9d-x1"
@@ -183,6 +183,14 @@ class LocalRelease:
                 process.popen.communicate()
                 logs = self.log_path(process.pod).read_text()
                 pytest.fail(f"{process.pod} did not start: {line!r}\n{logs[-3000:]}")
+
+    def replicas(self, workload: dict[str, Any]) -> int:
+        """The workload's replicas, or under an autoscaler its minimum."""
+        name = workload["metadata"]["name"]
+        for autoscaler in self.release.of_kind("HorizontalPodAutoscaler"):
+            if autoscaler["spec"]["scaleTargetRef"]["name"] == name:
+                return int(autoscaler["spec"]["minReplicas"])
+        return int(workload["spec"]["replicas"])
 
     def log_path(self, pod: str) -> Path:
         """Where a process's logs go (a file: a pipe nobody reads would fill and block it)."""
@@ -240,7 +248,8 @@ class LocalRelease:
         return ",".join(local)
 
     def process_for(self, host: str) -> Process:
-        """The replica a cluster host name reaches: a pod's own name, or its Service's."""
+        """The replica a cluster host name reaches: a pod's own name, or its Service's
+        (there, the Deployment's pod or the StatefulSet's first)."""
         suffix = f".{NAMESPACE}.svc.cluster.local"
         assert host.endswith(suffix), host
         labels = host.removesuffix(suffix).split(".")
@@ -249,7 +258,7 @@ class LocalRelease:
         (process,) = [
             p
             for p in self.processes
-            if (p.pod == pod if pod else p.pod.startswith(f"{service}-") and p.pod.endswith("-x1"))
+            if (p.pod == pod if pod else p.pod in (f"{service}-0", f"{service}-7c9d-x1"))
         ]
         return process
 

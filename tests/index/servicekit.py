@@ -22,7 +22,7 @@ KEYS = [
     *(f"ключ-{number}" for number in range(20)),
     "🔑",
     "a\tb\nc",
-    "k" * 3000,
+    "k" * 1000,
 ]
 """Keys of the built indexes: ASCII, Cyrillic, an emoji, control characters, a long one."""
 

@@ -175,10 +175,10 @@ def test_long_keys_go_in_batches_that_fit_the_message_limit(
     indexed_table: str, index_service: EmbeddedServer
 ) -> None:
     small = ClientConfig(
-        timeout_s=10.0, max_attempts=2, initial_backoff_s=0.01, max_message_bytes=256 * 1024
+        timeout_s=10.0, max_attempts=2, initial_backoff_s=0.01, max_message_bytes=64 * 1024
     )
     client = IndexClient(index_service.address, indexed_table, small)
-    long_keys = [f"{number:04d}-" + "k" * 3_000 for number in range(300)]
+    long_keys = [f"{number:04d}-" + "k" * 1_000 for number in range(300)]
     commits = Commits(open_storage(indexed_table))
     instant = commits.start()
     changes = pa.table(

@@ -117,6 +117,32 @@ def test_writers_through_every_replica_reach_the_one_owner(
     assert record["address"] == owner.address
 
 
+def test_writers_through_the_service_remember_the_owner_from_its_first_answer(
+    replicas: list[Replica], local_root: str
+) -> None:
+    """Creates through one address balancing over three replicas: each writer's first
+    answer names the owner (a redirect from a non-owner, or the owner's own answer), and
+    every later create goes to the owner directly, none to a non-owner."""
+    table = as_table(local_root)
+    writers = 6
+    per_writer = 40
+    markers = [
+        [(f"p={w}", f"f{i}.parquet", IOType.CREATE) for i in range(per_writer)]
+        for w in range(writers)
+    ]
+
+    acknowledged, _ = write_all([round_robin_target(replicas)] * writers, table, markers)
+
+    assert len(acknowledged) == writers * per_writer
+    owner = owner_of(replicas, table)
+    at_non_owners = sum(r.calls(MARKER, "CreateMarker") for r in replicas if r is not owner)
+    assert at_non_owners <= writers  # at most each writer's first create
+    redirects = sum(metric(r.metrics_port, "tidemark_owner_redirects_total") for r in replicas)
+    assert redirects == at_non_owners  # each one an "ask the owner" answer, counted apart
+    assert owner.calls(MARKER, "CreateMarker") >= writers * per_writer
+    assert len(lease_records(table)) == 1  # no takeover: no owner was ever unreachable
+
+
 def test_a_replica_that_does_not_own_the_dir_names_the_owner(
     start_replica: StartReplica, local_root: str
 ) -> None:
@@ -170,6 +196,8 @@ def test_the_owner_stopped_mid_stream_loses_no_acknowledged_marker(
     records = lease_records(table)
     assert len(records) == 2  # taken over once
     assert records[-1]["address"] in {r.address for r in others}
+    takeovers = sum(metric(r.metrics_port, "tidemark_marker_lease_takeovers_total") for r in others)
+    assert takeovers == (1 if stop == "kill" else 0)  # a released lease is no takeover
 
 
 def test_a_replica_restarted_at_its_address_waits_out_its_former_lease(

@@ -39,7 +39,8 @@ def test_requests_latency_and_errors_are_counted_per_method(
     samples = scrape(server.metrics_port)
 
     def value(name: str, **labels: str) -> float:
-        return samples[(name, frozenset({"grpc_service": service, **labels}.items()))]
+        labelled = {"grpc_type": "unary", "grpc_service": service, **labels}
+        return samples[(name, frozenset(labelled.items()))]
 
     assert value("grpc_server_started_total", grpc_method="Echo") == 2
     assert value("grpc_server_handled_total", grpc_method="Echo", grpc_code="OK") == 2
@@ -55,3 +56,8 @@ def test_requests_latency_and_errors_are_counted_per_method(
     assert buckets[-1] == (float("inf"), 2)
     assert all(low[1] <= high[1] for low, high in itertools.pairwise(buckets))
     assert value("grpc_server_handling_seconds_sum", grpc_method="Echo") > 0
+    process = {name: samples[(name, frozenset())] for name, labels in samples if not labels}
+    assert process["process_resident_memory_bytes"] > 10 << 20
+    assert process["process_open_fds"] > 0
+    assert process["process_start_time_seconds"] > 0
+    assert process["process_cpu_seconds_total"] > 0

@@ -221,7 +221,8 @@ class IndexClient:
         if len(batches) > 1:
             return pa.concat_tables(self._stream(client, batches, as_of))
         request = pb.LookupRequest(table=self._table, keys=_keys_payload(keys), as_of_instant=as_of)
-        return _locations(client.call(client.stub.Lookup, request).locations)
+        answer = client.call(client.stub.Lookup, request).locations
+        return _locations(answer, client.config.max_message_bytes)
 
     def _batches(self, row_bytes: np.ndarray) -> list[tuple[int, int]]:
         """(start, length) of consecutive rows: at most ``batch_keys`` rows whose bytes
@@ -252,7 +253,7 @@ class IndexClient:
 
         def run(_: None, *, timeout: float, metadata: tuple[tuple[str, str], ...]) -> None:
             for response in stub.StreamLookup(requests(), timeout=timeout, metadata=metadata):
-                answers.append(_locations(response.locations))
+                answers.append(_locations(response.locations, client.config.max_message_bytes))
 
         timeout = client.config.timeout_s * len(batches)
         client.call(run, None, timeout=timeout)
@@ -269,9 +270,9 @@ def _keys_payload(keys: pa.Array) -> bytes:
     return arrow_ipc.encode(pa.table({"key": keys}))
 
 
-def _locations(payload: bytes) -> pa.Table:
+def _locations(payload: bytes, max_bytes: int) -> pa.Table:
     """The service's answer as plain string columns."""
-    table = arrow_ipc.decode(payload, field=LOCATIONS_FIELD)
+    table = arrow_ipc.decode(payload, field=LOCATIONS_FIELD, max_bytes=max_bytes)
     return pa.table(
         {name: arrow_ipc.column(table, name, field=LOCATIONS_FIELD) for name in LOCATION_COLUMNS}
     )

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import grpc
 import structlog
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
@@ -28,6 +29,8 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.client import ServiceClient, ServiceName, sent_by_server
+from tidemark.rpc.options import balanced
+from tidemark.rpc.status import OWNER_KEY
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.lock import LockHolder
@@ -77,7 +80,10 @@ class OwnerRouting:
 
     A call goes to the owner last found for its dir, else to the service address. A
     replica that does not own the dir answers NotOwnerError naming the owner; the call
-    follows it (at most ``MAX_OWNER_HOPS`` times) and remembers it. An owner that cannot
+    follows it (at most ``MAX_OWNER_HOPS`` times) and remembers it. The owner also names
+    itself on every answer (trailing metadata), so a call through a Service that
+    balances over the replicas (``dns:///``) that lands on the owner remembers it too:
+    after its first answer, a writer calls the owner directly. An owner that cannot
     be reached is forgotten: the one remembered, by asking the service address again at
     once; the one a replica named (crashed, its lease still running), by reporting that
     NotOwnerError, which the call waits out for up to ``owner_wait_s``, asking the
@@ -127,10 +133,11 @@ class OwnerRouting:
             if client is None:
                 client = self._clients[address] = self._client_for(address)
             try:
-                answer = client.call(method(client.stub), request)
+                answer, call = client.call(_with_call(method(client.stub)), request)
             except NotOwnerError as error:
                 if not error.owner or error.owner == address:
                     raise  # the owner is unknown, or an earlier process at this address
+                log.debug("marker dir owner named", owner=error.owner, instant=instant)
                 redirect, address = error, error.owner
                 continue
             except UnavailableError as error:
@@ -145,6 +152,8 @@ class OwnerRouting:
             except BaseException:
                 self._forget(key)
                 raise
+            if address == self.client.address and balanced(address):
+                address = named_owner(call) or address
             if address != self.client.address:
                 with _owners_lock:
                     _owners[key] = address
@@ -271,6 +280,20 @@ class ServiceMarkerReader:
             table=self._table, instant_time=instant, filter=marker_filter
         )
         return self._client.call(read_all, request)
+
+
+def _with_call(method: Callable[..., R]) -> Callable[..., tuple[R, grpc.Call]]:
+    """The stub method's variant answering (response, call), for the call's metadata."""
+    unary = cast(grpc.UnaryUnaryMultiCallable, method)
+    return cast(Callable[..., tuple[R, grpc.Call]], unary.with_call)
+
+
+def named_owner(call: grpc.Call) -> str | None:
+    """The owner an answer named in its trailing metadata, if any."""
+    for key, value in call.trailing_metadata() or ():
+        if key == OWNER_KEY and isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _create_marker(stub: MarkerServiceStub) -> Callable[..., pb.CreateMarkerResponse]:

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tidemark.jobs.cluster import add_arguments, run
+from tidemark.jobs.job_metrics import reported
 from tidemark.logs import configure_logging
 
 
@@ -26,7 +27,11 @@ def register(commands: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     configure_logging(json=False, level="warning")
-    results = run(args)
+    with reported("cluster_run", args.table) as figures:
+        results = run(args)
+        figures.lock_wait_s = sum(result.lock_wait_s for result in results)
+        figures.rows = sum(result.rows for result in results)
+        figures.files = sum(result.files_written for result in results)
     if args.json:
         print(json.dumps({"plans": [asdict(result) for result in results]}))
         return 0

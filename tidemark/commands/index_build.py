@@ -43,11 +43,15 @@ def _run_build(args: argparse.Namespace) -> int:
 
     from tidemark.commands.write import StageProgress
     from tidemark.jobs.index_build import build_index, check_build
+    from tidemark.jobs.job_metrics import reported
     from tidemark.jobs.session import build_session
 
     configure_logging(json=False, level="warning")
     check_build(args.table, args.shards, args.rebuild)  # refused before Spark starts
-    with StageProgress(Console(stderr=True)) as progress:
+    with (
+        reported("index_build", args.table) as figures,
+        StageProgress(Console(stderr=True)) as progress,
+    ):
         result = build_index(
             build_session(args.master),
             args.table,
@@ -57,6 +61,8 @@ def _run_build(args: argparse.Namespace) -> int:
             lock_wait_s=args.lock_wait_s,
             lock_lease_s=args.lock_lease_s,
         )
+        figures.stage_seconds = result.stage_seconds
+        figures.rows, figures.files = result.entries, result.shards
     if args.json:
         print(json.dumps(asdict(result)))
     else:

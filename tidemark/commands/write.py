@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from tidemark.jobs.job_metrics import reported
 from tidemark.jobs.write import add_arguments, run
 from tidemark.logs import configure_logging
 
@@ -32,8 +33,11 @@ def register(subparsers: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     configure_logging(json=False, level="warning")
-    with StageProgress(Console(stderr=True)) as progress:
+    with reported("write", args.table) as figures, StageProgress(Console(stderr=True)) as progress:
         result = run(args, progress)
+        figures.stage_seconds = result.stage_seconds
+        figures.lock_wait_s = result.lock_wait_s
+        figures.rows, figures.files = result.rows_written, result.files_written
     if args.json:
         print(json.dumps(asdict(result)))
         return 0

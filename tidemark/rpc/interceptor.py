@@ -18,8 +18,11 @@ when a log line or an error needs it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import inspect
 import itertools
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, cast
@@ -28,9 +31,21 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from tidemark.errors import InvalidArgumentError, TidemarkError
+from tidemark.errors import (
+    InvalidArgumentError,
+    NotOwnerError,
+    PermissionDeniedError,
+    TidemarkError,
+)
 from tidemark.logs import bind_call_fields
-from tidemark.rpc.auth import CallGuard, is_exempt
+from tidemark.rpc.auth import CallGuard, Role, call_client_name, is_exempt
+from tidemark.rpc.limits import (
+    BUDGETED_ABOVE,
+    DEFAULT_POLICY,
+    PARSED_FACTOR,
+    ByteBudget,
+    MethodPolicy,
+)
 from tidemark.rpc.metrics import MethodMetrics, RpcMetrics
 from tidemark.rpc.status import REQUEST_ID_KEY, error_metadata, status_code_for
 
@@ -83,12 +98,22 @@ def _request_id_from(metadata: Any) -> str:
 
 
 class ServerCallInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps each method's handler once (admission, metrics, error mapping, log context);
-    health and reflection skip admission."""
+    """Wraps each method's handler once (admission, limits, metrics, error mapping, log
+    context); health and reflection skip admission."""
 
-    def __init__(self, metrics: RpcMetrics, guard: CallGuard) -> None:
+    def __init__(
+        self,
+        metrics: RpcMetrics,
+        guard: CallGuard,
+        policies: Mapping[str, MethodPolicy],
+        budget: ByteBudget,
+        max_message_bytes: int,
+    ) -> None:
         self._metrics = metrics
         self._guard = guard
+        self._policies = policies
+        self._budget = budget
+        self._max_message_bytes = max_message_bytes
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
@@ -101,23 +126,100 @@ class ServerCallInterceptor(grpc.aio.ServerInterceptor):
             if handler is None:
                 return handler  # unknown method: not cached, callers choose these names
             guard = self._guard if self._guard.active and not is_exempt(method) else None
-            wrapped = self._handlers[method] = _observed(
-                handler, method, self._metrics.for_method(method), guard
+            policy = self._policies.get(method, DEFAULT_POLICY)
+            edge = _Edge(
+                guard=guard,
+                role=policy.role,
+                limit=min(policy.request_bytes, self._max_message_bytes),
+                budget=self._budget,
             )
+            metrics = self._metrics.for_method(method, grpc_type(handler))
+            wrapped = self._handlers[method] = _observed(handler, method, metrics, edge)
         return wrapped
 
 
+def grpc_type(handler: grpc.RpcMethodHandler) -> str:
+    """The method's kind as go-grpc-prometheus names it (``grpc_type``)."""
+    streams = (handler.request_streaming, handler.response_streaming)
+    return {
+        (False, False): "unary",
+        (True, False): "client_stream",
+        (False, True): "server_stream",
+        (True, True): "bidi_stream",
+    }[streams]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Edge:
+    """How one method's calls are admitted: ``guard`` (None = every caller) checks the
+    token for ``role``; a request over ``limit`` bytes is refused unparsed; a method
+    with a large ``limit`` takes it from ``budget`` before its message is read."""
+
+    guard: CallGuard | None
+    role: Role
+    limit: int
+    budget: ByteBudget
+
+    @property
+    def reserved(self) -> int:
+        return self.limit if self.limit > BUDGETED_ABOVE else 0
+
+    @property
+    def reads_itself(self) -> bool:
+        """Admission before the request's bytes are read: the handler takes the raw
+        request stream and parses it once admitted (a unary request is one message)."""
+        return self.guard is not None or self.reserved > 0
+
+    async def admit(self, context: Context) -> _Admission:
+        """Check the caller and take this method's reservation from the budget."""
+        client = await self.guard.admit(context, self.role) if self.guard else None
+        admission = _Admission(self, client)
+        if self.reserved:
+            try:
+                admission.taken = await self.budget.take(self.reserved)
+            except BaseException:
+                admission.release()
+                raise
+        return admission
+
+
+class _Admission:
+    """One admitted call: its client (counted by the guard) and its bytes of budget."""
+
+    __slots__ = ("client", "edge", "taken")
+
+    def __init__(self, edge: _Edge | None, client: str | None) -> None:
+        self.edge = edge
+        self.client = client
+        self.taken = 0
+
+    def keep(self, amount: int) -> None:
+        """Once the request is read: hold only what it needs of the reservation."""
+        if self.edge is not None and amount < self.taken:
+            self.edge.budget.give(self.taken - amount)
+            self.taken = amount
+
+    def release(self) -> None:
+        if self.edge is None:
+            return
+        if self.edge.guard and self.client:
+            self.edge.guard.release(self.client)
+        if self.taken:
+            self.edge.budget.give(self.taken)
+        self.edge = None
+
+
+NOT_ADMITTED = _Admission(None, None)
+"""The admission of a call whose method admits everyone without reading itself."""
+
+
 def _observed(
-    handler: grpc.RpcMethodHandler,
-    method: str,
-    metrics: MethodMetrics,
-    guard: CallGuard | None,
+    handler: grpc.RpcMethodHandler, method: str, metrics: MethodMetrics, edge: _Edge
 ) -> grpc.RpcMethodHandler:
-    """A handler equivalent to ``handler`` whose calls are admitted by ``guard`` (None =
-    exempt) and observed. Behaviors are coroutines (unary responses, or streams written
-    with ``context.write`` as grpc_health's Watch does) or async generators (streams);
-    for those the whole iteration is observed, so errors raised mid-stream are mapped
-    too."""
+    """A handler equivalent to ``handler`` whose calls are admitted at ``edge`` and
+    observed. Behaviors are coroutines (unary responses, or streams written with
+    ``context.write`` as grpc_health's Watch does) or async generators (streams); for
+    those the whole iteration is observed, so errors raised mid-stream are mapped too."""
     behavior = cast(
         Callable[[Any, Context], Any],
         handler.unary_unary
@@ -125,23 +227,29 @@ def _observed(
         or handler.stream_unary
         or handler.stream_stream,
     )
-
-    checked = _checked_stream if handler.request_streaming else _checked
+    parse = _tolerant(handler.request_deserializer, edge.limit)
+    checked: Callable[[Any, _Admission], Awaitable[Any]]
+    if not edge.reads_itself:
+        checked = _checked_stream if handler.request_streaming else _checked
+    elif handler.request_streaming:
+        checked = functools.partial(_parsed_stream, parse)
+    else:
+        checked = functools.partial(_parsed_one, parse)
 
     async def unary_response(request: Any, context: Context) -> Any:
         began = metrics.start()
         fields = CallFields(context, method)
         bind_call_fields(fields)
-        client = None
+        admission = NOT_ADMITTED
         try:
-            client = guard and await guard.admit(context)
-            response = await behavior(checked(request), context)
+            if edge.reads_itself:
+                admission = await edge.admit(context)
+            response = await behavior(await checked(request, admission), context)
         except BaseException as error:
             await _fail(context, error, fields, metrics, began)
             raise
         finally:
-            if guard and client:
-                guard.release(client)
+            admission.release()
         metrics.finish(began, context.code() or grpc.StatusCode.OK)
         return response
 
@@ -149,27 +257,28 @@ def _observed(
         began = metrics.start()
         fields = CallFields(context, method)
         bind_call_fields(fields)
-        client = None
+        admission = NOT_ADMITTED
         try:
-            client = guard and await guard.admit(context)
-            async for response in behavior(checked(request), context):
+            if edge.reads_itself:
+                admission = await edge.admit(context)
+            async for response in behavior(await checked(request, admission), context):
                 yield response
         except BaseException as error:
             await _fail(context, error, fields, metrics, began)
             raise
         finally:
-            if guard and client:
-                guard.release(client)
+            admission.release()
         metrics.finish(began, context.code() or grpc.StatusCode.OK)
 
     serializers = {
-        "request_deserializer": _tolerant(handler.request_deserializer),
+        "request_deserializer": None if edge.reads_itself else parse,
         "response_serializer": handler.response_serializer,
     }
     streams = streaming_response if inspect.isasyncgenfunction(behavior) else unary_response
-    if handler.request_streaming and handler.response_streaming:
+    request_streaming = handler.request_streaming or edge.reads_itself
+    if request_streaming and handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(streams, **serializers)
-    if handler.request_streaming:
+    if request_streaming:
         return grpc.stream_unary_rpc_method_handler(unary_response, **serializers)
     if handler.response_streaming:
         return grpc.unary_stream_rpc_method_handler(streams, **serializers)
@@ -185,30 +294,63 @@ class _Undecodable:
         self.reason = reason
 
 
-def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+def _tolerant(deserializer: Callable[[bytes], Any] | None, limit: int) -> Callable[[bytes], Any]:
     """``deserializer`` answering ``_Undecodable`` instead of raising, so the call reaches
-    the wrapper, which refuses it with INVALID_ARGUMENT."""
-    if deserializer is None:
-        return None
+    the wrapper, which refuses it with INVALID_ARGUMENT; bytes over ``limit`` are not
+    parsed at all."""
+    parse = deserializer or _raw
 
     def deserialize(data: bytes) -> Any:
+        if len(data) > limit:
+            return _Undecodable(f"is {len(data)} bytes, over this method's limit of {limit} bytes")
         try:
-            return deserializer(data)
+            return parse(data)
         except DecodeError as error:
-            return _Undecodable(str(error))
+            return _Undecodable(f"not a valid message: {error}")
 
     return deserialize
 
 
-def _checked(request: Any) -> Any:
+def _raw(data: bytes) -> bytes:
+    return data
+
+
+def _refused(request: Any) -> Any:
     if isinstance(request, _Undecodable):
-        raise InvalidArgumentError(f"not a valid message: {request.reason}", field="request")
+        raise InvalidArgumentError(request.reason, field="request")
     return request
 
 
-async def _checked_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    async for request in requests:
-        yield _checked(request)
+async def _checked(request: Any, admission: _Admission) -> Any:
+    return _refused(request)
+
+
+async def _checked_stream(
+    requests: AsyncIterator[Any], admission: _Admission
+) -> AsyncIterator[Any]:
+    return (_refused(request) async for request in requests)
+
+
+async def _parsed_one(
+    parse: Callable[[bytes], Any], requests: AsyncIterator[bytes], admission: _Admission
+) -> Any:
+    """The one message of a unary request, read only now (after admission), and the end
+    of the request stream (a call left with its stream unread holds memory in gRPC)."""
+    received: list[bytes] = []
+    async for data in requests:
+        if received:
+            raise InvalidArgumentError("must be one message", field="request")
+        admission.keep(PARSED_FACTOR * len(data))
+        received.append(data)
+    if not received:
+        raise InvalidArgumentError("no request message", field="request")
+    return _refused(parse(received[0]))
+
+
+async def _parsed_stream(
+    parse: Callable[[bytes], Any], requests: AsyncIterator[bytes], admission: _Admission
+) -> AsyncIterator[Any]:
+    return (_refused(parse(data)) async for data in requests)
 
 
 async def _fail(
@@ -232,7 +374,16 @@ async def _fail(
     code = status_code_for(error) if isinstance(error, TidemarkError) else None
     if isinstance(error, TidemarkError) and code is not None:
         metrics.finish(began, code)
-        log.info("request failed", code=code.name, error=str(error))
+        if isinstance(error, NotOwnerError):
+            metrics.redirects += 1
+            log.debug("owner redirect", owner=error.owner)
+        elif isinstance(error, PermissionDeniedError):
+            log.warning(
+                "call denied", peer=context.peer(), client=call_client_name(), error=str(error)
+            )
+        else:
+            log.info("request failed", code=code.name, error=str(error))
+        traceback.clear_frames(error.__traceback__)
         await context.abort(code, str(error), trailing_metadata=error_metadata(error))
     metrics.finish(began, grpc.StatusCode.INTERNAL)
     log.exception("unexpected error")

@@ -1,8 +1,12 @@
 """Prometheus metrics for every RPC, served over HTTP on the metrics port.
 
 Each server owns a ``CollectorRegistry`` (several servers can share a test process);
-services register their own metrics on the same registry through ``ServiceContext``.
-Error counts by code are ``grpc_server_handled_total`` with ``grpc_code`` other than OK.
+services register their own metrics on the same registry through ``ServiceContext``, and
+every registry carries the process's own (``process_resident_memory_bytes``, CPU, open
+fds, start time) and the Python platform's. Error counts by code are
+``grpc_server_handled_total`` with ``grpc_code`` other than OK; a marker replica's
+"ask the owner" answers (FAILED_PRECONDITION on the wire, routine with several replicas)
+are also counted in ``tidemark_owner_redirects_total``, so alerts can leave them out.
 """
 
 from __future__ import annotations
@@ -16,7 +20,13 @@ from collections.abc import Iterator
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -37,16 +47,19 @@ class RpcMetrics(Collector):
     def __init__(self, registry: CollectorRegistry) -> None:
         self._methods: list[MethodMetrics] = []
         registry.register(self)
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
 
-    def for_method(self, method: str) -> MethodMetrics:
-        """The metrics of ``method`` (the full ``/package.Service/Method``)."""
+    def for_method(self, method: str, kind: str) -> MethodMetrics:
+        """The metrics of ``method`` (the full ``/package.Service/Method``); ``kind`` is
+        its ``grpc_type`` (unary, client_stream, server_stream, bidi_stream)."""
         service, _, name = method.lstrip("/").rpartition("/")
-        metrics = MethodMetrics(service, name)
+        metrics = MethodMetrics(service, name, kind)
         self._methods.append(metrics)
         return metrics
 
     def collect(self) -> Iterator[Metric]:
-        labels = ["grpc_service", "grpc_method"]
+        labels = ["grpc_type", "grpc_service", "grpc_method"]
         started = CounterMetricFamily(
             "grpc_server_started", "RPCs started on the server.", labels=labels
         )
@@ -60,9 +73,16 @@ class RpcMetrics(Collector):
             "Time from the start of an RPC to its completion.",
             labels=labels,
         )
+        redirects = CounterMetricFamily(
+            "tidemark_owner_redirects",
+            "Calls answered with the owner's address (FAILED_PRECONDITION, not an error).",
+            labels=labels,
+        )
         for method in list(self._methods):
-            names = [method.service, method.name]
+            names = [method.kind, method.service, method.name]
             started.add_metric(names, method.started)
+            if method.redirects:
+                redirects.add_metric(names, method.redirects)
             for code, count in list(method.handled.items()):
                 handled.add_metric([*names, code.name], count)
             counts = list(method.bucket_counts)
@@ -78,18 +98,30 @@ class RpcMetrics(Collector):
         yield started
         yield handled
         yield latency
+        yield redirects
 
 
 class MethodMetrics:
     """One method's counts, updated only on its server's event loop (one thread, so
     plain ``+=`` loses nothing) and read by the scrape thread."""
 
-    __slots__ = ("bucket_counts", "handled", "name", "seconds", "service", "started")
+    __slots__ = (
+        "bucket_counts",
+        "handled",
+        "kind",
+        "name",
+        "redirects",
+        "seconds",
+        "service",
+        "started",
+    )
 
-    def __init__(self, service: str, name: str) -> None:
+    def __init__(self, service: str, name: str, kind: str) -> None:
         self.service = service
         self.name = name
+        self.kind = kind
         self.started = 0
+        self.redirects = 0
         self.handled: dict[grpc.StatusCode, int] = {}
         self.bucket_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         """Calls per latency bucket (not cumulative); the last one is +Inf."""

@@ -30,6 +30,7 @@ AGE_JITTER = 0.1
 at once to the replicas (and those of a job's many executors) do not all close together."""
 
 Options = list[tuple[str, int | str]]
+RECEIVE_LIMIT = "grpc.max_receive_message_length"
 
 
 def client_options(
@@ -55,7 +56,7 @@ def _limits_and_keepalive(
 ) -> Options:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
+        (RECEIVE_LIMIT, max_message_bytes),
         ("grpc.keepalive_time_ms", keepalive_time_ms),
         ("grpc.keepalive_timeout_ms", keepalive_timeout_ms),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -72,6 +73,7 @@ def jittered_ms(seconds: float, rng: random.Random | None = None) -> int:
 def server_options(
     *,
     max_message_bytes: int,
+    max_receive_bytes: int | None = None,
     keepalive_time_ms: int,
     keepalive_timeout_ms: int,
     max_connection_age_ms: int,
@@ -85,9 +87,13 @@ def server_options(
 
     ``so_reuseport`` is off so binding a port that another process holds fails loudly;
     only the worker processes of one ``tidemark serve --workers N`` share their port.
+    ``max_receive_bytes`` (default ``max_message_bytes``): the largest request any method
+    of this server takes (``tidemark.rpc.limits``); gRPC refuses longer ones unread.
     """
+    shared = _limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms)
     return [
-        *_limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms),
+        *(option for option in shared if option[0] != RECEIVE_LIMIT),
+        (RECEIVE_LIMIT, max_receive_bytes or max_message_bytes),
         ("grpc.http2.min_ping_interval_without_data_ms", keepalive_time_ms // 2),
         ("grpc.max_connection_age_ms", max_connection_age_ms),
         ("grpc.max_connection_age_grace_ms", max_connection_age_grace_ms),

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from tidemark.config import ServerConfig
 from tidemark.errors import ConfigError
+from tidemark.rpc.limits import MethodPolicy
 
 KNOWN_SERVICES: tuple[str, ...] = ("marker", "index", "planner")
 ALL = "all"
@@ -57,12 +58,19 @@ class ServiceDefinition:
     """``add_to_server`` registers an asyncio servicer (it runs on the server's event
     loop) and returns what to close after the server has stopped (flushing batches,
     releasing leases). ``replicable``: any process may answer any call (no state between
-    calls but caches), so ``tidemark serve --workers N`` may run it in N processes."""
+    calls but caches), so ``tidemark serve --workers N`` may run it in N processes.
+    ``methods``: each method's role and request limit by its short name (a method not
+    listed gets ``limits.DEFAULT_POLICY``)."""
 
     name: str
     full_name: str
     add_to_server: Callable[[grpc.aio.Server, ServiceContext], Closeable]
     replicable: bool = False
+    methods: Mapping[str, MethodPolicy] = field(default_factory=dict)
+
+    def policies(self) -> dict[str, MethodPolicy]:
+        """``methods`` by full method path (``/package.Service/Method``)."""
+        return {f"/{self.full_name}/{name}": policy for name, policy in self.methods.items()}
 
 
 def available_services() -> dict[str, ServiceLoader]:

@@ -41,6 +41,7 @@ from tidemark.config import ServerConfig
 from tidemark.errors import ConfigError
 from tidemark.rpc.auth import CallGuard
 from tidemark.rpc.interceptor import ServerCallInterceptor
+from tidemark.rpc.limits import ByteBudget, receive_limit
 from tidemark.rpc.metrics import MetricsEndpoint, RpcMetrics
 from tidemark.rpc.options import jittered_ms, server_options
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
@@ -178,10 +179,19 @@ async def _start(
 ) -> _Started:
     """Bind, add the services, answer health NOT_SERVING while their readiness checks
     run, then SERVING."""
+    policies = {path: policy for service in services for path, policy in service.policies().items()}
+    interceptor = ServerCallInterceptor(
+        RpcMetrics(metrics),
+        CallGuard(config),
+        policies,
+        ByteBudget(config.max_request_memory_bytes),
+        config.max_message_bytes,
+    )
     server = grpc.aio.server(
-        interceptors=[ServerCallInterceptor(RpcMetrics(metrics), CallGuard(config))],
+        interceptors=[interceptor],
         options=server_options(
             max_message_bytes=config.max_message_bytes,
+            max_receive_bytes=receive_limit(policies.values(), config.max_message_bytes),
             keepalive_time_ms=config.keepalive_time_ms,
             keepalive_timeout_ms=config.keepalive_timeout_ms,
             max_connection_age_ms=jittered_ms(config.max_connection_age_s),

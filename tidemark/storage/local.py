@@ -4,6 +4,12 @@ Writes go to a temporary file in the target directory and are published with a r
 (or a hard link for create-if-absent, which fails when the target exists), so readers
 never see partial content. Requests are counted under the same operation names as S3 so
 benchmarks compare like with like.
+
+Every path is contained: resolved with its symlinks, it must stay under the root (itself
+resolved), so a ``.hoodie`` or partition folder linked elsewhere cannot make a service or
+job read or write outside the table (PERMISSION_DENIED naming the path). Folders found
+inside are remembered, so the hot paths pay one ``lstat`` per call (is the file itself a
+link?).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tidemark.errors import NotFoundError
+from tidemark.errors import NotFoundError, PermissionDeniedError
 from tidemark.storage.base import (
     DELETE_BATCH_SIZE,
     FileInfo,
@@ -43,6 +49,8 @@ PATH_MAX = 4096
 """Linux's limit on a path, its terminating NUL included."""
 _TEMP_EXTRA_BYTES = len(f".{TEMP_MARKER}{uuid.UUID(int=0).hex}")
 """What a temporary's name adds to its target's (``_temp_for``)."""
+MAX_KNOWN_FOLDERS = 10_000
+"""Folders remembered as inside the root; the set starts over beyond it."""
 
 
 class LocalStorage(Storage):
@@ -55,6 +63,8 @@ class LocalStorage(Storage):
         self.uri = uri
         self.root = Path(parsed.root)
         self.requests = RequestCounter()
+        self._real_root = os.path.realpath(self.root)
+        self._inside: set[Path] = set()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (LocalStorage, (self.uri,))
@@ -65,7 +75,33 @@ class LocalStorage(Storage):
         return PATH_MAX - len("\0") - root - _TEMP_EXTRA_BYTES
 
     def _full(self, path: str) -> Path:
-        return self.root / validate_path(path)
+        full = self.root / validate_path(path)
+        self._check_folder(full.parent, path)
+        if full.is_symlink():
+            self._check_inside(full, path)
+        return full
+
+    def _folder(self, directory: str) -> Path:
+        full = self.root / directory
+        self._check_folder(full, directory)
+        return full
+
+    def _check_folder(self, folder: Path, path: str) -> None:
+        if folder in self._inside:
+            return
+        self._check_inside(folder, path)
+        if len(self._inside) >= MAX_KNOWN_FOLDERS:
+            self._inside.clear()
+        self._inside.add(folder)
+
+    def _check_inside(self, full: Path, path: str) -> None:
+        real = os.path.realpath(full)
+        if real != self._real_root and not real.startswith(self._real_root.rstrip("/") + "/"):
+            raise PermissionDeniedError(
+                f"{path!r} resolves to {real}, outside {self._real_root} (a symbolic link "
+                "inside the table points out of it)",
+                field="path",
+            )
 
     def _not_found(self, path: str) -> NotFoundError:
         return NotFoundError(f"no object {path!r} in {self.uri}", field="path")
@@ -115,7 +151,7 @@ class LocalStorage(Storage):
         validate_prefix(prefix)
         self.requests.add("list")
         found = []
-        for directory, _, names in os.walk(self.root / prefix.rpartition("/")[0]):
+        for directory, _, names in os.walk(self._folder(prefix.rpartition("/")[0])):
             for name in names:
                 full = Path(directory) / name
                 relative = full.relative_to(self.root).as_posix()
@@ -130,7 +166,7 @@ class LocalStorage(Storage):
         files: list[FileInfo] = []
         dirs: list[str] = []
         try:
-            with os.scandir(self.root / directory) as entries:
+            with os.scandir(self._folder(directory)) as entries:
                 for entry in entries:
                     path = f"{directory}/{entry.name}" if directory else entry.name
                     if entry.is_dir():
@@ -148,7 +184,7 @@ class LocalStorage(Storage):
         directory = validate_directory(directory)
         self.requests.add("list")
         try:
-            names = sorted(entry.name for entry in (self.root / directory).iterdir())
+            names = sorted(entry.name for entry in self._folder(directory).iterdir())
         except (FileNotFoundError, NotADirectoryError):
             return ()
         prefix = f"{directory}/" if directory else ""

@@ -36,6 +36,7 @@ def parse_uri(uri: str) -> LocalUri | S3Uri:
     """Classify ``uri`` as a local path, ``file://`` URI or ``s3://bucket/prefix``."""
     if not uri or not uri.strip():
         raise InvalidArgumentError("must not be empty", field="uri")
+    refuse_short_file_uri(uri, field="uri")
     if "://" not in uri:
         return LocalUri(root=_absolute(uri))
     parts = urlsplit(uri)
@@ -49,6 +50,19 @@ def parse_uri(uri: str) -> LocalUri | S3Uri:
         f"unsupported scheme {parts.scheme!r} (use a local path, file:// or s3://): {uri}",
         field="uri",
     )
+
+
+def refuse_short_file_uri(uri: str, *, field: str) -> None:
+    """``file:/abs`` (Hadoop's spelling) would otherwise be read as a relative path named
+    ``file:``; say what to write instead."""
+    scheme, colon, rest = uri.partition(":")
+    if colon and scheme.lower() == "file" and not rest.startswith("//"):
+        path = "/" + rest.lstrip("/")
+        raise InvalidArgumentError(
+            f"{uri!r} is not a URI Tidemark reads: a file URI needs three slashes "
+            f"(file://{path}), or give the plain path {path}",
+            field=field,
+        )
 
 
 def canonical_uri(uri: str) -> str:

@@ -18,6 +18,14 @@ another writer may take it over) and calls ``on_lost``. ``check()`` is the fenci
 every timeline transition asks for first: it proves, right before the write, that our
 generation is still the newest lock object, carries our token and was renewed recently.
 
+Fairness: contenders that wait are served in arrival order. A contender that finds the
+lock held takes a ticket beside it (``<lock_dir>.queue/<time>-<token>``, renewed at each
+poll, so a crashed waiter's ticket runs out), and nobody takes the lock while a live
+ticket older than their own (or any, for one without a ticket) is queued. Without it, a
+writer releasing and re-taking the lock in a loop won every hand-over against a waiter
+polling with backoff, and a clustering run's commit starved until its ``--lock-wait-s``
+ran out.
+
 The same leases fence other exclusive runs under their own folder (``lock_dir``): a
 clustering plan's run (``plan_run.py``) and a record index build each hold one, so two
 never run at once and one paused past its lease commits nothing.
@@ -39,6 +47,7 @@ import structlog
 from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import (
     ConflictError,
+    DataLossError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -66,6 +75,10 @@ MAX_POLL_S = 5.0
 """Polls of a held lock back off from the first to the last, jittered, so waiting
 contenders do not list the lock folder in step."""
 UNREADABLE_LEASE = "delete it once no process of the table is running, to free the lock"
+QUEUE_SUFFIX = ".queue"
+"""Folder beside the lock's holding the waiters' tickets."""
+MIN_TICKET_S = 4 * MAX_POLL_S
+"""A ticket lives at least this long past its last renewal (waiters renew at each poll)."""
 SAFETY_MARGIN = 0.5
 """Fraction of the lease after which a holder that could not renew counts its lock as lost:
 the other half covers clock skew between writers and stopping the tasks."""
@@ -134,6 +147,8 @@ class TableLock:
         self._lost_reason = ""
         self._losing = threading.Lock()
         self.lost = threading.Event()
+        self.waited_s = 0.0
+        """How long the last ``acquire`` waited for the lock (a job reports it)."""
 
     def __enter__(self) -> TableLock:
         self.acquire()
@@ -186,24 +201,61 @@ class TableLock:
         end are logged once, then the lock is polled with backoff; a lease that expires
         meanwhile is taken over. Past the wait, the ConflictError of a held lock."""
         check_lock_wait(wait_s)
-        deadline = time.monotonic() + wait_s
+        began = time.monotonic()
+        deadline = began + wait_s
         poll_s = FIRST_POLL_S
-        waiting = False
-        while True:
+        ticket: str | None = None
+        try:
+            while True:
+                try:
+                    self._wait_turn(ticket)
+                    self._try_acquire()
+                    return
+                except ConflictError as held:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        if ticket is not None:
+                            raise with_note(held, f"waited {wait_s:g} s") from None
+                        raise
+                    if ticket is None:
+                        log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
+                    ticket = self._renew_ticket(ticket)
+                    time.sleep(min(left, poll_s * random.uniform(0.5, 1.0)))
+                    poll_s = min(MAX_POLL_S, poll_s * 2)
+        finally:
+            self.waited_s = time.monotonic() - began
+            if ticket is not None:
+                self._drop_ticket(ticket)
+
+    def _renew_ticket(self, ticket: str | None) -> str:
+        """Take a place in the queue (``ticket`` None) or keep it; returns its path."""
+        path = ticket or f"{self.lock_dir}{QUEUE_SUFFIX}/{time.time_ns():020d}-{self._token}"
+        expires_at = self._clock.now() + max(self.lease_s, MIN_TICKET_S)
+        self.storage.write(path, _encode(Lease(self.owner, self._token, expires_at)))
+        return path
+
+    def _drop_ticket(self, ticket: str) -> None:
+        try:
+            self.storage.delete(ticket)
+        except TidemarkError as error:  # it runs out on its own
+            log.warning("lock.ticket_left", owner=self.owner, error=str(error))
+
+    def _wait_turn(self, ticket: str | None) -> None:
+        """ConflictError while a live ticket older than ``ticket`` (any, without one) is
+        queued: those waiters take the lock first."""
+        prefix = f"{self.lock_dir}{QUEUE_SUFFIX}/"
+        now = self._clock.now()
+        for info in self.storage.list(prefix):
+            if ticket is not None and info.path >= ticket:
+                break
             try:
-                self._try_acquire()
-                return
-            except ConflictError as held:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    if waiting:
-                        raise with_note(held, f"waited {wait_s:g} s") from None
-                    raise
-                if not waiting:
-                    waiting = True
-                    log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
-                time.sleep(min(left, poll_s * random.uniform(0.5, 1.0)))
-                poll_s = min(MAX_POLL_S, poll_s * 2)
+                waiter = read_parsed(self.storage, info.path, _decode, UNREADABLE_LEASE)
+            except (NotFoundError, DataLossError):
+                continue  # taken the lock meanwhile, or a torn ticket: not a waiter
+            if waiter.is_live(now):
+                raise ConflictError(
+                    f"{self._subject} is awaited first by {waiter.owner!r}", field=self._field
+                )
 
     def _try_acquire(self) -> None:
         generation, lease = self._latest()

@@ -157,8 +157,9 @@ metadata:
 spec:
   serviceAccountName: {{ include "tidemark.serviceAccountName" $root }}
   automountServiceAccountToken: {{ or $root.Values.serviceAccount.automountServiceAccountToken (hasKey $root.Values.serviceAccount.annotations "eks.amazonaws.com/role-arn") }}
-  {{- /* Every pod gets the DNS name <pod>.<headless service>: the address it advertises
-  (a marker replica sends callers to the owner's), which the certificate's wildcard names. */}}
+  {{- /* A StatefulSet's pod gets the DNS name <pod>.<headless service>: the address it
+  advertises (a marker replica sends callers to the owner's), which the certificate's
+  wildcard names. A Deployment's pod (the planner's, which names no owner) gets none. */}}
   subdomain: {{ $name }}
   terminationGracePeriodSeconds: {{ add (int $root.Values.gracePeriodS) 15 }}
   {{- include "tidemark.podSecurityContext" $root | nindent 2 }}
