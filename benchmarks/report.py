@@ -28,7 +28,6 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.small_files",
     "benchmarks.index",
     "benchmarks.clustering",
-    "benchmarks.datasource",
     "benchmarks.load",
 )
 

@@ -21,6 +21,7 @@ import structlog
 from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged, describe
+from tidemark.table.column_stats import UNARY
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import (
     DEFAULT_PARTITION,
@@ -33,10 +34,12 @@ from tidemark.table.keys import (
 from tidemark.table.properties import CUSTOM_KEY_GENERATOR, TIMESTAMP_KEY_GENERATOR, TableConfig
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
 
 Filter = tuple[str, str, Any]
 PartitionFilter = Callable[[str], bool] | Mapping[str, Any]
-OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
+OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null")
+
 Locator = Callable[[set[str]], Collection[str]]
 """Record keys -> ids of the file groups holding them (a record index lookup)."""
 
@@ -63,7 +66,7 @@ def read_snapshot(
         table = HoodieTable.open(storage_or_uri)
     else:
         table = HoodieTable.from_storage(storage_or_uri)
-    declared = _table_schema(table)
+    declared = snapshot_schema(table)
     filters = prepare_filters(table.config, declared, filters or [])
     if record_keys is not None:
         keys: set[str] | None = set(record_keys)
@@ -139,17 +142,21 @@ def parse_partition_path(partition_path: str, config: TableConfig) -> dict[str, 
 
 
 def prepare_filters(config: TableConfig, schema: pa.Schema, filters: list[Filter]) -> list[Filter]:
-    """Checked filters: each value valid for its column's type (an error, not an empty
-    result, otherwise), and equality with ``""`` or None on a partition field meaning null
-    or empty, as both are stored under ``__HIVE_DEFAULT_PARTITION__``."""
+    """Checked filters with their values typed like their columns (an error, not an empty
+    result, for a value its column's type cannot hold), and equality with ``""`` or None on
+    a partition field meaning null or empty, as both are stored under
+    ``__HIVE_DEFAULT_PARTITION__``."""
     prepared: list[Filter] = []
     for item in filters:
         column, op, value = _check_filter(item)
-        if column in config.partition_fields and op == "=" and value in ("", None):
+        if (column in config.partition_fields and op == "=" and value in ("", None)) or op in UNARY:
             value = None
-        if column in schema.names:
-            for member in value if op in ("in", "not in") else [value]:
-                _coerce(member, schema.field(column).type, column)
+        elif column in schema.names:
+            kind = schema.field(column).type
+            if op in ("in", "not in"):
+                value = [_coerce(member, kind, column) for member in value]
+            else:
+                value = _coerce(value, kind, column)
         prepared.append((column, op, value))
     return prepared
 
@@ -161,6 +168,9 @@ def row_mask(data: pa.Table, condition: Filter) -> pa.ChunkedArray:
     if column not in data.column_names:
         return pa.chunked_array([pa.array([False] * data.num_rows)])
     values = data.column(column)
+    if op in UNARY:
+        missing = pc.is_null(values)
+        return missing if op == "is null" else pc.invert(missing)
     if op == "=" and value is None:
         missing = pc.is_null(values)
         if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
@@ -277,7 +287,7 @@ def _row_group_may_match(
     row_group: pq.RowGroupMetaData, names: list[str], condition: Filter
 ) -> bool:
     column, op, value = condition
-    if column not in names or op in ("!=", "not in"):
+    if column not in names or op in ("!=", "not in", *UNARY):
         return True
     stats = row_group.column(names.index(column)).statistics
     if stats is None or not stats.has_min_max:
@@ -345,10 +355,12 @@ def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:
         raise InvalidArgumentError(f"{value!r} is not a valid {kind}", field=column) from error
 
 
-def _table_schema(table: HoodieTable) -> pa.Schema:
-    """Schema for an empty result: meta columns plus the latest commit's writer schema."""
+def snapshot_schema(table: HoodieTable, as_of: str | None = None) -> pa.Schema:
+    """The snapshot's schema as Hudi readers take it: meta columns plus the writer schema
+    of the last commit up to ``as_of`` (the table's declared schema before any)."""
     avro = table.config.avro_schema
-    last = table.timeline.last_completed()
+    done = [i for i in table.timeline.completed(WRITE_ACTIONS) if not as_of or i.timestamp <= as_of]
+    last = done[-1] if done else None
     if last is not None:
         avro = table.timeline.read_metadata(last).extra_metadata.get("schema", avro)
     meta = [pa.field(name, pa.string()) for name in META_COLUMNS]
