@@ -28,6 +28,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.small_files",
     "benchmarks.index",
     "benchmarks.clustering",
+    "benchmarks.read",
     "benchmarks.load",
 )
 

@@ -87,13 +87,7 @@ def plan_snapshot(
     if as_of is None and keys is not None:
         files = files_holding(table.uri, files, set(keys), index_locator(table.storage))
     pruned["record index"] = len(files)
-    if checked:
-        found = column_stats.load(table.storage, files)
-        files = [
-            f
-            for f in files
-            if f.path not in found or column_stats.may_match(found[f.path], checked)
-        ]
+    files = column_stats.may_hold(table.storage, files, checked)
     pruned["column stats"] = len(files)
     log.debug("read.planned", table=table.uri, **pruned)
     return SnapshotPlan(table.uri, schema, checked, files, pruned)

@@ -157,6 +157,16 @@ def load(storage: Storage, files: Iterable[BaseFile]) -> dict[str, FileStats]:
         return {path: stats for part in found for path, stats in part.items()}
 
 
+def may_hold(
+    storage: Storage, files: list[BaseFile], filters: Sequence[tuple[str, str, Any]]
+) -> list[BaseFile]:
+    """``files`` without those whose statistics prove no row meets ``filters``."""
+    if not filters:
+        return files
+    found = load(storage, files)
+    return [f for f in files if f.path not in found or may_match(found[f.path], filters)]
+
+
 def _load_instant(storage: Storage, instant: str, paths: set[str]) -> dict[str, FileStats]:
     try:
         table = pq.read_table(io.BytesIO(storage.read(stats_path(instant))))

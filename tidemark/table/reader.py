@@ -1,7 +1,8 @@
 """Snapshot reads of a table: the latest committed base files, pruned, filtered.
 
-Pruning uses what is cheap: partition paths (for partition-field filters) and Parquet
-footer min/max statistics (for record keys and column filters). Every byte is read
+Pruning uses what is cheap: partition paths (for partition-field filters), the record
+index, the table's column statistics and Parquet footer min/max statistics (for record
+keys and column filters). Every byte is read
 through ``Storage.open_input`` so local and S3 tables behave the same.
 """
 
@@ -21,6 +22,7 @@ import structlog
 from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged, describe
+from tidemark.table import column_stats
 from tidemark.table.column_stats import UNARY
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import (
@@ -79,6 +81,7 @@ def read_snapshot(
     pieces: list[pa.Table] = []
     schemas: list[pa.Schema] = []
     pruned = files_holding(table.uri, base_files, keys, locate)
+    pruned = column_stats.may_hold(table.storage, pruned, filters)
     if len(pruned) < len(base_files):
         schemas.append(declared)  # columns of the files left unopened
     for base_file in pruned:
