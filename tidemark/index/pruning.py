@@ -94,26 +94,32 @@ def plan_snapshot(
 
 
 def index_locator(storage: Storage) -> Locator | None:
-    """A ``Locator`` over the table's record index; None for a table without one. An
-    index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard is compacted first (unless
-    another compaction is running, or the reader may not write: then it is read as is)."""
+    """A ``Locator`` over the table's record index; None for a table without one. Before
+    a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard is compacted
+    (unless another compaction is running, or the reader may not write: then it is read
+    as is)."""
     if not RecordIndex.exists(storage):
         return None
     index = RecordIndex.open(storage)
-    if index.max_deltas() >= READ_COMPACT_AFTER_DELTAS:
-        try:
-            done = index.compact(1, owner="read")
-            log.info("read.index_compacted", shards=len(done.shards), deltas=done.deltas_folded)
-        except (TidemarkError, OSError) as error:  # ConflictError: another one runs
-            log.warning("read.index_not_compacted", error=str(error))
 
     def locate(keys: set[str]) -> set[str]:
         if not keys:
             return set()
+        _compact_piled_up(index)
         located = index.lookup(pa.array(sorted(keys), pa.string()))
         return set(located.column("file_id").drop_null().to_pylist())
 
     return locate
+
+
+def _compact_piled_up(index: RecordIndex) -> None:
+    if index.max_deltas() < READ_COMPACT_AFTER_DELTAS:
+        return
+    try:
+        done = index.compact(1, owner="read")
+        log.info("read.index_compacted", shards=len(done.shards), deltas=done.deltas_folded)
+    except (TidemarkError, OSError) as error:  # ConflictError: another one runs
+        log.warning("read.index_not_compacted", error=str(error))
 
 
 def _partitions_to_list(

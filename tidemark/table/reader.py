@@ -289,33 +289,14 @@ def _may_match(parquet: pq.ParquetFile, keys: set[str] | None, filters: list[Fil
 def _row_group_may_match(
     row_group: pq.RowGroupMetaData, names: list[str], condition: Filter
 ) -> bool:
-    column, op, value = condition
-    if column not in names or op in ("!=", "not in", *UNARY):
+    column = condition[0]
+    if column not in names:
         return True
     stats = row_group.column(names.index(column)).statistics
     if stats is None or not stats.has_min_max:
         return True
-    low, high = stats.min, stats.max
-    try:
-        if op == "in":
-            return any(low <= _like(low, v) <= high for v in value)
-        probe = _like(low, value)
-        return {
-            "=": low <= probe <= high,
-            "<": low < probe,
-            "<=": low <= probe,
-            ">": high > probe,
-            ">=": high >= probe,
-        }[op]
-    except (TypeError, ValueError, pa.ArrowInvalid):
-        return True
-
-
-def _like(sample: Any, value: Any) -> Any:
-    """Coerce a filter value (e.g. a CLI string) to the statistics' Python type."""
-    if isinstance(value, str) and not isinstance(sample, str):
-        return pa.scalar(value).cast(pa.scalar(sample).type).as_py()
-    return value
+    bounds = {column: column_stats.ColumnStats(stats.min, stats.max, None)}
+    return column_stats.may_match(column_stats.FileStats(row_group.num_rows, bounds), [condition])
 
 
 def _read_file(
