@@ -28,7 +28,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.small_files",
     "benchmarks.index",
     "benchmarks.clustering",
-    "benchmarks.datasource",
+    "benchmarks.read",
     "benchmarks.load",
 )
 

@@ -1,51 +1,45 @@
-"""Snapshot read of a table as a Spark DataFrame, without Hadoop's S3 connector.
+"""Snapshot reads of a table as Spark DataFrames: the driver resolves the files
+(``tidemark.index.pruning.plan_snapshot``: partitions, record index, column statistics),
+Spark scans what is left.
 
-The driver lists the latest base files (pruned by partition values in ``where``, and by the
-record index when ``where`` names every record key field); executors read them through
-``tidemark.storage`` with pyarrow and apply ``where`` as equality (a list: ``in``) filters.
+Spark's own Parquet reader scans them when it can reach the table (``spark.read.parquet``
+over the listed files, with the snapshot's schema: vectorised, row-group pushdown, column
+pruning, large files split, no Python worker): always for local tables, for S3 tables
+when the session has Hadoop's S3A connector (``hadoop-aws`` on its classpath; ``s3://``
+is read as ``s3a://``). Without it the files are read through ``tidemark.storage`` with
+pyarrow in Python tasks, several files per task. Either way the filters are applied to
+the rows by Spark.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.index.pruning import index_locator
+from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.base_file import conform
 from tidemark.jobs.task import storage_for
+from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
 from tidemark.table.fsview import BaseFile
-from tidemark.table.reader import (
-    Filter,
-    files_holding,
-    keys_from_filters,
-    parse_partition_path,
-    partition_value,
-    prepare_filters,
-    read_snapshot,
-    row_mask,
-)
+from tidemark.table.keys import record_keys
+from tidemark.table.reader import Filter, snapshot_schema
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
 
-
-@dataclass(frozen=True)
-class ReadPlan:
-    """What a snapshot read opens: the pruned base files, their schema and the checked
-    filters every row is tested against."""
-
-    uri: str
-    schema: pa.Schema
-    filters: list[Filter]
-    paths: list[str]
+S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+READERS = ("auto", "spark", "storage")
+"""``spark``: Spark's Parquet reader; ``storage``: pyarrow through tidemark.storage;
+``auto``: Spark's whenever the session can reach the table."""
 
 
 def read_dataframe(
@@ -53,98 +47,178 @@ def read_dataframe(
     table_uri: str,
     *,
     where: Mapping[str, Any] | None = None,
+    filters: Sequence[Filter] = (),
     columns: Sequence[str] | None = None,
     as_of: str | None = None,
+    reader: str = "auto",
 ) -> DataFrame:
-    """Rows visible at ``as_of`` (default latest) with ``column == value`` (a list or tuple:
-    ``column in value``) for each item of ``where``; meta columns included unless
-    ``columns`` says otherwise."""
-    plan = plan_read(table_uri, where or {}, as_of, columns or ())
-    schema = plan.schema
-    output = pa.schema([schema.field(n) for n in columns]) if columns else schema
-    slices = max(1, min(len(plan.paths), spark.sparkContext.defaultParallelism))
-    paths = spark.createDataFrame(
-        spark.sparkContext.parallelize([(p,) for p in plan.paths], slices), "path string"
+    """Rows visible at ``as_of`` (default latest) meeting ``filters`` (``(column, op,
+    value)``: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``, ``is null``,
+    ``is not null``) and ``where`` (``column == value``; a list or tuple: ``column in
+    value``); meta columns included unless ``columns`` says otherwise."""
+    conditions = [*filters, *where_filters(where or {})]
+    plan = plan_snapshot(table_uri, conditions, as_of=as_of)
+    for name in columns or ():
+        if name not in plan.schema.names:
+            raise InvalidArgumentError("no such column in the table", field=name)
+    frame = apply_filters(scan(spark, plan, reader), plan)
+    return frame.select(*columns) if columns else frame
+
+
+def where_filters(where: Mapping[str, Any]) -> list[Filter]:
+    """``{column: value}`` as filters (a list or tuple value: ``in``)."""
+    return [(n, "in" if isinstance(v, list | tuple) else "=", v) for n, v in where.items()]
+
+
+def scan(spark: SparkSession, plan: SnapshotPlan, reader: str = "auto") -> DataFrame:
+    """Every row of the planned files, in the snapshot's schema."""
+    if reader not in READERS:
+        raise InvalidArgumentError(f"use one of {', '.join(READERS)}", field="reader")
+    schema = from_arrow_schema(plan.schema)
+    if not plan.files:
+        return spark.createDataFrame([], schema)
+    native = reader == "spark" or (reader == "auto" and spark_reaches(spark, plan.uri))
+    log.debug("read.scan", table=plan.uri, files=len(plan.files), native=native)
+    if native:
+        base = hadoop_uri(plan.uri)
+        return spark.read.schema(schema).parquet(*[f"{base}/{f.path}" for f in plan.files])
+    return _storage_scan(spark, plan)
+
+
+def spark_reaches(spark: SparkSession, table_uri: str) -> bool:
+    """Whether Spark's own readers can open the table's files: local ones always, S3 ones
+    when Hadoop's S3A connector is on the session's classpath."""
+    if not isinstance(parse_uri(table_uri), S3Uri):
+        return True
+    try:
+        spark._jvm.java.lang.Class.forName(S3A_FILE_SYSTEM)  # type: ignore[union-attr]
+    except Exception:
+        return False
+    return True
+
+
+def apply_filters(frame: DataFrame, plan: SnapshotPlan) -> DataFrame:
+    """``frame`` narrowed to the rows meeting the plan's filters."""
+    for condition in plan.filters:
+        frame = frame.where(filter_column(condition, plan.schema))
+    return frame
+
+
+def filter_column(condition: Filter, schema: pa.Schema) -> Column:
+    """A checked filter as a Spark condition, with ``tidemark.table.reader.row_mask``'s
+    meaning: equality with None matches nulls (and, on a string column, empty strings:
+    both are the default partition)."""
+    name, op, value = condition
+    column = sf.col(f"`{name}`")
+    if op == "is null" or (op == "=" and value is None):
+        missing = column.isNull()
+        if op == "=" and pa.types.is_string(schema.field(name).type):
+            missing = missing | (column == sf.lit(""))
+        return missing
+    if op == "is not null":
+        return column.isNotNull()
+    if op in ("in", "not in"):
+        hit = column.isin(list(value))
+        return ~hit if op == "not in" else hit
+    literal = sf.lit(value)
+    return {
+        "=": column == literal,
+        "!=": column != literal,
+        "<": column < literal,
+        "<=": column <= literal,
+        ">": column > literal,
+        ">=": column >= literal,
+    }[op]
+
+
+def pack(files: Sequence[BaseFile], tasks: int) -> list[list[str]]:
+    """``files``' paths in at most ``tasks`` groups of about equal bytes (largest first,
+    each to the lightest group): a Python task per file would cost far more than reading
+    small files."""
+    groups: list[tuple[int, int, list[str]]] = [(0, i, []) for i in range(max(1, tasks))]
+    for base in sorted(files, key=lambda f: f.size, reverse=True):
+        size, index, paths = heapq.heappop(groups)
+        paths.append(base.path)
+        heapq.heappush(groups, (size + base.size, index, paths))
+    return [paths for _, _, paths in sorted(groups, key=lambda g: g[1]) if paths]
+
+
+def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
+    """One base file's rows as ``output`` (columns added since it was written are null);
+    runs in a task, reading through ``tidemark.storage``."""
+    with storage_for(table_uri).open_input(path) as stream:
+        return conform(pq.read_table(stream), output)
+
+
+def _storage_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
+    groups = pack(plan.files, spark.sparkContext.defaultParallelism)
+    tasks = spark.createDataFrame(
+        spark.sparkContext.parallelize([(group,) for group in groups], len(groups)),
+        "paths array<string>",
     )
+    uri, output = plan.uri, plan.schema
 
     def read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for path in batch.column(0).to_pylist():
-                yield from read_file(plan, path, output).to_batches()
+            for group in batch.column(0).to_pylist():
+                for path in group:
+                    yield from read_file(uri, path, output).to_batches()
 
-    return paths.mapInArrow(read_files, from_arrow_schema(output))
+    return tasks.mapInArrow(read_files, from_arrow_schema(output))
 
 
-def plan_read(
+def lookup_dataframe(
+    spark: SparkSession,
     table_uri: str,
-    where: Mapping[str, Any],
-    as_of: str | None = None,
-    columns: Sequence[str] = (),
-) -> ReadPlan:
-    """The base files that may hold rows meeting ``where`` (``column == value``, a list or
-    tuple: ``column in value``): partitions pruned by their values, file groups by the
-    record index when ``where`` names every record key field and the read is of the latest
-    snapshot (the index places keys where they are now: a key clustered or moved since
-    ``as_of`` would be missed). Runs on the driver."""
+    keys: Sequence[Any] | DataFrame,
+    *,
+    columns: Sequence[str] | None = None,
+    reader: str = "auto",
+) -> DataFrame:
+    """The latest rows with the given record keys: ``keys`` a list of values of the key
+    field (tuples of the key fields' values for a composite key) or a DataFrame with a
+    column per key field. The record index (when the table has one) names the files to
+    open; the rows are then matched on the key fields."""
     table = HoodieTable.open(table_uri)
-    conditions = dict(where)
-    files = [f for f in table.view(as_of).latest_base_files() if _may_match(f, table, conditions)]
-    schema = _schema(table, files, as_of)
-    for name in [*conditions, *columns]:
-        if name not in schema.names:
-            raise InvalidArgumentError("no such column in the table", field=name)
-    filters = prepare_filters(
-        table.config,
-        schema,
-        [(n, "in" if isinstance(v, list | tuple) else "=", v) for n, v in conditions.items()],
-    )
-    if as_of is None:
-        files = _holding_keys(table, schema, filters, files)
-    return ReadPlan(table.uri, schema, filters, [f.path for f in files])
+    fields = list(table.config.record_key_fields)
+    schema = snapshot_schema(table)
+    if not fields:
+        raise InvalidArgumentError("the table declares no record key fields", field="table")
+    wanted: DataFrame | None
+    if isinstance(keys, DataFrame):
+        missing = [name for name in fields if name not in keys.columns]
+        if missing:
+            raise InvalidArgumentError(f"needs the key fields {', '.join(missing)}", field="keys")
+        wanted = keys.select(*fields).distinct()
+        values = wanted.toArrow()
+    else:
+        values = _key_table(list(keys), fields, schema)
+        wanted = spark.createDataFrame(values) if len(fields) > 1 else None
+    plan = plan_snapshot(table_uri, keys=set(record_keys(values, table.config).to_pylist()))
+    frame = scan(spark, plan, reader)
+    if wanted is None:
+        frame = frame.where(sf.col(f"`{fields[0]}`").isin(values.column(0).to_pylist()))
+    else:
+        frame = frame.join(sf.broadcast(wanted), on=fields, how="left_semi")
+    return frame.select(*columns) if columns else frame
 
 
-def read_file(plan: ReadPlan, path: str, output: pa.Schema) -> pa.Table:
-    """The rows of one planned base file meeting the plan's filters, as ``output`` (a
-    subset of the plan's schema); runs in a task, reading through ``tidemark.storage``."""
-    with storage_for(plan.uri).open_input(path) as stream:
-        rows = conform(pq.read_table(stream), plan.schema)
-    for condition in plan.filters:
-        rows = rows.filter(row_mask(rows, condition))
-    return conform(rows, output)
-
-
-def table_schema(table_uri: str, as_of: str | None = None) -> pa.Schema:
-    """The snapshot's schema, meta columns first (what ``read_dataframe`` returns with no
-    ``where``)."""
-    table = HoodieTable.open(table_uri)
-    return _schema(table, table.view(as_of).latest_base_files(), as_of)
-
-
-def _may_match(base: BaseFile, table: HoodieTable, conditions: Mapping[str, Any]) -> bool:
-    decoded = parse_partition_path(base.partition_path, table.config)
-    if decoded is None:
-        return True
-    return all(
-        decoded[n] in {partition_value(m) for m in (v if isinstance(v, list | tuple) else [v])}
-        for n, v in conditions.items()
-        if n in decoded
-    )
-
-
-def _holding_keys(
-    table: HoodieTable, schema: pa.Schema, filters: list[Filter], files: list[BaseFile]
-) -> list[BaseFile]:
-    """``files`` reduced to the file groups the record index places the filtered keys in
-    (all of them without an index or a filter on every key field)."""
-    keys = keys_from_filters(table.config, schema, filters)
-    locate = index_locator(table.storage) if keys is not None else None
-    return files_holding(table.uri, files, keys, locate)
-
-
-def _schema(table: HoodieTable, files: Sequence[BaseFile], as_of: str | None) -> pa.Schema:
-    """The newest base file's schema; for a table without files, the commit schema."""
-    if not files:
-        return read_snapshot(table.storage, as_of=as_of).schema
-    newest = max(files, key=lambda f: f.instant)
-    with table.storage.open_input(newest.path) as stream:
-        return pq.read_schema(stream)
+def _key_table(keys: list[Any], fields: list[str], schema: pa.Schema) -> pa.Table:
+    composite = len(fields) > 1
+    rows = [key if composite else (key,) for key in keys]
+    if any(not isinstance(row, tuple) or len(row) != len(fields) for row in rows):
+        raise InvalidArgumentError(
+            f"each key must be a tuple of {len(fields)} values ({', '.join(fields)})",
+            field="keys",
+        )
+    try:
+        return pa.table(
+            {
+                name: pa.array([row[i] for row in rows], type=schema.field(name).type)
+                for i, name in enumerate(fields)
+            }
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as error:
+        raise InvalidArgumentError(
+            f"keys do not fit the key fields: {error}", field="keys"
+        ) from error

@@ -2,29 +2,36 @@
 
 Everything ``tidemark`` does from the command line, with the same defaults: ``write`` (its
 options are one ``WriteOptions``, the object the CLI builds from its flags),
-``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``, and ``read`` /
-``register`` for ``spark.read.format("tidemark")`` with record-index and partition pruning.
-Services are used at the addresses given, else started embedded in the driver.
+``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``; reads through Spark's
+own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
+``register_view``); ``index_compact`` and ``stats_rebuild`` for the structures that prune;
+``register`` for the slower ``spark.read.format("tidemark")`` data source. Services are used
+at the addresses given, else started embedded in the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.index.record_index import Compaction, RecordIndex
 from tidemark.jobs.cluster import ClusterResult, run_clustering
-from tidemark.jobs.datasource import NAME, PUSHDOWN_CONF, TidemarkDataSource
+from tidemark.jobs.datasource import TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.job_options import serving_markers
+from tidemark.jobs.read import lookup_dataframe, read_dataframe
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
+from tidemark.table import column_stats
 from tidemark.table.commit import RollbackResult
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
+from tidemark.table.reader import Filter
 from tidemark.table.table import HoodieTable
 
 __all__ = [
@@ -32,9 +39,13 @@ __all__ = [
     "cluster_run",
     "cluster_schedule",
     "index_build",
+    "index_compact",
+    "lookup",
     "read",
     "register",
+    "register_view",
     "rollback",
+    "stats_rebuild",
     "write",
 ]
 
@@ -118,21 +129,67 @@ def rollback(
     return rollback_table(table, instant, lock_wait_s=lock_wait_s)
 
 
+def read(
+    spark: SparkSession,
+    table: str,
+    *,
+    filters: Sequence[Filter] = (),
+    where: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
+    as_of: str | None = None,
+) -> DataFrame:
+    """The snapshot of the table at ``table`` (at instant ``as_of``, default the latest),
+    meta columns first, read by Spark's own Parquet reader from the files the driver
+    resolved: ``filters`` (``(column, op, value)``) and ``where`` (``{column: value or
+    list}``) prune partitions, files by the record index (``=``/``IN`` on the key) and by
+    column statistics before the scan, and are applied to the rows. A path without a
+    table is a ``NotFoundError`` before Spark plans anything."""
+    return read_dataframe(spark, table, where=where, filters=filters, columns=columns, as_of=as_of)
+
+
+def lookup(
+    spark: SparkSession,
+    table: str,
+    keys: Sequence[Any] | DataFrame,
+    *,
+    columns: Sequence[str] | None = None,
+) -> DataFrame:
+    """The latest rows having the record keys ``keys`` (a list of key values, tuples for
+    a composite key, or a DataFrame with the key fields' columns), opening only the files
+    the record index names."""
+    return lookup_dataframe(spark, table, keys, columns=columns)
+
+
+def register_view(
+    spark: SparkSession,
+    name: str,
+    table: str,
+    *,
+    filters: Sequence[Filter] = (),
+    as_of: str | None = None,
+) -> DataFrame:
+    """Make ``read(spark, table, filters=filters, as_of=as_of)`` the temporary view
+    ``name`` for SQL; the view is that snapshot: call again to see later commits."""
+    frame = read(spark, table, filters=filters, as_of=as_of)
+    frame.createOrReplaceTempView(name)
+    return frame
+
+
+def index_compact(table: str, *, min_deltas: int = 1) -> Compaction:
+    """Fold the record index's deltas into its shards' bases (shards with at least
+    ``min_deltas``): key lookups then read one file per shard."""
+    return RecordIndex.open(HoodieTable.open(table).storage).compact(min_deltas)
+
+
+def stats_rebuild(table: str) -> int:
+    """Recompute the column statistics of the table's live base files from their footers
+    (what writes record as they commit); returns how many files have them."""
+    opened = HoodieTable.open(table)
+    return column_stats.rebuild(opened.storage, opened.view().latest_base_files())
+
+
 def register(spark: SparkSession) -> None:
-    """Register the ``tidemark`` data source in ``spark`` and turn on
-    ``spark.sql.python.filterPushdown.enabled`` in it (a runtime SQL conf of this session:
-    PySpark refuses a source that takes filters while it is off)."""
-    spark.conf.set(PUSHDOWN_CONF, "true")
+    """Register the ``tidemark`` data source in ``spark`` (PySpark also finds it by itself,
+    through the ``pyspark_tidemark`` module). It reads whole snapshots through Python
+    workers; ``read`` is the fast path."""
     spark.dataSource.register(TidemarkDataSource)
-
-
-def read(spark: SparkSession, path: str, *, as_of: str | None = None) -> DataFrame:
-    """The snapshot of the table at ``path`` (at instant ``as_of``, default the latest) with
-    Hudi's meta columns; ``=``/``IN`` filters on it prune by record index and partition. A
-    path without a table is a ``NotFoundError`` here, before Spark plans anything."""
-    HoodieTable.open(path)
-    register(spark)
-    reader = spark.read.format(NAME)
-    if as_of is not None:
-        reader = reader.option("as_of", as_of)
-    return reader.load(path)

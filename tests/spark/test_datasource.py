@@ -1,9 +1,11 @@
-"""The ``tidemark`` PySpark data source: the snapshot hudi-rs reads (meta columns included),
-``=``/``IN`` on the record key answered through the record index, partition filters pruning
-partitions, other filters left to Spark, PySpark's own discovery, and clear errors."""
+"""The ``tidemark`` PySpark data source (the compatibility path): the snapshot hudi-rs reads
+(meta columns included), exact answers from a DataFrame or SQL view reused across filtered
+and unfiltered queries, timestamps, files packed into few tasks, PySpark's own discovery,
+and clear errors."""
 
 from __future__ import annotations
 
+import datetime
 import pkgutil
 from pathlib import Path
 
@@ -11,16 +13,13 @@ import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
-from pyspark.sql.datasource import DataSource, EqualTo, GreaterThan, In
-from structlog.testing import capture_logs
-from table.table_testkit import people_config
+from pyspark.sql.datasource import DataSource
 
 import pyspark_tidemark
 import tidemark.spark
 from spark.indexkit import indexed_table, rows
 from spark.sparkkit import files_in_view, hudi_rs_table, rows_by_key, snapshot
 from tidemark.errors import NotFoundError
-from tidemark.jobs.datasource import FilePartition, PushdownReader, TidemarkDataSource
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.keys import META_COLUMNS
@@ -35,7 +34,7 @@ def data_rows(frame: DataFrame) -> set[tuple[int, str, str, int]]:
     return {tuple(r) for r in frame.select(*DATA_COLUMNS).collect()}
 
 
-def tidemark_table(spark: SparkSession, uri: str) -> DataFrame:
+def source_table(spark: SparkSession, uri: str) -> DataFrame:
     tidemark.spark.register(spark)
     return spark.read.format("tidemark").load(uri)
 
@@ -46,7 +45,7 @@ def test_rows_equal_hudi_rs_meta_columns_included(spark: SparkSession, table_uri
     assert first is not None
     moves = rows(spark, (1, "updated", "b", 2), (3, "moved", "b", 2))  # 3 leaves partition a
     write(spark, moves, table_uri, "upsert")
-    frame = tidemark_table(spark, table_uri)
+    frame = source_table(spark, table_uri)
     assert frame.columns == snapshot(table_uri).column_names
     assert frame.columns[: len(META_COLUMNS)] == list(META_COLUMNS)
     columns = [*META_COLUMNS, *DATA_COLUMNS]
@@ -54,65 +53,60 @@ def test_rows_equal_hudi_rs_meta_columns_included(spark: SparkSession, table_uri
     assert ours == rows_by_key(hudi_rs_table(table_uri), columns)
     assert ours["1"]["name"] == "updated" and len(ours) == len(MODEL)
     assert ours["3"]["_hoodie_partition_path"] == "b"
-    # The index places key 3 in partition b now; the snapshot before the move is not pruned by it.
-    old = tidemark.spark.read(spark, table_uri, as_of=first.timestamp).where("id IN (1, 3)")
-    assert data_rows(old) == {MODEL[1], MODEL[3]}
+    old = spark.read.format("tidemark").option("as_of", first.timestamp).load(table_uri)
+    assert data_rows(old.where("id IN (1, 3)")) == {MODEL[1], MODEL[3]}
 
 
-def test_key_in_reads_only_the_files_holding_the_keys(spark: SparkSession, table_uri: str) -> None:
-    located = indexed_table(spark, table_uri)
-    keys = [1, 4, 6]
-    holders = {located[str(k)][1] for k in keys}
-    assert len(files_in_view(table_uri)) > len(holders)
-    frame = tidemark_table(spark, table_uri)
-    by_keys = frame.where(sf.col("id").isin(keys))
-    assert by_keys.rdd.getNumPartitions() == len(holders)
-    assert data_rows(by_keys) == {MODEL[k] for k in keys}
-    one = frame.where("id = 7")
-    assert one.rdd.getNumPartitions() == 1
-    assert data_rows(one) == {MODEL[7]}
-    # The same planning in this process: which files, and what Spark is left with.
-    source = TidemarkDataSource({"path": table_uri})
-    reader = source.reader(source.schema())
-    assert isinstance(reader, PushdownReader)
-    later = GreaterThan(("ts",), 0)
-    assert reader.pushFilters([In(("id",), tuple(keys)), later]) == [later]
-    with capture_logs() as logs:
-        partitions = reader.partitions()
-    assert [e["files"] for e in logs if e["event"] == "read.files_opened"] == [len(holders)]
-    opened = {p.plan.paths[0] for p in partitions if isinstance(p, FilePartition)}
-    files = HoodieTable.open(table_uri).view().latest_base_files()
-    assert {f.file_id for f in files if f.path in opened} == holders
-
-
-def test_partition_filter_prunes_and_other_filters_stay_with_spark(
+def test_a_reused_dataframe_and_view_answer_every_query(
     spark: SparkSession, table_uri: str
 ) -> None:
-    located = indexed_table(spark, table_uri)
-    frame = tidemark_table(spark, table_uri)
-    in_b = frame.where("part = 'b'")
-    assert in_b.rdd.getNumPartitions() == len({f for p, f in located.values() if p == "b"})
-    assert data_rows(in_b) == {r for r in MODEL.values() if r[2] == "b"}
-    above = frame.where("id > 3 AND name != 'v5'")
-    assert above.rdd.getNumPartitions() == len(files_in_view(table_uri))
-    assert data_rows(above) == {r for k, r in MODEL.items() if k > 3 and k != 5}
-    mixed = frame.where(sf.col("id").isin([2, 5, 8]) & (sf.col("name") > "v2"))
-    assert data_rows(mixed) == {MODEL[5], MODEL[8]}
-    none = frame.where("id = 100")
-    assert none.count() == 0
+    """PySpark keeps a reader's planned partitions on the DataFrame: filters taken by one
+    query must never narrow the next one's rows."""
+    indexed_table(spark, table_uri)
+    frame = source_table(spark, table_uri)
+    assert frame.count() == 12
+    assert frame.where("id IN (1, 4)").count() == 2
+    assert frame.where("part = 'b'").count() == 4
+    assert frame.count() == 12
+    assert data_rows(frame.where(sf.col("id") == 7)) == {MODEL[7]}
+    assert len(frame.collect()) == 12
+    frame.createOrReplaceTempView("source_events")
+    counts = [
+        spark.sql(f"SELECT * FROM source_events {where}").count()
+        for where in ("WHERE id = 3", "", "WHERE part IN ('a', 'c')", "")
+    ]
+    assert counts == [1, 12, 8, 12]
 
 
-def test_a_table_without_an_index_reads_every_file(spark: SparkSession, table_uri: str) -> None:
+def test_files_are_packed_into_few_tasks(spark: SparkSession, table_uri: str) -> None:
+    indexed_table(spark, table_uri)
+    files = len(files_in_view(table_uri))
+    assert files > 2
+    tidemark.spark.register(spark)
+    packed = spark.read.format("tidemark").option("tasks", "2").load(table_uri)
+    assert packed.rdd.getNumPartitions() == 2
+    assert data_rows(packed) == set(MODEL.values())
+    with pytest.raises(AnalysisException, match="tasks: must be a positive integer"):
+        spark.read.format("tidemark").option("tasks", "0").load(table_uri).count()
+
+
+def test_timestamps_are_read(spark: SparkSession, table_uri: str) -> None:
+    moments = [datetime.datetime(2026, 11, d, 12, tzinfo=datetime.UTC) for d in (1, 2)]
+    frame = spark.createDataFrame(
+        [(1, moments[0], "a"), (2, moments[1], "b")], "id long, at timestamp, part string"
+    )
     write(
         spark,
-        rows(spark, *MODEL.values()),
+        frame,
         table_uri,
         "bulk_insert",
-        WriteOptions(record_key_fields=["id"], partition_fields=["part"], precombine_field="ts"),
+        WriteOptions(record_key_fields=["id"], partition_fields=["part"], precombine_field="id"),
     )
-    by_keys = tidemark_table(spark, table_uri).where(sf.col("id").isin([1, 2]))
-    assert by_keys.rdd.getNumPartitions() == len(files_in_view(table_uri))
-    assert data_rows(by_keys) == {MODEL[1], MODEL[2]}
+    read = source_table(spark, table_uri).select("id", "at").toArrow().to_pylist()
+    assert {r["id"]: r["at"] for r in read} == dict(zip([1, 2], moments, strict=True))
+    theirs = hudi_rs_table(table_uri)
+    assert theirs is not None
+    assert sorted(theirs.column("at").to_pylist()) == moments
 
 
 def test_pyspark_discovers_the_source_without_register(spark: SparkSession, table_uri: str) -> None:
@@ -121,11 +115,9 @@ def test_pyspark_discovers_the_source_without_register(spark: SparkSession, tabl
     assert "pyspark_tidemark" in found
     assert issubclass(pyspark_tidemark.DefaultSource, DataSource)
     assert pyspark_tidemark.DefaultSource.name() == "tidemark"
-    fresh = spark.newSession()  # its own registrations and confs: pushdown off
-    assert fresh.conf.get("spark.sql.python.filterPushdown.enabled") == "false"
+    fresh = spark.newSession()  # its own registrations and confs
     frame = fresh.read.format("tidemark").load(table_uri).where("id = 3")
     assert data_rows(frame) == {MODEL[3]}
-    assert frame.rdd.getNumPartitions() == len(files_in_view(table_uri))
 
 
 def test_a_bad_path_is_one_clear_error(spark: SparkSession, tmp_path: Path) -> None:
@@ -139,24 +131,3 @@ def test_a_bad_path_is_one_clear_error(spark: SparkSession, tmp_path: Path) -> N
         spark.read.format("tidemark").load(missing)
     with pytest.raises(AnalysisException, match="path: give the table's path"):
         spark.read.format("tidemark").load()
-
-
-def test_equal_to_a_null_or_nested_column_is_left_to_spark(table_uri: str) -> None:
-    """Only filters read_file applies with SQL's meaning are taken (no Spark needed to
-    plan: the reader runs here as in PySpark's planning worker)."""
-    HoodieTable.create(table_uri, people_config())
-    source = TidemarkDataSource({"path": table_uri})
-    reader = source.reader(source.schema())
-    assert isinstance(reader, PushdownReader)
-    left = [
-        EqualTo(("region",), ""),
-        EqualTo(("id",), None),
-        EqualTo(("nested", "id"), 1),
-        In(("id",), (1, None)),
-    ]
-    taken = EqualTo(("id",), 3)
-    assert reader.pushFilters([*left, taken, In(("id",), (3, 4))]) == [*left, In(("id",), (3, 4))]
-    assert reader.where == {"id": 3}
-    (empty,) = reader.partitions()
-    assert isinstance(empty, FilePartition)
-    assert list(reader.read(empty)) == []

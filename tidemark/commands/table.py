@@ -21,6 +21,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import index_locator
 from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.jobs.rollback import rollback_table
+from tidemark.table import column_stats
 from tidemark.table.commit import rollback_target
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.names import check_write_schema, table_name_from_uri
@@ -81,6 +82,17 @@ def register(subparsers: Any) -> None:
     add_lock_wait_option(undo)
     undo.set_defaults(handler=run_rollback)
 
+    stats = subparsers.add_parser("stats", help="the column statistics reads skip files by")
+    stats_commands = stats.add_subparsers(dest="stats_command", required=True)
+    rebuild = stats_commands.add_parser(
+        "rebuild",
+        help="recompute every live base file's column statistics from its footer",
+        description="Writes record them as they commit; this recreates them (a table "
+        "written by Hudi or before Tidemark kept them, a damaged or deleted stats file).",
+    )
+    rebuild.add_argument("--table", required=True, help="table base URI")
+    rebuild.set_defaults(handler=run_stats_rebuild)
+
 
 def run_create(args: argparse.Namespace) -> int:
     schema = _load_schema(args.schema_from, args.schema)
@@ -124,6 +136,13 @@ def run_read(args: argparse.Namespace) -> int:
         print(f"wrote {result.num_rows} rows to {args.output}")
         return 0
     _print_rows(result)
+    return 0
+
+
+def run_stats_rebuild(args: argparse.Namespace) -> int:
+    table = HoodieTable.open(args.table)
+    files = column_stats.rebuild(table.storage, table.view().latest_base_files())
+    print(f"column statistics of {files} base files written to {column_stats.STATS_DIR}/")
     return 0
 
 

@@ -1,17 +1,103 @@
-"""File pruning for reads by key: which file groups hold some record keys, by the record
-index (``tidemark read --where id=5`` and ``spark_jobs.read`` open only those)."""
+"""Which base files a read opens: a table's snapshot narrowed, before anything is scanned,
+by what the driver knows cheaply.
+
+In order: partition filters (``=``/``IN`` on every partition field list only those
+partitions; other filters on partition fields drop the partitions whose values cannot
+match), the record index (``=``/``IN`` on every record key field, or keys given outright,
+keep only the file groups holding them), and column statistics (``.hoodie/.tidemark/
+column-stats/``: files whose min/max/null counts prove no row matches). What is left is
+scanned whole by the reader, which applies the filters to the rows.
+"""
 
 from __future__ import annotations
 
-import pyarrow as pa
+import itertools
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
+import pyarrow as pa
+import structlog
+
+from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.index.record_index import RecordIndex
 from tidemark.storage.base import Storage
-from tidemark.table.reader import Locator
+from tidemark.table import column_stats
+from tidemark.table.column_stats import ColumnStats, FileStats
+from tidemark.table.fsview import BaseFile
+from tidemark.table.keys import DEFAULT_PARTITION, partition_paths
+from tidemark.table.reader import (
+    Filter,
+    Locator,
+    files_holding,
+    keys_from_filters,
+    parse_partition_path,
+    prepare_filters,
+    snapshot_schema,
+)
+from tidemark.table.table import HoodieTable
+
+READ_COMPACT_AFTER_DELTAS = 4
+"""A read that finds a shard of the record index with this many deltas compacts them
+first: every lookup reads each delta of the shards it asks, and a job's short-lived
+embedded services never run the index service's own compaction."""
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """The files a read opens, the snapshot's schema (meta columns first) and the checked
+    filters (values typed like their columns) the rows must still meet; ``pruned`` says
+    how many files each step left, for logs and benchmarks."""
+
+    uri: str
+    schema: pa.Schema
+    filters: list[Filter]
+    files: list[BaseFile]
+    pruned: dict[str, int] = field(default_factory=dict)
+
+
+def plan_snapshot(
+    table_uri: str,
+    filters: Sequence[Filter] = (),
+    *,
+    as_of: str | None = None,
+    keys: Collection[str] | None = None,
+) -> SnapshotPlan:
+    """The base files of the snapshot at ``as_of`` (default latest) that may hold rows
+    meeting ``filters`` (``(column, op, value)``, as ``tidemark read --where``) and, with
+    ``keys``, having one of those record keys. The record index prunes only the latest
+    snapshot: it places keys where they are now, and a key clustered or moved since
+    ``as_of`` would be missed."""
+    table = HoodieTable.open(table_uri)
+    schema = snapshot_schema(table, as_of)
+    checked = prepare_filters(table.config, schema, list(filters))
+    for column, _, _ in checked:
+        if column not in schema.names:
+            raise InvalidArgumentError("no such column in the table", field=column)
+    view = table.view(as_of)
+    files = view.latest_base_files(_partitions_to_list(table, schema, checked))
+    pruned = {"listed": len(files)}
+    files = [
+        f for f in files if column_stats.may_match(_partition_stats(table, schema, f), checked)
+    ]
+    pruned["partitions"] = len(files)
+    if keys is None:
+        keys = keys_from_filters(table.config, schema, checked)
+    if as_of is None and keys is not None:
+        files = files_holding(table.uri, files, set(keys), index_locator(table.storage))
+    pruned["record index"] = len(files)
+    files = column_stats.may_hold(table.storage, files, checked)
+    pruned["column stats"] = len(files)
+    log.debug("read.planned", table=table.uri, **pruned)
+    return SnapshotPlan(table.uri, schema, checked, files, pruned)
 
 
 def index_locator(storage: Storage) -> Locator | None:
-    """A ``Locator`` over the table's record index; None for a table without one."""
+    """A ``Locator`` over the table's record index; None for a table without one. Before
+    a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard is compacted
+    (unless another compaction is running, or the reader may not write: then it is read
+    as is)."""
     if not RecordIndex.exists(storage):
         return None
     index = RecordIndex.open(storage)
@@ -19,7 +105,60 @@ def index_locator(storage: Storage) -> Locator | None:
     def locate(keys: set[str]) -> set[str]:
         if not keys:
             return set()
+        _compact_piled_up(index)
         located = index.lookup(pa.array(sorted(keys), pa.string()))
         return set(located.column("file_id").drop_null().to_pylist())
 
     return locate
+
+
+def _compact_piled_up(index: RecordIndex) -> None:
+    if index.max_deltas() < READ_COMPACT_AFTER_DELTAS:
+        return
+    try:
+        done = index.compact(1, owner="read")
+        log.info("read.index_compacted", shards=len(done.shards), deltas=done.deltas_folded)
+    except (TidemarkError, OSError) as error:  # ConflictError: another one runs
+        log.warning("read.index_not_compacted", error=str(error))
+
+
+def _partitions_to_list(
+    table: HoodieTable, schema: pa.Schema, filters: list[Filter]
+) -> list[str] | None:
+    """The partition paths to list when ``=``/``IN`` name values for every partition field
+    (every combination), else None (list them all)."""
+    fields = table.config.partition_fields
+    wanted: dict[str, list[object]] = {}
+    for column, op, value in filters:
+        if column in fields and op in ("=", "in") and column not in wanted:
+            wanted[column] = list(value) if op == "in" else [value]
+    if not fields or set(wanted) != set(fields) or any(None in v for v in wanted.values()):
+        return None
+    combinations = list(itertools.product(*(wanted[name] for name in fields)))
+    values = pa.table(
+        {
+            name: pa.array([c[i] for c in combinations], type=schema.field(name).type)
+            for i, name in enumerate(fields)
+        }
+    )
+    try:
+        return sorted(set(partition_paths(values, table.config).to_pylist()))
+    except TidemarkError:
+        return None
+
+
+def _partition_stats(table: HoodieTable, schema: pa.Schema, base: BaseFile) -> FileStats:
+    """A file's partition values as statistics (each its own min and max) for the values
+    its path encodes; none for a path that cannot be decoded (time-based key generators)
+    or the default partition (null or empty: either may be stored)."""
+    decoded = parse_partition_path(base.partition_path, table.config) or {}
+    columns: dict[str, ColumnStats] = {}
+    for name, text in decoded.items():
+        if text == DEFAULT_PARTITION or name not in schema.names:
+            continue
+        try:
+            value = pa.scalar(text).cast(schema.field(name).type).as_py()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        columns[name] = ColumnStats(value, value, 0)
+    return FileStats(1, columns)

@@ -112,3 +112,12 @@ def validate_directory(directory: str) -> str:
     """A folder to list is '' (the root) or a path, optionally ending in '/'; returns it
     without the trailing '/'."""
     return validate_prefix(directory).removesuffix("/")
+
+
+def hadoop_uri(uri: str) -> str:
+    """``uri`` as Hadoop's file systems (Spark's own readers) name it: ``file:///path`` for
+    a local root, ``s3a://bucket/prefix`` for S3 (Hadoop's S3A connector, ``hadoop-aws``)."""
+    parsed = parse_uri(uri)
+    if isinstance(parsed, LocalUri):
+        return f"file://{parsed.root}"
+    return f"s3a://{parsed.bucket}/{parsed.prefix}".rstrip("/")

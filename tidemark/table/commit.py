@@ -27,6 +27,7 @@ from tidemark.errors import (
 )
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
+from tidemark.table import column_stats
 from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata, RollbackPlan
 from tidemark.table.clustering_plan import plan_of_request
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
@@ -113,6 +114,7 @@ def complete_commit(
                 metadata.partition_to_write_stats,
             )
         )
+    column_stats.record(table.storage, instant, [stat.path for stat in metadata.write_stats])
     _publish(table, instant, action, metadata)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
     _delete_marker_dir_after(table, instant, markers, "commit")
@@ -215,6 +217,7 @@ def rollback(
         deleted_by_partition=full_paths,
     )
     timeline.complete(rollback_time, ROLLBACK, metadata.to_avro())
+    column_stats.delete(table.storage, instant)
     if not keep_plan:
         timeline.delete_pending(target)
     _delete_marker_dir_after(table, instant, markers, "rollback")

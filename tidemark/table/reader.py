@@ -1,7 +1,8 @@
 """Snapshot reads of a table: the latest committed base files, pruned, filtered.
 
-Pruning uses what is cheap: partition paths (for partition-field filters) and Parquet
-footer min/max statistics (for record keys and column filters). Every byte is read
+Pruning uses what is cheap: partition paths (for partition-field filters), the record
+index, the table's column statistics and Parquet footer min/max statistics (for record
+keys and column filters). Every byte is read
 through ``Storage.open_input`` so local and S3 tables behave the same.
 """
 
@@ -21,6 +22,8 @@ import structlog
 from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged, describe
+from tidemark.table import column_stats
+from tidemark.table.column_stats import UNARY
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import (
     DEFAULT_PARTITION,
@@ -33,10 +36,12 @@ from tidemark.table.keys import (
 from tidemark.table.properties import CUSTOM_KEY_GENERATOR, TIMESTAMP_KEY_GENERATOR, TableConfig
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
 
 Filter = tuple[str, str, Any]
 PartitionFilter = Callable[[str], bool] | Mapping[str, Any]
-OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
+OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null")
+
 Locator = Callable[[set[str]], Collection[str]]
 """Record keys -> ids of the file groups holding them (a record index lookup)."""
 
@@ -63,7 +68,7 @@ def read_snapshot(
         table = HoodieTable.open(storage_or_uri)
     else:
         table = HoodieTable.from_storage(storage_or_uri)
-    declared = _table_schema(table)
+    declared = snapshot_schema(table)
     filters = prepare_filters(table.config, declared, filters or [])
     if record_keys is not None:
         keys: set[str] | None = set(record_keys)
@@ -76,6 +81,7 @@ def read_snapshot(
     pieces: list[pa.Table] = []
     schemas: list[pa.Schema] = []
     pruned = files_holding(table.uri, base_files, keys, locate)
+    pruned = column_stats.may_hold(table.storage, pruned, filters)
     if len(pruned) < len(base_files):
         schemas.append(declared)  # columns of the files left unopened
     for base_file in pruned:
@@ -139,17 +145,21 @@ def parse_partition_path(partition_path: str, config: TableConfig) -> dict[str, 
 
 
 def prepare_filters(config: TableConfig, schema: pa.Schema, filters: list[Filter]) -> list[Filter]:
-    """Checked filters: each value valid for its column's type (an error, not an empty
-    result, otherwise), and equality with ``""`` or None on a partition field meaning null
-    or empty, as both are stored under ``__HIVE_DEFAULT_PARTITION__``."""
+    """Checked filters with their values typed like their columns (an error, not an empty
+    result, for a value its column's type cannot hold), and equality with ``""`` or None on
+    a partition field meaning null or empty, as both are stored under
+    ``__HIVE_DEFAULT_PARTITION__``."""
     prepared: list[Filter] = []
     for item in filters:
         column, op, value = _check_filter(item)
-        if column in config.partition_fields and op == "=" and value in ("", None):
+        if (column in config.partition_fields and op == "=" and value in ("", None)) or op in UNARY:
             value = None
-        if column in schema.names:
-            for member in value if op in ("in", "not in") else [value]:
-                _coerce(member, schema.field(column).type, column)
+        elif column in schema.names:
+            kind = schema.field(column).type
+            if op in ("in", "not in"):
+                value = [_coerce(member, kind, column) for member in value]
+            else:
+                value = _coerce(value, kind, column)
         prepared.append((column, op, value))
     return prepared
 
@@ -161,6 +171,9 @@ def row_mask(data: pa.Table, condition: Filter) -> pa.ChunkedArray:
     if column not in data.column_names:
         return pa.chunked_array([pa.array([False] * data.num_rows)])
     values = data.column(column)
+    if op in UNARY:
+        missing = pc.is_null(values)
+        return missing if op == "is null" else pc.invert(missing)
     if op == "=" and value is None:
         missing = pc.is_null(values)
         if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
@@ -276,33 +289,14 @@ def _may_match(parquet: pq.ParquetFile, keys: set[str] | None, filters: list[Fil
 def _row_group_may_match(
     row_group: pq.RowGroupMetaData, names: list[str], condition: Filter
 ) -> bool:
-    column, op, value = condition
-    if column not in names or op in ("!=", "not in"):
+    column = condition[0]
+    if column not in names:
         return True
     stats = row_group.column(names.index(column)).statistics
     if stats is None or not stats.has_min_max:
         return True
-    low, high = stats.min, stats.max
-    try:
-        if op == "in":
-            return any(low <= _like(low, v) <= high for v in value)
-        probe = _like(low, value)
-        return {
-            "=": low <= probe <= high,
-            "<": low < probe,
-            "<=": low <= probe,
-            ">": high > probe,
-            ">=": high >= probe,
-        }[op]
-    except (TypeError, ValueError, pa.ArrowInvalid):
-        return True
-
-
-def _like(sample: Any, value: Any) -> Any:
-    """Coerce a filter value (e.g. a CLI string) to the statistics' Python type."""
-    if isinstance(value, str) and not isinstance(sample, str):
-        return pa.scalar(value).cast(pa.scalar(sample).type).as_py()
-    return value
+    bounds = {column: column_stats.ColumnStats(stats.min, stats.max, None)}
+    return column_stats.may_match(column_stats.FileStats(row_group.num_rows, bounds), [condition])
 
 
 def _read_file(
@@ -345,10 +339,12 @@ def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:
         raise InvalidArgumentError(f"{value!r} is not a valid {kind}", field=column) from error
 
 
-def _table_schema(table: HoodieTable) -> pa.Schema:
-    """Schema for an empty result: meta columns plus the latest commit's writer schema."""
+def snapshot_schema(table: HoodieTable, as_of: str | None = None) -> pa.Schema:
+    """The snapshot's schema as Hudi readers take it: meta columns plus the writer schema
+    of the last commit up to ``as_of`` (the table's declared schema before any)."""
     avro = table.config.avro_schema
-    last = table.timeline.last_completed()
+    done = [i for i in table.timeline.completed(WRITE_ACTIONS) if not as_of or i.timestamp <= as_of]
+    last = done[-1] if done else None
     if last is not None:
         avro = table.timeline.read_metadata(last).extra_metadata.get("schema", avro)
     meta = [pa.field(name, pa.string()) for name in META_COLUMNS]

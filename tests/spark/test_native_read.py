@@ -1,0 +1,228 @@
+"""``tidemark.spark.read`` / ``lookup`` / ``register_view``: the snapshot hudi-rs reads, scanned
+by Spark's own Parquet reader over the files the driver resolved (record index, partitions,
+column statistics), on local storage and the local S3 server."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+
+import tidemark.spark
+from spark.indexkit import indexed_table, rows
+from spark.sparkkit import files_in_view, hudi_rs_table, rows_by_key, snapshot
+from tidemark.cli import main
+from tidemark.errors import InvalidArgumentError
+from tidemark.index import pruning
+from tidemark.index.pruning import plan_snapshot
+from tidemark.index.record_index import RecordIndex
+from tidemark.jobs.read import spark_reaches
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.storage import open_storage
+from tidemark.storage.uri import hadoop_uri
+from tidemark.table import column_stats
+from tidemark.table.instant import COMMIT
+from tidemark.table.keys import META_COLUMNS
+from tidemark.table.table import HoodieTable
+
+DATA_COLUMNS = ["id", "name", "part", "ts"]
+MODEL = {k: (k, f"v{k}", "abc"[k % 3], 1) for k in range(12)}
+"""The rows ``indexed_table`` writes, by key."""
+
+
+def data_rows(frame: DataFrame) -> set[tuple[int, str, str, int]]:
+    return {tuple(r) for r in frame.select(*DATA_COLUMNS).collect()}
+
+
+def file_ids(frame: DataFrame, uri: str) -> set[str]:
+    """The file groups Spark's scan of ``frame`` opens."""
+    scanned = {path.rsplit("/", 1)[1] for path in frame.inputFiles()}
+    files = HoodieTable.open(uri).view().latest_base_files()
+    return {f.file_id for f in files if f.path.rsplit("/", 1)[1] in scanned}
+
+
+def keyed_by_id(partition_field: str) -> WriteOptions:
+    return WriteOptions(
+        record_key_fields=["id"], partition_fields=[partition_field], precombine_field="ts"
+    )
+
+
+def scan_nodes(frame: DataFrame) -> str:
+    return str(frame._jdf.queryExecution().executedPlan().toString())
+
+
+def test_read_is_spark_parquet_scan_of_the_snapshot(spark: SparkSession, table_uri: str) -> None:
+    indexed_table(spark, table_uri)
+    first = HoodieTable.open(table_uri).timeline.last_completed()
+    assert first is not None
+    moves = spark.createDataFrame(
+        [(1, "updated", "b", 2, "new"), (3, "moved", "b", 2, None)],
+        "id int, name string, part string, ts long, note string",
+    )  # 3 leaves partition a; the column note is added
+    write(spark, moves, table_uri, "upsert")
+    frame = tidemark.spark.read(spark, table_uri)
+    plan = scan_nodes(frame)
+    assert "FileScan parquet" in plan and "Python" not in plan and "Arrow" not in plan
+    assert frame.columns == snapshot(table_uri).column_names
+    assert frame.columns[: len(META_COLUMNS)] == list(META_COLUMNS)
+    columns = [*META_COLUMNS, *DATA_COLUMNS, "note"]
+    ours = rows_by_key(frame.toArrow(), columns)
+    assert ours == rows_by_key(hudi_rs_table(table_uri), columns)
+    assert ours["1"]["note"] == "new" and ours["5"]["note"] is None and len(ours) == 12
+    assert ours["3"]["_hoodie_partition_path"] == "b"
+    old = tidemark.spark.read(spark, table_uri, as_of=first.timestamp, where={"id": [1, 3]})
+    assert data_rows(old) == {MODEL[1], MODEL[3]}
+    assert "note" not in old.columns
+
+
+def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(
+    spark: SparkSession, table_uri: str
+) -> None:
+    located = indexed_table(spark, table_uri)
+    keys = [1, 4, 6]
+    holders = {located[str(k)][1] for k in keys}
+    assert len(files_in_view(table_uri)) > len(holders)
+    by_filter = tidemark.spark.read(spark, table_uri, filters=[("id", "in", keys)])
+    assert file_ids(by_filter, table_uri) == holders
+    assert data_rows(by_filter) == {MODEL[k] for k in keys}
+    listed = tidemark.spark.lookup(spark, table_uri, keys)
+    assert file_ids(listed, table_uri) == holders
+    assert data_rows(listed) == {MODEL[k] for k in keys}
+    frame_keys = spark.createDataFrame([(4,), (7,), (7,), (99,)], "id int")
+    joined = tidemark.spark.lookup(spark, table_uri, frame_keys, columns=DATA_COLUMNS)
+    assert file_ids(joined, table_uri) == {located["4"][1], located["7"][1]}
+    assert data_rows(joined) == {MODEL[4], MODEL[7]}
+    assert tidemark.spark.read(spark, table_uri, where={"id": 100}).count() == 0
+    with pytest.raises(InvalidArgumentError) as refused:
+        tidemark.spark.lookup(spark, table_uri, spark.createDataFrame([(1,)], "key int"))
+    assert refused.value.field == "keys"
+    with pytest.raises(InvalidArgumentError) as typed:
+        tidemark.spark.read(spark, table_uri, filters=[("id", "=", "abc")])
+    assert typed.value.field == "id"
+
+
+def test_date_partitions_are_listed_only_when_asked(spark: SparkSession, table_uri: str) -> None:
+    days = [datetime.date(2026, 11, d) for d in (1, 2, 3)]
+    frame = spark.createDataFrame(
+        [(k, days[k % 3], k) for k in range(9)], "id long, day date, ts long"
+    ).repartition(1)
+    write(spark, frame, table_uri, "bulk_insert", keyed_by_id("day"))
+    one = plan_snapshot(table_uri, [("day", "=", days[1])])
+    assert one.pruned["listed"] == 1 and {f.partition_path for f in one.files} == {"2026-11-02"}
+    later = plan_snapshot(table_uri, [("day", ">=", days[1])])
+    assert later.pruned["listed"] == 3 and later.pruned["partitions"] == 2
+    read = tidemark.spark.read(spark, table_uri, filters=[("day", "in", days[1:])])
+    theirs = hudi_rs_table(table_uri)
+    assert theirs is not None
+    expected = {r["id"] for r in theirs.to_pylist() if r["day"] in days[1:]}
+    assert {r["id"] for r in read.collect()} == expected and len(expected) == 6
+    assert len(read.inputFiles()) == 2
+
+
+def test_column_statistics_skip_files(spark: SparkSession, table_uri: str) -> None:
+    """ids 0-3 in partition a, 4-7 in b, 8-11 in c (one file each); one null name in c."""
+    frame = spark.createDataFrame(
+        [(k, None if k == 9 else f"v{k}", "abc"[k // 4], k) for k in range(12)],
+        "id int, name string, part string, ts long",
+    ).repartition(1)
+    created = write(spark, frame, table_uri, "bulk_insert", keyed_by_id("part"))
+    storage = open_storage(table_uri)
+    assert storage.exists(column_stats.stats_path(created.instant))
+    cases = {
+        ("ts", ">", 8): {"c"},
+        ("ts", "in", (1, 5)): {"a", "b"},
+        ("ts", "<=", 3): {"a"},
+        ("ts", "=", 100): set(),
+        ("name", "is null", None): {"c"},
+        ("name", "is not null", None): {"a", "b", "c"},
+        ("name", "!=", "v1"): {"a", "b", "c"},
+    }
+    theirs = hudi_rs_table(table_uri)
+    assert theirs is not None
+    for condition, partitions in cases.items():
+        plan = plan_snapshot(table_uri, [condition])
+        assert {f.partition_path for f in plan.files} == partitions, condition
+        read = tidemark.spark.read(spark, table_uri, filters=[condition])
+        assert {r["id"] for r in read.collect()} == _matching(theirs.to_pylist(), condition)
+    storage.delete_prefix(column_stats.STATS_DIR)
+    assert len(plan_snapshot(table_uri, [("ts", ">", 8)]).files) == 3  # no stats: no skipping
+    assert main(["stats", "rebuild", "--table", table_uri]) == 0
+    assert len(plan_snapshot(table_uri, [("ts", ">", 8)]).files) == 1
+    assert tidemark.spark.stats_rebuild(table_uri) == 3
+    table = HoodieTable.open(table_uri)
+    failed = "29990101000000000"
+    storage.write(column_stats.stats_path(failed), b"stats of a write that failed")
+    table.timeline.create_requested(failed, COMMIT)
+    tidemark.spark.rollback(table_uri, failed)
+    assert not storage.exists(column_stats.stats_path(failed))
+
+
+def _matching(rows: list[dict], condition: tuple) -> set[int]:
+    column, op, value = condition
+    test = {
+        ">": lambda v: v is not None and v > value,
+        "<=": lambda v: v is not None and v <= value,
+        "=": lambda v: v == value,
+        "in": lambda v: v in value,
+        "!=": lambda v: v is not None and v != value,
+        "is null": lambda v: v is None,
+        "is not null": lambda v: v is not None,
+    }[op]
+    return {r["id"] for r in rows if test(r[column])}
+
+
+def test_register_view_answers_sql_and_refreshes_on_demand(
+    spark: SparkSession, table_uri: str
+) -> None:
+    indexed_table(spark, table_uri)
+    tidemark.spark.register_view(spark, "native_events", table_uri)
+    query = "SELECT id, name, part, ts FROM native_events"
+    assert {tuple(r) for r in spark.sql(f"{query} WHERE id IN (2, 5)").collect()} == {
+        MODEL[2],
+        MODEL[5],
+    }
+    assert spark.sql(query).count() == 12
+    assert "FileScan parquet" in scan_nodes(spark.sql(f"{query} WHERE part = 'b'"))
+    write(spark, rows(spark, (20, "new", "c", 2)), table_uri, "upsert")
+    assert spark.sql(query).count() == 12  # the view is the snapshot it was made of
+    tidemark.spark.register_view(spark, "native_events", table_uri)
+    assert spark.sql(query).count() == 13
+
+
+def test_key_reads_compact_a_piled_up_index(
+    spark: SparkSession, table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    indexed_table(spark, table_uri)
+    inserts = [(k, "new", "abc"[k % 3], 2) for k in range(20, 32)]  # new keys: index deltas
+    write(spark, rows(spark, *inserts), table_uri, "upsert")
+    index = RecordIndex.open(open_storage(table_uri))
+    assert index.max_deltas() == 1
+    folded = tidemark.spark.index_compact(table_uri)
+    index.refresh()
+    assert folded.deltas_folded >= 1 and index.max_deltas() == 0
+    write(spark, rows(spark, (40, "new", "c", 2)), table_uri, "upsert")
+    index.refresh()
+    assert index.max_deltas() == 1
+    monkeypatch.setattr(pruning, "READ_COMPACT_AFTER_DELTAS", 1)
+    assert len(plan_snapshot(table_uri, [("id", "=", 40)]).files) == 1
+    index.refresh()
+    assert index.max_deltas() == 0
+
+
+def test_s3_tables_resolve_and_read_without_s3a(spark: SparkSession, s3_bucket: str) -> None:
+    """This session has no hadoop-aws: the files are resolved on S3 and read through
+    tidemark.storage; with it, Spark reads the same files as s3a:// paths."""
+    located = indexed_table(spark, s3_bucket)
+    assert hadoop_uri(s3_bucket).startswith("s3a://")
+    assert not spark_reaches(spark, s3_bucket)
+    plan = plan_snapshot(s3_bucket, [("id", "=", 4)])
+    assert [f.file_id for f in plan.files] == [located["4"][1]]
+    frame = tidemark.spark.read(spark, s3_bucket)
+    columns = [*META_COLUMNS, *DATA_COLUMNS]
+    assert rows_by_key(frame.toArrow(), columns) == rows_by_key(hudi_rs_table(s3_bucket), columns)
+    assert data_rows(tidemark.spark.lookup(spark, s3_bucket, [4, 5])) == {MODEL[4], MODEL[5]}
+    in_b = {r for r in MODEL.values() if r[2] == "b"}
+    assert data_rows(frame.where(sf.col("part") == "b")) == in_b
