@@ -66,6 +66,13 @@ def register(subparsers: Any) -> None:
         "every record key field of a table with a record index, only the file groups "
         "holding those keys are read",
     )
+    read.add_argument(
+        "--as-of",
+        metavar="INSTANT",
+        help="time travel: the rows of the writes completed at or before this time "
+        "(17 digits yyyyMMddHHmmssSSS; table versions 8 and 9 record completion times, "
+        "on version 6 the requested time stands in)",
+    )
     read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
     read.add_argument("--output", metavar="PATH", help="write to PATH.parquet or PATH.json")
@@ -115,6 +122,7 @@ def run_read(args: argparse.Namespace) -> int:
         table.storage,
         columns=args.columns,
         filters=[_parse_where(item) for item in args.where],
+        as_of=args.as_of,
         locate=index_locator(table.storage),
     )
     if args.limit is not None:
@@ -137,11 +145,13 @@ def run_show(args: argparse.Namespace) -> int:
         f"partitions: {','.join(config.partition_fields) or '(none)'}  "
         f"hive-style: {str(config.hive_style).lower()}"
     )
+    console.print(f"table version: {dict(table.config.properties)['hoodie.table.version']}")
     timeline = Table(title="timeline")
-    for header in ("instant", "action", "state"):
+    for header in ("instant", "action", "state", "completed at"):
         timeline.add_column(header)
     for instant in table.timeline.instants():
-        timeline.add_row(instant.timestamp, instant.action, instant.state.name)
+        completed = instant.completion_time or ("" if instant.layout == 2 else "(not recorded)")
+        timeline.add_row(instant.timestamp, instant.action, instant.state.name, completed)
     console.print(timeline)
     groups = Table(title="file groups")
     for header in ("partition", "file id", "instant", "bytes"):

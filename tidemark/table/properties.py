@@ -17,6 +17,7 @@ from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.property_support import check_properties
+from tidemark.table.table_versions import table_version
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 CHECKSUM_KEY = "hoodie.table.checksum"
@@ -31,6 +32,14 @@ NON_PARTITIONED_KEY_GENERATOR = "org.apache.hudi.keygen.NonpartitionedKeyGenerat
 TIMESTAMP_KEY_GENERATOR = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 CUSTOM_KEY_GENERATOR = "org.apache.hudi.keygen.CustomKeyGenerator"
 POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
+KEY_GENERATOR_TYPES = {
+    "SIMPLE": SIMPLE_KEY_GENERATOR,
+    "COMPLEX": COMPLEX_KEY_GENERATOR,
+    "NON_PARTITION": NON_PARTITIONED_KEY_GENERATOR,
+    "TIMESTAMP": TIMESTAMP_KEY_GENERATOR,
+    "CUSTOM": CUSTOM_KEY_GENERATOR,
+}
+"""``hoodie.table.keygenerator.type`` (Hudi 1.x writes it instead of the class name)."""
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """Avro's name rule; Hudi derives Avro record names from table names."""
 
@@ -100,7 +109,8 @@ class TableConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TableConfig:
-        """Parse and check that the table is one Tidemark supports (COW, version 6)."""
+        """Parse and check that the table is one Tidemark supports (COW; version 6, or 8
+        and 9 with timeline layout 2)."""
         for key in (
             "hoodie.table.name",
             "hoodie.table.type",
@@ -110,6 +120,7 @@ class TableConfig:
             if key not in props:
                 raise FailedPreconditionError(f"hoodie.properties lacks {key}", field="table")
         check_properties(props, "table")
+        table_version(props)
         record_keys = _split(props.get("hoodie.table.recordkey.fields", ""))
         partitions = tuple(
             name.partition(":")[0]
@@ -119,18 +130,35 @@ class TableConfig:
             name=props["hoodie.table.name"],
             record_key_fields=record_keys,
             partition_fields=partitions,
-            precombine_field=props.get("hoodie.table.precombine.field") or None,
+            precombine_field=_ordering_field(props),
             hive_style=props.get("hoodie.datasource.write.hive_style_partitioning") == "true",
             avro_schema=props.get("hoodie.table.create.schema", ""),
-            key_generator_class=props.get(
-                "hoodie.table.keygenerator.class",
-                cls.default_key_generator(record_keys, partitions),
-            ),
+            key_generator_class=_key_generator_class(props, record_keys, partitions),
             url_encode_partitions=props.get("hoodie.datasource.write.partitionpath.urlencode")
             == "true",
             populate_meta_fields=props.get(POPULATE_META_FIELDS, "true").strip().lower() != "false",
             properties=tuple(props.items()),
         )
+
+
+def _ordering_field(props: Mapping[str, str]) -> str | None:
+    """Hudi 1.1 renamed the precombine field ``hoodie.table.ordering.fields`` (a list;
+    Tidemark orders by one field, the first)."""
+    ordering = _split(props.get("hoodie.table.ordering.fields", ""))
+    return props.get("hoodie.table.precombine.field") or (ordering[0] if ordering else None)
+
+
+def _key_generator_class(
+    props: Mapping[str, str], record_keys: tuple[str, ...], partitions: tuple[str, ...]
+) -> str:
+    """The class, else the class of Hudi 1.x's key generator type (an unknown type is
+    kept as written, which key-dependent operations refuse), else Hudi's default."""
+    if "hoodie.table.keygenerator.class" in props:
+        return props["hoodie.table.keygenerator.class"]
+    kind = props.get("hoodie.table.keygenerator.type", "").strip().upper()
+    if kind:
+        return KEY_GENERATOR_TYPES.get(kind, kind)
+    return TableConfig.default_key_generator(record_keys, partitions)
 
 
 def table_checksum(database: str, table_name: str) -> int:
