@@ -58,7 +58,7 @@ class ScanReader(DataSourceReader):
 
     def __init__(self, table_uri: str, schema: StructType, as_of: str | None) -> None:
         self.table_uri = table_uri
-        self.output = to_arrow_schema(schema)
+        self.output = to_arrow_schema(schema, timezone="UTC")
         self.as_of = as_of
         self.where: dict[str, Any] = {}
 
