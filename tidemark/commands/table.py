@@ -28,6 +28,7 @@ from tidemark.table.properties import TableConfig
 from tidemark.table.reader import Filter, read_snapshot
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
+from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
 
 PIPE_WIDTH = 240
 _IN_LIST = re.compile(r"\s*(?P<column>[^\s=]+)\s+in\s*\((?P<values>[^)]*)\)\s*", re.IGNORECASE)
@@ -53,6 +54,7 @@ def register(subparsers: Any) -> None:
         help="URL-encode partition values in folder names, as Hudi does",
     )
     create.add_argument("--name", help="table name (default: the last folder of --table)")
+    add_table_version_argument(create, default=DEFAULT_TABLE_VERSION)
     create.set_defaults(handler=run_create)
 
     read = subparsers.add_parser("read", help="print or export the latest snapshot")
@@ -109,10 +111,11 @@ def run_create(args: argparse.Namespace) -> int:
         avro_schema=arrow_to_avro_schema(schema, name),
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
         url_encode_partitions=args.urlencode_partitions,
+        table_version=args.table_version,
     )
     check_write_schema(schema, config)
     table = HoodieTable.create(args.table, config)
-    print(f"created table {config.name} at {table.uri}")
+    print(f"created table {config.name} (version {config.table_version}) at {table.uri}")
     return 0
 
 
@@ -145,7 +148,7 @@ def run_show(args: argparse.Namespace) -> int:
         f"partitions: {','.join(config.partition_fields) or '(none)'}  "
         f"hive-style: {str(config.hive_style).lower()}"
     )
-    console.print(f"table version: {dict(table.config.properties)['hoodie.table.version']}")
+    console.print(f"table version: {config.table_version}")
     timeline = Table(title="timeline")
     for header in ("instant", "action", "state", "completed at"):
         timeline.add_column(header)

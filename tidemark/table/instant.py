@@ -82,6 +82,10 @@ class Instant:
     def path(self) -> str:
         return f"{TIMELINE_FOLDERS[self.layout]}{self.file_name}"
 
+    def with_state(self, state: State) -> Instant:
+        """The same instant's file in a pending ``state``, on the same layout."""
+        return Instant(self.timestamp, self.action, state, layout=self.layout)
+
     @property
     def completed_at(self) -> str:
         """When the instant completed: layout 2's completion time, else (layout 1, which

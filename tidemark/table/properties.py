@@ -17,7 +17,7 @@ from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.property_support import check_properties
-from tidemark.table.table_versions import table_version
+from tidemark.table.table_versions import READ_VERSIONS, table_version
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 CHECKSUM_KEY = "hoodie.table.checksum"
@@ -57,6 +57,8 @@ class TableConfig:
     key_generator_class: str
     url_encode_partitions: bool = False
     populate_meta_fields: bool = True
+    table_version: int = 6
+    """6 (timeline layout 1), or 8 and 9 (Hudi 1.x, layout 2; docs/hudi-versions.md)."""
     properties: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     """Every key of the hoodie.properties the config was read from (empty for new tables)."""
 
@@ -66,6 +68,10 @@ class TableConfig:
                 f"table name {self.name!r} must be ASCII letters, digits or '_', not starting "
                 "with a digit (Hudi derives the Avro record name from it)",
                 field="name",
+            )
+        if self.table_version not in READ_VERSIONS:
+            raise InvalidArgumentError(
+                f"table version {self.table_version} is not one of 6, 8, 9", field="table_version"
             )
         if not self.record_key_fields or not all(self.record_key_fields):
             raise InvalidArgumentError("at least one record key field is required", field="key")
@@ -104,7 +110,30 @@ class TableConfig:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.precombine_field:
             props["hoodie.table.precombine.field"] = self.precombine_field
+        if self.table_version != 6:
+            props |= self._hudi_1x_properties()
         props[CHECKSUM_KEY] = str(table_checksum(DATABASE_NAME, self.name))
+        return props
+
+    def _hudi_1x_properties(self) -> dict[str, str]:
+        """What Hudi 1.0 (version 8) and 1.1 (version 9) write at creation beside the
+        0.14 keys: layout 2's folders, the creation version, the key generator type, and
+        the merge mode of Tidemark's upserts (the incoming record wins: commit time)."""
+        props = {
+            "hoodie.table.version": str(self.table_version),
+            "hoodie.timeline.layout.version": "2",
+            "hoodie.timeline.path": "timeline",
+            "hoodie.timeline.history.path": "history",
+            "hoodie.table.initial.version": str(self.table_version),
+            "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
+        }
+        kind = {cls: name for name, cls in KEY_GENERATOR_TYPES.items()}.get(
+            self.key_generator_class
+        )
+        if kind:
+            props["hoodie.table.keygenerator.type"] = kind
+        if self.table_version >= 9 and self.precombine_field:
+            props["hoodie.table.ordering.fields"] = self.precombine_field
         return props
 
     @classmethod
@@ -120,7 +149,6 @@ class TableConfig:
             if key not in props:
                 raise FailedPreconditionError(f"hoodie.properties lacks {key}", field="table")
         check_properties(props, "table")
-        table_version(props)
         record_keys = _split(props.get("hoodie.table.recordkey.fields", ""))
         partitions = tuple(
             name.partition(":")[0]
@@ -137,6 +165,7 @@ class TableConfig:
             url_encode_partitions=props.get("hoodie.datasource.write.partitionpath.urlencode")
             == "true",
             populate_meta_fields=props.get(POPULATE_META_FIELDS, "true").strip().lower() != "false",
+            table_version=table_version(props),
             properties=tuple(props.items()),
         )
 

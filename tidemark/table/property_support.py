@@ -63,7 +63,7 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.table.version",
         "refused",
-        "Tidemark reads table versions 6, 8 and 9 and writes version 6 only",
+        "Tidemark reads and writes table versions 6, 8 and 9 (clusters 6 only)",
         _one_of("6", "8", "9"),
     ),
     PropertyRule(

@@ -24,8 +24,8 @@ log = structlog.get_logger(__name__)
 
 
 class HoodieTable:
-    """An opened copy-on-write table (version 6, or 8 and 9 read-only). Build with
-    ``create`` or ``open``."""
+    """An opened copy-on-write table (version 6, 8 or 9). Build with ``create`` or
+    ``open``."""
 
     def __init__(self, storage: Storage, config: TableConfig) -> None:
         self.storage = storage

@@ -4,11 +4,12 @@ Version 6 (Hudi 0.14-0.15) keeps its timeline directly under ``.hoodie/`` (layou
 archives to ``.hoodie/archived`` log files; versions 8 (Hudi 1.0) and 9 (Hudi 1.1, 1.2)
 keep it under ``.hoodie/timeline/`` (layout 2) with completion times, and archive to the
 LSM history. A version must come with its layout, as hudi-rs also demands. Tidemark
-reads 6, 8 and 9 and writes 6 only (docs/hudi-versions.md).
+reads and writes 6, 8 and 9, and clusters 6 only (docs/hudi-versions.md).
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -17,13 +18,15 @@ from tidemark.storage.base import Storage
 from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
 from tidemark.table.lsm_timeline import LsmTimeline, history_folder
 from tidemark.table.timeline import Timeline
-from tidemark.table.timeline_v2 import LayoutTwoTimeline, write_refusal
+from tidemark.table.timeline_v2 import LayoutTwoTimeline
 
 VERSION_KEY = "hoodie.table.version"
 LAYOUT_KEY = "hoodie.timeline.layout.version"
 READ_VERSIONS = {6: 1, 8: 2, 9: 2}
 """Table version -> the timeline layout it requires."""
-WRITE_VERSIONS = frozenset({6})
+DEFAULT_TABLE_VERSION = 6
+"""Of new tables: every reader Tidemark names reads 6 (docs/hudi-versions.md)."""
+CLUSTER_VERSIONS = frozenset({6})
 
 
 class Archive(Protocol):
@@ -55,10 +58,27 @@ def table_version(props: Mapping[str, str]) -> int:
     return version
 
 
-def check_writable_version(props: Mapping[str, str]) -> None:
-    version = table_version(props)
-    if version not in WRITE_VERSIONS:
-        raise write_refusal(version)
+def add_table_version_argument(parser: argparse.ArgumentParser, *, default: int | None) -> None:
+    """``--table-version`` of ``tidemark create`` and of writes that create a table."""
+    parser.add_argument(
+        "--table-version",
+        type=int,
+        choices=sorted(READ_VERSIONS),
+        default=default,
+        help="Hudi table version of a new table: 6 (Hudi 0.14-0.15), 8 (Hudi 1.0) or 9 "
+        f"(Hudi 1.1-1.2); default {DEFAULT_TABLE_VERSION} (see docs/hudi-versions.md)",
+    )
+
+
+def check_clusterable_version(version: int) -> None:
+    """Clustering plans are written and run on version 6 only (a 1.x plan is a
+    ``clustering`` instant, which the planner does not write yet)."""
+    if version not in CLUSTER_VERSIONS:
+        raise FailedPreconditionError(
+            f"value '{version}' is not supported for clustering (Tidemark plans and runs "
+            "clustering on table version 6 only; versions 8 and 9 are read and written)",
+            field=VERSION_KEY,
+        )
 
 
 def open_timeline(storage: Storage, props: Mapping[str, str]) -> Timeline:

@@ -7,12 +7,10 @@ from tidemark.table.hudi_metadata import check_hudi_metadata_table
 from tidemark.table.keys import partition_field_kinds
 from tidemark.table.properties import TableConfig
 from tidemark.table.property_support import check_properties
-from tidemark.table.table_versions import check_writable_version
 
 
 def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) -> None:
     props = dict(config.properties)
-    check_writable_version(props)
     check_properties(props, "write")
     partition_field_kinds(config)
     check_hudi_metadata_table(props, disable=disable_hudi_metadata_table)
