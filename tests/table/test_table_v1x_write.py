@@ -13,6 +13,8 @@ import pytest
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.cli import main
 from tidemark.errors import ConflictError, FailedPreconditionError
+from tidemark.table.commit import rollback
+from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.properties import read_properties
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
@@ -158,3 +160,24 @@ def test_create_defaults_to_version_6_and_refuses_others(
         main([*args, "--table", str(tmp_path / "b"), "--table-version", "7"])
     assert "--table-version: invalid choice: 7" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_failed_write_rolls_back_on_the_version_timeline(version: int, tmp_path: Path) -> None:
+    writer = new_table(tmp_path, version)
+    uri = writer.table.uri
+    writer.commit(rows((1, "Alice", "eu", 1.0)))
+    failed = writer.begin()
+    stats = writer.write_files(failed, rows((1, "Alicia", "eu", 2.0), (2, "Bob", "us", 2.0)))
+    assert all((Path(uri) / stat.path).exists() for stat in stats)
+    result = rollback(writer.table, failed, StorageMarkerReader(writer.table.storage))
+    assert sorted(result.deleted_files) == sorted(stat.path for stat in stats)
+    timeline = HoodieTable.open(uri).timeline
+    done = timeline.find(result.rollback_instant)
+    assert done.completion_time is not None and done.is_completed
+    assert done.path.startswith(".hoodie/timeline/")
+    ((_, metadata),) = timeline.rollbacks()
+    assert [info.commit_time for info in metadata.instants_rollback] == [failed]
+    assert failed not in {i.timestamp for i in timeline.instants()}
+    assert data_rows(uri) == [(1, "Alice", "eu", 1.0)]
+    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
