@@ -26,6 +26,7 @@ COMMAND_MODULES: dict[str, str] = {
     "read": "tidemark.commands.table",
     "show": "tidemark.commands.table",
     "rollback": "tidemark.commands.table",
+    "upgrade": "tidemark.commands.table",
     "write": "tidemark.commands.write",
     "index": "tidemark.commands.index",
     "cluster": "tidemark.commands.cluster",

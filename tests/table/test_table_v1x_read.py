@@ -3,11 +3,9 @@ hudi-rs reads them: snapshots, time travel by completion time, the LSM history."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
@@ -16,6 +14,7 @@ from table.v1x_testkit import LANCE, LIVE_ROWS, PARQUET_TABLES, unzip_fixture
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
 from tidemark.table.instant import CLUSTERING, REPLACE_COMMIT, State
+from tidemark.table.lsm_timeline import HistoryInstant, write_history
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
 from tidemark.table.write_checks import check_writable
@@ -92,33 +91,13 @@ def test_clustering_is_pending_as_clustering_and_completes_as_replacecommit(
 def _archive_oldest(root: Path, count: int) -> list[str]:
     """Move the ``count`` oldest completed instants into an LSM history as Hudi 1.x's
     archiver lays it out (one level-0 Parquet file, manifest_1, _version_)."""
-    timeline = HoodieTable.open(str(root)).timeline
-    moved = timeline.completed()[:count]
-    folder = root / ".hoodie/timeline"
-    rows = []
+    table = HoodieTable.open(str(root))
+    moved = table.timeline.completed()[:count]
     for instant in moved:
-        metadata = (folder / instant.file_name).read_bytes()
-        for path in folder.glob(f"{instant.timestamp}*"):
+        for path in (root / ".hoodie/timeline").glob(f"{instant.timestamp}*"):
             path.unlink()
-        rows.append(
-            {
-                "instantTime": instant.timestamp,
-                "completionTime": instant.completion_time,
-                "action": instant.action,
-                "metadata": metadata,
-                "plan": None,
-            }
-        )
-    history = folder / "history"
-    name = f"{moved[0].timestamp}_{moved[-1].completion_time}_0.parquet"
-    schema = pa.schema(
-        [(n, pa.string()) for n in ("instantTime", "completionTime", "action")]
-        + [("metadata", pa.binary()), ("plan", pa.binary())]
-    )
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), history / name)
-    manifest = {"files": [{"fileName": name, "fileLen": (history / name).stat().st_size}]}
-    (history / "manifest_1").write_text(json.dumps(manifest))
-    (history / "_version_").write_text("1")
+    history = [HistoryInstant(i.timestamp, i.completed_at, i.action) for i in moved]
+    write_history(table.storage, ".hoodie/timeline/history", history)
     return [instant.timestamp for instant in moved]
 
 

@@ -19,7 +19,7 @@ from rich.table import Table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import index_locator
-from tidemark.jobs.job_options import add_lock_wait_option
+from tidemark.jobs.job_options import add_lock_options, add_lock_wait_option
 from tidemark.jobs.rollback import rollback_table
 from tidemark.table.commit import rollback_target
 from tidemark.table.keys import META_COLUMNS
@@ -29,6 +29,7 @@ from tidemark.table.reader import Filter, read_snapshot
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
+from tidemark.table.upgrade import TARGETS, upgrade_table
 
 PIPE_WIDTH = 240
 _IN_LIST = re.compile(r"\s*(?P<column>[^\s=]+)\s+in\s*\((?P<values>[^)]*)\)\s*", re.IGNORECASE)
@@ -89,6 +90,14 @@ def register(subparsers: Any) -> None:
     undo.add_argument("--instant", required=True, help="instant time of the failed write")
     add_lock_wait_option(undo)
     undo.set_defaults(handler=run_rollback)
+
+    upgrade = subparsers.add_parser(
+        "upgrade", help="move a version 6 table to Hudi 1.x's table version 8 or 9 in place"
+    )
+    upgrade.add_argument("--table", required=True, help="table base URI")
+    upgrade.add_argument("--to", required=True, type=int, choices=TARGETS, help="8 or 9")
+    add_lock_options(upgrade)
+    upgrade.set_defaults(handler=run_upgrade)
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -177,6 +186,20 @@ def run_rollback(args: argparse.Namespace) -> int:
     print(
         f"rolled back {result.rolled_back.action} {args.instant} as rollback "
         f"{result.rollback_instant}: deleted {len(result.deleted_files)} files"
+    )
+    return 0
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    result = upgrade_table(
+        args.table, args.to, lock_wait_s=args.lock_wait_s, lock_lease_s=args.lock_lease_s
+    )
+    if result.from_version == result.to_version:
+        print(f"the table is at version {result.to_version}")
+        return 0
+    print(
+        f"upgraded the table from version {result.from_version} to {result.to_version}: "
+        f"{result.instants} instants on the timeline, {result.archived} in the LSM history"
     )
     return 0
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -35,6 +36,17 @@ VERSION_FILE = "_version_"
 MANIFEST = re.compile(r"manifest_(\d+)")
 LSM_FILE = re.compile(r"\d+_\d+_\d+\.parquet")
 COLUMNS = ["instantTime", "completionTime", "action"]
+FILE_SCHEMA = pa.schema(
+    [
+        pa.field("instantTime", pa.string()),
+        pa.field("completionTime", pa.string()),
+        pa.field("action", pa.string()),
+        pa.field("metadata", pa.binary()),
+        pa.field("plan", pa.binary()),
+        pa.field("version", pa.int32(), nullable=False),
+    ]
+)
+"""``HoodieLSMTimelineInstant.avsc`` as Parquet columns."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,37 @@ class LsmTimeline:
                 HistoryInstant(row["instantTime"], row["completionTime"], row["action"])
             )
         return instants
+
+
+def write_history(storage: Storage, folder: str, instants: Sequence[HistoryInstant]) -> str:
+    """A new history holding ``instants`` in one level-0 file, as Hudi's archiver lays
+    it out: the Parquet file, then ``manifest_1`` listing it, then ``_version_`` (the
+    switch readers follow), each written whole. Returns the file's name. The instants'
+    metadata and plans are not carried (null)."""
+    ordered = sorted(instants, key=lambda i: (i.timestamp, i.action))
+    name = f"{ordered[0].timestamp}_{max(i.completion_time for i in ordered)}_0.parquet"
+    rows = pa.Table.from_pylist(
+        [
+            {
+                "instantTime": i.timestamp,
+                "completionTime": i.completion_time,
+                "action": i.action,
+                "metadata": None,
+                "plan": None,
+                "version": 1,
+            }
+            for i in ordered
+        ],
+        schema=FILE_SCHEMA,
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink)
+    data = sink.getvalue().to_pybytes()
+    storage.write(f"{folder}/{name}", data)
+    manifest = {"files": [{"fileName": name, "fileLen": len(data)}]}
+    storage.write(f"{folder}/manifest_1", json.dumps(manifest, indent=2).encode())
+    storage.write(f"{folder}/{VERSION_FILE}", b"1")
+    return name
 
 
 def _unreadable(path: str, reason: str) -> FailedPreconditionError:

@@ -40,6 +40,9 @@ KEY_GENERATOR_TYPES = {
     "CUSTOM": CUSTOM_KEY_GENERATOR,
 }
 """``hoodie.table.keygenerator.type`` (Hudi 1.x writes it instead of the class name)."""
+COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+"""The merge mode of Tidemark's upserts: the incoming record wins."""
+EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """Avro's name rule; Hudi derives Avro record names from table names."""
 
@@ -111,29 +114,9 @@ class TableConfig:
         if self.precombine_field:
             props["hoodie.table.precombine.field"] = self.precombine_field
         if self.table_version != 6:
-            props |= self._hudi_1x_properties()
+            props |= hudi_1x_properties(self, self.table_version, COMMIT_TIME_ORDERING)
+            props["hoodie.table.initial.version"] = str(self.table_version)
         props[CHECKSUM_KEY] = str(table_checksum(DATABASE_NAME, self.name))
-        return props
-
-    def _hudi_1x_properties(self) -> dict[str, str]:
-        """What Hudi 1.0 (version 8) and 1.1 (version 9) write at creation beside the
-        0.14 keys: layout 2's folders, the creation version, the key generator type, and
-        the merge mode of Tidemark's upserts (the incoming record wins: commit time)."""
-        props = {
-            "hoodie.table.version": str(self.table_version),
-            "hoodie.timeline.layout.version": "2",
-            "hoodie.timeline.path": "timeline",
-            "hoodie.timeline.history.path": "history",
-            "hoodie.table.initial.version": str(self.table_version),
-            "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
-        }
-        kind = {cls: name for name, cls in KEY_GENERATOR_TYPES.items()}.get(
-            self.key_generator_class
-        )
-        if kind:
-            props["hoodie.table.keygenerator.type"] = kind
-        if self.table_version >= 9 and self.precombine_field:
-            props["hoodie.table.ordering.fields"] = self.precombine_field
         return props
 
     @classmethod
@@ -168,6 +151,25 @@ class TableConfig:
             table_version=table_version(props),
             properties=tuple(props.items()),
         )
+
+
+def hudi_1x_properties(config: TableConfig, version: int, merge_mode: str) -> dict[str, str]:
+    """What Hudi 1.0 (version 8) and 1.1 (version 9) keep beside the 0.14 keys: the
+    version, layout 2 and its folders, the key generator type, the merge mode and, on 9,
+    the ordering field under its new name."""
+    props = {
+        "hoodie.table.version": str(version),
+        "hoodie.timeline.layout.version": "2",
+        "hoodie.timeline.path": "timeline",
+        "hoodie.timeline.history.path": "history",
+        "hoodie.record.merge.mode": merge_mode,
+    }
+    kind = {cls: name for name, cls in KEY_GENERATOR_TYPES.items()}.get(config.key_generator_class)
+    if kind:
+        props["hoodie.table.keygenerator.type"] = kind
+    if version >= 9 and config.precombine_field:
+        props["hoodie.table.ordering.fields"] = config.precombine_field
+    return props
 
 
 def _ordering_field(props: Mapping[str, str]) -> str | None:
