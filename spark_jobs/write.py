@@ -683,6 +683,13 @@ def _plan(
                 )
             touched.append(by_file[old_file])
         moved = old_file is not None and row[OLD_PARTITION] != row[PARTITION_PATH]
+        if moved and operation != "delete" and table.config.orders_by_event_time:
+            raise FailedPreconditionError(
+                f"value 'EVENT_TIME_ORDERING' is not supported for writes moving keys to "
+                f"another partition ({row[OLD_PARTITION]!r} to {row[PARTITION_PATH]!r}): the "
+                "stored record may be the newer one",
+                field="hoodie.record.merge.mode",
+            )
         if operation != "delete" and (old_file is None or moved):
             partition = row[PARTITION_PATH]
             inserts[partition] = inserts.get(partition, 0) + row["count"]

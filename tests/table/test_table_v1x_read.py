@@ -162,22 +162,29 @@ def test_a_version_without_its_timeline_layout_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("name", "key"),
+    ("name", "key", "value", "message"),
     [
-        ("v8_simplekeygen_nonhivestyle", "hoodie.compaction.payload.class"),
-        ("v9_txns_simple_nometa", "hoodie.record.merge.mode"),
+        ("v9_txns_simple_meta", None, None, "hoodie.table.index.defs.path: value "),
+        (
+            "v9_txns_simple_nometa",
+            "hoodie.table.ordering.fields",
+            "",
+            "hoodie.record.merge.mode: value 'EVENT_TIME_ORDERING' needs an ordering field",
+        ),
     ],
 )
-def test_writes_with_event_time_ordering_are_refused_in_one_line(
-    name: str, key: str, tmp_path: Path
+def test_writes_tidemark_cannot_honour_are_refused_in_one_line(
+    name: str, key: str | None, value: str | None, message: str, tmp_path: Path
 ) -> None:
-    """Hudi 1.x's Spark tables order records by event time (the greater ordering value
-    wins); Tidemark's upserts let the incoming record win, so it refuses to write them."""
+    """Hudi's secondary indexes (kept in its metadata table) are not maintained; event-time
+    ordering needs the ordering field it orders by."""
     root = unzip_fixture(name, tmp_path)
+    if key is not None and value is not None:
+        set_property(root, key, value)
     table = HoodieTable.open(str(root))
     with pytest.raises(FailedPreconditionError) as refused:
         check_writable(table.config, disable_hudi_metadata_table=True)
-    assert str(refused.value).startswith(f"{key}: value ")
+    assert str(refused.value).startswith(message)
 
 
 def test_show_lists_completion_times_and_read_travels_by_them(

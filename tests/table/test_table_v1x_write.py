@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import fastavro
+import pyarrow as pa
 import pytest
 
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
@@ -15,6 +16,7 @@ from tidemark.cli import main
 from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.table.commit import rollback
 from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.ordering import newer_than_stored
 from tidemark.table.properties import read_properties
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
@@ -181,3 +183,14 @@ def test_a_failed_write_rolls_back_on_the_version_timeline(version: int, tmp_pat
     assert failed not in {i.timestamp for i in timeline.instants()}
     assert data_rows(uri) == [(1, "Alice", "eu", 1.0)]
     assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
+
+
+def test_event_time_ordering_keeps_a_stored_record_that_orders_later() -> None:
+    stored = pa.table({"_hoodie_record_key": ["1", "2", "3"], "score": [3.0, 5.0, 1.0]})
+    incoming = pa.table(
+        {"_hoodie_record_key": ["1", "2", "3", "9"], "score": [1.0, 5.0, None, 2.0]}
+    )
+    kept = newer_than_stored(
+        incoming, stored, stored.column("_hoodie_record_key").combine_chunks(), people_config()
+    )
+    assert kept.column("_hoodie_record_key").to_pylist() == ["2", "3", "9"]

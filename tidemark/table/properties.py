@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.property_support import check_properties
+from tidemark.table.property_support import DEFAULT_RECORD_PAYLOAD, check_properties
 from tidemark.table.table_versions import READ_VERSIONS, table_version
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
@@ -80,6 +80,17 @@ class TableConfig:
             raise InvalidArgumentError("at least one record key field is required", field="key")
         if not all(self.partition_fields):
             raise InvalidArgumentError("partition field names must be non-empty", field="partition")
+
+    @property
+    def orders_by_event_time(self) -> bool:
+        """Hudi 1.x's ``EVENT_TIME_ORDERING`` (0.x: ``DefaultHoodieRecordPayload``): an
+        upsert keeps a stored record whose ordering value is greater than the incoming
+        one's; otherwise (commit time ordering) the incoming record wins."""
+        props = dict(self.properties)
+        mode = props.get("hoodie.record.merge.mode", "").strip().upper()
+        if mode:
+            return mode == EVENT_TIME_ORDERING
+        return props.get("hoodie.compaction.payload.class", "").strip() == DEFAULT_RECORD_PAYLOAD
 
     @staticmethod
     def default_key_generator(

@@ -22,6 +22,9 @@ Treatment = Literal["honoured", "refused", "ignored"]
 Scope = Literal["table", "write"]
 
 OVERWRITE_WITH_LATEST_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+DEFAULT_RECORD_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+"""Event-time ordering: a stored record with a greater ordering value than the incoming
+one stays (Hudi 1.x's EVENT_TIME_ORDERING)."""
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 KEYGEN_OPTION_PREFIX = "hoodie.keygen."
 
@@ -141,9 +144,10 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.compaction.payload.class",
         "refused",
-        "Tidemark's upserts replace a stored record with the incoming one, which is "
-        "OverwriteWithLatestAvroPayload; other payloads merge differently",
-        _one_of("", OVERWRITE_WITH_LATEST_PAYLOAD),
+        "OverwriteWithLatestAvroPayload (the incoming record wins) and "
+        "DefaultHoodieRecordPayload (the greater ordering value wins) are how Tidemark "
+        "merges; other payloads merge differently",
+        _one_of("", OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_RECORD_PAYLOAD),
         "write",
     ),
     PropertyRule(
@@ -261,9 +265,9 @@ HUDI_1X_RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.record.merge.mode",
         "refused",
-        "Tidemark's upserts replace a stored record with the incoming one, which is "
-        "COMMIT_TIME_ORDERING; EVENT_TIME_ORDERING keeps the one with the greater ordering value",
-        _one_of("", "COMMIT_TIME_ORDERING"),
+        "COMMIT_TIME_ORDERING (the incoming record wins) and EVENT_TIME_ORDERING (the "
+        "greater ordering value wins) are how Tidemark merges; CUSTOM merges differently",
+        _one_of("", "COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"),
         "write",
     ),
     PropertyRule(

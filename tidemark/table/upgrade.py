@@ -61,7 +61,7 @@ from tidemark.table.properties import (
     hudi_1x_properties,
     read_properties,
 )
-from tidemark.table.property_support import OVERWRITE_WITH_LATEST_PAYLOAD
+from tidemark.table.property_support import DEFAULT_RECORD_PAYLOAD, OVERWRITE_WITH_LATEST_PAYLOAD
 from tidemark.table.table import HoodieTable
 from tidemark.table.table_versions import table_version
 from tidemark.table.timeline import WRITE_ACTIONS, Timeline
@@ -70,11 +70,10 @@ from tidemark.table.timeline_v2 import TIMELINE_DIR
 log = structlog.get_logger(__name__)
 
 TARGETS = (8, 9)
-DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 MERGE_MODES = {
     "": COMMIT_TIME_ORDERING,
     OVERWRITE_WITH_LATEST_PAYLOAD: COMMIT_TIME_ORDERING,
-    DEFAULT_PAYLOAD: EVENT_TIME_ORDERING,
+    DEFAULT_RECORD_PAYLOAD: EVENT_TIME_ORDERING,
 }
 """``hoodie.record.merge.mode`` of the 0.x payload class, as Hudi's upgrade maps it."""
 
