@@ -13,6 +13,7 @@ from table.table_testkit import file_tree, hudi_rs_table, set_property, sorted_r
 from table.v1x_testkit import LANCE, LIVE_ROWS, PARQUET_TABLES, unzip_fixture
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
+from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import CLUSTERING, REPLACE_COMMIT, State
 from tidemark.table.lsm_timeline import HistoryInstant, write_history
 from tidemark.table.reader import read_snapshot
@@ -86,6 +87,9 @@ def test_clustering_is_pending_as_clustering_and_completes_as_replacecommit(
     (root / ".hoodie/timeline" / clustered.file_name).unlink()
     pending = HoodieTable.open(str(root)).timeline.find("20260307162454799")
     assert (pending.action, pending.state) == (CLUSTERING, State.INFLIGHT)
+    (plan,) = pending_plans(HoodieTable.open(str(root)))
+    assert plan.timestamp == "20260307162454799"
+    assert ("region=apac", "7dcb7583-60a5-4c3e-b173-87f1d23ee9e0-0") in plan.plan.file_groups()
 
 
 def _archive_oldest(root: Path, count: int) -> list[str]:
