@@ -55,6 +55,14 @@ def register(subparsers: Any) -> None:
         default="bulk_insert",
         help="the writer that goes first in the cold round (then they alternate)",
     )
+    parser.add_argument(
+        "--table-version",
+        type=int,
+        choices=(6, 8, 9),
+        default=6,
+        help="also bulk_insert and upsert tables at this Hudi table version beside version "
+        "6, taking turns, and compare (8 and 9 write timeline layout 2)",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=_handle)
@@ -130,6 +138,43 @@ def run_benchmark(
     }
 
 
+def compare_versions(
+    spark: SparkSession, rows: int, workdir: Path, version: int, repeats: int = DEFAULT_REPEATS
+) -> dict[str, Any]:
+    """bulk_insert then a 1% upsert into a new table at version 6 and at ``version``, the
+    two taking turns round by round (a cold round first); warm medians compared."""
+    source = generate(spark, rows).cache()
+    updates = generate(spark, rows, step=UPSERT_EVERY, version=1).cache()
+    source.count()
+    updates.count()
+    versions = (6, version)
+    bulk: dict[int, list[float]] = {v: [] for v in versions}
+    upsert: dict[int, list[float]] = {v: [] for v in versions}
+    for run in range(repeats + 1):
+        for v in versions if run % 2 == 0 else versions[::-1]:
+            table = str(workdir / f"v{v}-{run}")
+            bulk[v].append(_timed(bulk_insert_generated, spark, source, table, table_version=v))
+            upsert[v].append(_timed(write, spark, updates, table, "upsert"))
+    source.unpersist()
+    updates.unpersist()
+    medians = {
+        (kind, v): statistics.median(runs[v][1:])
+        for kind, runs in (("bulk_insert", bulk), ("upsert", upsert))
+        for v in versions
+    }
+    return {
+        "table_version": version,
+        "versions_bulk_insert_runs_s": {str(v): [round(s, 3) for s in bulk[v]] for v in versions},
+        "versions_upsert_runs_s": {str(v): [round(s, 3) for s in upsert[v]] for v in versions},
+        "versions_bulk_insert_s": {str(v): round(medians["bulk_insert", v], 3) for v in versions},
+        "versions_upsert_s": {str(v): round(medians["upsert", v], 3) for v in versions},
+        "version_vs_6_bulk_insert_ratio": round(
+            medians["bulk_insert", version] / medians["bulk_insert", 6], 3
+        ),
+        "version_vs_6_upsert_ratio": round(medians["upsert", version] / medians["upsert", 6], 3),
+    }
+
+
 def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """The README's rows (benchmark, Tidemark, baseline, ratio) from one ``--json``
     result; both sides measured in that run."""
@@ -137,7 +182,7 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         f"`bench write --rows {result['rows']} --repeats {result['repeats']}` "
         f"({result['partitions']} partitions both sides)"
     )
-    return [
+    rows = [
         (
             f"{setting}: bulk_insert, warm median of {result['repeats']}",
             f"{result['bulk_insert_s']:.2f} s ({_spread(result['bulk_insert_runs_s'][1:])})",
@@ -164,6 +209,19 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             "-",
         ),
     ]
+    if "table_version" in result:
+        version = str(result["table_version"])
+        for kind in ("bulk_insert", "upsert"):
+            seconds = result[f"versions_{kind}_s"]
+            rows.append(
+                (
+                    f"same, `--table-version {version}`: {kind} at version {version}",
+                    f"{seconds[version]:.2f} s",
+                    f"version 6: {seconds['6']:.2f} s",
+                    f"{result[f'version_vs_6_{kind}_ratio']:.2f}x",
+                )
+            )
+    return rows
 
 
 def _spread(runs: list[float]) -> str:
@@ -182,6 +240,7 @@ def bulk_insert_generated(
     markers: MarkerKind = "direct",
     marker_service_address: str | None = None,
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    table_version: int = 6,
 ) -> WriteResult:
     """bulk_insert of benchmark rows (key ``id``, partition ``part``, precombine
     ``version``) into a new table; service markers need ``marker_service_address``."""
@@ -197,6 +256,7 @@ def bulk_insert_generated(
             markers=markers,
             marker_service_address=marker_service_address,
             target_file_bytes=target_file_bytes,
+            table_version=table_version,
         ),
     )
 
@@ -213,6 +273,8 @@ def _handle(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="tidemark-bench-write-"))
     try:
         result = run_benchmark(spark, args.rows, workdir, args.repeats, args.cold_first)
+        if args.table_version != 6:
+            result |= compare_versions(spark, args.rows, workdir, args.table_version, args.repeats)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     _print_table(result)
@@ -262,3 +324,24 @@ def _print_table(result: dict[str, Any]) -> None:
         f"{name} {seconds:.2f} s" for name, seconds in result["bulk_insert_stage_s"].items()
     )
     Console().print(f"bulk_insert stages (warm medians): {stages}")
+    if "table_version" in result:
+        _print_versions(result)
+
+
+def _print_versions(result: dict[str, Any]) -> None:
+    version = str(result["table_version"])
+    table = Table(
+        title=f"table version {version} beside 6 (warm medians of {result['repeats']} runs, "
+        "the versions taking turns)"
+    )
+    for column in ("write", "version 6 s", f"version {version} s", f"{version} / 6"):
+        table.add_column(column, justify="right")
+    for kind in ("bulk_insert", "upsert"):
+        seconds = result[f"versions_{kind}_s"]
+        table.add_row(
+            kind,
+            f"{seconds['6']:.2f}",
+            f"{seconds[version]:.2f}",
+            f"{result[f'version_vs_6_{kind}_ratio']:.2f}",
+        )
+    Console().print(table)

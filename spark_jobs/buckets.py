@@ -29,6 +29,7 @@ from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION
 from tidemark.jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
 from tidemark.table.keys import IS_DELETED, PARTITION_PATH, RECORD_KEY, stored_record_keys
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
+from tidemark.table.ordering import newer_than_stored
 
 BUCKET = f"{INTERNAL_COLUMN_PREFIX}bucket"
 IS_DELETE = f"{INTERNAL_COLUMN_PREFIX}delete"
@@ -145,6 +146,8 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
             with storage.open_input(bucket.base.path) as stream:
                 old = pq.read_table(stream)
             old_keys = stored_record_keys(old, context.config)
+            if context.config.orders_by_event_time:
+                incoming = newer_than_stored(incoming, old, old_keys, context.config)
             updated = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
             removed = pc.is_in(old_keys, value_set=deleted_keys.combine_chunks())
             updates = pc.sum(updated).as_py() or 0

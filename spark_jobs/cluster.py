@@ -92,6 +92,7 @@ from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
 from tidemark.table.plan_run import forget_runs, run_lock
 from tidemark.table.table import HoodieTable
+from tidemark.table.table_versions import check_clusterable_version
 
 log = structlog.get_logger(__name__)
 
@@ -210,6 +211,7 @@ def checked_plans(
     if row_group_bytes <= 0:
         raise InvalidArgumentError(f"must be > 0, got {row_group_bytes}", field="row_group_bytes")
     table = HoodieTable.open(canonical_uri(table_uri))
+    check_clusterable_version(table.config.table_version)
     plans = plans_to_run(table, instant)
     for pending in plans:
         _check_layout(table, pending)

@@ -14,17 +14,17 @@ bytes, as each Python task costs far more than reading a small file.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import plan_snapshot
+from tidemark.jobs.keying import arrow_schema_in_zone
 from tidemark.jobs.read import pack, read_file
 from tidemark.table.reader import snapshot_schema
 from tidemark.table.table import HoodieTable
@@ -47,7 +47,7 @@ class FilesPartition(InputPartition):
 class SnapshotReader(DataSourceReader):
     def __init__(self, table_uri: str, schema: StructType, as_of: str | None, tasks: int) -> None:
         self.table_uri = table_uri
-        self.output = arrow_schema(schema)
+        self.output = arrow_schema_in_zone(schema, ARROW_TIME_ZONE)
         self.as_of = as_of
         self.tasks = tasks
 
@@ -94,10 +94,3 @@ class TidemarkDataSource(DataSource):
         if not str(text).isdigit() or int(text) < 1:
             raise InvalidArgumentError(f"must be a positive integer, got {text!r}", field="tasks")
         return int(text)
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """``schema`` in Arrow, timestamps in UTC where PySpark's converter takes a zone."""
-    if "timezone" in inspect.signature(to_arrow_schema).parameters:
-        return to_arrow_schema(schema, timezone=ARROW_TIME_ZONE)
-    return to_arrow_schema(schema)

@@ -62,7 +62,12 @@ def arrow_schema(schema: StructType, spark: SparkSession) -> pa.Schema:
 
     PySpark 4.2 added ``to_arrow_schema(timezone=)``; before it, timestamps convert to
     UTC ones, whose zone is set to the session's here."""
-    timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    return arrow_schema_in_zone(schema, spark.conf.get("spark.sql.session.timeZone") or "UTC")
+
+
+def arrow_schema_in_zone(schema: StructType, timezone: str) -> pa.Schema:
+    """``schema`` in Arrow with timestamps in ``timezone``, on every PySpark the bounds
+    admit."""
     if "timezone" in inspect.signature(to_arrow_schema).parameters:
         return to_arrow_schema(schema, timezone=timezone)
     in_utc = to_arrow_schema(schema)

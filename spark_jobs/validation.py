@@ -73,6 +73,7 @@ class TableRequest:
     hive_style: bool
     url_encode_partitions: bool = False
     disable_hudi_metadata_table: bool = False
+    table_version: int | None = None
 
 
 def check_layout(config: TableConfig, request: TableRequest) -> None:
@@ -87,6 +88,12 @@ def check_layout(config: TableConfig, request: TableRequest) -> None:
                 f"the table has {','.join(actual) or '(none)'}, not {','.join(asked)}",
                 field=name,
             )
+    if request.table_version is not None and request.table_version != config.table_version:
+        raise InvalidArgumentError(
+            f"the table is at version {config.table_version}, not {request.table_version} "
+            "(a write never changes a table's version)",
+            field="table_version",
+        )
     if request.precombine_field and config.precombine_field not in (
         None,
         request.precombine_field,

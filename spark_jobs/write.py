@@ -105,6 +105,7 @@ from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
+from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
 from tidemark.table.write_checks import check_writable
 
 log = structlog.get_logger(__name__)
@@ -238,6 +239,7 @@ def _write(
         options.hive_style,
         options.url_encode_partitions,
         options.disable_hudi_metadata_table,
+        options.table_version,
     )
     with clock.stage("prepare"):
         prepared = _prepare(
@@ -459,6 +461,7 @@ def _new_config(table_uri: str, data: DataFrame, request: TableRequest) -> Table
         avro_schema=arrow_to_avro_schema(arrow_schema(data.schema, data.sparkSession), name),
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
         url_encode_partitions=request.url_encode_partitions,
+        table_version=request.table_version or DEFAULT_TABLE_VERSION,
     )
 
 
@@ -685,6 +688,13 @@ def _plan(
                 )
             touched.append(by_file[old_file])
         moved = old_file is not None and row[OLD_PARTITION] != row[PARTITION_PATH]
+        if moved and operation != "delete" and table.config.orders_by_event_time:
+            raise FailedPreconditionError(
+                f"value 'EVENT_TIME_ORDERING' is not supported for writes moving keys to "
+                f"another partition ({row[OLD_PARTITION]!r} to {row[PARTITION_PATH]!r}): the "
+                "stored record may be the newer one",
+                field="hoodie.record.merge.mode",
+            )
         if operation != "delete" and (old_file is None or moved):
             partition = row[PARTITION_PATH]
             inserts[partition] = inserts.get(partition, 0) + row["count"]
@@ -761,6 +771,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="URL-encode partition values as Hudi does (table creation only)",
     )
+    add_table_version_argument(parser, default=None)
     add_job_options(parser)
     parser.add_argument(
         "--marker-fallback-direct",

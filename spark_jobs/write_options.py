@@ -34,6 +34,9 @@ class WriteOptions:
     """``field=value`` partition folders, for a table the write creates."""
     url_encode_partitions: bool = False
     """URL-encode partition values as Hudi does, for a table the write creates."""
+    table_version: int | None = None
+    """Hudi table version (6, 8 or 9) of a table the write creates (None: 6); on an
+    existing table a different version is refused (``--table-version``)."""
     markers: MarkerKind = "service"
     """``service``: markers batched by the marker service (Hudi's timeline-server markers);
     ``direct``: one marker object per data file."""
@@ -81,6 +84,7 @@ class WriteOptions:
             precombine_field=args.precombine,
             hive_style=args.hive_style,
             url_encode_partitions=args.urlencode_partitions,
+            table_version=args.table_version,
             markers=args.markers,
             marker_service_address=args.marker_service,
             marker_fallback_direct=args.marker_fallback_direct,

@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, str] = {
     "show": "tidemark.commands.table",
     "rollback": "tidemark.commands.table",
     "stats": "tidemark.commands.table",
+    "upgrade": "tidemark.commands.table",
     "write": "tidemark.commands.write",
     "index": "tidemark.commands.index",
     "cluster": "tidemark.commands.cluster",

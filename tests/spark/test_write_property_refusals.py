@@ -20,10 +20,7 @@ FIXTURE = "v6_simplekeygen_nonhivestyle"
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        (
-            "hoodie.compaction.payload.class",
-            "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
-        ),
+        ("hoodie.compaction.payload.class", "com.example.MyPayload"),
         ("hoodie.compaction.record.merger.strategy", "00000000-0000-0000-0000-000000000000"),
         ("hoodie.table.cdc.enabled", "true"),
         ("hoodie.partition.metafile.use.base.format", "true"),

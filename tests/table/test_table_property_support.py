@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from table.table_testkit import copy_fixture, file_tree, set_property
+from table.v1x_testkit import ZIPS, unzip_fixture
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
 from tidemark.table.properties import parse_properties
@@ -73,11 +74,14 @@ def test_write_scope_rules_refuse_only_writes() -> None:
     assert str(refused.value).startswith("hoodie.table.cdc.enabled: value 'true'")
 
 
-def test_fixture_keys_are_all_accounted_for() -> None:
+def test_fixture_keys_are_all_accounted_for(tmp_path: Path) -> None:
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-v6"
-    for properties in fixtures.glob("*/.hoodie/hoodie.properties"):
-        for key in parse_properties(properties.read_text()):
-            assert rule_for(key) is not None, (properties, key)
+    for name in ZIPS:
+        unzip_fixture(name, tmp_path)
+    for folder in (fixtures, tmp_path):
+        for properties in folder.glob("*/.hoodie/hoodie.properties"):
+            for key in parse_properties(properties.read_text()):
+                assert rule_for(key) is not None, (properties, key)
 
 
 def test_docs_table_lists_every_rule() -> None:

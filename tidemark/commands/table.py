@@ -19,7 +19,7 @@ from rich.table import Table
 from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import index_locator
-from tidemark.jobs.job_options import add_lock_wait_option
+from tidemark.jobs.job_options import add_lock_options, add_lock_wait_option
 from tidemark.jobs.rollback import rollback_table
 from tidemark.table import column_stats
 from tidemark.table.commit import rollback_target
@@ -29,6 +29,8 @@ from tidemark.table.properties import TableConfig
 from tidemark.table.reader import Filter, read_snapshot
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
+from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
+from tidemark.table.upgrade import TARGETS, upgrade_table
 
 PIPE_WIDTH = 240
 _IN_LIST = re.compile(r"\s*(?P<column>[^\s=]+)\s+in\s*\((?P<values>[^)]*)\)\s*", re.IGNORECASE)
@@ -54,6 +56,7 @@ def register(subparsers: Any) -> None:
         help="URL-encode partition values in folder names, as Hudi does",
     )
     create.add_argument("--name", help="table name (default: the last folder of --table)")
+    add_table_version_argument(create, default=DEFAULT_TABLE_VERSION)
     create.set_defaults(handler=run_create)
 
     read = subparsers.add_parser("read", help="print or export the latest snapshot")
@@ -66,6 +69,13 @@ def register(subparsers: Any) -> None:
         help="keep rows where COLUMN equals VALUE (or 'COLUMN in (V1,V2)'); repeatable; on "
         "every record key field of a table with a record index, only the file groups "
         "holding those keys are read",
+    )
+    read.add_argument(
+        "--as-of",
+        metavar="INSTANT",
+        help="time travel: the rows of the writes completed at or before this time "
+        "(17 digits yyyyMMddHHmmssSSS; table versions 8 and 9 record completion times, "
+        "on version 6 the requested time stands in)",
     )
     read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
@@ -92,6 +102,13 @@ def register(subparsers: Any) -> None:
     )
     rebuild.add_argument("--table", required=True, help="table base URI")
     rebuild.set_defaults(handler=run_stats_rebuild)
+    upgrade = subparsers.add_parser(
+        "upgrade", help="move a version 6 table to Hudi 1.x's table version 8 or 9 in place"
+    )
+    upgrade.add_argument("--table", required=True, help="table base URI")
+    upgrade.add_argument("--to", required=True, type=int, choices=TARGETS, help="8 or 9")
+    add_lock_options(upgrade)
+    upgrade.set_defaults(handler=run_upgrade)
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -114,10 +131,11 @@ def run_create(args: argparse.Namespace) -> int:
         avro_schema=arrow_to_avro_schema(schema, name),
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
         url_encode_partitions=args.urlencode_partitions,
+        table_version=args.table_version,
     )
     check_write_schema(schema, config)
     table = HoodieTable.create(args.table, config)
-    print(f"created table {config.name} at {table.uri}")
+    print(f"created table {config.name} (version {config.table_version}) at {table.uri}")
     return 0
 
 
@@ -127,6 +145,7 @@ def run_read(args: argparse.Namespace) -> int:
         table.storage,
         columns=args.columns,
         filters=[_parse_where(item) for item in args.where],
+        as_of=args.as_of,
         locate=index_locator(table.storage),
     )
     if args.limit is not None:
@@ -156,11 +175,13 @@ def run_show(args: argparse.Namespace) -> int:
         f"partitions: {','.join(config.partition_fields) or '(none)'}  "
         f"hive-style: {str(config.hive_style).lower()}"
     )
+    console.print(f"table version: {config.table_version}")
     timeline = Table(title="timeline")
-    for header in ("instant", "action", "state"):
+    for header in ("instant", "action", "state", "completed at"):
         timeline.add_column(header)
     for instant in table.timeline.instants():
-        timeline.add_row(instant.timestamp, instant.action, instant.state.name)
+        completed = instant.completion_time or ("" if instant.layout == 2 else "(not recorded)")
+        timeline.add_row(instant.timestamp, instant.action, instant.state.name, completed)
     console.print(timeline)
     groups = Table(title="file groups")
     for header in ("partition", "file id", "instant", "bytes"):
@@ -183,6 +204,20 @@ def run_rollback(args: argparse.Namespace) -> int:
     print(
         f"rolled back {result.rolled_back.action} {args.instant} as rollback "
         f"{result.rollback_instant}: deleted {len(result.deleted_files)} files"
+    )
+    return 0
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    result = upgrade_table(
+        args.table, args.to, lock_wait_s=args.lock_wait_s, lock_lease_s=args.lock_lease_s
+    )
+    if result.from_version == result.to_version:
+        print(f"the table is at version {result.to_version}")
+        return 0
+    print(
+        f"upgraded the table from version {result.from_version} to {result.to_version}: "
+        f"{result.instants} instants on the timeline, {result.archived} in the LSM history"
     )
     return 0
 

@@ -1,13 +1,14 @@
 """RecordIndex: one table's record index, a base file plus per-commit deltas per shard.
 
 Visibility follows the table's timeline (``tidemark.table.timeline``): a delta counts once
-its instant is a completed commit or replacecommit on the active timeline, or is older
-than the whole active timeline and listed by Hudi's archived timeline as a completed
-write: the rule the file-system view applies to base files, so a late delta of a
-rolled-back write never counts, even once archiving passes it. A delta whose instant is at
-or before its shard's base instant is already folded into the base. Among the rest, the
-newest instant wins and a tombstone deletes. Compaction folds the visible deltas before
-the earliest pending instant into new bases; ``discard`` deletes a never-completed instant's deltas.
+its instant is a completed commit or replacecommit on the active timeline (of the
+table's version), or is older than the whole active timeline and listed by Hudi's
+archived timeline (version 8 and 9: the LSM history) as a completed write: the rule the
+file-system view applies to base files, so a late delta of a rolled-back write never
+counts, even once archiving passes it. A delta whose instant is at or before its shard's
+base instant is already folded into the base. Among the rest, the newest instant wins and
+a tombstone deletes. Compaction folds the visible deltas before the earliest pending
+instant into new bases; ``discard`` deletes a never-completed instant's deltas.
 
 Lookups sort the batch once, split it by shard and ask each shard's base, then one merged
 view of its visible deltas (built in memory, cached under the list of deltas it merges),
@@ -42,10 +43,10 @@ from tidemark.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
 from tidemark.table.instant import new_instant_time, validate_instant_time
 from tidemark.table.lock import STALE_TEMPORARY_S, TableLock
 from tidemark.table.properties import read_properties
+from tidemark.table.table_versions import Archive, open_archive, open_timeline
 from tidemark.table.timeline import WRITE_ACTIONS, Timeline
 
 COMPACT_AFTER_DELTAS = 8
@@ -110,6 +111,16 @@ class _View:
         )
 
 
+def _table_timeline(storage: Storage) -> Timeline:
+    """The timeline of the table's version; a folder without ``hoodie.properties`` is
+    read as layout 1, as every timeline was before table versions 8 and 9."""
+    try:
+        props = read_properties(storage)
+    except NotFoundError:
+        return Timeline(storage)
+    return open_timeline(storage, props)
+
+
 class RecordIndex:
     """The record index of the table at ``storage``'s root. Thread-safe."""
 
@@ -121,8 +132,8 @@ class RecordIndex:
         self.cache = cache
         self._lock = threading.Lock()
         self._compacting = threading.Lock()
-        self._timeline = Timeline(storage)
-        self._archive: ArchivedTimeline | None = None
+        self._timeline = _table_timeline(storage)
+        self._archive: Archive | None = None
         self._manifests: dict[str, layout.StageManifest] = {}
         self._view = self._load_view()
 
@@ -179,8 +190,7 @@ class RecordIndex:
         if earliest is None or all(m.instant >= earliest for m in self._manifests.values()):
             return frozenset()
         if self._archive is None:
-            folder = archive_folder(read_properties(self.storage))
-            self._archive = ArchivedTimeline(self.storage, folder)
+            self._archive = open_archive(self.storage, read_properties(self.storage))
         return self._archive.completed_writes()
 
     def _read_bases(self) -> tuple[str, ...]:

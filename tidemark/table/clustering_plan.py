@@ -36,9 +36,10 @@ from tidemark.table.avro_metadata import (
     read_single_record,
     write_single_record,
 )
-from tidemark.table.instant import REPLACE_COMMIT, Instant, State, new_instant_time
+from tidemark.table.instant import CLUSTERING, REPLACE_COMMIT, Instant, State, new_instant_time
 from tidemark.table.naming import join_path
 from tidemark.table.table import HoodieTable
+from tidemark.table.table_versions import check_clusterable_version
 
 log = structlog.get_logger(__name__)
 
@@ -396,13 +397,14 @@ def _slice_from_record(piece: Mapping[str, Any], metrics: Mapping[str, float]) -
 
 
 def pending_plans(table: HoodieTable) -> list[PendingPlan]:
-    """Every pending clustering plan on the (reloaded) timeline, oldest first."""
+    """Every pending clustering plan on the (reloaded) timeline, oldest first (on table
+    versions 8 and 9, Hudi's pending ``clustering`` instants)."""
     table.timeline.reload()
     pending = []
     for instant in table.timeline.pending():
-        if instant.action != REPLACE_COMMIT:
+        if instant.action not in (REPLACE_COMMIT, CLUSTERING):
             continue
-        requested = Instant(instant.timestamp, REPLACE_COMMIT, State.REQUESTED)
+        requested = instant.with_state(State.REQUESTED)
         plan = read_parsed(table.storage, requested.path, plan_of_request)
         if plan is not None:
             pending.append(PendingPlan(instant, plan))
@@ -434,6 +436,7 @@ def save_plan(table: HoodieTable, plan: ClusteringPlan) -> Instant:
     and a plan overlapping one of them is refused, so two schedulers never plan the same
     file group; the create itself passes the fencing check."""
     timeline = table.timeline
+    check_clusterable_version(table.config.table_version)
     if timeline.fence is None:
         raise FailedPreconditionError(
             "saving a clustering plan requires the table lock", field="lock"

@@ -106,6 +106,7 @@ def complete_commit(
                 f"in partition {stat.partition_path!r}",
                 field="write_stats",
             )
+    table.timeline.check_concurrent(instant, metadata)
     deleted = reconcile(table.storage, instant, metadata.write_stats, markers)
     with ThreadPoolExecutor(PARTITION_METADATA_WRITERS) as pool:
         list(
@@ -143,7 +144,7 @@ def _publish(table: HoodieTable, instant: str, action: str, metadata: CommitMeta
     """Write the completed instant. A publish whose every answer was an error although it
     took effect (the first response lost, the retries refused) is a success."""
     try:
-        table.timeline.complete(instant, action, metadata.to_json())
+        table.timeline.complete(instant, action, table.timeline.encode_metadata(metadata, action))
     except TidemarkError:
         table.timeline.reload()
         if not table.timeline.find(instant).is_completed:
@@ -354,7 +355,7 @@ def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
         return True
     if instant.action != REPLACE_COMMIT:
         return False
-    requested = Instant(instant.timestamp, instant.action, State.REQUESTED)
+    requested = instant.with_state(State.REQUESTED)
     try:
         return plan_of_request(table.storage.read(requested.path)) is None
     except InvalidArgumentError as error:

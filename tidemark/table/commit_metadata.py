@@ -160,6 +160,11 @@ class CommitMetadata:
             ) from error
         if not isinstance(data, dict):
             raise InvalidArgumentError("commit metadata is not a JSON object", field="metadata")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommitMetadata:
+        """From Hudi's field names, which its JSON and its Avro records share."""
         return cls(
             partition_to_write_stats={
                 partition: [WriteStat.from_json_dict(stat) for stat in stats or []]

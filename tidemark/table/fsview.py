@@ -4,6 +4,11 @@ Mirrors Hudi's view without the metadata table: list the partitions, keep base f
 instant is committed and not after ``as_of``, take the newest per file group, and drop
 groups replaced by a completed replacecommit.
 
+``as_of`` is a completion time: a write is visible once it completed at or before it
+(table versions 8 and 9 record when each instant completed; on version 6 the requested
+time stands in, as Hudi 0.x does). A file group's latest base file is the one with the
+greatest requested time among the visible ones (the 1.0 spec's reader rule).
+
 Committed means completed on the active timeline, or older than the active timeline and
 listed by Hudi's archived timeline as a completed commit or replacecommit
 (``archived_timeline``). Being older than the first active instant alone proves nothing:
@@ -27,6 +32,7 @@ from tidemark.table.naming import (
     parse_base_file_name,
     partition_of,
 )
+from tidemark.table.table_versions import Archive
 from tidemark.table.timeline import Timeline
 
 
@@ -48,7 +54,7 @@ class FileSystemView:
         storage: Storage,
         timeline: Timeline,
         as_of: str | None = None,
-        archive: ArchivedTimeline | None = None,
+        archive: Archive | None = None,
     ) -> None:
         self.storage = storage
         self.timeline = timeline
@@ -56,7 +62,7 @@ class FileSystemView:
         self.as_of = validate_instant_time(as_of, field="as_of") if as_of else None
         instants = timeline.instants()
         self._completed = {
-            i.timestamp for i in instants if i.is_completed and self._in_range(i.timestamp)
+            i.timestamp for i in instants if i.is_completed and self._in_range(i.completed_at)
         }
         self._pending = {i.timestamp for i in instants if not i.is_completed}
         self._timeline_start = instants[0].timestamp if instants else None

@@ -2,6 +2,10 @@
 
 Instant times are 17 digits ``yyyyMMddHHmmssSSS`` (UTC here). The commit action's inflight
 file is ``<ts>.inflight`` (no action), a quirk of Hudi's layout 1 that readers rely on.
+
+Timeline layout 2 (table versions 8 and 9) keeps the files under ``.hoodie/timeline/`` and
+names a completed instant ``<requested>_<completion>.<action>``, with the time it completed;
+a pending clustering there is the action ``clustering``, completed as ``replacecommit``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import functools
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tidemark.errors import InvalidArgumentError
@@ -20,6 +24,8 @@ COMMIT = "commit"
 REPLACE_COMMIT = "replacecommit"
 ROLLBACK = "rollback"
 CLEAN = "clean"
+CLUSTERING = "clustering"
+"""Layout 2's action for a requested or inflight clustering (completed: replacecommit)."""
 ACTIONS = frozenset(
     {
         COMMIT,
@@ -38,6 +44,12 @@ ACTIONS = frozenset(
 _SECONDS_FORMAT = "%Y%m%d%H%M%S"
 _INSTANT_TIME = re.compile(r"\d{17}")
 _FILE_NAME = re.compile(r"(?P<ts>\d{17})\.(?P<rest>[a-z]+(?:\.[a-z]+)?)")
+_LAYOUT2_FILE_NAME = re.compile(
+    r"(?P<ts>\d{17})(?:_(?P<completed>\d{17}))?\.(?P<rest>[a-z]+(?:\.[a-z]+)?)"
+)
+LAYOUT2_ACTIONS = ACTIONS | {CLUSTERING}
+TIMELINE_FOLDERS = {1: ".hoodie/", 2: ".hoodie/timeline/"}
+"""Where each timeline layout keeps its instant files."""
 
 
 class State(enum.IntEnum):
@@ -50,17 +62,35 @@ class State(enum.IntEnum):
 
 @dataclass(frozen=True, order=True)
 class Instant:
+    """``completion_time`` and ``layout`` take no part in comparisons: an instant is its
+    requested time, action and state, on either layout."""
+
     timestamp: str
     action: str
     state: State
+    completion_time: str | None = field(default=None, compare=False)
+    """Layout 2's completion time of a completed instant (None on layout 1)."""
+    layout: int = field(default=1, compare=False)
 
     @property
     def file_name(self) -> str:
+        if self.layout == 2:
+            return layout2_file_name(self.timestamp, self.action, self.state, self.completion_time)
         return instant_file_name(self.timestamp, self.action, self.state)
 
     @property
     def path(self) -> str:
-        return f".hoodie/{self.file_name}"
+        return f"{TIMELINE_FOLDERS[self.layout]}{self.file_name}"
+
+    def with_state(self, state: State) -> Instant:
+        """The same instant's file in a pending ``state``, on the same layout."""
+        return Instant(self.timestamp, self.action, state, layout=self.layout)
+
+    @property
+    def completed_at(self) -> str:
+        """When the instant completed: layout 2's completion time, else (layout 1, which
+        records none) its requested time, by which layout 1 orders completions."""
+        return self.completion_time or self.timestamp
 
     @property
     def is_completed(self) -> bool:
@@ -93,6 +123,38 @@ def parse_instant_file_name(name: str) -> Instant | None:
     if suffix == "inflight":
         return Instant(timestamp, action, State.INFLIGHT)
     return None
+
+
+def layout2_file_name(
+    timestamp: str, action: str, state: State, completion_time: str | None
+) -> str:
+    if state is not State.COMPLETED:
+        return instant_file_name(timestamp, action, state)
+    if completion_time is None:
+        raise InvalidArgumentError(
+            f"completed instant {timestamp} needs a completion time on timeline layout 2",
+            field="completion_time",
+        )
+    completed_action = REPLACE_COMMIT if action == CLUSTERING else action
+    return f"{timestamp}_{completion_time}.{completed_action}"
+
+
+def parse_layout2_file_name(name: str) -> Instant | None:
+    """The instant a ``.hoodie/timeline/`` file name denotes, or None for other files: a
+    completed name must carry its completion time, a pending one must not."""
+    match = _LAYOUT2_FILE_NAME.fullmatch(name)
+    if match is None:
+        return None
+    timestamp, completed, rest = match.group("ts"), match.group("completed"), match.group("rest")
+    action, _, suffix = rest.partition(".")
+    if rest == "inflight":
+        action, suffix = COMMIT, "inflight"
+    if action not in LAYOUT2_ACTIONS or (completed is None) == (suffix == ""):
+        return None
+    states = {"": State.COMPLETED, "requested": State.REQUESTED, "inflight": State.INFLIGHT}
+    if suffix not in states:
+        return None
+    return Instant(timestamp, action, states[suffix], completed, layout=2)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.property_support import check_properties
+from tidemark.table.property_support import DEFAULT_RECORD_PAYLOAD, check_properties
+from tidemark.table.table_versions import READ_VERSIONS, table_version
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 CHECKSUM_KEY = "hoodie.table.checksum"
@@ -31,6 +32,17 @@ NON_PARTITIONED_KEY_GENERATOR = "org.apache.hudi.keygen.NonpartitionedKeyGenerat
 TIMESTAMP_KEY_GENERATOR = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 CUSTOM_KEY_GENERATOR = "org.apache.hudi.keygen.CustomKeyGenerator"
 POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
+KEY_GENERATOR_TYPES = {
+    "SIMPLE": SIMPLE_KEY_GENERATOR,
+    "COMPLEX": COMPLEX_KEY_GENERATOR,
+    "NON_PARTITION": NON_PARTITIONED_KEY_GENERATOR,
+    "TIMESTAMP": TIMESTAMP_KEY_GENERATOR,
+    "CUSTOM": CUSTOM_KEY_GENERATOR,
+}
+"""``hoodie.table.keygenerator.type`` (Hudi 1.x writes it instead of the class name)."""
+COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+"""The merge mode of Tidemark's upserts: the incoming record wins."""
+EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """Avro's name rule; Hudi derives Avro record names from table names."""
 
@@ -48,6 +60,8 @@ class TableConfig:
     key_generator_class: str
     url_encode_partitions: bool = False
     populate_meta_fields: bool = True
+    table_version: int = 6
+    """6 (timeline layout 1), or 8 and 9 (Hudi 1.x, layout 2; docs/hudi-versions.md)."""
     properties: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     """Every key of the hoodie.properties the config was read from (empty for new tables)."""
 
@@ -58,10 +72,25 @@ class TableConfig:
                 "with a digit (Hudi derives the Avro record name from it)",
                 field="name",
             )
+        if self.table_version not in READ_VERSIONS:
+            raise InvalidArgumentError(
+                f"table version {self.table_version} is not one of 6, 8, 9", field="table_version"
+            )
         if not self.record_key_fields or not all(self.record_key_fields):
             raise InvalidArgumentError("at least one record key field is required", field="key")
         if not all(self.partition_fields):
             raise InvalidArgumentError("partition field names must be non-empty", field="partition")
+
+    @property
+    def orders_by_event_time(self) -> bool:
+        """Hudi 1.x's ``EVENT_TIME_ORDERING`` (0.x: ``DefaultHoodieRecordPayload``): an
+        upsert keeps a stored record whose ordering value is greater than the incoming
+        one's; otherwise (commit time ordering) the incoming record wins."""
+        props = dict(self.properties)
+        mode = props.get("hoodie.record.merge.mode", "").strip().upper()
+        if mode:
+            return mode == EVENT_TIME_ORDERING
+        return props.get("hoodie.compaction.payload.class", "").strip() == DEFAULT_RECORD_PAYLOAD
 
     @staticmethod
     def default_key_generator(
@@ -95,12 +124,16 @@ class TableConfig:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.precombine_field:
             props["hoodie.table.precombine.field"] = self.precombine_field
+        if self.table_version != 6:
+            props |= hudi_1x_properties(self, self.table_version, COMMIT_TIME_ORDERING)
+            props["hoodie.table.initial.version"] = str(self.table_version)
         props[CHECKSUM_KEY] = str(table_checksum(DATABASE_NAME, self.name))
         return props
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TableConfig:
-        """Parse and check that the table is one Tidemark supports (COW, version 6)."""
+        """Parse and check that the table is one Tidemark supports (COW; version 6, or 8
+        and 9 with timeline layout 2)."""
         for key in (
             "hoodie.table.name",
             "hoodie.table.type",
@@ -119,18 +152,55 @@ class TableConfig:
             name=props["hoodie.table.name"],
             record_key_fields=record_keys,
             partition_fields=partitions,
-            precombine_field=props.get("hoodie.table.precombine.field") or None,
+            precombine_field=_ordering_field(props),
             hive_style=props.get("hoodie.datasource.write.hive_style_partitioning") == "true",
             avro_schema=props.get("hoodie.table.create.schema", ""),
-            key_generator_class=props.get(
-                "hoodie.table.keygenerator.class",
-                cls.default_key_generator(record_keys, partitions),
-            ),
+            key_generator_class=_key_generator_class(props, record_keys, partitions),
             url_encode_partitions=props.get("hoodie.datasource.write.partitionpath.urlencode")
             == "true",
             populate_meta_fields=props.get(POPULATE_META_FIELDS, "true").strip().lower() != "false",
+            table_version=table_version(props),
             properties=tuple(props.items()),
         )
+
+
+def hudi_1x_properties(config: TableConfig, version: int, merge_mode: str) -> dict[str, str]:
+    """What Hudi 1.0 (version 8) and 1.1 (version 9) keep beside the 0.14 keys: the
+    version, layout 2 and its folders, the key generator type, the merge mode and, on 9,
+    the ordering field under its new name."""
+    props = {
+        "hoodie.table.version": str(version),
+        "hoodie.timeline.layout.version": "2",
+        "hoodie.timeline.path": "timeline",
+        "hoodie.timeline.history.path": "history",
+        "hoodie.record.merge.mode": merge_mode,
+    }
+    kind = {cls: name for name, cls in KEY_GENERATOR_TYPES.items()}.get(config.key_generator_class)
+    if kind:
+        props["hoodie.table.keygenerator.type"] = kind
+    if version >= 9 and config.precombine_field:
+        props["hoodie.table.ordering.fields"] = config.precombine_field
+    return props
+
+
+def _ordering_field(props: Mapping[str, str]) -> str | None:
+    """Hudi 1.1 renamed the precombine field ``hoodie.table.ordering.fields`` (a list;
+    Tidemark orders by one field, the first)."""
+    ordering = _split(props.get("hoodie.table.ordering.fields", ""))
+    return props.get("hoodie.table.precombine.field") or (ordering[0] if ordering else None)
+
+
+def _key_generator_class(
+    props: Mapping[str, str], record_keys: tuple[str, ...], partitions: tuple[str, ...]
+) -> str:
+    """The class, else the class of Hudi 1.x's key generator type (an unknown type is
+    kept as written, which key-dependent operations refuse), else Hudi's default."""
+    if "hoodie.table.keygenerator.class" in props:
+        return props["hoodie.table.keygenerator.class"]
+    kind = props.get("hoodie.table.keygenerator.type", "").strip().upper()
+    if kind:
+        return KEY_GENERATOR_TYPES.get(kind, kind)
+    return TableConfig.default_key_generator(record_keys, partitions)
 
 
 def table_checksum(database: str, table_name: str) -> int:

@@ -1,4 +1,5 @@
-"""How Tidemark treats every key of Hudi 0.14's ``hoodie.properties`` (HoodieTableConfig).
+"""How Tidemark treats every key of ``hoodie.properties`` (HoodieTableConfig) of Hudi 0.14
+and of the keys Hudi 1.0 and 1.1 add.
 
 Each key is honoured, refused (for reads and writes, or for writes only) unless its value
 is one Tidemark handles, or ignored because it cannot change what Tidemark reads or
@@ -21,6 +22,9 @@ Treatment = Literal["honoured", "refused", "ignored"]
 Scope = Literal["table", "write"]
 
 OVERWRITE_WITH_LATEST_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+DEFAULT_RECORD_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+"""Event-time ordering: a stored record with a greater ordering value than the incoming
+one stays (Hudi 1.x's EVENT_TIME_ORDERING)."""
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 KEYGEN_OPTION_PREFIX = "hoodie.keygen."
 
@@ -60,13 +64,16 @@ RULES: tuple[PropertyRule, ...] = (
         _one_of("COPY_ON_WRITE"),
     ),
     PropertyRule(
-        "hoodie.table.version", "refused", "only table version 6 is supported", _one_of("6")
+        "hoodie.table.version",
+        "refused",
+        "Tidemark reads and writes table versions 6, 8 and 9 (clusters 6 only)",
+        _one_of("6", "8", "9"),
     ),
     PropertyRule(
         "hoodie.timeline.layout.version",
         "refused",
-        "only timeline layout 1 is supported",
-        _one_of("1"),
+        "timeline layout 1 (table version 6) or 2 (versions 8 and 9), as the version requires",
+        _one_of("1", "2"),
     ),
     PropertyRule(
         "hoodie.table.base.file.format",
@@ -137,9 +144,10 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.compaction.payload.class",
         "refused",
-        "Tidemark's upserts replace a stored record with the incoming one, which is "
-        "OverwriteWithLatestAvroPayload; other payloads merge differently",
-        _one_of("", OVERWRITE_WITH_LATEST_PAYLOAD),
+        "OverwriteWithLatestAvroPayload (the incoming record wins) and "
+        "DefaultHoodieRecordPayload (the greater ordering value wins) are how Tidemark "
+        "merges; other payloads merge differently",
+        _one_of("", OVERWRITE_WITH_LATEST_PAYLOAD, DEFAULT_RECORD_PAYLOAD),
         "write",
     ),
     PropertyRule(
@@ -226,6 +234,73 @@ RULES: tuple[PropertyRule, ...] = (
         "Tidemark parses date strings itself, with the input date format",
     ),
 )
+HUDI_1X_RULES: tuple[PropertyRule, ...] = (
+    PropertyRule(
+        "hoodie.timeline.path",
+        "refused",
+        "where layout 2 keeps the timeline: Tidemark reads the default folder only",
+        _one_of("timeline"),
+    ),
+    PropertyRule(
+        "hoodie.timeline.history.path",
+        "honoured",
+        "where layout 2's LSM history is read (below the timeline folder)",
+    ),
+    PropertyRule(
+        "hoodie.table.initial.version",
+        "ignored",
+        "the version the table was created at; reads follow hoodie.table.version",
+    ),
+    PropertyRule(
+        "hoodie.table.keygenerator.type",
+        "honoured",
+        "Hudi 1.x's name of the key generator (SIMPLE, COMPLEX, NON_PARTITION, TIMESTAMP, "
+        "CUSTOM), used when hoodie.table.keygenerator.class is absent",
+    ),
+    PropertyRule(
+        "hoodie.table.ordering.fields",
+        "honoured",
+        "Hudi 1.1's name of the precombine field (the first field decides between duplicate keys)",
+    ),
+    PropertyRule(
+        "hoodie.record.merge.mode",
+        "refused",
+        "COMMIT_TIME_ORDERING (the incoming record wins) and EVENT_TIME_ORDERING (the "
+        "greater ordering value wins) are how Tidemark merges; CUSTOM merges differently",
+        _one_of("", "COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"),
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.record.merge.strategy.id",
+        "refused",
+        "only the default (payload-based) merger strategy is supported",
+        _one_of("", DEFAULT_MERGER_STRATEGY),
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.table.format",
+        "refused",
+        "Tidemark reads and writes Hudi's own (native) table format",
+        _one_of("", "native"),
+    ),
+    PropertyRule(
+        "hoodie.table.index.defs.path",
+        "refused",
+        "Hudi's index definitions (secondary and expression indexes in the metadata "
+        "table), which Tidemark does not maintain",
+        _empty,
+        "write",
+    ),
+    PropertyRule(
+        "hoodie.table.complex.keygen.encoding",
+        "refused",
+        "a complex key of one field is `field:value` (version 9's encoding, the only one "
+        "Tidemark writes and derives virtual keys with)",
+        _one_of("", "FIELD_PREFIXED"),
+    ),
+)
+"""Keys Hudi 1.0 and 1.1 (table versions 8 and 9) add."""
+RULES = RULES + HUDI_1X_RULES
 _BY_KEY: dict[str, PropertyRule] = {rule.key: rule for rule in RULES}
 
 

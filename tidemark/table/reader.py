@@ -90,9 +90,11 @@ def read_snapshot(
                 table.storage.open_input(base_file.path) as stream,
                 pq.ParquetFile(stream) as parquet,
             ):
-                schemas.append(parquet.schema_arrow)
+                promoted = _promoted(parquet.schema_arrow, declared)
+                schemas.append(promoted)
                 if _may_match(parquet, keys, filters):
-                    pieces.append(_read_file(parquet, table.config, columns, keys, filters))
+                    piece = _read_file(parquet, table.config, columns, keys, filters)
+                    pieces.append(piece.cast(_promoted(piece.schema, promoted)))
         except (pa.ArrowInvalid, OSError) as error:  # what pyarrow raises for bad Parquet
             raise damaged(f"{table.uri}/{base_file.path}", describe(error)) from error
     schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else declared
@@ -324,6 +326,29 @@ def _read_file(
     if columns is not None:
         data = data.select([n for n in columns if n in data.column_names])
     return data
+
+
+def _promoted(schema: pa.Schema, declared: pa.Schema) -> pa.Schema:
+    """``schema`` with each scalar column whose type a later write promoted (Hudi's schema
+    evolution: int to long, long to string, ...) given its type in the latest writer
+    schema, to which Hudi readers (hudi-rs too) cast every file."""
+    fields = []
+    for field in schema:
+        latest = declared.field(field.name) if field.name in declared.names else None
+        if latest is not None and latest.type != field.type and _scalar(field.type, latest.type):
+            field = field.with_type(latest.type)
+        fields.append(field)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def _scalar(*kinds: pa.DataType) -> bool:
+    return all(
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_binary(kind)
+        for kind in kinds
+    )
 
 
 def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:

@@ -8,7 +8,6 @@ from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundEr
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.uri import LocalUri, parse_uri
-from tidemark.table.archived_timeline import ArchivedTimeline, archive_folder
 from tidemark.table.fsview import FileSystemView
 from tidemark.table.instant import validate_instant_time
 from tidemark.table.naming import PARTITION_METADATA_FILE, join_path
@@ -19,19 +18,21 @@ from tidemark.table.properties import (
     load_table_config,
     write_table_config,
 )
-from tidemark.table.timeline import Timeline
+from tidemark.table.table_versions import open_archive, open_timeline
 
 log = structlog.get_logger(__name__)
 
 
 class HoodieTable:
-    """An opened copy-on-write v6 table. Build with ``create`` or ``open``."""
+    """An opened copy-on-write table (version 6, 8 or 9). Build with ``create`` or
+    ``open``."""
 
     def __init__(self, storage: Storage, config: TableConfig) -> None:
         self.storage = storage
         self.config = config
-        self.timeline = Timeline(storage)
-        self.archive = ArchivedTimeline(storage, archive_folder(dict(config.properties)))
+        props = dict(config.properties) or config.to_properties()
+        self.timeline = open_timeline(storage, props)
+        self.archive = open_archive(storage, props)
 
     @property
     def uri(self) -> str:

@@ -50,6 +50,9 @@ class Timeline:
     first proves that the writer still holds the table lock, so a writer that lost it
     never moves an instant forward."""
 
+    LAYOUT = 1
+    """The timeline layout of the instants this class writes (layout 2: ``timeline_v2``)."""
+
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.fence: Fence | None = None
@@ -103,7 +106,7 @@ class Timeline:
 
     def create_requested(self, timestamp: str, action: str, payload: bytes = b"") -> Instant:
         validate_instant_time(timestamp)
-        validate_action(action)
+        self._check_action(action)
         self.reload()
         if any(instant.timestamp == timestamp for instant in self._instants):
             raise AlreadyExistsError(f"instant {timestamp} already exists", field="instant")
@@ -112,7 +115,9 @@ class Timeline:
             raise FailedPreconditionError(
                 f"instant {timestamp} is not after the latest instant {latest}", field="instant"
             )
-        return self._create(Instant(timestamp, action, State.REQUESTED), payload)
+        return self._create(
+            Instant(timestamp, action, State.REQUESTED, layout=self.LAYOUT), payload
+        )
 
     def transition_inflight(self, timestamp: str, action: str, payload: bytes = b"") -> Instant:
         self._expect_state(timestamp, action, State.REQUESTED)
@@ -122,6 +127,14 @@ class Timeline:
         """Publish the completed instant; readers see the commit from this object on."""
         self._expect_state(timestamp, action, State.INFLIGHT)
         return self._create(Instant(timestamp, action, State.COMPLETED), metadata)
+
+    def check_concurrent(self, timestamp: str, metadata: CommitMetadata) -> None:
+        """The 1.x conflict check before a write completes (layout 2); layout 1 records no
+        completion times, and Tidemark's writers complete one at a time under the lock."""
+
+    def encode_metadata(self, metadata: CommitMetadata, action: str) -> bytes:
+        """A completed write's file content: JSON on layout 1 (Avro on layout 2)."""
+        return metadata.to_json()
 
     def read_metadata(self, instant: Instant) -> CommitMetadata:
         if not instant.is_completed or instant.action not in WRITE_ACTIONS:
@@ -192,6 +205,10 @@ class Timeline:
             )
         raise NotFoundError(f"no {state.name} {action} instant {timestamp}", field="instant")
 
+    @staticmethod
+    def _check_action(action: str) -> None:
+        validate_action(action)
+
     def _check_fence(self) -> None:
         if self.fence is not None:
             self.fence.check()
@@ -205,11 +222,16 @@ class Timeline:
             instant=instant.timestamp,
             action=instant.action,
             state=instant.state.name,
+            completed_at=instant.completion_time,
         )
+        self._replace(instant)
+        return instant
+
+    def _replace(self, instant: Instant) -> None:
+        """Put ``instant`` in the snapshot in place of its earlier state."""
         key = (instant.timestamp, instant.action)
         others = [i for i in self._instants if (i.timestamp, i.action) != key]
         self._instants = sorted([*others, instant])
-        return instant
 
 
 def require_inflight(storage: Storage, timestamp: str, action: str) -> None:
@@ -217,7 +239,10 @@ def require_inflight(storage: Storage, timestamp: str, action: str) -> None:
     ConflictError(field="instant") unless the instant is still inflight. A rollback first
     deletes the inflight file (``Timeline.revert_to_requested``) and only then reads the
     markers, so a task that passes this check created its marker before that read."""
-    if not storage.exists(Instant(timestamp, action, State.INFLIGHT).path):
+    inflight = Instant(timestamp, action, State.INFLIGHT)
+    if not storage.exists(inflight.path) and not storage.exists(
+        Instant(timestamp, action, State.INFLIGHT, layout=2).path
+    ):
         raise ConflictError(
             f"{action} instant {timestamp} is no longer inflight (it was rolled back); "
             "the task writes no file",

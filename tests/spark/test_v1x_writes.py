@@ -1,0 +1,70 @@
+"""The Spark write job on table versions 6, 8 and 9: a table it creates at each version
+takes inserts, upserts and deletes, and hudi-rs reads what the model expects after each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from benchmarks.__main__ import main as bench_main
+from benchmarks.write import readme_rows
+from spark.sparkkit import SCHEMA, assert_readers_agree
+from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.table.table import HoodieTable
+
+DATA = ["id", "name", "part", "ts"]
+
+
+@pytest.mark.parametrize("version", [6, 8, 9])
+def test_writes_at_each_version_read_by_hudi_rs(
+    spark: SparkSession, tmp_path: Path, version: int
+) -> None:
+    uri = str(tmp_path / f"v{version}")
+    layout = WriteOptions(
+        record_key_fields=["id"],
+        partition_fields=["part"],
+        precombine_field="ts",
+        table_version=version,
+    )
+    first = [(k, f"v{k}", "ab"[k % 2], 1) for k in range(6)]
+    write(spark, spark.createDataFrame(first, SCHEMA), uri, "insert", layout)
+    model = {str(k): (k, f"v{k}", "ab"[k % 2], 1) for k in range(6)}
+    upsert = [(1, "one", "a", 2), (7, "seven", "b", 2)]  # key 1 moves from b to a
+    write(spark, spark.createDataFrame(upsert, SCHEMA), uri, "upsert")
+    model |= {str(row[0]): row for row in upsert}
+    write(spark, spark.createDataFrame([(2, "", "a", 3)], SCHEMA), uri, "delete")
+    del model["2"]
+    rows = assert_readers_agree(uri, DATA)
+    assert {key: tuple(row[c] for c in DATA) for key, row in rows.items()} == model
+    table = HoodieTable.open(uri)
+    assert table.config.table_version == version
+    completed = table.timeline.completed()
+    assert len(completed) == 3
+    if version != 6:
+        times = [i.completed_at for i in completed]
+        assert all(i.completion_time for i in completed) and times == sorted(times)
+    with pytest.raises(InvalidArgumentError, match="the table is at version"):
+        other = 8 if version == 6 else 6
+        options = WriteOptions(table_version=other)
+        write(spark, spark.createDataFrame([(9, "x", "a", 1)], SCHEMA), uri, "upsert", options)
+
+
+def test_bench_write_compares_a_table_version_with_6(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    master = str(spark.sparkContext.master)
+    argv = ["write", "--rows", "2000", "--repeats", "1", "--table-version", "8"]
+    assert bench_main([*argv, "--master", master, "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert any("table version 8 beside 6" in line for line in out[:-1])
+    result = json.loads(out[-1])
+    assert result["table_version"] == 8
+    assert {len(runs) for runs in result["versions_bulk_insert_runs_s"].values()} == {2}
+    assert result["version_vs_6_bulk_insert_ratio"] > 0
+    assert result["version_vs_6_upsert_ratio"] > 0
+    assert readme_rows(result)[-1][0] == "same, `--table-version 8`: upsert at version 8"
