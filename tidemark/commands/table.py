@@ -55,7 +55,9 @@ def register(subparsers: Any) -> None:
     create.add_argument("--name", help="table name (default: the last folder of --table)")
     create.set_defaults(handler=run_create)
 
-    read = subparsers.add_parser("read", help="print or export the latest snapshot")
+    read = subparsers.add_parser(
+        "read", help="print or export the latest snapshot (or the one --as-of an instant)"
+    )
     read.add_argument("--table", required=True, help="table base URI")
     read.add_argument(
         "--where",
@@ -65,6 +67,12 @@ def register(subparsers: Any) -> None:
         help="keep rows where COLUMN equals VALUE (or 'COLUMN in (V1,V2)'); repeatable; on "
         "every record key field of a table with a record index, only the file groups "
         "holding those keys are read",
+    )
+    read.add_argument(
+        "--as-of",
+        metavar="INSTANT",
+        help="the snapshot at this instant (time travel; refused when older than the "
+        "earliest instant the cleaner kept readable)",
     )
     read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
@@ -115,6 +123,7 @@ def run_read(args: argparse.Namespace) -> int:
         table.storage,
         columns=args.columns,
         filters=[_parse_where(item) for item in args.where],
+        as_of=args.as_of,
         locate=index_locator(table.storage),
     )
     if args.limit is not None:
