@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+from typing import Any
 
 import fastavro
 import pytest
@@ -62,12 +63,12 @@ def test_archival_keeps_keep_min_writes_and_the_cleaners_instants(
     assert len(records) == len(entries)
     first = next(r for r in records if r["hoodieCommitMetadata"] is not None)
     assert first["actionState"] == "COMPLETED"
-    assert first["hoodieCommitMetadata"]["partitionToWriteStats"]["us"][0]["numWrites"] == 1  # type: ignore[index]
+    assert first["hoodieCommitMetadata"]["partitionToWriteStats"]["us"][0]["numWrites"] == 1
     # nothing more to archive until keep_max is passed again
     assert archive(HoodieTable.open(table_uri), SMALL).archived == []
 
 
-def _records(data: bytes) -> list[dict[str, object]]:
+def _records(data: bytes) -> list[Any]:
     """The HoodieArchivedMetaEntry records of a log file's first block, decoded with the
     schema its header carries."""
     position = len(MAGIC) + 8 + 8  # size, version, type
