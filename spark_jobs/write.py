@@ -70,6 +70,7 @@ from tidemark.jobs.keying import (
     keyed_schema,
     with_keys,
 )
+from tidemark.jobs.retention import RetentionResult, RetentionSettings, run_retention
 from tidemark.jobs.session import build_session, cancellable_jobs
 from tidemark.jobs.sizing import (
     DEFAULT_SMALL_FILE_LIMIT_BYTES,
@@ -87,6 +88,7 @@ from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering
+from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
 from tidemark.table.commit import (
     IDEMPOTENCY_KEY,
     committed_with_key,
@@ -142,6 +144,8 @@ class WriteResult:
     already_committed: bool = False
     tagging: str = "simple"
     """How keys were tagged: ``record`` (the record index) or ``simple`` (a join)."""
+    retention: RetentionResult | None = None
+    """The inline clean and archival after the commit (None when off or failed)."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,11 @@ def _write(
             field="small_file_limit_bytes",
         )
     check_lock_wait(options.lock_wait_s)
+    retention = (
+        RetentionSettings(CleanSettings(retain_commits=options.retain_commits))
+        if options.auto_clean
+        else None
+    )
     _check_idempotency_key(options.idempotency_key)
     pending_clustering.check_policy(options.on_pending_clustering)
     if options.allow_duplicates and operation not in DUPLICATING_OPERATIONS:
@@ -266,7 +275,7 @@ def _write(
             ) as lock:
                 if prepared.table is not None:
                     remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
-                return _write_locked(
+                result = _write_locked(
                     spark,
                     table,
                     prepared,
@@ -286,6 +295,24 @@ def _write(
                 )
     finally:
         prepared.rows.unpersist()
+    if retention is not None and not result.already_committed:
+        with clock.stage("clean and archive"):
+            result.retention = _retain(table, retention, options.lock_wait_s)
+        result.stage_seconds = dict(clock.seconds)
+    return result
+
+
+def _retain(
+    table: HoodieTable, settings: RetentionSettings, wait_s: float
+) -> RetentionResult | None:
+    """The inline clean and archival after a commit. The write is done whatever happens
+    here: a failure is a warning, and the next write's run (or ``tidemark clean``)
+    finishes what this one left."""
+    try:
+        return run_retention(table, settings, wait_s=wait_s)
+    except TidemarkError as error:
+        log.warning("write.retention_failed", table=table.uri, error=str(error))
+        return None
 
 
 def _check_idempotency_key(key: str | None) -> None:
@@ -798,6 +825,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fewest files, tightest key ranges)",
     )
     pending_clustering.add_argument(parser)
+    parser.add_argument(
+        "--no-auto-clean",
+        action="store_true",
+        help="do not clean and archive after the commit (Hudi's hoodie.clean.automatic=false)",
+    )
+    parser.add_argument(
+        "--retain-commits",
+        type=int,
+        default=DEFAULT_RETAIN_COMMITS,
+        help=f"commits whose snapshots the inline clean keeps readable "
+        f"(default {DEFAULT_RETAIN_COMMITS})",
+    )
 
 
 def _fields(value: str) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 Everything ``tidemark`` does from the command line, with the same defaults: ``write`` (its
 options are one ``WriteOptions``, the object the CLI builds from its flags),
-``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``, and ``read`` /
+``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``, ``clean``,
+``archive``, and ``read`` /
 ``register`` for ``spark.read.format("tidemark")`` with record-index and partition pruning.
 Services are used at the addresses given, else started embedded in the driver.
 """
@@ -18,17 +19,25 @@ from tidemark.jobs.cluster import ClusterResult, run_clustering
 from tidemark.jobs.datasource import NAME, PUSHDOWN_CONF, TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.job_options import serving_markers
+from tidemark.jobs.retention import RetentionSettings, archive_table, clean_table
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
+from tidemark.table.archival import ArchiveResult, ArchiveSettings
+from tidemark.table.clean import CleanResult
+from tidemark.table.clean_planner import CleanSettings
 from tidemark.table.commit import RollbackResult
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.table import HoodieTable
 
 __all__ = [
+    "ArchiveSettings",
+    "CleanSettings",
     "WriteOptions",
+    "archive",
+    "clean",
     "cluster_run",
     "cluster_schedule",
     "index_build",
@@ -136,3 +145,28 @@ def read(spark: SparkSession, path: str, *, as_of: str | None = None) -> DataFra
     if as_of is not None:
         reader = reader.option("as_of", as_of)
     return reader.load(path)
+
+
+def clean(
+    table: str,
+    settings: CleanSettings | None = None,
+    *,
+    dry_run: bool = False,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
+) -> CleanResult:
+    """Delete the file slices outside the retention (default: snapshots of the last 10
+    commits stay readable), as Hudi's cleaner; ``dry_run`` only lists them."""
+    return clean_table(table, settings, dry_run=dry_run, wait_s=lock_wait_s)
+
+
+def archive(
+    table: str,
+    settings: ArchiveSettings | None = None,
+    *,
+    cleaner: CleanSettings | None = None,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
+) -> ArchiveResult:
+    """Move completed instants beyond ``settings.keep_max`` (default 30) to Hudi's archived
+    timeline, down to ``keep_min`` (20), which must exceed ``cleaner``'s retained commits."""
+    both = RetentionSettings(cleaner or CleanSettings(), settings or ArchiveSettings())
+    return archive_table(table, both, wait_s=lock_wait_s)
