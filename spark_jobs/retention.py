@@ -58,8 +58,12 @@ def archive_table(
     """Archive with ``settings.archive`` (checked against ``settings.clean``)."""
     opened = _opened(table)
     settings = settings or RetentionSettings()
-    keep_from = oldest_unfolded_delta(opened.storage)
-    return archive(opened, settings.archive, keep_from=keep_from, wait_s=wait_s)
+    return archive(
+        opened,
+        settings.archive,
+        keep_from=lambda: oldest_unfolded_delta(opened.storage),
+        wait_s=wait_s,
+    )
 
 
 def run_retention(

@@ -101,7 +101,7 @@ def test_archival_stops_before_pending_instants_and_unfolded_index_deltas(
     table = HoodieTable.open(table_uri)
     table.timeline.delete_pending(table.timeline.find(pending))
     writes += upserts(people, 1)
-    result = archive(HoodieTable.open(table_uri), SMALL, keep_from=writes[4])
+    result = archive(HoodieTable.open(table_uri), SMALL, keep_from=lambda: writes[4])
     assert result.archived == [f"{writes[3]}.commit"]
 
 

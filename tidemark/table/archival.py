@@ -19,6 +19,7 @@ the active files are deleted after it is released.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -87,23 +88,26 @@ def archive(
     table: HoodieTable,
     settings: ArchiveSettings | None = None,
     *,
-    keep_from: str | None = None,
+    keep_from: Callable[[], str | None] = lambda: None,
     wait_s: float = DEFAULT_LOCK_WAIT_S,
 ) -> ArchiveResult:
     """Archive what the settings allow (nothing while the active timeline holds at most
-    ``keep_max`` writes and no interrupted archival is left to finish)."""
+    ``keep_max`` writes and no interrupted archival is left to finish). ``keep_from`` is
+    asked, only when there is something to archive, for an instant to keep with every
+    later one."""
     settings = settings or ArchiveSettings()
     result = ArchiveResult()
     table.timeline.reload()
-    if not _already_archived(table) and not _to_archive(table, settings, keep_from):
+    if not _already_archived(table) and not _to_archive(table, settings, None):
         return result
+    floor = keep_from()
     with changing(table, "archive", wait_s=wait_s):
         table.timeline.reload()
         leftovers = _already_archived(table)
         _remove_active(table, leftovers)
         result.rolled_forward = [f"{i.timestamp}.{i.action}" for i in leftovers]
         table.timeline.reload()
-        chosen = _to_archive(table, settings, keep_from)
+        chosen = _to_archive(table, settings, floor)
         if chosen:
             files = [ArchivedFile(i, table.storage.read(i.path)) for i in _files_of(table, chosen)]
             result.archive_file = append_to_archive(table.storage, table.archive, files)
