@@ -104,9 +104,10 @@ def archive(
     with changing(table, "archive", wait_s=wait_s):
         table.timeline.reload()
         leftovers = _already_archived(table)
-        _remove_active(table, leftovers)
-        result.rolled_forward = [f"{i.timestamp}.{i.action}" for i in leftovers]
-        table.timeline.reload()
+        if leftovers:
+            _remove_active(table, leftovers)
+            result.rolled_forward = [f"{i.timestamp}.{i.action}" for i in leftovers]
+            table.timeline.reload()
         chosen = _to_archive(table, settings, floor)
         if chosen:
             files = [ArchivedFile(i, table.storage.read(i.path)) for i in _files_of(table, chosen)]
@@ -123,7 +124,7 @@ def archive(
             last=chosen[-1].timestamp,
             file=result.archive_file,
         )
-    table.timeline.reload()
+        table.timeline.reload()
     return result
 
 

@@ -62,6 +62,7 @@ def clean(
     settings = settings or CleanSettings()
     result = CleanResult(dry_run=dry_run)
     table.timeline.reload()
+    planned_on = table.timeline.instants()
     optimistic = plan_clean(table, settings)
     result.earliest_to_retain = _retained(optimistic)
     if dry_run:
@@ -80,7 +81,8 @@ def clean(
                         instant.timestamp, CLEAN, plan.to_avro(table.uri)
                     )
             else:
-                plan = plan_clean(table, settings)
+                unchanged = table.timeline.instants() == planned_on
+                plan = optimistic if unchanged else plan_clean(table, settings)
                 if not plan.file_count:
                     return result
                 timestamp = new_instant_time(after=table.timeline.latest_timestamp())
@@ -104,8 +106,7 @@ def _run(
             faults.exit_if_requested(DELETED_SOME_POINT)
         result.deleted.setdefault(partition, []).extend(files)
     with changing(table, "clean", wait_s=wait_s):
-        table.timeline.reload()
-        if table.timeline.is_completed(timestamp):
+        if table.storage.exists(Instant(timestamp, CLEAN, State.COMPLETED).path):
             return  # another cleaner finished this plan meanwhile
         last = table.timeline.last_completed(WRITE_ACTIONS)
         metadata = CleanMetadata(

@@ -100,7 +100,7 @@ def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
     if partitions is not None and not partitions:
         return empty
     view = table.view()
-    protected = set(file_groups_in(pending_plans(table)))
+    protected = set(file_groups_in(pending_plans(table, reload=False)))
     replaced = view.replaced_file_groups()
     groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
     for base_file in view.committed_base_files(partitions):
