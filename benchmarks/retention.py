@@ -76,8 +76,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "keep_max": settings.archive.keep_max,
     }
     for name, retention in (("on", settings), ("off", None)):
-        report[name] = _run(args, root / name, retention)
-        print(f"retention {name}: done", flush=True)
+        report[name] = _run(args, name, root / name, retention)
     report["bytes_ratio_off_over_on"] = report["off"]["bytes_on_storage"] / max(
         report["on"]["bytes_on_storage"], 1
     )
@@ -85,7 +84,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 
 def _run(
-    args: argparse.Namespace, uri: Path, retention: RetentionSettings | None
+    args: argparse.Namespace, name: str, uri: Path, retention: RetentionSettings | None
 ) -> dict[str, Any]:
     table = HoodieTable.create(str(uri), _config())
     partitions = [f"p{n:02d}" for n in range(args.partitions)]
@@ -112,6 +111,8 @@ def _run(
             clean_s.append(result.clean_s)
             archive_s.append(result.archive_s)
         write_s.append(time.perf_counter() - started)
+        if (number + 1) % WINDOW == 0:
+            print(f"retention {name}: {number + 1}/{args.commits} commits", flush=True)
     return _state(str(uri), write_s, clean_s, archive_s, touched)
 
 
