@@ -28,12 +28,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks.load import bench_table_config
 from benchmarks.report import run_in_temp_root, times
 from tidemark.commands.args import positive_int
 from tidemark.jobs.retention import RetentionSettings, run_retention
 from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
 from tidemark.table.fsview import partition_listings
-from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import TIMELINE_DIR
 from tidemark.testing.tables import commit_file_groups, data_columns, rewrite_file_groups
@@ -86,7 +86,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 def _run(
     args: argparse.Namespace, name: str, uri: Path, retention: RetentionSettings | None
 ) -> dict[str, Any]:
-    table = HoodieTable.create(str(uri), _config())
+    table = HoodieTable.create(str(uri), bench_table_config())
     partitions = [f"p{n:02d}" for n in range(args.partitions)]
     groups = [
         (partitions[n % len(partitions)], _rows(n, partitions[n % len(partitions)]))
@@ -104,7 +104,7 @@ def _run(
         chosen = set(chooser.sample(keys, per_commit))
         latest = table.view().latest_base_files({partition for partition, _ in chosen})
         picked = [f for f in latest if (f.partition_path, f.file_id) in chosen]
-        rewrite_file_groups(table, [(f, _updated(table, f.path, number)) for f in picked])
+        rewrite_file_groups(table, [(f, _current(table, f.path)) for f in picked])
         touched.update((f.partition_path, f.file_id) for f in picked)
         if retention is not None:
             result = run_retention(table, retention)
@@ -148,36 +148,15 @@ def _state(
     }
 
 
-def _config() -> TableConfig:
-    schema = (
-        '{"type":"record","name":"bench","fields":[{"name":"uid","type":"string"},'
-        '{"name":"dt","type":"string"},{"name":"version","type":"long"}]}'
-    )
-    return TableConfig(
-        name="bench",
-        record_key_fields=("uid",),
-        partition_fields=("dt",),
-        precombine_field=None,
-        hive_style=False,
-        avro_schema=schema,
-        key_generator_class=TableConfig.default_key_generator(("uid",), ("dt",)),
-    )
-
-
 def _rows(group: int, partition: str) -> pa.Table:
     uids = [f"uid-{group}-{row}" for row in range(ROWS_PER_GROUP)]
-    return pa.table(
-        {"uid": uids, "dt": [partition] * ROWS_PER_GROUP, "version": [0] * ROWS_PER_GROUP}
-    )
+    return pa.table({"uid": uids, "dt": [partition] * ROWS_PER_GROUP})
 
 
-def _updated(table: HoodieTable, path: str, version: int) -> pa.Table:
-    """The file's rows, every one with a new ``version`` (the upsert's new values)."""
+def _current(table: HoodieTable, path: str) -> pa.Table:
+    """The file's rows, written again by the upsert (with new commit times)."""
     with table.storage.open_input(path) as stream:
-        rows = data_columns(pq.read_table(stream))
-    return rows.set_column(
-        rows.schema.get_field_index("version"), "version", pa.array([version] * rows.num_rows)
-    )
+        return data_columns(pq.read_table(stream))
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -183,16 +183,24 @@ _STAT_FIELDS = frozenset(_STAT_STRINGS + _STAT_LONGS)
 
 def log_block(records: Sequence[dict[str, Any]]) -> bytes:
     """One whole Avro data block (magic to reverse pointer) of entry ``records``."""
+    return avro_data_block(ENTRY, ENTRY_SCHEMA, records)
+
+
+def avro_data_block(
+    schema_json: dict[str, Any], schema: Schema, records: Sequence[dict[str, Any]]
+) -> bytes:
+    """A Hudi log block (format version 1, type Avro data) of ``records`` encoded with
+    ``schema``, whose JSON form ``schema_json`` goes in the header."""
     encoded = []
     for record in records:
         buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, ENTRY_SCHEMA, record)
+        fastavro.schemaless_writer(buffer, schema, record)
         encoded.append(buffer.getvalue())
     content = struct.pack(">ii", AVRO_BLOCK_VERSION, len(encoded)) + b"".join(
         struct.pack(">i", len(item)) + item for item in encoded
     )
-    schema = json.dumps(ENTRY).encode()
-    header = struct.pack(">iii", 1, SCHEMA_HEADER, len(schema)) + schema
+    schema_bytes = json.dumps(schema_json).encode()
+    header = struct.pack(">iii", 1, SCHEMA_HEADER, len(schema_bytes)) + schema_bytes
     footer = struct.pack(">i", 0)
     body = (
         struct.pack(">ii", LOG_FORMAT_VERSION, AVRO_DATA_BLOCK)
