@@ -7,7 +7,7 @@ copy-on-write upsert does: the partition is listed to find the latest slices, an
 slice of each chosen group is committed. The commits are written with pyarrow
 (``tidemark.testing.tables``), since what is measured is the table's growth and the
 timeline's; the clean and archival after each commit are the same calls every write makes
-(``tidemark.jobs.retention.run_retention``). Both runs use the same choice of groups.
+(``tidemark.retention.run_retention``). Both runs use the same choice of groups.
 
 Reported per run: bytes on storage over the snapshot's bytes, file slices per touched file
 group (goal: at most retained commits + 1), active timeline files (goal: bounded), the
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from benchmarks.load import bench_table_config
 from benchmarks.report import run_in_temp_root, times
 from tidemark.commands.args import positive_int
-from tidemark.jobs.retention import RetentionSettings, run_retention
+from tidemark.retention import RetentionSettings, run_retention
 from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
 from tidemark.table.fsview import partition_listings
 from tidemark.table.table import HoodieTable

@@ -70,7 +70,6 @@ from tidemark.jobs.keying import (
     keyed_schema,
     with_keys,
 )
-from tidemark.jobs.retention import RetentionResult, RetentionSettings, run_retention
 from tidemark.jobs.session import build_session, cancellable_jobs
 from tidemark.jobs.sizing import (
     DEFAULT_SMALL_FILE_LIMIT_BYTES,
@@ -84,6 +83,7 @@ from tidemark.jobs.stats import stats_from_rows
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
 from tidemark.jobs.validation import TableRequest, check_layout, validate_input
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
+from tidemark.retention import RetentionResult, RetentionSettings, run_retention
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.uri import canonical_uri

@@ -19,11 +19,11 @@ from tidemark.jobs.cluster import ClusterResult, run_clustering
 from tidemark.jobs.datasource import NAME, PUSHDOWN_CONF, TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.job_options import serving_markers
-from tidemark.jobs.retention import RetentionSettings, archive_table, clean_table
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
+from tidemark.retention import RetentionSettings, archive_table, clean_table
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.table.archival import ArchiveResult, ArchiveSettings
 from tidemark.table.clean import CleanResult

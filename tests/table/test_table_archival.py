@@ -17,7 +17,7 @@ import pytest
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.errors import InvalidArgumentError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
-from tidemark.jobs.retention import RetentionSettings
+from tidemark.retention import RetentionSettings
 from tidemark.storage import open_storage
 from tidemark.table.archival import ARCHIVED_POINT, ArchiveSettings, archive
 from tidemark.table.archived_timeline import MAGIC, parse_archive_log

@@ -8,8 +8,8 @@ from typing import Any
 
 from tidemark.commands.args import positive_int
 from tidemark.jobs.job_options import add_lock_wait_option
-from tidemark.jobs.retention import RetentionSettings, archive_table, clean_table
 from tidemark.logs import configure_logging
+from tidemark.retention import RetentionSettings, archive_table, clean_table
 from tidemark.table.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
 from tidemark.table.clean_planner import (
     DEFAULT_RETAIN_COMMITS,
