@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 from google.protobuf import json_format
@@ -93,8 +93,12 @@ class TriggerLoop:
     schedule a plan. A table whose N commits found nothing to cluster waits for the next
     commit before trying again, so a quiet table never takes its lock on every poll."""
 
-    def __init__(self, schedule: Schedule, poll_s: float) -> None:
+    def __init__(
+        self, schedule: Schedule, poll_s: float, also: Sequence[Callable[[str], object]] = ()
+    ) -> None:
         self._schedule = schedule
+        self._also = tuple(also)
+        """More checks each poll makes of each table (the retention trigger)."""
         self._poll_s = poll_s
         self._tables: dict[str, float] = {}
         """Watched table URI -> when it was last scheduled periodically (or watched)."""
@@ -123,10 +127,11 @@ class TriggerLoop:
     def _run(self) -> None:
         while not self._stop.wait(self._poll_s):
             for table_uri in self.watched():
-                try:
-                    self.check(table_uri)
-                except TidemarkError as error:
-                    log.warning("planner.trigger_failed", table=table_uri, error=str(error))
+                for check in (self.check, *self._also):
+                    try:
+                        check(table_uri)
+                    except TidemarkError as error:
+                        log.warning("planner.trigger_failed", table=table_uri, error=str(error))
 
     def check(self, table_uri: str) -> bool:
         """Schedule ``table_uri`` if its policy is due; True if it tried."""
