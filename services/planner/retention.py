@@ -138,8 +138,8 @@ class RetentionTrigger:
         policy = load_policy(open_storage(table_uri))
         if policy.every_n_commits:
             table = HoodieTable.open(table_uri)
-            last = table.timeline.last_completed()
-            latest = last.timestamp if last else ""
+            completed = table.timeline.last_completed()
+            latest = completed.timestamp if completed else ""
             if self._checked.get(table_uri) == latest:
                 return False
             self._checked[table_uri] = latest
@@ -150,8 +150,8 @@ class RetentionTrigger:
         if policy.every_seconds:
             now = time.monotonic()
             with self._lock:
-                last = self._last_run.setdefault(table_uri, now)
-                due = now - last >= policy.every_seconds
+                since = self._last_run.setdefault(table_uri, now)
+                due = now - since >= policy.every_seconds
                 if due:
                     self._last_run[table_uri] = now
             if due:
