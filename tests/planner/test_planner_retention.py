@@ -18,7 +18,10 @@ from tidemark.table.table import HoodieTable
 
 
 def cleans(uri: str) -> int:
-    return len(HoodieTable.open(uri).timeline.completed(frozenset({CLEAN})))
+    """Completed cleans on the active and the archived timeline."""
+    table = HoodieTable.open(uri)
+    archived = [i for i in table.archive.instants() if (i.action, i.state) == (CLEAN, "COMPLETED")]
+    return len(table.timeline.completed(frozenset({CLEAN}))) + len(archived)
 
 
 def test_retention_on_request_and_after_every_n_commits(
