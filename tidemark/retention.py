@@ -54,6 +54,7 @@ def archive_table(
     settings: RetentionSettings | None = None,
     *,
     wait_s: float = DEFAULT_LOCK_WAIT_S,
+    reload: bool = True,
 ) -> ArchiveResult:
     """Archive with ``settings.archive`` (checked against ``settings.clean``)."""
     opened = _opened(table)
@@ -63,6 +64,7 @@ def archive_table(
         settings.archive,
         keep_from=lambda: oldest_unfolded_delta(opened.storage),
         wait_s=wait_s,
+        reload=reload,
     )
 
 
@@ -78,7 +80,7 @@ def run_retention(
     started = time.perf_counter()
     cleaned = clean(opened, settings.clean, wait_s=wait_s)
     cleaned_at = time.perf_counter()
-    archived = archive_table(opened, settings, wait_s=wait_s)
+    archived = archive_table(opened, settings, wait_s=wait_s, reload=False)
     return RetentionResult(
         cleaned, archived, cleaned_at - started, time.perf_counter() - cleaned_at
     )

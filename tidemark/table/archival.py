@@ -90,14 +90,16 @@ def archive(
     *,
     keep_from: Callable[[], str | None] = lambda: None,
     wait_s: float = DEFAULT_LOCK_WAIT_S,
+    reload: bool = True,
 ) -> ArchiveResult:
     """Archive what the settings allow (nothing while the active timeline holds at most
     ``keep_max`` writes and no interrupted archival is left to finish). ``keep_from`` is
     asked, only when there is something to archive, for an instant to keep with every
-    later one."""
+    later one. ``reload=False`` when the caller just reloaded the timeline (a clean)."""
     settings = settings or ArchiveSettings()
     result = ArchiveResult()
-    table.timeline.reload()
+    if reload:
+        table.timeline.reload()
     if not _already_archived(table) and not _to_archive(table, settings, None):
         return result
     floor = keep_from()
