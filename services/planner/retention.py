@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from google.protobuf import json_format
 
-from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.retention import RetentionSettings
+from tidemark.services.planner.triggers import load_message
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
-from tidemark.storage.damaged import read_parsed
 from tidemark.table.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
 from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
 from tidemark.table.instant import CLEAN
@@ -92,18 +92,8 @@ def policy_message(policy: RetentionPolicy) -> pb.RetentionPolicy:
 
 def load_policy(storage: Storage) -> RetentionPolicy:
     """The table's policy (on demand with Hudi's defaults when none is stored)."""
-    try:
-        return read_parsed(storage, POLICY_PATH, _parse, "set the retention policy again")
-    except NotFoundError:
-        return RetentionPolicy()
-
-
-def _parse(data: bytes) -> RetentionPolicy:
-    try:
-        message = json_format.Parse(data, pb.RetentionPolicy())
-    except json_format.ParseError as error:
-        raise ValueError(str(error)) from error
-    return policy_from_message(message)
+    stored = load_message(storage, POLICY_PATH, pb.RetentionPolicy())
+    return RetentionPolicy() if stored is None else policy_from_message(stored)
 
 
 def save_policy(storage: Storage, policy: RetentionPolicy) -> None:
