@@ -7,7 +7,8 @@ copy-on-write upsert does: the partition is listed to find the latest slices, an
 slice of each chosen group is committed. The commits are written with pyarrow
 (``tidemark.testing.tables``), since what is measured is the table's growth and the
 timeline's; the clean and archival after each commit are the same calls every write makes
-(``tidemark.retention.run_retention``). Both runs use the same choice of groups.
+(``tidemark.retention.run_retention``). Both runs use the same choice of groups and take
+turns commit by commit, each going first every other time, so both see the same load.
 
 Reported per run: bytes on storage over the snapshot's bytes, file slices per touched file
 group (goal: at most retained commits + 1), active timeline files (goal: bounded), the
@@ -75,45 +76,59 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "keep_min": settings.archive.keep_min,
         "keep_max": settings.archive.keep_max,
     }
-    for name, retention in (("on", settings), ("off", None)):
-        report[name] = _run(args, name, root / name, retention)
+    runs = {"on": _Run(args, root / "on", settings), "off": _Run(args, root / "off", None)}
+    for number in range(args.commits):
+        for name in ("on", "off") if number % 2 == 0 else ("off", "on"):
+            runs[name].commit()
+        if (number + 1) % WINDOW == 0:
+            print(f"retention: {number + 1}/{args.commits} commits of each run", flush=True)
+    for name, one in runs.items():
+        report[name] = one.state()
     report["bytes_ratio_off_over_on"] = report["off"]["bytes_on_storage"] / max(
         report["on"]["bytes_on_storage"], 1
     )
     return report
 
 
-def _run(
-    args: argparse.Namespace, name: str, uri: Path, retention: RetentionSettings | None
-) -> dict[str, Any]:
-    table = HoodieTable.create(str(uri), bench_table_config())
-    partitions = [f"p{n:02d}" for n in range(args.partitions)]
-    groups = [
-        (partitions[n % len(partitions)], _rows(n, partitions[n % len(partitions)]))
-        for n in range(args.file_groups)
-    ]
-    commit_file_groups(table, groups)
-    keys = sorted((f.partition_path, f.file_id) for f in table.view().latest_base_files())
-    chooser = random.Random(args.seed)
-    per_commit = max(1, round(args.file_groups * args.upsert_percent / 100))
-    write_s, clean_s, archive_s = [], [], []
-    touched: set[tuple[str, str]] = set()
-    for number in range(args.commits):
+class _Run:
+    """One table and its upserts; the two runs take turns commit by commit (each going
+    first every other time), so both see the same machine load."""
+
+    def __init__(self, args: argparse.Namespace, uri: Path, retention: RetentionSettings | None):
+        self.uri = str(uri)
+        self.retention = retention
+        table = HoodieTable.create(self.uri, bench_table_config())
+        partitions = [f"p{n:02d}" for n in range(args.partitions)]
+        commit_file_groups(
+            table,
+            [(partitions[n % len(partitions)], _rows(n, partitions[n % len(partitions)]))
+             for n in range(args.file_groups)],
+        )  # fmt: skip
+        self.keys = sorted((f.partition_path, f.file_id) for f in table.view().latest_base_files())
+        self.chooser = random.Random(args.seed)
+        self.per_commit = max(1, round(args.file_groups * args.upsert_percent / 100))
+        self.write_s: list[float] = []
+        self.clean_s: list[float] = []
+        self.archive_s: list[float] = []
+        self.touched: set[tuple[str, str]] = set()
+
+    def commit(self) -> None:
+        """One upsert (with its clean and archival when retention is on), timed."""
         started = time.perf_counter()
-        table = HoodieTable.open(str(uri))
-        chosen = set(chooser.sample(keys, per_commit))
+        table = HoodieTable.open(self.uri)
+        chosen = set(self.chooser.sample(self.keys, self.per_commit))
         latest = table.view().latest_base_files({partition for partition, _ in chosen})
         picked = [f for f in latest if (f.partition_path, f.file_id) in chosen]
         rewrite_file_groups(table, [(f, _current(table, f.path)) for f in picked])
-        touched.update((f.partition_path, f.file_id) for f in picked)
-        if retention is not None:
-            result = run_retention(table, retention)
-            clean_s.append(result.clean_s)
-            archive_s.append(result.archive_s)
-        write_s.append(time.perf_counter() - started)
-        if (number + 1) % WINDOW == 0:
-            print(f"retention {name}: {number + 1}/{args.commits} commits", flush=True)
-    return _state(str(uri), write_s, clean_s, archive_s, touched)
+        self.touched.update((f.partition_path, f.file_id) for f in picked)
+        if self.retention is not None:
+            result = run_retention(table, self.retention)
+            self.clean_s.append(result.clean_s)
+            self.archive_s.append(result.archive_s)
+        self.write_s.append(time.perf_counter() - started)
+
+    def state(self) -> dict[str, Any]:
+        return _state(self.uri, self.write_s, self.clean_s, self.archive_s, self.touched)
 
 
 def _state(
