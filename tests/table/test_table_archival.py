@@ -15,7 +15,7 @@ import fastavro
 import pytest
 
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
-from tidemark.errors import InvalidArgumentError
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.retention import RetentionSettings
 from tidemark.storage import open_storage
@@ -168,6 +168,9 @@ def test_a_clean_killed_after_some_deletes_is_finished_by_the_next(any_table_uri
     assert pending.action == CLEAN
     assert hudi_rs_rows(any_table_uri) == expected
     assert len(table.view().committed_base_files()) == 6  # eu cleaned, us not yet
+    retained = table.timeline.completed(WRITE_ACTIONS)[-1].timestamp
+    with pytest.raises(FailedPreconditionError, match=f"still readable is {retained}"):
+        table.view(as_of=table.timeline.completed(WRITE_ACTIONS)[-2].timestamp)
 
     result = clean(HoodieTable.open(any_table_uri), CleanSettings(retain_commits=1))
 

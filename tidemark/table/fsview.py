@@ -22,8 +22,8 @@ from tidemark.errors import FailedPreconditionError
 from tidemark.storage.base import FileInfo, ListDirResult, Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.archived_timeline import META_FOLDER, ArchivedTimeline
-from tidemark.table.clean_metadata import CleanMetadata
-from tidemark.table.instant import CLEAN, REPLACE_COMMIT, validate_instant_time
+from tidemark.table.clean_metadata import CleanMetadata, CleanPlan
+from tidemark.table.instant import CLEAN, REPLACE_COMMIT, Instant, State, validate_instant_time
 from tidemark.table.naming import (
     PARTITION_METADATA_FILE,
     is_base_file_name,
@@ -155,8 +155,15 @@ def last_clean(timeline: Timeline) -> CleanMetadata | None:
 
 
 def earliest_readable(timeline: Timeline) -> str | None:
-    """The oldest instant whose snapshot is whole: the last clean's earliest commit to
-    retain (cleans keep it monotonic); None when nothing was ever cleaned."""
+    """The oldest instant whose snapshot is whole: the earliest commit to retain of the
+    newest clean, a pending one included (its deletes may be under way; cleans keep the
+    value monotonic); None when nothing was ever cleaned."""
+    pending = [i for i in timeline.pending() if i.action == CLEAN]
+    if pending:
+        requested = Instant(pending[-1].timestamp, CLEAN, State.REQUESTED)
+        plan = read_parsed(timeline.storage, requested.path, CleanPlan.from_avro)
+        if plan.earliest_to_retain is not None:
+            return plan.earliest_to_retain.timestamp
     clean = last_clean(timeline)
     return clean.earliest_commit_to_retain or None if clean is not None else None
 
