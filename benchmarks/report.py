@@ -30,6 +30,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.clustering",
     "benchmarks.read",
     "benchmarks.load",
+    "benchmarks.retention",
 )
 
 

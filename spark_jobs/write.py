@@ -83,10 +83,12 @@ from tidemark.jobs.stats import stats_from_rows
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
 from tidemark.jobs.validation import TableRequest, check_layout, validate_input
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
+from tidemark.retention import RetentionResult, RetentionSettings, run_retention
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering
+from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
 from tidemark.table.commit import (
     IDEMPOTENCY_KEY,
     committed_with_key,
@@ -105,7 +107,11 @@ from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
+from tidemark.table.table_versions import (
+    DEFAULT_TABLE_VERSION,
+    RETENTION_VERSIONS,
+    add_table_version_argument,
+)
 from tidemark.table.write_checks import check_writable
 
 log = structlog.get_logger(__name__)
@@ -145,6 +151,8 @@ class WriteResult:
     """How keys were tagged: ``record`` (the record index) or ``simple`` (a join)."""
     lock_wait_s: float = 0.0
     """Time spent waiting for the table lock."""
+    retention: RetentionResult | None = None
+    """The inline clean and archival after the commit (None when off or failed)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +227,11 @@ def _write(
             field="small_file_limit_bytes",
         )
     check_lock_wait(options.lock_wait_s)
+    retention = (
+        RetentionSettings(CleanSettings(retain_commits=options.retain_commits))
+        if options.auto_clean
+        else None
+    )
     _check_idempotency_key(options.idempotency_key)
     pending_clustering.check_policy(options.on_pending_clustering)
     if options.allow_duplicates and operation not in DUPLICATING_OPERATIONS:
@@ -293,6 +306,28 @@ def _write(
                 return result
     finally:
         prepared.rows.unpersist()
+    if (
+        retention is not None
+        and not result.already_committed
+        and table.config.table_version in RETENTION_VERSIONS
+    ):
+        with clock.stage("clean and archive"):
+            result.retention = _retain(table, retention, options.lock_wait_s)
+        result.stage_seconds = dict(clock.seconds)
+    return result
+
+
+def _retain(
+    table: HoodieTable, settings: RetentionSettings, wait_s: float
+) -> RetentionResult | None:
+    """The inline clean and archival after a commit. The write is done whatever happens
+    here: a failure is a warning, and the next write's run (or ``tidemark clean``)
+    finishes what this one left."""
+    try:
+        return run_retention(table, settings, wait_s=wait_s)
+    except TidemarkError as error:
+        log.warning("write.retention_failed", table=table.uri, error=str(error))
+        return None
 
 
 def _check_idempotency_key(key: str | None) -> None:
@@ -814,6 +849,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fewest files, tightest key ranges)",
     )
     pending_clustering.add_argument(parser)
+    parser.add_argument(
+        "--no-auto-clean",
+        action="store_true",
+        help="do not clean and archive after the commit (Hudi's hoodie.clean.automatic=false)",
+    )
+    parser.add_argument(
+        "--retain-commits",
+        type=int,
+        default=DEFAULT_RETAIN_COMMITS,
+        help=f"commits whose snapshots the inline clean keeps readable "
+        f"(default {DEFAULT_RETAIN_COMMITS})",
+    )
 
 
 def _fields(value: str) -> tuple[str, ...]:

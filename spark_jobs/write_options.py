@@ -15,6 +15,7 @@ from tidemark.jobs.bulk import DEFAULT_SORT_MODE
 from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from tidemark.table import pending_clustering
+from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 
 MIB = 1024 * 1024
@@ -70,6 +71,11 @@ class WriteOptions:
     on_pending_clustering: str = pending_clustering.REJECT
     """A write touching a pending clustering plan's file groups is refused (``reject``) or
     rolls the plan back first (``rollback``)."""
+    auto_clean: bool = True
+    """After the commit, clean (KEEP_LATEST_COMMITS) and archive inline, as Hudi does by
+    default (``hoodie.clean.automatic``); ``--no-auto-clean`` turns both off."""
+    retain_commits: int = DEFAULT_RETAIN_COMMITS
+    """Commits whose snapshots the inline clean keeps readable (``--retain-commits``)."""
 
     def __post_init__(self) -> None:
         for name in ("record_key_fields", "partition_fields"):
@@ -99,6 +105,8 @@ class WriteOptions:
             index=args.index,
             index_service_address=args.index_service,
             on_pending_clustering=args.on_pending_clustering,
+            auto_clean=not args.no_auto_clean,
+            retain_commits=args.retain_commits,
         )
 
     def with_marker_service(self, address: str | None) -> WriteOptions:

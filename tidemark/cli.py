@@ -31,6 +31,8 @@ COMMAND_MODULES: dict[str, str] = {
     "write": "tidemark.commands.write",
     "index": "tidemark.commands.index",
     "cluster": "tidemark.commands.cluster",
+    "clean": "tidemark.commands.retention",
+    "archive": "tidemark.commands.retention",
 }
 """Command name -> the module whose ``register(subparsers)`` adds it."""
 

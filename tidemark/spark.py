@@ -4,7 +4,8 @@ Everything ``tidemark`` does from the command line, with the same defaults: ``wr
 options are one ``WriteOptions``, the object the CLI builds from its flags),
 ``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``; reads through Spark's
 own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
-``register_view``); ``index_compact`` and ``stats_rebuild`` for the structures that prune;
+``register_view``); ``clean`` and ``archive`` (retention); ``index_compact`` and
+``stats_rebuild`` for the structures that prune;
 ``register`` for the slower ``spark.read.format("tidemark")`` data source. Services are used
 at the addresses given, else started embedded in the driver.
 """
@@ -27,15 +28,23 @@ from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
+from tidemark.retention import RetentionSettings, archive_table, clean_table
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.table import column_stats
+from tidemark.table.archival import ArchiveResult, ArchiveSettings
+from tidemark.table.clean import CleanResult
+from tidemark.table.clean_planner import CleanSettings
 from tidemark.table.commit import RollbackResult
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.reader import Filter
 from tidemark.table.table import HoodieTable
 
 __all__ = [
+    "ArchiveSettings",
+    "CleanSettings",
     "WriteOptions",
+    "archive",
+    "clean",
     "cluster_run",
     "cluster_schedule",
     "index_build",
@@ -193,3 +202,28 @@ def register(spark: SparkSession) -> None:
     through the ``pyspark_tidemark`` module). It reads whole snapshots through Python
     workers; ``read`` is the fast path."""
     spark.dataSource.register(TidemarkDataSource)
+
+
+def clean(
+    table: str,
+    settings: CleanSettings | None = None,
+    *,
+    dry_run: bool = False,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
+) -> CleanResult:
+    """Delete the file slices outside the retention (default: snapshots of the last 10
+    commits stay readable), as Hudi's cleaner; ``dry_run`` only lists them."""
+    return clean_table(table, settings, dry_run=dry_run, wait_s=lock_wait_s)
+
+
+def archive(
+    table: str,
+    settings: ArchiveSettings | None = None,
+    *,
+    cleaner: CleanSettings | None = None,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
+) -> ArchiveResult:
+    """Move completed instants beyond ``settings.keep_max`` (default 30) to Hudi's archived
+    timeline, down to ``keep_min`` (20), which must exceed ``cleaner``'s retained commits."""
+    both = RetentionSettings(cleaner or CleanSettings(), settings or ArchiveSettings())
+    return archive_table(table, both, wait_s=lock_wait_s)

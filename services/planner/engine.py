@@ -1,5 +1,5 @@
-"""The planner's operations on tables: schedule, list, get and cancel plans, and the
-trigger policies.
+"""The planner's operations on tables: schedule, list, get and cancel plans, the trigger
+policies, and retention (clean then archive) on request or by a table's retention policy.
 
 Scheduling validates everything it can before touching the table (a table without
 commits, unknown or unorderable sort columns), then takes the table lock, waiting up to
@@ -23,9 +23,16 @@ from tidemark.clustering.curves import check_sortable
 from tidemark.clustering.strategy import FileSlices, PlanOptions, PlanOutcome, plan_clustering
 from tidemark.errors import FailedPreconditionError
 from tidemark.index.record_index import discard_staged
+from tidemark.retention import RetentionResult, run_retention
 from tidemark.services.planner.config import PlannerConfig
 from tidemark.services.planner.exclusions import busy_file_groups
 from tidemark.services.planner.policy import TriggerPolicy
+from tidemark.services.planner.retention import (
+    RetentionPolicy,
+    RetentionTrigger,
+)
+from tidemark.services.planner.retention import load_policy as load_retention
+from tidemark.services.planner.retention import save_policy as save_retention
 from tidemark.services.planner.triggers import TriggerLoop, load_policy, save_policy
 from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
 from tidemark.table.commit import RollbackResult, rollback
@@ -57,7 +64,13 @@ class PlannerEngine:
         """Outcomes by name (``scheduled.<trigger>``, ``nothing.<trigger>``, ``cancelled``),
         read by the metrics collector."""
         self._counts_lock = threading.Lock()
-        self.triggers = TriggerLoop(self._trigger, config.trigger_poll_s)
+        self.retention_runs: Counter[str] = Counter()
+        """Retention runs by trigger (``request``, ``commits``, ``periodic``) and
+        ``files_deleted``, ``instants_archived``, read by the metrics collector."""
+        self.retention = RetentionTrigger(self.run_retention)
+        self.triggers = TriggerLoop(
+            self._trigger, config.trigger_poll_s, also=[self.retention.check]
+        )
         for table_uri in config.tables:
             self.triggers.watch(table_uri)
         self.triggers.start()
@@ -125,6 +138,37 @@ class PlannerEngine:
         table = HoodieTable.open(table_uri)
         self.triggers.watch(table.uri)
         return load_policy(table.storage)
+
+    def set_retention(self, table_uri: str, policy: RetentionPolicy) -> RetentionPolicy:
+        table = HoodieTable.open(table_uri)
+        save_retention(table.storage, policy)
+        self.triggers.watch(table.uri)
+        log.info("planner.retention_policy_set", table=table.uri, policy=str(policy))
+        return policy
+
+    def get_retention(self, table_uri: str) -> RetentionPolicy:
+        table = HoodieTable.open(table_uri)
+        self.triggers.watch(table.uri)
+        return load_retention(table.storage)
+
+    def run_retention(self, table_uri: str, trigger: str = "request") -> RetentionResult:
+        """Clean, then archive, with the table's retention policy's settings."""
+        table = HoodieTable.open(table_uri)
+        settings = load_retention(table.storage).settings()
+        result = run_retention(table, settings, wait_s=self.config.lock_wait_s)
+        with self._counts_lock:
+            self.retention_runs[trigger] += 1
+            self.retention_runs["files_deleted"] += result.clean.files_deleted
+            self.retention_runs["instants_archived"] += len(result.archive.archived)
+        log.info(
+            "planner.retention_run",
+            table=table.uri,
+            trigger=trigger,
+            cleans=result.clean.instants,
+            files_deleted=result.clean.files_deleted,
+            archived=len(result.archive.archived),
+        )
+        return result
 
     def _trigger(self, table_uri: str, options: PlanOptions, trigger: str) -> ScheduleResult:
         result = self.schedule(table_uri, options, trigger)

@@ -36,6 +36,25 @@ class PlannerMetrics(Collector):
         yield CounterMetricFamily(
             "tidemark_planner_cancelled", "Plans cancelled (rolled back).", value=cancelled
         )
+        runs = CounterMetricFamily(
+            "tidemark_planner_retention_runs",
+            "Retention runs (clean then archive) by trigger (request, commits, periodic).",
+            labels=["trigger"],
+        )
+        retained = self.engine.retention_runs.copy()
+        for trigger in ("request", "commits", "periodic"):
+            runs.add_metric([trigger], retained[trigger])
+        yield runs
+        yield CounterMetricFamily(
+            "tidemark_planner_retention_files_deleted",
+            "Data files retention runs cleaned.",
+            value=retained["files_deleted"],
+        )
+        yield CounterMetricFamily(
+            "tidemark_planner_retention_instants_archived",
+            "Instants retention runs moved to the archived timeline.",
+            value=retained["instants_archived"],
+        )
         yield GaugeMetricFamily(
             "tidemark_planner_watched_tables",
             "Tables whose trigger policies this service follows.",

@@ -15,7 +15,7 @@ import grpc
 from tidemark.config import ServerConfig
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
-from tidemark.services.planner import messages, requests
+from tidemark.services.planner import messages, requests, retention
 from tidemark.services.planner.engine import PlannerEngine
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -73,3 +73,30 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         table = requests.table(request.table.base_path, self.config)
         policy = await asyncio.to_thread(self.engine.get_policy, table)
         return pb.GetTriggerPolicyResponse(policy=messages.policy_message(policy))
+
+    async def SetRetentionPolicy(  # noqa: N802 (gRPC method name)
+        self, request: pb.SetRetentionPolicyRequest, context: Context
+    ) -> pb.SetRetentionPolicyResponse:
+        table = requests.table(request.table.base_path, self.config)
+        policy = retention.policy_from_message(request.policy)
+        saved = await asyncio.to_thread(self.engine.set_retention, table, policy)
+        return pb.SetRetentionPolicyResponse(policy=retention.policy_message(saved))
+
+    async def GetRetentionPolicy(  # noqa: N802 (gRPC method name)
+        self, request: pb.GetRetentionPolicyRequest, context: Context
+    ) -> pb.GetRetentionPolicyResponse:
+        table = requests.table(request.table.base_path, self.config)
+        policy = await asyncio.to_thread(self.engine.get_retention, table)
+        return pb.GetRetentionPolicyResponse(policy=retention.policy_message(policy))
+
+    async def RunRetention(  # noqa: N802 (gRPC method name)
+        self, request: pb.RunRetentionRequest, context: Context
+    ) -> pb.RunRetentionResponse:
+        table = requests.table(request.table.base_path, self.config)
+        result = await asyncio.to_thread(self.engine.run_retention, table)
+        return pb.RunRetentionResponse(
+            clean_instant_times=result.clean.instants,
+            files_deleted=result.clean.files_deleted,
+            earliest_readable_instant_time=result.clean.earliest_to_retain or "",
+            archived_instants=result.archive.archived,
+        )

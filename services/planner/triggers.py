@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import structlog
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
@@ -30,6 +32,7 @@ from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
+M = TypeVar("M", bound=Message)
 
 POLICY_PATH = ".hoodie/.tidemark/planner/trigger-policy.json"
 
@@ -37,18 +40,24 @@ POLICY_PATH = ".hoodie/.tidemark/planner/trigger-policy.json"
 def load_policy(storage: Storage) -> TriggerPolicy:
     """The table's policy (on demand when none is stored), stored as the JSON form of
     the ``TriggerPolicy`` message that set it."""
+    stored = load_message(storage, POLICY_PATH, pb.TriggerPolicy())
+    return TriggerPolicy() if stored is None else requests.trigger_policy(stored)
+
+
+def load_message(storage: Storage, path: str, empty: M) -> M | None:
+    """The message stored as JSON at ``path`` (None when absent; DataLossError naming the
+    file when it does not parse)."""
+
+    def parse(data: bytes) -> M:
+        try:
+            return json_format.Parse(data, empty)
+        except json_format.ParseError as error:
+            raise ValueError(str(error)) from error
+
     try:
-        return read_parsed(storage, POLICY_PATH, _parse_policy, "set the policy again")
+        return read_parsed(storage, path, parse, "set the policy again")
     except NotFoundError:
-        return TriggerPolicy()
-
-
-def _parse_policy(data: bytes) -> TriggerPolicy:
-    try:
-        message = json_format.Parse(data, pb.TriggerPolicy())
-    except json_format.ParseError as error:
-        raise ValueError(str(error)) from error
-    return requests.trigger_policy(message)
+        return None
 
 
 def save_policy(storage: Storage, policy: TriggerPolicy) -> None:
@@ -93,8 +102,12 @@ class TriggerLoop:
     schedule a plan. A table whose N commits found nothing to cluster waits for the next
     commit before trying again, so a quiet table never takes its lock on every poll."""
 
-    def __init__(self, schedule: Schedule, poll_s: float) -> None:
+    def __init__(
+        self, schedule: Schedule, poll_s: float, also: Sequence[Callable[[str], object]] = ()
+    ) -> None:
         self._schedule = schedule
+        self._also = tuple(also)
+        """More checks each poll makes of each table (the retention trigger)."""
         self._poll_s = poll_s
         self._tables: dict[str, float] = {}
         """Watched table URI -> when it was last scheduled periodically (or watched)."""
@@ -123,10 +136,11 @@ class TriggerLoop:
     def _run(self) -> None:
         while not self._stop.wait(self._poll_s):
             for table_uri in self.watched():
-                try:
-                    self.check(table_uri)
-                except TidemarkError as error:
-                    log.warning("planner.trigger_failed", table=table_uri, error=str(error))
+                for check in (self.check, *self._also):
+                    try:
+                        check(table_uri)
+                    except TidemarkError as error:
+                        log.warning("planner.trigger_failed", table=table_uri, error=str(error))
 
     def check(self, table_uri: str) -> bool:
         """Schedule ``table_uri`` if its policy is due; True if it tried."""

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from hudi import HudiTableBuilder
+from table.table_testkit import hudi_rs_builder
 
 from tidemark.cli import main
 from tidemark.storage import open_storage
@@ -23,19 +22,7 @@ SCHEMA = "id int, name string, part string, ts long"
 
 def hudi_rs_table(uri: str) -> pa.Table | None:
     """What hudi-rs reads (None when the table has no rows)."""
-    options = {}
-    if uri.startswith("s3://"):
-        options = {
-            "aws_endpoint_url": os.environ["AWS_ENDPOINT_URL"],
-            "aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
-            "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
-            "aws_region": os.environ["AWS_DEFAULT_REGION"],
-            "aws_allow_http": "true",
-        }
-    builder = HudiTableBuilder.from_base_uri(uri)
-    if options:
-        builder = builder.with_storage_options(options)
-    batches = builder.build().read()
+    batches = hudi_rs_builder(uri).build().read()
     return pa.Table.from_batches(batches) if batches else None
 
 

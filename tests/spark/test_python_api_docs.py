@@ -37,3 +37,4 @@ def test_python_api_examples_run_as_written(
     assert "_hoodie_commit_time" in printed
     assert "written 20 5 7\ntagged by record record\n" in printed
     assert "clustered True 2\n" in printed
+    assert "cleaned True 0 []\n" in printed

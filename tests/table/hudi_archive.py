@@ -5,21 +5,19 @@ available to the tests (the v6 fixtures' ``archived`` folders are empty).
 Each entry is a ``HoodieArchivedMetaEntry`` as Hudi 0.14's archiver writes one: the
 instant's time, action and state, and for a completed commit its commit metadata (a nested
 ``HoodieCommitMetadata`` record, which a reader must skip). The writer schema travels in
-each block's header, with the Java-only ``avro.java.string`` properties Hudi's schemas carry.
+each block's header, with the Java-only ``avro.java.string`` properties Hudi's schemas carry
+(unlike Tidemark's own archiver, whose block framing these entries share).
 """
 
 from __future__ import annotations
 
-import io
-import json
-import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import fastavro
 
-from tidemark.table.archived_timeline import AVRO_DATA_BLOCK, MAGIC, SCHEMA_HEADER
+from tidemark.table.archive_writer import avro_data_block
 
 Entry = tuple[str, str, str | None]
 """(commit time, action, state); a None state is how the oldest archives wrote entries."""
@@ -84,7 +82,6 @@ ENTRY_SCHEMA: dict[str, Any] = {
         {"name": "actionState", "type": _OPTIONAL_STRING, "default": None},
     ],
 }
-AVRO_BLOCK_VERSION = 3
 
 
 def entry_record(commit_time: str, action: str, state: str | None) -> dict[str, Any]:
@@ -117,26 +114,7 @@ def entry_record(commit_time: str, action: str, state: str | None) -> dict[str, 
 def avro_block(entries: Sequence[Entry]) -> bytes:
     """One whole log block (magic to reverse pointer) holding ``entries``."""
     schema = fastavro.parse_schema(ENTRY_SCHEMA)
-    records = []
-    for entry in entries:
-        buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, schema, entry_record(*entry))
-        records.append(buffer.getvalue())
-    content = struct.pack(">ii", AVRO_BLOCK_VERSION, len(records)) + b"".join(
-        struct.pack(">i", len(record)) + record for record in records
-    )
-    schema_bytes = json.dumps(ENTRY_SCHEMA).encode()
-    header = struct.pack(">iii", 1, SCHEMA_HEADER, len(schema_bytes)) + schema_bytes
-    footer = struct.pack(">i", 0)
-    body = (
-        struct.pack(">ii", 1, AVRO_DATA_BLOCK)
-        + header
-        + struct.pack(">q", len(content))
-        + content
-        + footer
-    )
-    size = len(body) + 8
-    return MAGIC + struct.pack(">q", size) + body + struct.pack(">q", size + len(MAGIC))
+    return avro_data_block(ENTRY_SCHEMA, schema, [entry_record(*entry) for entry in entries])
 
 
 def write_archive(folder: Path, number: int, *blocks: Sequence[Entry], tail: bytes = b"") -> Path:

@@ -3,6 +3,7 @@ writes base files with pyarrow, fixture copies, and hudi-rs as the oracle."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,24 @@ def hudi_rs_rows(uri: str) -> list[dict[str, Any]]:
 
 def hudi_rs_table(uri: str) -> pa.Table:
     """What hudi-rs reads; it leaves the (null) meta columns out of virtual-key tables."""
-    batches = HudiTableBuilder.from_base_uri(uri).build().read()
+    batches = hudi_rs_builder(uri).build().read()
     return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+def hudi_rs_builder(uri: str) -> HudiTableBuilder:
+    """hudi-rs on ``uri``, pointed at the local S3 server for ``s3://`` tables."""
+    builder = HudiTableBuilder.from_base_uri(uri)
+    if not uri.startswith("s3://"):
+        return builder
+    return builder.with_storage_options(
+        {
+            "aws_endpoint_url": os.environ["AWS_ENDPOINT_URL"],
+            "aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+            "aws_region": os.environ["AWS_DEFAULT_REGION"],
+            "aws_allow_http": "true",
+        }
+    )
 
 
 def copy_fixture(name: str, destination: Path) -> str:

@@ -118,6 +118,21 @@ class PlannerClient:
         request = pb.GetTriggerPolicyRequest(table=_table(table))
         return self._client.call(self._client.stub.GetTriggerPolicy, request).policy
 
+    def set_retention_policy(self, table: str, policy: pb.RetentionPolicy) -> pb.RetentionPolicy:
+        request = pb.SetRetentionPolicyRequest(table=_table(table), policy=policy)
+        return self._client.call(self._client.stub.SetRetentionPolicy, request).policy
+
+    def get_retention_policy(self, table: str) -> pb.RetentionPolicy:
+        request = pb.GetRetentionPolicyRequest(table=_table(table))
+        return self._client.call(self._client.stub.GetRetentionPolicy, request).policy
+
+    def run_retention(self, table: str) -> pb.RunRetentionResponse:
+        """Clean, then archive, the table now (its retention policy's settings)."""
+        request = pb.RunRetentionRequest(table=_table(table))
+        return self._client.call(
+            self._client.stub.RunRetention, request, timeout=TIMELINE_CHANGE_TIMEOUT_S
+        )
+
 
 def _table(table: str) -> TableRef:
     return TableRef(base_path=canonical_uri(table))

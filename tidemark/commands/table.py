@@ -59,7 +59,9 @@ def register(subparsers: Any) -> None:
     add_table_version_argument(create, default=DEFAULT_TABLE_VERSION)
     create.set_defaults(handler=run_create)
 
-    read = subparsers.add_parser("read", help="print or export the latest snapshot")
+    read = subparsers.add_parser(
+        "read", help="print or export the latest snapshot (or the one --as-of an instant)"
+    )
     read.add_argument("--table", required=True, help="table base URI")
     read.add_argument(
         "--where",
@@ -75,7 +77,8 @@ def register(subparsers: Any) -> None:
         metavar="INSTANT",
         help="time travel: the rows of the writes completed at or before this time "
         "(17 digits yyyyMMddHHmmssSSS; table versions 8 and 9 record completion times, "
-        "on version 6 the requested time stands in)",
+        "on version 6 the requested time stands in); refused when older than the "
+        "earliest instant the cleaner kept readable",
     )
     read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")

@@ -496,6 +496,16 @@ class RecordIndex:
         """Base + deltas of one shard as one base file, as of the newest delta."""
         return _shard_bytes(self._merge(view, shard, deltas), KIND_BASE, deltas[-1].instant)
 
+    def oldest_unfolded(self) -> str | None:
+        """The oldest instant with a delta past its shard's base (not folded yet)."""
+        view = self._current_view(None)
+        unfolded = [
+            manifest.instant
+            for manifest in view.manifests
+            if any(manifest.instant > view.bases[shard] for shard in manifest.shards)
+        ]
+        return min(unfolded, default=None)
+
     def max_deltas(self) -> int:
         """The most visible deltas any shard has now (what a lookup reads past its base)."""
         return max(self._current_view(None).delta_counts(), default=0)
@@ -660,3 +670,12 @@ def discard_staged(storage: Storage, instant: str) -> None:
     (never visible: the instant never completed)."""
     if RecordIndex.exists(storage):
         RecordIndex.open(storage).discard(instant)
+
+
+def oldest_unfolded_delta(storage: Storage) -> str | None:
+    """The oldest instant a stage manifest names whose delta some shard has not folded
+    into its base yet (None without a record index or such a delta): archival keeps it
+    and every later instant on the active timeline."""
+    if not RecordIndex.exists(storage):
+        return None
+    return RecordIndex.open(storage).oldest_unfolded()

@@ -96,24 +96,38 @@ class ArchivedTimeline:
         self.storage = storage
         self.folder = folder
         self._read_from: tuple[FileInfo, ...] | None = None
+        self._instants: tuple[ArchivedInstant, ...] = ()
         self._completed_writes: frozenset[str] = frozenset()
 
     def completed_writes(self) -> frozenset[str]:
         """Instant times the archive lists as a COMPLETED commit or replacecommit."""
-        files = tuple(
+        self.instants()
+        return self._completed_writes
+
+    def instants(self) -> tuple[ArchivedInstant, ...]:
+        """Every entry of every archive file, files in name order."""
+        files = self.files()
+        if files != self._read_from:
+            self._instants = tuple(
+                instant
+                for info in files
+                for instant in parse_archive_log(self.storage.read(info.path), info.path)
+            )
+            self._completed_writes = frozenset(
+                instant.timestamp
+                for instant in self._instants
+                if instant.state == COMPLETED and instant.action in COW_WRITE_ACTIONS
+            )
+            self._read_from = files
+        return self._instants
+
+    def files(self) -> tuple[FileInfo, ...]:
+        """The archive's log files (one listing)."""
+        return tuple(
             info
             for info in self.storage.list_dir(self.folder).files
             if ARCHIVE_FILE.fullmatch(info.path.rpartition("/")[2])
         )
-        if files != self._read_from:
-            self._completed_writes = frozenset(
-                instant.timestamp
-                for info in files
-                for instant in parse_archive_log(self.storage.read(info.path), info.path)
-                if instant.state == COMPLETED and instant.action in COW_WRITE_ACTIONS
-            )
-            self._read_from = files
-        return self._completed_writes
 
 
 def parse_archive_log(data: bytes, path: str) -> list[ArchivedInstant]:

@@ -79,46 +79,45 @@ ROLLBACK_PLAN_SCHEMA: Schema = fastavro.parse_schema(
     }
 )
 
-ROLLBACK_METADATA_SCHEMA: Schema = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "HoodieRollbackMetadata",
-        "namespace": NAMESPACE,
-        "fields": [
-            {"name": "startRollbackTime", "type": "string"},
-            {"name": "timeTakenInMillis", "type": "long"},
-            {"name": "totalFilesDeleted", "type": "int"},
-            {"name": "commitsRollback", "type": _STRINGS},
-            {
-                "name": "partitionMetadata",
-                "type": {
-                    "type": "map",
-                    "values": {
-                        "type": "record",
-                        "name": "HoodieRollbackPartitionMetadata",
-                        "fields": [
-                            {"name": "partitionPath", "type": "string"},
-                            {"name": "successDeleteFiles", "type": _STRINGS},
-                            {"name": "failedDeleteFiles", "type": _STRINGS},
-                            {"name": "rollbackLogFiles", "type": _OPTIONAL_SIZES, "default": None},
-                            {
-                                "name": "logFilesFromFailedCommit",
-                                "type": _OPTIONAL_SIZES,
-                                "default": None,
-                            },
-                        ],
-                    },
+ROLLBACK_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieRollbackMetadata",
+    "namespace": NAMESPACE,
+    "fields": [
+        {"name": "startRollbackTime", "type": "string"},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "totalFilesDeleted", "type": "int"},
+        {"name": "commitsRollback", "type": _STRINGS},
+        {
+            "name": "partitionMetadata",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "HoodieRollbackPartitionMetadata",
+                    "fields": [
+                        {"name": "partitionPath", "type": "string"},
+                        {"name": "successDeleteFiles", "type": _STRINGS},
+                        {"name": "failedDeleteFiles", "type": _STRINGS},
+                        {"name": "rollbackLogFiles", "type": _OPTIONAL_SIZES, "default": None},
+                        {
+                            "name": "logFilesFromFailedCommit",
+                            "type": _OPTIONAL_SIZES,
+                            "default": None,
+                        },
+                    ],
                 },
             },
-            VERSION_FIELD,
-            {
-                "name": "instantsRollback",
-                "type": {"type": "array", "items": _INSTANT_INFO},
-                "default": [],
-            },
-        ],
-    }
-)
+        },
+        VERSION_FIELD,
+        {
+            "name": "instantsRollback",
+            "type": {"type": "array", "items": _INSTANT_INFO},
+            "default": [],
+        },
+    ],
+}
+ROLLBACK_METADATA_SCHEMA: Schema = fastavro.parse_schema(ROLLBACK_METADATA)
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,11 @@ class RollbackMetadata:
         return sum(len(files) for files in self.deleted_by_partition.values())
 
     def to_avro(self) -> bytes:
-        record = {
+        return write_single_record(ROLLBACK_METADATA_SCHEMA, self.to_record())
+
+    def to_record(self) -> dict[str, Any]:
+        """The HoodieRollbackMetadata record (also embedded in archived entries)."""
+        return {
             "startRollbackTime": self.start_rollback_time,
             "timeTakenInMillis": self.time_taken_ms,
             "totalFilesDeleted": self.total_files_deleted,
@@ -184,7 +187,6 @@ class RollbackMetadata:
             "version": METADATA_VERSION,
             "instantsRollback": [info.to_avro() for info in self.instants_rollback],
         }
-        return write_single_record(ROLLBACK_METADATA_SCHEMA, record)
 
     @classmethod
     def from_avro(cls, data: bytes) -> RollbackMetadata:

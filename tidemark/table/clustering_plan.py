@@ -396,10 +396,12 @@ def _slice_from_record(piece: Mapping[str, Any], metrics: Mapping[str, float]) -
     )
 
 
-def pending_plans(table: HoodieTable) -> list[PendingPlan]:
-    """Every pending clustering plan on the (reloaded) timeline, oldest first (on table
-    versions 8 and 9, Hudi's pending ``clustering`` instants)."""
-    table.timeline.reload()
+def pending_plans(table: HoodieTable, *, reload: bool = True) -> list[PendingPlan]:
+    """Every pending clustering plan on the timeline (reloaded first unless the caller
+    just did), oldest first (on table versions 8 and 9, Hudi's pending ``clustering``
+    instants)."""
+    if reload:
+        table.timeline.reload()
     pending = []
     for instant in table.timeline.pending():
         if instant.action not in (REPLACE_COMMIT, CLUSTERING):

@@ -295,7 +295,7 @@ def remove_rolled_back_leftovers(table: HoodieTable) -> list[str]:
     newer rollback and one listing per partition they named; returns the deleted paths."""
     storage = table.storage
     on_timeline = {instant.timestamp for instant in table.timeline.instants()}
-    watermark = _read_watermark(storage)
+    watermark = read_leftovers_watermark(storage)
     rollbacks = table.timeline.rollbacks(after=watermark)
     undone_in: dict[str, set[str]] = {}
     for _, metadata in rollbacks:
@@ -322,7 +322,7 @@ def remove_rolled_back_leftovers(table: HoodieTable) -> list[str]:
     return leftovers
 
 
-def _read_watermark(storage: Storage) -> str | None:
+def read_leftovers_watermark(storage: Storage) -> str | None:
     """None before the first watermark; DataLossError naming a damaged one."""
     try:
         return read_parsed(

@@ -23,9 +23,12 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tidemark.errors import FailedPreconditionError
 from tidemark.storage.base import FileInfo, ListDirResult, Storage
+from tidemark.storage.damaged import read_parsed
 from tidemark.table.archived_timeline import META_FOLDER, ArchivedTimeline
-from tidemark.table.instant import REPLACE_COMMIT, validate_instant_time
+from tidemark.table.clean_metadata import CleanMetadata, CleanPlan
+from tidemark.table.instant import CLEAN, REPLACE_COMMIT, Instant, State, validate_instant_time
 from tidemark.table.naming import (
     PARTITION_METADATA_FILE,
     is_base_file_name,
@@ -60,6 +63,8 @@ class FileSystemView:
         self.timeline = timeline
         self.archive = archive or ArchivedTimeline(storage)
         self.as_of = validate_instant_time(as_of, field="as_of") if as_of else None
+        if self.as_of is not None:
+            check_readable(timeline, self.as_of)
         instants = timeline.instants()
         self._completed = {
             i.timestamp for i in instants if i.is_completed and self._in_range(i.completed_at)
@@ -72,16 +77,23 @@ class FileSystemView:
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
         """One BaseFile per live file group, sorted by partition then file id."""
         latest: dict[tuple[str, str], BaseFile] = {}
-        for info in self._list(partitions):
-            base_file = self._visible_base_file(info)
-            if base_file is None:
-                continue
+        for base_file in self.committed_base_files(partitions):
             key = (base_file.partition_path, base_file.file_id)
             if key in self._replaced:
                 continue
             if key not in latest or latest[key].instant < base_file.instant:
                 latest[key] = base_file
         return sorted(latest.values(), key=lambda f: (f.partition_path, f.file_id))
+
+    def committed_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
+        """Every committed base file: each file group's every slice, replaced groups too
+        (what the cleaner chooses from)."""
+        found = (self._visible_base_file(info) for info in self._list(partitions))
+        return [base_file for base_file in found if base_file is not None]
+
+    def replaced_file_groups(self) -> dict[tuple[str, str], str]:
+        """(partition path, file id) -> the completed replacecommit that replaced it."""
+        return dict(self._replaced)
 
     def file_groups_by_partition(
         self, partitions: Iterable[str] | None = None
@@ -129,15 +141,49 @@ class FileSystemView:
         for partition in sorted(set(partitions)):
             yield from self.storage.list_dir(partition).files
 
-    def _replaced_file_groups(self) -> set[tuple[str, str]]:
-        replaced: set[tuple[str, str]] = set()
+    def _replaced_file_groups(self) -> dict[tuple[str, str], str]:
+        replaced: dict[tuple[str, str], str] = {}
         for instant in self.timeline.completed(frozenset({REPLACE_COMMIT})):
             if instant.timestamp not in self._completed:
                 continue
             metadata = self.timeline.read_metadata(instant)
             for partition, file_ids in metadata.partition_to_replace_file_ids.items():
-                replaced.update((partition, file_id) for file_id in file_ids)
+                replaced.update(((partition, file_id), instant.timestamp) for file_id in file_ids)
         return replaced
+
+
+def last_clean(timeline: Timeline) -> CleanMetadata | None:
+    """The metadata of the newest completed clean on the active timeline (one read)."""
+    cleans = timeline.completed(frozenset({CLEAN}))
+    if not cleans:
+        return None
+    return read_parsed(timeline.storage, cleans[-1].path, CleanMetadata.from_avro)
+
+
+def earliest_readable(timeline: Timeline) -> str | None:
+    """The oldest instant whose snapshot is whole: the earliest commit to retain of the
+    newest clean, a pending one included (its deletes may be under way; cleans keep the
+    value monotonic); None when nothing was ever cleaned."""
+    pending = [i for i in timeline.pending() if i.action == CLEAN]
+    if pending:
+        requested = Instant(pending[-1].timestamp, CLEAN, State.REQUESTED)
+        plan = read_parsed(timeline.storage, requested.path, CleanPlan.from_avro)
+        if plan.earliest_to_retain is not None:
+            return plan.earliest_to_retain.timestamp
+    clean = last_clean(timeline)
+    return clean.earliest_commit_to_retain or None if clean is not None else None
+
+
+def check_readable(timeline: Timeline, as_of: str) -> None:
+    """FailedPreconditionError(field="as_of") when cleaning removed files the snapshot at
+    ``as_of`` needs: a read never silently misses files."""
+    floor = earliest_readable(timeline)
+    if floor is not None and as_of < floor:
+        raise FailedPreconditionError(
+            f"as_of {as_of} is older than the table's retention: the earliest instant "
+            f"still readable is {floor}",
+            field="as_of",
+        )
 
 
 def partition_listings(storage: Storage) -> dict[str, ListDirResult]:

@@ -215,3 +215,63 @@ class GetTriggerPolicyResponse(_message.Message):
     POLICY_FIELD_NUMBER: _ClassVar[int]
     policy: TriggerPolicy
     def __init__(self, policy: _Optional[_Union[TriggerPolicy, _Mapping]] = ...) -> None: ...
+
+class RetentionPolicy(_message.Message):
+    __slots__ = ("on_demand", "every_n_commits", "every_seconds", "retain_commits", "keep_min_commits", "keep_max_commits")
+    ON_DEMAND_FIELD_NUMBER: _ClassVar[int]
+    EVERY_N_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    EVERY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RETAIN_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_MIN_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_MAX_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    on_demand: OnDemand
+    every_n_commits: int
+    every_seconds: int
+    retain_commits: int
+    keep_min_commits: int
+    keep_max_commits: int
+    def __init__(self, on_demand: _Optional[_Union[OnDemand, _Mapping]] = ..., every_n_commits: _Optional[int] = ..., every_seconds: _Optional[int] = ..., retain_commits: _Optional[int] = ..., keep_min_commits: _Optional[int] = ..., keep_max_commits: _Optional[int] = ...) -> None: ...
+
+class SetRetentionPolicyRequest(_message.Message):
+    __slots__ = ("table", "policy")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    policy: RetentionPolicy
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ..., policy: _Optional[_Union[RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class SetRetentionPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: RetentionPolicy
+    def __init__(self, policy: _Optional[_Union[RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class GetRetentionPolicyRequest(_message.Message):
+    __slots__ = ("table",)
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ...) -> None: ...
+
+class GetRetentionPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: RetentionPolicy
+    def __init__(self, policy: _Optional[_Union[RetentionPolicy, _Mapping]] = ...) -> None: ...
+
+class RunRetentionRequest(_message.Message):
+    __slots__ = ("table",)
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ...) -> None: ...
+
+class RunRetentionResponse(_message.Message):
+    __slots__ = ("clean_instant_times", "files_deleted", "earliest_readable_instant_time", "archived_instants")
+    CLEAN_INSTANT_TIMES_FIELD_NUMBER: _ClassVar[int]
+    FILES_DELETED_FIELD_NUMBER: _ClassVar[int]
+    EARLIEST_READABLE_INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    clean_instant_times: _containers.RepeatedScalarFieldContainer[str]
+    files_deleted: int
+    earliest_readable_instant_time: str
+    archived_instants: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, clean_instant_times: _Optional[_Iterable[str]] = ..., files_deleted: _Optional[int] = ..., earliest_readable_instant_time: _Optional[str] = ..., archived_instants: _Optional[_Iterable[str]] = ...) -> None: ...

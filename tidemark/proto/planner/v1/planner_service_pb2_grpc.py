@@ -67,6 +67,21 @@ class PlannerServiceStub:
                 request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetTriggerPolicyRequest.SerializeToString,
                 response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetTriggerPolicyResponse.FromString,
                 _registered_method=True)
+        self.SetRetentionPolicy = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/SetRetentionPolicy',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetRetentionPolicyRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetRetentionPolicyResponse.FromString,
+                _registered_method=True)
+        self.GetRetentionPolicy = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/GetRetentionPolicy',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetRetentionPolicyRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetRetentionPolicyResponse.FromString,
+                _registered_method=True)
+        self.RunRetention = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/RunRetention',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionResponse.FromString,
+                _registered_method=True)
 
 
 class PlannerServiceServicer:
@@ -119,6 +134,28 @@ class PlannerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetRetentionPolicy(self, request, context):
+        """Sets (or clears) when the service cleans and archives the table by itself, and with
+        which retention; kept in the table like the trigger policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRetentionPolicy(self, request, context):
+        """The table's retention policy (on demand only when none was set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunRetention(self, request, context):
+        """Cleans, then archives, the table now with its retention policy's settings.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -151,6 +188,21 @@ def add_PlannerServiceServicer_to_server(servicer, server):
                     servicer.GetTriggerPolicy,
                     request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetTriggerPolicyRequest.FromString,
                     response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetTriggerPolicyResponse.SerializeToString,
+            ),
+            'SetRetentionPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRetentionPolicy,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetRetentionPolicyRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetRetentionPolicyResponse.SerializeToString,
+            ),
+            'GetRetentionPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRetentionPolicy,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetRetentionPolicyRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetRetentionPolicyResponse.SerializeToString,
+            ),
+            'RunRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunRetention,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -318,6 +370,87 @@ class PlannerService:
             '/tidemark.planner.v1.PlannerService/GetTriggerPolicy',
             tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetTriggerPolicyRequest.SerializeToString,
             tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetTriggerPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRetentionPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/SetRetentionPolicy',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetRetentionPolicyRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetRetentionPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRetentionPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/GetRetentionPolicy',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetRetentionPolicyRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetRetentionPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/RunRetention',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionResponse.FromString,
             options,
             channel_credentials,
             insecure,

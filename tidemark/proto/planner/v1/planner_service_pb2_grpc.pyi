@@ -52,6 +52,14 @@ class PlannerServiceStub:
     """
     GetTriggerPolicy: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.GetTriggerPolicyRequest, _planner_service_pb2.GetTriggerPolicyResponse]
     """The table's trigger policy (on demand only when none was set)."""
+    SetRetentionPolicy: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.SetRetentionPolicyRequest, _planner_service_pb2.SetRetentionPolicyResponse]
+    """Sets (or clears) when the service cleans and archives the table by itself, and with
+    which retention; kept in the table like the trigger policy.
+    """
+    GetRetentionPolicy: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.GetRetentionPolicyRequest, _planner_service_pb2.GetRetentionPolicyResponse]
+    """The table's retention policy (on demand only when none was set)."""
+    RunRetention: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.RunRetentionRequest, _planner_service_pb2.RunRetentionResponse]
+    """Cleans, then archives, the table now with its retention policy's settings."""
 
 @_typing.type_check_only
 class PlannerServiceAsyncStub(PlannerServiceStub):
@@ -77,6 +85,14 @@ class PlannerServiceAsyncStub(PlannerServiceStub):
     """
     GetTriggerPolicy: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.GetTriggerPolicyRequest, _planner_service_pb2.GetTriggerPolicyResponse]  # type: ignore[assignment]
     """The table's trigger policy (on demand only when none was set)."""
+    SetRetentionPolicy: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.SetRetentionPolicyRequest, _planner_service_pb2.SetRetentionPolicyResponse]  # type: ignore[assignment]
+    """Sets (or clears) when the service cleans and archives the table by itself, and with
+    which retention; kept in the table like the trigger policy.
+    """
+    GetRetentionPolicy: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.GetRetentionPolicyRequest, _planner_service_pb2.GetRetentionPolicyResponse]  # type: ignore[assignment]
+    """The table's retention policy (on demand only when none was set)."""
+    RunRetention: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.RunRetentionRequest, _planner_service_pb2.RunRetentionResponse]  # type: ignore[assignment]
+    """Cleans, then archives, the table now with its retention policy's settings."""
 
 class PlannerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Clustering planner: schedules size-based clustering plans, saved on the table's
@@ -135,5 +151,31 @@ class PlannerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_planner_service_pb2.GetTriggerPolicyResponse, _abc.Awaitable[_planner_service_pb2.GetTriggerPolicyResponse]]:
         """The table's trigger policy (on demand only when none was set)."""
+
+    @_abc_1.abstractmethod
+    def SetRetentionPolicy(
+        self,
+        request: _planner_service_pb2.SetRetentionPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.SetRetentionPolicyResponse, _abc.Awaitable[_planner_service_pb2.SetRetentionPolicyResponse]]:
+        """Sets (or clears) when the service cleans and archives the table by itself, and with
+        which retention; kept in the table like the trigger policy.
+        """
+
+    @_abc_1.abstractmethod
+    def GetRetentionPolicy(
+        self,
+        request: _planner_service_pb2.GetRetentionPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.GetRetentionPolicyResponse, _abc.Awaitable[_planner_service_pb2.GetRetentionPolicyResponse]]:
+        """The table's retention policy (on demand only when none was set)."""
+
+    @_abc_1.abstractmethod
+    def RunRetention(
+        self,
+        request: _planner_service_pb2.RunRetentionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.RunRetentionResponse, _abc.Awaitable[_planner_service_pb2.RunRetentionResponse]]:
+        """Cleans, then archives, the table now with its retention policy's settings."""
 
 def add_PlannerServiceServicer_to_server(servicer: PlannerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

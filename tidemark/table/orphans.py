@@ -1,0 +1,74 @@
+"""Orphan files: base files in the table's partitions that no completed instant names.
+
+They are what a writer killed before its rollback ran, a crashed task's extra attempt (a
+completed commit whose write stats do not name the file) or a hand copy leave behind.
+A base file is an orphan when its instant is older than the grace period (its name
+carries the instant: the time its write started) and:
+
+- the instant is not on the timeline at all, nor a completed write in the archive; or
+- the instant is a completed write on the active timeline whose write stats do not name it.
+
+Never an orphan: a file of a pending instant (rollback deletes those through its
+markers), one whose instant still has a marker folder (a write or rollback in progress),
+a committed file (old slices are the cleaner's), or anything that is not a base file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidemark.table.fsview import partition_listings
+from tidemark.table.instant import instant_time_ago
+from tidemark.table.markers import marker_dir_instants
+from tidemark.table.naming import is_base_file_name, parse_base_file_name
+from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
+
+DEFAULT_GRACE_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Orphan:
+    path: str
+    size: int
+    instant: str
+
+
+def find_orphans(table: HoodieTable, grace_s: float = DEFAULT_GRACE_S) -> list[Orphan]:
+    """Every orphan base file, by path (one listing per partition, one read per active
+    completed write)."""
+    timeline = table.timeline
+    timeline.reload()
+    cutoff = instant_time_ago(grace_s)
+    on_timeline = {i.timestamp for i in timeline.instants()}
+    named = {
+        i.timestamp: {stat.path for stat in timeline.read_metadata(i).write_stats}
+        for i in timeline.completed(WRITE_ACTIONS)
+    }
+    in_progress = set(marker_dir_instants(table.storage))
+    archived: frozenset[str] | None = None
+    found = []
+    for listing in partition_listings(table.storage).values():
+        for info in listing.files:
+            name = info.path.rpartition("/")[2]
+            if not is_base_file_name(name):
+                continue
+            instant = parse_base_file_name(name).instant
+            if instant >= cutoff or instant in in_progress:
+                continue
+            if instant in named:
+                if info.path not in named[instant]:
+                    found.append(Orphan(info.path, info.size, instant))
+                continue
+            if instant in on_timeline:
+                continue  # pending, or a clean/rollback time: not a write's file to judge
+            if archived is None:
+                archived = table.archive.completed_writes()
+            if instant not in archived:
+                found.append(Orphan(info.path, info.size, instant))
+    return sorted(found, key=lambda orphan: orphan.path)
+
+
+def remove_orphans(table: HoodieTable, orphans: list[Orphan]) -> int:
+    """Delete ``orphans`` in batches; returns how many."""
+    return table.storage.delete_many(orphan.path for orphan in orphans)
