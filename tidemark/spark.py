@@ -2,8 +2,9 @@
 
 Everything ``tidemark`` does from the command line, with the same defaults: ``write`` (its
 options are one ``WriteOptions``, the object the CLI builds from its flags),
-``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``, and ``read`` /
-``register`` for ``spark.read.format("tidemark")`` with record-index and partition pruning.
+``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``, ``read`` /
+``register`` for ``spark.read.format("tidemark")`` with record-index and partition pruning,
+and ``stream_writer``, the ``foreachBatch`` function of a streaming query.
 Services are used at the addresses given, else started embedded in the driver.
 """
 
@@ -19,6 +20,7 @@ from tidemark.jobs.datasource import NAME, PUSHDOWN_CONF, TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.job_options import serving_markers
 from tidemark.jobs.rollback import rollback_table
+from tidemark.jobs.stream import STREAM_OPTIONS, StreamWriter
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
@@ -28,6 +30,8 @@ from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.table import HoodieTable
 
 __all__ = [
+    "STREAM_OPTIONS",
+    "StreamWriter",
     "WriteOptions",
     "cluster_run",
     "cluster_schedule",
@@ -35,6 +39,7 @@ __all__ = [
     "read",
     "register",
     "rollback",
+    "stream_writer",
     "write",
 ]
 
@@ -46,6 +51,22 @@ def write(
     insert_overwrite), creating it when ``options.record_key_fields`` are given; returns
     the completed instant and what was written."""
     return write_job(df.sparkSession, df, table, operation, options)
+
+
+def stream_writer(
+    table: str,
+    operation: str = "upsert",
+    *,
+    query_id: str,
+    options: WriteOptions = STREAM_OPTIONS,
+) -> StreamWriter:
+    """The function to give ``foreachBatch``: each micro-batch written as one ``write``
+    keyed ``<query_id>-<batch_id>``, so a batch Spark hands again after a restart from
+    the checkpoint is written once. ``query_id`` names the query for good (keep it with
+    the checkpoint). The services it starts live until ``close()`` or the end of a
+    ``with`` block; ``options`` default to a write's, except that a batch touching a
+    pending clustering plan's file groups takes them from the plan (``replan``)."""
+    return StreamWriter(table, operation, options, query_id)
 
 
 def index_build(
