@@ -30,6 +30,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.clustering",
     "benchmarks.datasource",
     "benchmarks.load",
+    "benchmarks.stream",
 )
 
 

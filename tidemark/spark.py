@@ -90,16 +90,21 @@ def cluster_schedule(
     partitions: str = "all",
     target_file_bytes: int | None = None,
     small_file_limit_bytes: int | None = None,
+    hot_commits: int | None = None,
+    hot_minutes: int | None = None,
     planner_service_address: str | None = None,
 ) -> str | None:
     """Schedule a clustering plan through the planner service; its instant, or None when
-    there is nothing to cluster."""
+    there is nothing to cluster. ``hot_commits`` / ``hot_minutes`` leave out the file
+    groups the last N commits or T minutes wrote (a stream still updates them)."""
     options = plan_options(
         sort_columns=sort_columns,
         layout=layout,
         partitions=partitions,
         target_file_bytes=target_file_bytes,
         small_file_limit_bytes=small_file_limit_bytes,
+        hot_commits=hot_commits,
+        hot_minutes=hot_minutes,
     )
     if planner_service_address:
         response = PlannerClient(planner_service_address).schedule(table, options)

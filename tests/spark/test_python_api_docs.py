@@ -34,3 +34,4 @@ def test_python_api_examples_run_as_written(
     assert "_hoodie_commit_time" in printed
     assert "written 20 5 7\ntagged by record record\n" in printed
     assert "clustered True 2\n" in printed
+    assert "streamed [(1, 1, False), (0, 0, True)]\n" in printed

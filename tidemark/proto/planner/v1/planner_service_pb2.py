@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from tidemark.proto.common.v1 import common_pb2 as tidemark_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)tidemark/planner/v1/planner_service.proto\x12\x13tidemark.planner.v1\x1a\x1ftidemark/common/v1/common.proto\"\x0f\n\rAllPartitions\"!\n\x10RecentPartitions\x12\r\n\x05\x63ount\x18\x01 \x01(\r\"(\n\rPartitionList\x12\x17\n\x0fpartition_paths\x18\x01 \x03(\t\"\xcc\x01\n\x0fPartitionFilter\x12\x31\n\x03\x61ll\x18\x01 \x01(\x0b\x32\".tidemark.planner.v1.AllPartitionsH\x00\x12\x37\n\x06recent\x18\x02 \x01(\x0b\x32%.tidemark.planner.v1.RecentPartitionsH\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x32\n\x04list\x18\x04 \x01(\x0b\x32\".tidemark.planner.v1.PartitionListH\x00\x42\x08\n\x06\x66ilter\"\xe2\x02\n\x0bPlanOptions\x12\x14\n\x0csort_columns\x18\x01 \x03(\t\x12+\n\x06layout\x18\x02 \x01(\x0e\x32\x1b.tidemark.planner.v1.Layout\x12\x38\n\npartitions\x18\x03 \x01(\x0b\x32$.tidemark.planner.v1.PartitionFilter\x12\x1e\n\x11target_file_bytes\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12#\n\x16small_file_limit_bytes\x18\x05 \x01(\x03H\x01\x88\x01\x01\x12 \n\x13max_bytes_per_group\x18\x06 \x01(\x03H\x02\x88\x01\x01\x12\x17\n\nmax_groups\x18\x07 \x01(\x05H\x03\x88\x01\x01\x42\x14\n\x12_target_file_bytesB\x19\n\x17_small_file_limit_bytesB\x16\n\x14_max_bytes_per_groupB\r\n\x0b_max_groups\">\n\tPlanSlice\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\"\x87\x01\n\tPlanGroup\x12\x16\n\x0epartition_path\x18\x01 \x01(\t\x12.\n\x06slices\x18\x02 \x03(\x0b\x32\x1e.tidemark.planner.v1.PlanSlice\x12\x1e\n\x16num_output_file_groups\x18\x03 \x01(\x05\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\"\xa0\x02\n\x04Plan\x12\x14\n\x0cinstant_time\x18\x01 \x01(\t\x12-\n\x05state\x18\x02 \x01(\x0e\x32\x1e.tidemark.planner.v1.PlanState\x12.\n\x06groups\x18\x03 \x03(\x0b\x32\x1e.tidemark.planner.v1.PlanGroup\x12\x14\n\x0csort_columns\x18\x04 \x03(\t\x12+\n\x06layout\x18\x05 \x01(\x0e\x32\x1b.tidemark.planner.v1.Layout\x12\x19\n\x11target_file_bytes\x18\x06 \x01(\x03\x12\x11\n\tnum_files\x18\x07 \x01(\x05\x12\x12\n\nsize_bytes\x18\x08 \x01(\x03\x12\x1e\n\x16num_output_file_groups\x18\t \x01(\x05\"u\n\x13SchedulePlanRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x31\n\x07options\x18\x02 \x01(\x0b\x32 .tidemark.planner.v1.PlanOptions\"O\n\x14SchedulePlanResponse\x12\'\n\x04plan\x18\x01 \x01(\x0b\x32\x19.tidemark.planner.v1.Plan\x12\x0e\n\x06reason\x18\x02 \x01(\t\"?\n\x10ListPlansRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\"=\n\x11ListPlansResponse\x12(\n\x05plans\x18\x01 \x03(\x0b\x32\x19.tidemark.planner.v1.Plan\"S\n\x0eGetPlanRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\":\n\x0fGetPlanResponse\x12\'\n\x04plan\x18\x01 \x01(\x0b\x32\x19.tidemark.planner.v1.Plan\"V\n\x11\x43\x61ncelPlanRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\"3\n\x12\x43\x61ncelPlanResponse\x12\x1d\n\x15rollback_instant_time\x18\x01 \x01(\t\"\n\n\x08OnDemand\"\xb5\x01\n\rTriggerPolicy\x12\x32\n\ton_demand\x18\x01 \x01(\x0b\x32\x1d.tidemark.planner.v1.OnDemandH\x00\x12\x19\n\x0f\x65very_n_commits\x18\x02 \x01(\rH\x00\x12\x17\n\revery_seconds\x18\x03 \x01(\rH\x00\x12\x31\n\x07options\x18\x04 \x01(\x0b\x32 .tidemark.planner.v1.PlanOptionsB\t\n\x07trigger\"z\n\x17SetTriggerPolicyRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x32\n\x06policy\x18\x02 \x01(\x0b\x32\".tidemark.planner.v1.TriggerPolicy\"N\n\x18SetTriggerPolicyResponse\x12\x32\n\x06policy\x18\x01 \x01(\x0b\x32\".tidemark.planner.v1.TriggerPolicy\"F\n\x17GetTriggerPolicyRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\"N\n\x18GetTriggerPolicyResponse\x12\x32\n\x06policy\x18\x01 \x01(\x0b\x32\".tidemark.planner.v1.TriggerPolicy*Z\n\x06Layout\x12\x16\n\x12LAYOUT_UNSPECIFIED\x10\x00\x12\x11\n\rLAYOUT_LINEAR\x10\x01\x12\x11\n\rLAYOUT_ZORDER\x10\x02\x12\x12\n\x0eLAYOUT_HILBERT\x10\x03*Z\n\tPlanState\x12\x1a\n\x16PLAN_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14PLAN_STATE_REQUESTED\x10\x01\x12\x17\n\x13PLAN_STATE_INFLIGHT\x10\x02\x32\xe8\x04\n\x0ePlannerService\x12\x63\n\x0cSchedulePlan\x12(.tidemark.planner.v1.SchedulePlanRequest\x1a).tidemark.planner.v1.SchedulePlanResponse\x12Z\n\tListPlans\x12%.tidemark.planner.v1.ListPlansRequest\x1a&.tidemark.planner.v1.ListPlansResponse\x12T\n\x07GetPlan\x12#.tidemark.planner.v1.GetPlanRequest\x1a$.tidemark.planner.v1.GetPlanResponse\x12]\n\nCancelPlan\x12&.tidemark.planner.v1.CancelPlanRequest\x1a\'.tidemark.planner.v1.CancelPlanResponse\x12o\n\x10SetTriggerPolicy\x12,.tidemark.planner.v1.SetTriggerPolicyRequest\x1a-.tidemark.planner.v1.SetTriggerPolicyResponse\x12o\n\x10GetTriggerPolicy\x12,.tidemark.planner.v1.GetTriggerPolicyRequest\x1a-.tidemark.planner.v1.GetTriggerPolicyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)tidemark/planner/v1/planner_service.proto\x12\x13tidemark.planner.v1\x1a\x1ftidemark/common/v1/common.proto\"\x0f\n\rAllPartitions\"!\n\x10RecentPartitions\x12\r\n\x05\x63ount\x18\x01 \x01(\r\"(\n\rPartitionList\x12\x17\n\x0fpartition_paths\x18\x01 \x03(\t\"\xcc\x01\n\x0fPartitionFilter\x12\x31\n\x03\x61ll\x18\x01 \x01(\x0b\x32\".tidemark.planner.v1.AllPartitionsH\x00\x12\x37\n\x06recent\x18\x02 \x01(\x0b\x32%.tidemark.planner.v1.RecentPartitionsH\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12\x32\n\x04list\x18\x04 \x01(\x0b\x32\".tidemark.planner.v1.PartitionListH\x00\x42\x08\n\x06\x66ilter\"\xb6\x03\n\x0bPlanOptions\x12\x14\n\x0csort_columns\x18\x01 \x03(\t\x12+\n\x06layout\x18\x02 \x01(\x0e\x32\x1b.tidemark.planner.v1.Layout\x12\x38\n\npartitions\x18\x03 \x01(\x0b\x32$.tidemark.planner.v1.PartitionFilter\x12\x1e\n\x11target_file_bytes\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12#\n\x16small_file_limit_bytes\x18\x05 \x01(\x03H\x01\x88\x01\x01\x12 \n\x13max_bytes_per_group\x18\x06 \x01(\x03H\x02\x88\x01\x01\x12\x17\n\nmax_groups\x18\x07 \x01(\x05H\x03\x88\x01\x01\x12\x18\n\x0bhot_commits\x18\x08 \x01(\x05H\x04\x88\x01\x01\x12\x18\n\x0bhot_minutes\x18\t \x01(\x05H\x05\x88\x01\x01\x42\x14\n\x12_target_file_bytesB\x19\n\x17_small_file_limit_bytesB\x16\n\x14_max_bytes_per_groupB\r\n\x0b_max_groupsB\x0e\n\x0c_hot_commitsB\x0e\n\x0c_hot_minutes\">\n\tPlanSlice\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\"\x87\x01\n\tPlanGroup\x12\x16\n\x0epartition_path\x18\x01 \x01(\t\x12.\n\x06slices\x18\x02 \x03(\x0b\x32\x1e.tidemark.planner.v1.PlanSlice\x12\x1e\n\x16num_output_file_groups\x18\x03 \x01(\x05\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\"\xa0\x02\n\x04Plan\x12\x14\n\x0cinstant_time\x18\x01 \x01(\t\x12-\n\x05state\x18\x02 \x01(\x0e\x32\x1e.tidemark.planner.v1.PlanState\x12.\n\x06groups\x18\x03 \x03(\x0b\x32\x1e.tidemark.planner.v1.PlanGroup\x12\x14\n\x0csort_columns\x18\x04 \x03(\t\x12+\n\x06layout\x18\x05 \x01(\x0e\x32\x1b.tidemark.planner.v1.Layout\x12\x19\n\x11target_file_bytes\x18\x06 \x01(\x03\x12\x11\n\tnum_files\x18\x07 \x01(\x05\x12\x12\n\nsize_bytes\x18\x08 \x01(\x03\x12\x1e\n\x16num_output_file_groups\x18\t \x01(\x05\"u\n\x13SchedulePlanRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x31\n\x07options\x18\x02 \x01(\x0b\x32 .tidemark.planner.v1.PlanOptions\"O\n\x14SchedulePlanResponse\x12\'\n\x04plan\x18\x01 \x01(\x0b\x32\x19.tidemark.planner.v1.Plan\x12\x0e\n\x06reason\x18\x02 \x01(\t\"?\n\x10ListPlansRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\"=\n\x11ListPlansResponse\x12(\n\x05plans\x18\x01 \x03(\x0b\x32\x19.tidemark.planner.v1.Plan\"S\n\x0eGetPlanRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\":\n\x0fGetPlanResponse\x12\'\n\x04plan\x18\x01 \x01(\x0b\x32\x19.tidemark.planner.v1.Plan\"V\n\x11\x43\x61ncelPlanRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x14\n\x0cinstant_time\x18\x02 \x01(\t\"3\n\x12\x43\x61ncelPlanResponse\x12\x1d\n\x15rollback_instant_time\x18\x01 \x01(\t\"\n\n\x08OnDemand\"\xb5\x01\n\rTriggerPolicy\x12\x32\n\ton_demand\x18\x01 \x01(\x0b\x32\x1d.tidemark.planner.v1.OnDemandH\x00\x12\x19\n\x0f\x65very_n_commits\x18\x02 \x01(\rH\x00\x12\x17\n\revery_seconds\x18\x03 \x01(\rH\x00\x12\x31\n\x07options\x18\x04 \x01(\x0b\x32 .tidemark.planner.v1.PlanOptionsB\t\n\x07trigger\"z\n\x17SetTriggerPolicyRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\x12\x32\n\x06policy\x18\x02 \x01(\x0b\x32\".tidemark.planner.v1.TriggerPolicy\"N\n\x18SetTriggerPolicyResponse\x12\x32\n\x06policy\x18\x01 \x01(\x0b\x32\".tidemark.planner.v1.TriggerPolicy\"F\n\x17GetTriggerPolicyRequest\x12+\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidemark.common.v1.TableRef\"N\n\x18GetTriggerPolicyResponse\x12\x32\n\x06policy\x18\x01 \x01(\x0b\x32\".tidemark.planner.v1.TriggerPolicy*Z\n\x06Layout\x12\x16\n\x12LAYOUT_UNSPECIFIED\x10\x00\x12\x11\n\rLAYOUT_LINEAR\x10\x01\x12\x11\n\rLAYOUT_ZORDER\x10\x02\x12\x12\n\x0eLAYOUT_HILBERT\x10\x03*Z\n\tPlanState\x12\x1a\n\x16PLAN_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14PLAN_STATE_REQUESTED\x10\x01\x12\x17\n\x13PLAN_STATE_INFLIGHT\x10\x02\x32\xe8\x04\n\x0ePlannerService\x12\x63\n\x0cSchedulePlan\x12(.tidemark.planner.v1.SchedulePlanRequest\x1a).tidemark.planner.v1.SchedulePlanResponse\x12Z\n\tListPlans\x12%.tidemark.planner.v1.ListPlansRequest\x1a&.tidemark.planner.v1.ListPlansResponse\x12T\n\x07GetPlan\x12#.tidemark.planner.v1.GetPlanRequest\x1a$.tidemark.planner.v1.GetPlanResponse\x12]\n\nCancelPlan\x12&.tidemark.planner.v1.CancelPlanRequest\x1a\'.tidemark.planner.v1.CancelPlanResponse\x12o\n\x10SetTriggerPolicy\x12,.tidemark.planner.v1.SetTriggerPolicyRequest\x1a-.tidemark.planner.v1.SetTriggerPolicyResponse\x12o\n\x10GetTriggerPolicy\x12,.tidemark.planner.v1.GetTriggerPolicyRequest\x1a-.tidemark.planner.v1.GetTriggerPolicyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tidemark.proto.planner.v1.planner_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LAYOUT']._serialized_start=2416
-  _globals['_LAYOUT']._serialized_end=2506
-  _globals['_PLANSTATE']._serialized_start=2508
-  _globals['_PLANSTATE']._serialized_end=2598
+  _globals['_LAYOUT']._serialized_start=2500
+  _globals['_LAYOUT']._serialized_end=2590
+  _globals['_PLANSTATE']._serialized_start=2592
+  _globals['_PLANSTATE']._serialized_end=2682
   _globals['_ALLPARTITIONS']._serialized_start=99
   _globals['_ALLPARTITIONS']._serialized_end=114
   _globals['_RECENTPARTITIONS']._serialized_start=116
@@ -45,41 +45,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARTITIONFILTER']._serialized_start=194
   _globals['_PARTITIONFILTER']._serialized_end=398
   _globals['_PLANOPTIONS']._serialized_start=401
-  _globals['_PLANOPTIONS']._serialized_end=755
-  _globals['_PLANSLICE']._serialized_start=757
-  _globals['_PLANSLICE']._serialized_end=819
-  _globals['_PLANGROUP']._serialized_start=822
-  _globals['_PLANGROUP']._serialized_end=957
-  _globals['_PLAN']._serialized_start=960
-  _globals['_PLAN']._serialized_end=1248
-  _globals['_SCHEDULEPLANREQUEST']._serialized_start=1250
-  _globals['_SCHEDULEPLANREQUEST']._serialized_end=1367
-  _globals['_SCHEDULEPLANRESPONSE']._serialized_start=1369
-  _globals['_SCHEDULEPLANRESPONSE']._serialized_end=1448
-  _globals['_LISTPLANSREQUEST']._serialized_start=1450
-  _globals['_LISTPLANSREQUEST']._serialized_end=1513
-  _globals['_LISTPLANSRESPONSE']._serialized_start=1515
-  _globals['_LISTPLANSRESPONSE']._serialized_end=1576
-  _globals['_GETPLANREQUEST']._serialized_start=1578
-  _globals['_GETPLANREQUEST']._serialized_end=1661
-  _globals['_GETPLANRESPONSE']._serialized_start=1663
-  _globals['_GETPLANRESPONSE']._serialized_end=1721
-  _globals['_CANCELPLANREQUEST']._serialized_start=1723
-  _globals['_CANCELPLANREQUEST']._serialized_end=1809
-  _globals['_CANCELPLANRESPONSE']._serialized_start=1811
-  _globals['_CANCELPLANRESPONSE']._serialized_end=1862
-  _globals['_ONDEMAND']._serialized_start=1864
-  _globals['_ONDEMAND']._serialized_end=1874
-  _globals['_TRIGGERPOLICY']._serialized_start=1877
-  _globals['_TRIGGERPOLICY']._serialized_end=2058
-  _globals['_SETTRIGGERPOLICYREQUEST']._serialized_start=2060
-  _globals['_SETTRIGGERPOLICYREQUEST']._serialized_end=2182
-  _globals['_SETTRIGGERPOLICYRESPONSE']._serialized_start=2184
-  _globals['_SETTRIGGERPOLICYRESPONSE']._serialized_end=2262
-  _globals['_GETTRIGGERPOLICYREQUEST']._serialized_start=2264
-  _globals['_GETTRIGGERPOLICYREQUEST']._serialized_end=2334
-  _globals['_GETTRIGGERPOLICYRESPONSE']._serialized_start=2336
-  _globals['_GETTRIGGERPOLICYRESPONSE']._serialized_end=2414
-  _globals['_PLANNERSERVICE']._serialized_start=2601
-  _globals['_PLANNERSERVICE']._serialized_end=3217
+  _globals['_PLANOPTIONS']._serialized_end=839
+  _globals['_PLANSLICE']._serialized_start=841
+  _globals['_PLANSLICE']._serialized_end=903
+  _globals['_PLANGROUP']._serialized_start=906
+  _globals['_PLANGROUP']._serialized_end=1041
+  _globals['_PLAN']._serialized_start=1044
+  _globals['_PLAN']._serialized_end=1332
+  _globals['_SCHEDULEPLANREQUEST']._serialized_start=1334
+  _globals['_SCHEDULEPLANREQUEST']._serialized_end=1451
+  _globals['_SCHEDULEPLANRESPONSE']._serialized_start=1453
+  _globals['_SCHEDULEPLANRESPONSE']._serialized_end=1532
+  _globals['_LISTPLANSREQUEST']._serialized_start=1534
+  _globals['_LISTPLANSREQUEST']._serialized_end=1597
+  _globals['_LISTPLANSRESPONSE']._serialized_start=1599
+  _globals['_LISTPLANSRESPONSE']._serialized_end=1660
+  _globals['_GETPLANREQUEST']._serialized_start=1662
+  _globals['_GETPLANREQUEST']._serialized_end=1745
+  _globals['_GETPLANRESPONSE']._serialized_start=1747
+  _globals['_GETPLANRESPONSE']._serialized_end=1805
+  _globals['_CANCELPLANREQUEST']._serialized_start=1807
+  _globals['_CANCELPLANREQUEST']._serialized_end=1893
+  _globals['_CANCELPLANRESPONSE']._serialized_start=1895
+  _globals['_CANCELPLANRESPONSE']._serialized_end=1946
+  _globals['_ONDEMAND']._serialized_start=1948
+  _globals['_ONDEMAND']._serialized_end=1958
+  _globals['_TRIGGERPOLICY']._serialized_start=1961
+  _globals['_TRIGGERPOLICY']._serialized_end=2142
+  _globals['_SETTRIGGERPOLICYREQUEST']._serialized_start=2144
+  _globals['_SETTRIGGERPOLICYREQUEST']._serialized_end=2266
+  _globals['_SETTRIGGERPOLICYRESPONSE']._serialized_start=2268
+  _globals['_SETTRIGGERPOLICYRESPONSE']._serialized_end=2346
+  _globals['_GETTRIGGERPOLICYREQUEST']._serialized_start=2348
+  _globals['_GETTRIGGERPOLICYREQUEST']._serialized_end=2418
+  _globals['_GETTRIGGERPOLICYRESPONSE']._serialized_start=2420
+  _globals['_GETTRIGGERPOLICYRESPONSE']._serialized_end=2498
+  _globals['_PLANNERSERVICE']._serialized_start=2685
+  _globals['_PLANNERSERVICE']._serialized_end=3301
 # @@protoc_insertion_point(module_scope)
