@@ -103,6 +103,7 @@ from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
 from tidemark.table.lock import LockHolder, check_lock_wait
 from tidemark.table.locked import changing
 from tidemark.table.names import check_column_names, table_name_from_uri
+from tidemark.table.plan_run import live_run
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -305,13 +306,15 @@ def _await_plan(
     table: HoodieTable, running: pending_clustering.PlanRunningError, ends: float
 ) -> None:
     """Wait, without the table lock, until the running clustering plan a ``replan`` write
-    touches is no longer pending (committed, or rolled back to a plan the write then
-    replans); past ``ends`` (the write's ``lock_wait_s``) the write fails, untouched."""
+    touches is no longer running (committed, or failed and rolled back to a plan the
+    write then replans); past ``ends`` (the write's ``lock_wait_s``) the write fails,
+    untouched."""
     log.info("write.waiting_for_clustering", table=table.uri, plan=running.instant)
     while time.monotonic() < ends:
         time.sleep(PLAN_POLL_S)
         table.timeline.reload()
-        if not any(i.timestamp == running.instant for i in table.timeline.pending()):
+        pending = any(i.timestamp == running.instant for i in table.timeline.pending())
+        if not pending or live_run(table.storage, running.instant) is None:
             return
     raise with_note(running, "it did not commit within lock_wait_s; nothing was written")
 

@@ -33,6 +33,7 @@ __all__ = [
     "STREAM_OPTIONS",
     "StreamWriter",
     "WriteOptions",
+    "WriteResult",
     "cluster_run",
     "cluster_schedule",
     "index_build",

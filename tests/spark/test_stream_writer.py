@@ -5,6 +5,9 @@ of failing the query."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,9 +19,11 @@ from pyspark.sql import SparkSession
 
 import tidemark.spark
 from spark.indexkit import assert_index_agrees, indexed_table, rows
+from spark.killed_stream import QUERY_ID, run_query
 from spark.sparkkit import SCHEMA, assert_readers_agree, timeline_listing
 from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.jobs.cluster import run_clustering
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -26,10 +31,11 @@ from tidemark.services.planner.config import PlannerConfig
 from tidemark.services.planner.engine import PlannerEngine
 from tidemark.table.clustering_plan import REPLACES_KEY, pending_plans
 from tidemark.table.commit import IDEMPOTENCY_KEY
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT, State
 from tidemark.table.table import HoodieTable
 
 DATA = ["id", "name", "part", "ts"]
+KILLED_STREAM = Path(__file__).parent / "killed_stream.py"
 ARROW_SCHEMA = pa.schema(
     [("id", pa.int32()), ("name", pa.string()), ("part", pa.string()), ("ts", pa.int64())]
 )
@@ -117,6 +123,39 @@ def test_a_streaming_query_writes_each_batch_once(
     expected |= {"0": "s0", "1": "s0", "2": "s0", "3": "s0", "5": "s1", "7": "s2"}
     assert names == expected | {"100": "s1", "101": "s1"}
     assert_index_agrees(table_uri)
+
+
+def test_a_query_killed_mid_batch_writes_the_batch_once_after_restart(
+    spark: SparkSession, local_or_s3_uri: str, tmp_path: Path
+) -> None:
+    """The driver dies (kill -9 at the fault point before the commit) with batch 0's files
+    written and its index changes staged; the query restarted from its checkpoint hands
+    batch 0 again, which rolls the dead instant back and commits the rows once."""
+    uri = local_or_s3_uri
+    indexed_table(spark, uri)
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    source.mkdir()
+    _batch_file(source, 0, [(1, "once", "b", 5), (30, "once", "a", 5)])
+    killed = subprocess.run(
+        [sys.executable, str(KILLED_STREAM), uri, str(source), str(checkpoint)],
+        env={**os.environ, EXIT_AT_ENV: "before_commit"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode == EXIT_CODE, killed.stderr[-3000:]
+    [dead] = HoodieTable.open(uri).timeline.pending()
+    assert (dead.action, dead.state) == (COMMIT, State.INFLIGHT)
+
+    results = run_query(uri, str(source), str(checkpoint))
+    assert [(r.rows_updated, r.rows_inserted) for r in results] == [(1, 1)]
+    timeline = HoodieTable.open(uri).timeline
+    assert timeline.pending() == []
+    [(_, rolled_back)] = timeline.rollbacks(after=dead.timestamp)
+    assert [info.commit_time for info in rolled_back.instants_rollback] == [dead.timestamp]
+    assert _keys_committed(uri).count(f"{QUERY_ID}-0") == 1
+    assert _names(uri) == {str(k): f"v{k}" for k in range(12)} | {"1": "once", "30": "once"}
+    assert_index_agrees(uri)
 
 
 def test_a_stream_writer_refuses_bad_arguments() -> None:
