@@ -31,6 +31,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.read",
     "benchmarks.load",
     "benchmarks.retention",
+    "benchmarks.stream",
 )
 
 

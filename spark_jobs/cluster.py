@@ -81,7 +81,13 @@ from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.jobs.write import MIB, index_client
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
-from tidemark.table.clustering_plan import ClusteringPlan, PendingPlan, pending_plan, pending_plans
+from tidemark.table.clustering_plan import (
+    ClusteringPlan,
+    PendingPlan,
+    pending_plan,
+    pending_plans,
+    replaced_by,
+)
 from tidemark.table.commit import complete_commit, rollback
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
@@ -168,7 +174,9 @@ def run_clustering(
     min_slice_bytes: int = MIN_SLICE_INPUT_BYTES,
 ) -> list[ClusterResult]:
     """Run the pending plan at ``instant``, or every pending plan when it is None (none
-    pending: nothing happens; a plan another runner is executing is left to it). Bad
+    pending: nothing happens; a plan another runner is executing is left to it; a plan
+    a writer took file groups from before it started is followed to the plan replacing
+    it). Bad
     input (an instant that is not a pending plan, a sort column the table lacks) is
     refused before any lock is taken. The table lock (waited for up to ``lock_wait_s``)
     is held only to start each plan and to commit it. A table with a record index is
@@ -191,16 +199,35 @@ def run_clustering(
         cancellable_jobs(spark, f"tidemark-cluster-{uuid.uuid4().hex}") as cancel,
     ):
         runner = _Runner(spark, table, options, index, _Locking(lock_wait_s, lock_lease_s, cancel))
-        results = [runner.run(pending.timestamp, only=instant is not None) for pending in plans]
+        results = []
+        tried: set[str] = set()
+        while plans:
+            for pending in plans:
+                tried.add(pending.timestamp)
+                results.append(runner.run(pending.timestamp, only=instant is not None))
+            plans = replacements(table, tried)
     return [result for result in results if result is not None]
 
 
+def replacements(table: HoodieTable, of: set[str]) -> list[PendingPlan]:
+    """Pending plans that replaced one of the plans ``of`` (a writer took file groups
+    from it before its run started), not yet among them."""
+    return [
+        pending
+        for pending in pending_plans(table)
+        if of.intersection(replaced_by(pending)) and pending.timestamp not in of
+    ]
+
+
 def plans_to_run(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
-    """The pending plan at ``instant`` (FailedPreconditionError naming what the instant
-    is otherwise), or every pending plan, oldest first."""
+    """The pending plan at ``instant``, or the plan that replaced it (FailedPrecondition
+    or NotFoundError naming what the instant is otherwise), or every pending plan,
+    oldest first."""
     if instant is None:
         return pending_plans(table)
-    return [pending_plan(table, validate_instant_time(instant))]
+    validate_instant_time(instant)
+    followed = replacements(table, {instant})
+    return followed or [pending_plan(table, instant)]
 
 
 def checked_plans(
@@ -259,7 +286,7 @@ class _Runner:
 
     def run(self, instant: str, *, only: bool) -> ClusterResult | None:
         """Run plan ``instant``; None when another runner holds its run lease and the
-        plan was not asked for by name (``only``)."""
+        plan was not asked for by name (``only``), or when it is no longer pending."""
         run = run_lock(
             self.table.storage,
             instant,
@@ -294,13 +321,18 @@ class _Runner:
     def _undo(self, lock: TableLock) -> _Undo:
         return _Undo(self.table, self.options.markers.reader(self.table, lock.holder), self.index)
 
-    def _run(self, instant: str, run: TableLock) -> ClusterResult:
+    def _run(self, instant: str, run: TableLock) -> ClusterResult | None:
+        """None when the plan is no longer pending: a writer took file groups from it
+        (``--on-pending-clustering replan``) and saved the rest as a new plan."""
         started = time.perf_counter()
         self.lock_waits.clear()
         table = self.table
         with self._locked() as lock:
             run.check()
             table.timeline.reload()
+            if all(i.timestamp != instant for i in table.timeline.pending()):
+                log.info("cluster.plan_replaced", table=table.uri, instant=instant)
+                return None
             pending = pending_plan(table, instant)
             plan = pending.plan
             rolled_back = pending.instant.state is State.INFLIGHT

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -104,6 +105,7 @@ from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
 from tidemark.table.lock import LockHolder, check_lock_wait
 from tidemark.table.locked import changing
 from tidemark.table.names import check_column_names, table_name_from_uri
+from tidemark.table.plan_run import live_run
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -153,6 +155,8 @@ class WriteResult:
     """Time spent waiting for the table lock."""
     retention: RetentionResult | None = None
     """The inline clean and archival after the commit (None when off or failed)."""
+    empty_input: bool = False
+    """The input had no rows: nothing was written and no instant made (``instant`` is "")."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,12 @@ def write(
     marker service in the driver, like Hudi's embedded timeline server.
 
     The outcome is the completed instant: once it is published the write returns it,
-    whatever clean-up fails afterwards."""
+    whatever clean-up fails afterwards. An empty ``df`` (an empty micro-batch) writes
+    nothing: one ``isEmpty`` job, before any service starts or the table is read."""
+    check_operation(operation)
+    if df.isEmpty():
+        log.info("write.empty_input", table=table_uri, operation=operation)
+        return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
     with serving_markers(options.markers, options.marker_service_address) as address:
         return _write(
             spark, df, table_uri, operation, options.with_marker_service(address), listener
@@ -202,11 +211,6 @@ def _write(
     options: WriteOptions,
     listener: StageListener | None,
 ) -> WriteResult:
-    if operation not in OPERATION_TYPES:
-        raise InvalidArgumentError(
-            f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
-            field="operation",
-        )
     marker_options = MarkerOptions(
         options.markers, options.marker_service_address, options.marker_fallback_direct
     )
@@ -275,35 +279,42 @@ def _write(
         ):
             if operation == "insert_overwrite" and index_service is not None:
                 _check_overwrite_keys(table, prepared.rows, index_service)
-            with changing(
-                table,
-                "write",
-                wait_s=options.lock_wait_s,
-                lease_s=options.lock_lease_s,
-                on_lost=cancel,
-            ) as lock:
-                if prepared.table is not None:
-                    remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
-                result = _write_locked(
-                    spark,
-                    table,
-                    prepared,
-                    operation,
-                    _Options(
-                        marker_options,
-                        options.target_file_bytes,
-                        options.small_file_limit_bytes,
-                        options.sort_mode,
-                        options.idempotency_key,
-                        lock.holder,
-                        prepared.tagging,
-                        index_service,
-                        options.on_pending_clustering,
-                    ),
-                    clock,
-                )
-                result.lock_wait_s = lock.waited_s
-                return result
+            plan_wait_ends = time.monotonic() + options.lock_wait_s
+            while True:
+                try:
+                    with changing(
+                        table,
+                        "write",
+                        wait_s=options.lock_wait_s,
+                        lease_s=options.lock_lease_s,
+                        on_lost=cancel,
+                    ) as lock:
+                        if prepared.table is not None:
+                            remove_hudi_metadata_table(
+                                table, disable=options.disable_hudi_metadata_table
+                            )
+                        result = _write_locked(
+                            spark,
+                            table,
+                            prepared,
+                            operation,
+                            _Options(
+                                marker_options,
+                                options.target_file_bytes,
+                                options.small_file_limit_bytes,
+                                options.sort_mode,
+                                options.idempotency_key,
+                                lock.holder,
+                                prepared.tagging,
+                                index_service,
+                                options.on_pending_clustering,
+                            ),
+                            clock,
+                        )
+                        result.lock_wait_s = lock.waited_s
+                        return result
+                except pending_clustering.PlanRunningError as running:
+                    _await_plan(table, running, plan_wait_ends)
     finally:
         prepared.rows.unpersist()
     if (
@@ -328,6 +339,34 @@ def _retain(
     except TidemarkError as error:
         log.warning("write.retention_failed", table=table.uri, error=str(error))
         return None
+
+
+PLAN_POLL_S = 0.5
+
+
+def _await_plan(
+    table: HoodieTable, running: pending_clustering.PlanRunningError, ends: float
+) -> None:
+    """Wait, without the table lock, until the running clustering plan a ``replan`` write
+    touches is no longer running (committed, or failed and rolled back to a plan the
+    write then replans); past ``ends`` (the write's ``lock_wait_s``) the write fails,
+    untouched."""
+    log.info("write.waiting_for_clustering", table=table.uri, plan=running.instant)
+    while time.monotonic() < ends:
+        time.sleep(PLAN_POLL_S)
+        table.timeline.reload()
+        pending = any(i.timestamp == running.instant for i in table.timeline.pending())
+        if not pending or live_run(table.storage, running.instant) is None:
+            return
+    raise with_note(running, "it did not commit within lock_wait_s; nothing was written")
+
+
+def check_operation(operation: str) -> None:
+    if operation not in OPERATION_TYPES:
+        raise InvalidArgumentError(
+            f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
+            field="operation",
+        )
 
 
 def _check_idempotency_key(key: str | None) -> None:
@@ -640,8 +679,15 @@ def _stage_index_changes(
     from the routed rows, or the keys of a bulk_insert's new files; an insert_overwrite
     also removes the keys of the file groups it replaced. A bulk_insert first checks that
     its keys are new (the changes are kept for both passes; an insert_overwrite checked
-    its keys before writing, in ``_plan``)."""
+    its keys before writing, in ``_plan``). Nothing is staged when every row updated its
+    key in place."""
     assert options.index_client is not None
+    if (
+        routed is not None
+        and not replaced
+        and not any(s.num_inserts or s.num_deletes for s in stats)
+    ):
+        return  # updates in place keep every entry: no Spark job for a batch of updates
     if routed is None:
         changes = file_changes(spark, table.uri, table.config, new_files(stats, instant))
     else:
@@ -705,6 +751,24 @@ def _plan(
     else:
         tagged = tag(keyed, existing_keys(spark, table.uri, table.config, latest))
     tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _sized(table, keyed, tagged, latest, clustering, operation, options)
+    except BaseException:
+        tagged.unpersist()
+        raise
+
+
+def _sized(
+    table: HoodieTable,
+    keyed: DataFrame,
+    tagged: DataFrame,
+    latest: list[BaseFile],
+    clustering: pending_clustering.PendingClustering,
+    operation: str,
+    options: _Options,
+) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
+    """``_plan`` once keys are tagged: which file groups the write touches (pending plans
+    holding them resolved by ``options.on_pending_clustering``) and the file sizing."""
     profile = run_spark_action(
         tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
     )

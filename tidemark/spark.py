@@ -6,8 +6,9 @@ options are one ``WriteOptions``, the object the CLI builds from its flags),
 own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
 ``register_view``); ``clean`` and ``archive`` (retention); ``index_compact`` and
 ``stats_rebuild`` for the structures that prune;
-``register`` for the slower ``spark.read.format("tidemark")`` data source. Services are used
-at the addresses given, else started embedded in the driver.
+``stream_writer``, the ``foreachBatch`` function of a streaming query; ``register`` for
+the slower ``spark.read.format("tidemark")`` data source. Services are used at the
+addresses given, else started embedded in the driver.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.job_options import serving_markers
 from tidemark.jobs.read import lookup_dataframe, read_dataframe
 from tidemark.jobs.rollback import rollback_table
+from tidemark.jobs.stream import STREAM_OPTIONS, StreamWriter
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
@@ -40,9 +42,12 @@ from tidemark.table.reader import Filter
 from tidemark.table.table import HoodieTable
 
 __all__ = [
+    "STREAM_OPTIONS",
     "ArchiveSettings",
     "CleanSettings",
+    "StreamWriter",
     "WriteOptions",
+    "WriteResult",
     "archive",
     "clean",
     "cluster_run",
@@ -55,6 +60,7 @@ __all__ = [
     "register_view",
     "rollback",
     "stats_rebuild",
+    "stream_writer",
     "write",
 ]
 
@@ -66,6 +72,22 @@ def write(
     insert_overwrite), creating it when ``options.record_key_fields`` are given; returns
     the completed instant and what was written."""
     return write_job(df.sparkSession, df, table, operation, options)
+
+
+def stream_writer(
+    table: str,
+    operation: str = "upsert",
+    *,
+    query_id: str,
+    options: WriteOptions = STREAM_OPTIONS,
+) -> StreamWriter:
+    """The function to give ``foreachBatch``: each micro-batch written as one ``write``
+    keyed ``<query_id>-<batch_id>``, so a batch Spark hands again after a restart from
+    the checkpoint is written once. ``query_id`` names the query for good (keep it with
+    the checkpoint). The services it starts live until ``close()`` or the end of a
+    ``with`` block; ``options`` default to a write's, except that a batch touching a
+    pending clustering plan's file groups takes them from the plan (``replan``)."""
+    return StreamWriter(table, operation, options, query_id)
 
 
 def index_build(
@@ -89,16 +111,21 @@ def cluster_schedule(
     partitions: str = "all",
     target_file_bytes: int | None = None,
     small_file_limit_bytes: int | None = None,
+    hot_commits: int | None = None,
+    hot_minutes: int | None = None,
     planner_service_address: str | None = None,
 ) -> str | None:
     """Schedule a clustering plan through the planner service; its instant, or None when
-    there is nothing to cluster."""
+    there is nothing to cluster. ``hot_commits`` / ``hot_minutes`` leave out the file
+    groups the last N commits or T minutes wrote (a stream still updates them)."""
     options = plan_options(
         sort_columns=sort_columns,
         layout=layout,
         partitions=partitions,
         target_file_bytes=target_file_bytes,
         small_file_limit_bytes=small_file_limit_bytes,
+        hot_commits=hot_commits,
+        hot_minutes=hot_minutes,
     )
     if planner_service_address:
         response = PlannerClient(planner_service_address).schedule(table, options)

@@ -30,6 +30,9 @@ METHODS = {
     "CancelPlan": MethodPolicy(Role.ADMIN),
     "SetTriggerPolicy": MethodPolicy(Role.WRITE, 64 * KIB),
     "GetTriggerPolicy": MethodPolicy(Role.READ),
+    "SetRetentionPolicy": MethodPolicy(Role.WRITE, 64 * KIB),
+    "GetRetentionPolicy": MethodPolicy(Role.READ),
+    "RunRetention": MethodPolicy(Role.ADMIN),
 }
 """Every request is a table, an instant and a few options."""
 

@@ -19,6 +19,12 @@ class PlannerConfig:
     answering FAILED_PRECONDITION (0: at once), as every command's ``--lock-wait-s``."""
     lock_lease_s: float = DEFAULT_LOCK_LEASE_S
     """Lease of the table lock the planner takes (renewed by a heartbeat)."""
+    hot_commits: int = 0
+    """A plan leaves out the file groups the table's last N commits wrote (a streaming
+    writer still updates them; 0: none), unless its request says otherwise."""
+    hot_minutes: int = 0
+    """A plan leaves out the file groups written in the last T minutes (0: none), unless
+    its request says otherwise."""
     trigger_poll_s: float = 10.0
     """How often the trigger loop looks at the watched tables' timelines."""
     tables: tuple[str, ...] = ()
@@ -28,6 +34,9 @@ class PlannerConfig:
     def __post_init__(self) -> None:
         for name in ("lock_lease_s", "trigger_poll_s"):
             require_positive(name, getattr(self, name))
+        for name in ("hot_commits", "hot_minutes"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"must be >= 0, got {getattr(self, name)}", field=name)
         if not self.lock_wait_s >= 0:
             raise ConfigError(f"must be >= 0, got {self.lock_wait_s}", field="lock_wait_s")
         if self.lock_lease_s < 1:

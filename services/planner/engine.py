@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -25,7 +25,7 @@ from tidemark.errors import FailedPreconditionError
 from tidemark.index.record_index import discard_staged
 from tidemark.retention import RetentionResult, run_retention
 from tidemark.services.planner.config import PlannerConfig
-from tidemark.services.planner.exclusions import busy_file_groups
+from tidemark.services.planner.exclusions import busy_file_groups, hot_file_groups
 from tidemark.services.planner.policy import TriggerPolicy
 from tidemark.services.planner.retention import (
     RetentionPolicy,
@@ -87,6 +87,11 @@ class PlannerEngine:
                 f"the table at {table.uri} has no completed commits to cluster", field="table"
             )
         check_sortable(avro_to_arrow_schema(table.current_avro_schema()), options.sort_columns)
+        options = replace(
+            options,
+            hot_commits=_given(options.hot_commits, self.config.hot_commits),
+            hot_minutes=_given(options.hot_minutes, self.config.hot_minutes),
+        )
         outcome = _plan(table, options)
         if outcome.plan is not None:  # planned again under the lock, from what it reads
             with self._locked(table):
@@ -193,8 +198,14 @@ class PlannerEngine:
         )
 
 
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
 def _plan(table: HoodieTable, options: PlanOptions) -> PlanOutcome:
-    """A plan of the table's live file groups that no pending plan or write holds."""
+    """A plan of the table's live file groups that no pending plan or write holds and no
+    recent commit wrote (``PlanOptions.hot_commits``, ``hot_minutes``)."""
     live = table.view().latest_base_files()
-    busy = busy_file_groups(table, pending_plans(table), live)
-    return plan_clustering(FileSlices.from_base_files(live), options, busy.keys())
+    busy = busy_file_groups(table, pending_plans(table), live).keys()
+    hot = hot_file_groups(table, options.hot_commits or 0, options.hot_minutes or 0)
+    return plan_clustering(FileSlices.from_base_files(live), options, busy | hot)

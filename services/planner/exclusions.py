@@ -1,5 +1,6 @@
-"""File groups a new clustering plan must leave alone: those in a pending plan, and
-those a pending write touches.
+"""File groups a new clustering plan must leave alone: those in a pending plan, those a
+pending write touches, and, when asked, hot ones: written by the last N commits or in
+the last T minutes, which a streaming writer still updates.
 
 A pending write (a commit, or a replacecommit without a clustering plan) names its file
 groups in its markers (``<partition>/<fileId>_<token>_<instant>.parquet.marker.<IO>``) and,
@@ -18,7 +19,7 @@ from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.table.clustering_plan import PendingPlan, file_groups_in
 from tidemark.table.commit_metadata import CommitMetadata
 from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State, instant_time_ago
 from tidemark.table.markers import data_file_path, read_markers_from_storage
 from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
 from tidemark.table.table import HoodieTable
@@ -54,6 +55,22 @@ def busy_file_groups(
             }
         in_writes.update(dict.fromkeys(touched, instant.timestamp))
     return BusyFileGroups(file_groups_in(plans), in_writes)
+
+
+def hot_file_groups(table: HoodieTable, commits: int, minutes: int) -> set[FileGroupKey]:
+    """File groups written (their write stats) by the last ``commits`` completed writes
+    or by those completed in the last ``minutes`` (instant times are UTC)."""
+    if not commits and not minutes:
+        return set()
+    written = table.timeline.completed(frozenset({COMMIT, REPLACE_COMMIT}))
+    since = instant_time_ago(minutes * 60) if minutes else None
+    recent = {instant.timestamp for instant in written[-commits:]} if commits else set()
+    hot: set[FileGroupKey] = set()
+    for instant in written:
+        if instant.timestamp in recent or (since is not None and instant.timestamp >= since):
+            stats = table.timeline.read_metadata(instant).write_stats
+            hot.update((stat.partition_path, stat.file_id) for stat in stats)
+    return hot
 
 
 def _touched_by(table: HoodieTable, instant: Instant) -> tuple[set[FileGroupKey], set[str]]:

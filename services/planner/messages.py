@@ -47,6 +47,8 @@ def options_message(options: PlanOptions) -> pb.PlanOptions:
         small_file_limit_bytes=options.small_file_limit_bytes,
         max_bytes_per_group=options.max_bytes_per_group,
         max_groups=options.max_groups,
+        hot_commits=options.hot_commits,
+        hot_minutes=options.hot_minutes,
     )
 
 

@@ -54,6 +54,8 @@ def plan_options(message: pb.PlanOptions, field: str = "options") -> PlanOptions
             small_file_limit_bytes=sized("small_file_limit_bytes", DEFAULT_SMALL_FILE_LIMIT_BYTES),
             max_bytes_per_group=sized("max_bytes_per_group", DEFAULT_MAX_BYTES_PER_GROUP),
             max_groups=sized("max_groups", DEFAULT_MAX_GROUPS),
+            hot_commits=message.hot_commits if message.HasField("hot_commits") else None,
+            hot_minutes=message.hot_minutes if message.HasField("hot_minutes") else None,
         )
     except InvalidArgumentError as error:
         if error.field is None or error.field.startswith(f"{field}."):

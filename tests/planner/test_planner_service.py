@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from marker.conftest import metric
 from table.table_testkit import Writer, hudi_rs_rows, people_config
 
-from planner.conftest import FAST_CLIENT, TEST_CONFIG
-from planner.plankit import hoodie_files
+from planner.conftest import FAST_CLIENT, TEST_CONFIG, StartPlanner
+from planner.plankit import add_file_groups, hoodie_files
 from tidemark.clients.marker import marker_writer_for
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ServerConfig
@@ -26,6 +27,7 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.server import build_server
 from tidemark.services.planner import planner_service
 from tidemark.table.clustering_plan import pending_plans
+from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
 from tidemark.table.markers import IOType, MarkerSpec
 from tidemark.table.naming import base_file_name, write_token
@@ -172,6 +174,40 @@ def test_a_plan_never_takes_file_groups_of_a_pending_write(
             markers.create("us", name, IOType.MERGE)
     response = planner.schedule(small_files.uri, plan_options())
     assert [g.partition_path for g in response.plan.groups] == ["eu"]
+
+
+def test_hot_file_groups_are_left_out(
+    start_planner: StartPlanner, small_files: HoodieTable
+) -> None:
+    """A newer commit wrote two "us" file groups and one "eu": with hot_commits=1 (the
+    request's, or the service's setting) the plan keeps to the older file groups; with
+    hot_minutes=30 both commits are hot, so nothing is planned."""
+    add_file_groups(small_files, {"us": [5, 5], "eu": [7]})
+    hot = {(f.partition_path, f.file_id) for f in small_files.view().latest_base_files()}
+    hot -= {(f.partition_path, f.file_id) for f in _files_before_last_commit(small_files)}
+    planner = start_planner()
+    every = planner.schedule(small_files.uri, plan_options(hot_commits=0))
+    assert hot <= _planned(every)
+    planner.cancel_plan(small_files.uri, every.plan.instant_time)
+    service_setting = start_planner(replace(TEST_CONFIG, hot_commits=1))
+    for client, options in ((planner, plan_options(hot_commits=1)), (service_setting, None)):
+        response = client.schedule(small_files.uri, options or plan_options())
+        assert _planned(response) and not _planned(response) & hot
+        assert {(p, f) for p, f in _planned(every) if (p, f) not in hot} == _planned(response)
+        planner.cancel_plan(small_files.uri, response.plan.instant_time)
+    assert not planner.schedule(small_files.uri, plan_options(hot_minutes=30)).HasField("plan")
+    with pytest.raises(InvalidArgumentError, match=r"options\.hot_commits: must be >= 0"):
+        planner.schedule(small_files.uri, plan_options(hot_commits=-1))
+
+
+def _files_before_last_commit(table: HoodieTable) -> list[BaseFile]:
+    table.timeline.reload()
+    previous = table.timeline.completed()[-2].timestamp
+    return table.view(as_of=previous).latest_base_files()
+
+
+def _planned(response: pb.SchedulePlanResponse) -> set[tuple[str, str]]:
+    return {(g.partition_path, s.file_id) for g in response.plan.groups for s in g.slices}
 
 
 def test_unreachable_service_is_one_error_naming_it(tmp_path: Path) -> None:

@@ -38,3 +38,4 @@ def test_python_api_examples_run_as_written(
     assert "written 20 5 7\ntagged by record record\n" in printed
     assert "clustered True 2\n" in printed
     assert "cleaned True 0 []\n" in printed
+    assert "streamed [(1, 1, False), (0, 0, True)]\n" in printed

@@ -57,6 +57,8 @@ def plan_options(
     small_file_limit_bytes: int | None = None,
     max_bytes_per_group: int | None = None,
     max_groups: int | None = None,
+    hot_commits: int | None = None,
+    hot_minutes: int | None = None,
 ) -> pb.PlanOptions:
     """Options of a plan; None leaves a size to the service's (Hudi's) default."""
     if layout not in LAYOUTS:
@@ -71,6 +73,8 @@ def plan_options(
         small_file_limit_bytes=small_file_limit_bytes,
         max_bytes_per_group=max_bytes_per_group,
         max_groups=max_groups,
+        hot_commits=hot_commits,
+        hot_minutes=hot_minutes,
     )
 
 

@@ -117,8 +117,17 @@ class PlanOptions:
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES
     max_bytes_per_group: int = DEFAULT_MAX_BYTES_PER_GROUP
     max_groups: int = DEFAULT_MAX_GROUPS
+    hot_commits: int | None = None
+    """File groups the last N commits wrote are left out (hot: a stream updates them);
+    None: the planner's setting."""
+    hot_minutes: int | None = None
+    """File groups written in the last T minutes are left out; None: the planner's."""
 
     def __post_init__(self) -> None:
+        for name in ("hot_commits", "hot_minutes"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise InvalidArgumentError(f"must be >= 0, got {value}", field=name)
         for name in (
             "target_file_bytes",
             "small_file_limit_bytes",

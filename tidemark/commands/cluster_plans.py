@@ -69,6 +69,20 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--small-file-mb", type=int, help="cluster files below this (300)")
     parser.add_argument("--max-group-mb", type=int, help="input per group at most (2048)")
     parser.add_argument("--max-groups", type=int, help="groups per plan at most (30)")
+    parser.add_argument(
+        "--skip-hot-commits",
+        type=int,
+        metavar="N",
+        help="leave out file groups the last N commits wrote, which a stream still updates "
+        "(default: the planner's setting, 0)",
+    )
+    parser.add_argument(
+        "--skip-hot-minutes",
+        type=int,
+        metavar="T",
+        help="leave out file groups written in the last T minutes (default: the planner's "
+        "setting, 0)",
+    )
 
 
 def _plan_options(args: argparse.Namespace) -> pb.PlanOptions:
@@ -80,6 +94,8 @@ def _plan_options(args: argparse.Namespace) -> pb.PlanOptions:
         small_file_limit_bytes=_bytes(args.small_file_mb),
         max_bytes_per_group=_bytes(args.max_group_mb),
         max_groups=args.max_groups,
+        hot_commits=args.skip_hot_commits,
+        hot_minutes=args.skip_hot_minutes,
     )
 
 

@@ -41,6 +41,9 @@ def _handle(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
+    if result.empty_input:
+        print(f"{result.operation}: the input is empty, nothing written")
+        return 0
     if result.already_committed:
         print(
             f"{result.operation} already committed as instant {result.instant} "

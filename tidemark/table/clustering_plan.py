@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import fastavro
@@ -463,6 +463,47 @@ def save_plan(table: HoodieTable, plan: ClusteringPlan) -> Instant:
         bytes=plan.size_bytes,
     )
     return instant
+
+
+REPLACES_KEY = "tidemark.replaces"
+"""``clusteringPlan.extraMetadata`` key naming the plans a replacing plan was cut from,
+comma-separated, oldest first."""
+
+
+def replaced_by(pending: PendingPlan) -> list[str]:
+    """The instants of the plans ``pending`` replaces (none for a plan as scheduled)."""
+    value = pending.plan.extra_metadata.get(REPLACES_KEY, "")
+    return [instant for instant in value.split(",") if instant]
+
+
+def without_file_groups(
+    pending: PendingPlan, given_up: Iterable[tuple[str, str]]
+) -> ClusteringPlan | None:
+    """``pending``'s plan without the file groups ``given_up`` (to a writer), naming the
+    plan it replaces in its extra metadata; None when nothing is left to cluster. A
+    group's output files shrink with its input (when its slice sizes are known)."""
+    gone = set(given_up)
+    target = pending.plan.strategy.target_file_bytes
+    groups = []
+    for group in pending.plan.groups:
+        kept = tuple(s for s in group.slices if (s.partition_path, s.file_id) not in gone)
+        if not kept:
+            continue
+        outputs = group.num_output_file_groups
+        size = sum(s.size_bytes for s in kept)
+        if size:
+            outputs = min(outputs, num_output_file_groups(size, target))
+        groups.append(ClusteringGroup(kept, outputs))
+    if not groups:
+        return None
+    return replace(
+        pending.plan,
+        groups=tuple(groups),
+        extra_metadata={
+            **pending.plan.extra_metadata,
+            REPLACES_KEY: ",".join([*replaced_by(pending), pending.timestamp]),
+        },
+    )
 
 
 def num_output_file_groups(group_bytes: int, target_file_bytes: int) -> int:

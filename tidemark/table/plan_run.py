@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.storage.base import Storage
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, TableLock
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, Lease, TableLock
 
 RUNS_DIR = ".hoodie/.tidemark/runs"
 
@@ -42,10 +42,15 @@ def run_lock(
     )
 
 
+def live_run(storage: Storage, instant: str) -> Lease | None:
+    """The run lease of plan ``instant`` while a live runner executes it, else None."""
+    return run_lock(storage, instant, "run-check", heartbeat=False).live_lease()
+
+
 def check_not_running(storage: Storage, instant: str) -> None:
     """FailedPreconditionError(field="instant") while a live runner executes the plan:
     rolling it back would pull its files from under it."""
-    lease = run_lock(storage, instant, "run-check", heartbeat=False).live_lease()
+    lease = live_run(storage, instant)
     if lease is not None:
         raise FailedPreconditionError(
             f"clustering plan {instant} is being run by {lease.owner!r} (its run lease ends "

@@ -6,6 +6,8 @@ overwritten and two writers cannot both start the same instant.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Protocol
 
 import structlog
@@ -35,6 +37,36 @@ log = structlog.get_logger(__name__)
 
 TIMELINE_DIR = ".hoodie/"
 WRITE_ACTIONS = frozenset({COMMIT, REPLACE_COMMIT})
+METADATA_CACHE_ENTRIES = 1024
+"""Completed commits' metadata kept per process: a completed instant file is never
+rewritten (create-if-absent), so a writer that reads the timeline again each micro-batch
+(idempotency keys, recent record sizes, replaced file groups) parses only new commits."""
+
+
+class _MetadataCache:
+    """Parsed metadata by (table storage, instant file, size listed): a file listed with
+    another size (a damaged or replaced object) is read again."""
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._items: OrderedDict[tuple[str, str, int], CommitMetadata] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, int]) -> CommitMetadata | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, int], metadata: CommitMetadata) -> None:
+        with self._lock:
+            self._items[key] = metadata
+            if len(self._items) > self._entries:
+                self._items.popitem(last=False)
+
+
+_metadata_cache = _MetadataCache(METADATA_CACHE_ENTRIES)
 
 
 class Fence(Protocol):
@@ -57,20 +89,25 @@ class Timeline:
         self.storage = storage
         self.fence: Fence | None = None
         self._instants: list[Instant] = []
+        self._sizes: dict[str, int] = {}
+        """Size of each instant file as last listed (metadata cache keys)."""
         self.reload()
 
     def reload(self) -> None:
         """List only the top level of ``.hoodie/``: marker dirs below ``.temp`` can hold
         hundreds of thousands of objects and must not be listed on every reload."""
         latest: dict[tuple[str, str], Instant] = {}
+        sizes: dict[str, int] = {}
         for info in self.storage.list_dir(TIMELINE_DIR).files:
             instant = parse_instant_file_name(info.path[len(TIMELINE_DIR) :])
             if instant is None:
                 continue
+            sizes[instant.path] = info.size
             key = (instant.timestamp, instant.action)
             if key not in latest or latest[key].state < instant.state:
                 latest[key] = instant
         self._instants = sorted(latest.values())
+        self._sizes = sizes
 
     def instants(self) -> list[Instant]:
         """Every instant in its latest state, sorted by time."""
@@ -142,7 +179,15 @@ class Timeline:
                 f"{instant.file_name} is not a completed commit or replacecommit",
                 field="instant",
             )
-        return read_parsed(self.storage, instant.path, CommitMetadata.from_json)
+        size = self._sizes.get(instant.path)
+        if size is None:
+            return read_parsed(self.storage, instant.path, CommitMetadata.from_json)
+        key = (self.storage.uri, instant.path, size)
+        cached = _metadata_cache.get(key)
+        if cached is None:
+            cached = read_parsed(self.storage, instant.path, CommitMetadata.from_json)
+            _metadata_cache.put(key, cached)
+        return cached
 
     def rollbacks(self, after: str | None = None) -> list[tuple[Instant, RollbackMetadata]]:
         """Every completed rollback on the active timeline later than ``after`` (all when

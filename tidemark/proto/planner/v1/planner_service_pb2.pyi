@@ -57,7 +57,7 @@ class PartitionFilter(_message.Message):
     def __init__(self, all: _Optional[_Union[AllPartitions, _Mapping]] = ..., recent: _Optional[_Union[RecentPartitions, _Mapping]] = ..., regex: _Optional[str] = ..., list: _Optional[_Union[PartitionList, _Mapping]] = ...) -> None: ...
 
 class PlanOptions(_message.Message):
-    __slots__ = ("sort_columns", "layout", "partitions", "target_file_bytes", "small_file_limit_bytes", "max_bytes_per_group", "max_groups")
+    __slots__ = ("sort_columns", "layout", "partitions", "target_file_bytes", "small_file_limit_bytes", "max_bytes_per_group", "max_groups", "hot_commits", "hot_minutes")
     SORT_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,8 @@ class PlanOptions(_message.Message):
     SMALL_FILE_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
     MAX_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    HOT_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    HOT_MINUTES_FIELD_NUMBER: _ClassVar[int]
     sort_columns: _containers.RepeatedScalarFieldContainer[str]
     layout: Layout
     partitions: PartitionFilter
@@ -72,7 +74,9 @@ class PlanOptions(_message.Message):
     small_file_limit_bytes: int
     max_bytes_per_group: int
     max_groups: int
-    def __init__(self, sort_columns: _Optional[_Iterable[str]] = ..., layout: _Optional[_Union[Layout, str]] = ..., partitions: _Optional[_Union[PartitionFilter, _Mapping]] = ..., target_file_bytes: _Optional[int] = ..., small_file_limit_bytes: _Optional[int] = ..., max_bytes_per_group: _Optional[int] = ..., max_groups: _Optional[int] = ...) -> None: ...
+    hot_commits: int
+    hot_minutes: int
+    def __init__(self, sort_columns: _Optional[_Iterable[str]] = ..., layout: _Optional[_Union[Layout, str]] = ..., partitions: _Optional[_Union[PartitionFilter, _Mapping]] = ..., target_file_bytes: _Optional[int] = ..., small_file_limit_bytes: _Optional[int] = ..., max_bytes_per_group: _Optional[int] = ..., max_groups: _Optional[int] = ..., hot_commits: _Optional[int] = ..., hot_minutes: _Optional[int] = ...) -> None: ...
 
 class PlanSlice(_message.Message):
     __slots__ = ("file_id", "path", "size_bytes")

@@ -1,0 +1,144 @@
+"""``python -m benchmarks stream``: micro-batches of upserts through the stream writer
+against the same batches written one ``tidemark.spark.write`` at a time.
+
+A table of ``--rows`` rows (ten partitions) gets a record index; then ``--batches``
+generated batches of ``--batch-rows`` upserts of existing keys, spread over the whole
+table, are written in turns: batch i through ``tidemark.spark.stream_writer`` (services
+kept up for the query's life, as a ``foreachBatch`` query calls it) and then the same
+rows, as batch i of another query, through ``tidemark.spark.write`` with the idempotency
+key a user's ``foreachBatch`` function would give it (an embedded marker and index
+service started and stopped per write). Both see the same table, taking turns (which
+goes first alternates), so neither runs on a timeline the other did not also have.
+Generated batches stand in for a rate source: the same rows reach both sides. Reported:
+each side's batch commit latency (call to return) p50 and p99 and rows per second, the
+stream side's stage medians, and the load average before and after (the machine may be
+shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+
+import tidemark.spark
+from benchmarks.report import run_in_temp_root, times
+from benchmarks.write import PARTITIONS, bulk_insert_generated, generate
+from tidemark.commands.args import positive_int
+from tidemark.jobs.session import DEFAULT_MASTER, build_session
+from tidemark.jobs.write_options import WriteOptions
+
+SIDES = ("stream", "one_at_a_time")
+
+
+def register(bench_subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = bench_subparsers.add_parser(
+        "stream",
+        help="upsert micro-batches: stream writer vs one write at a time",
+        description=__doc__,
+    )
+    parser.add_argument("--rows", type=positive_int, default=5_000_000, help="table rows")
+    parser.add_argument("--batches", type=positive_int, default=100, help="batches per side")
+    parser.add_argument("--batch-rows", type=positive_int, default=5_000, help="upserts a batch")
+    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.set_defaults(handler=run)
+
+
+def batch(spark: SparkSession, rows: int, size: int, number: int) -> DataFrame:
+    """``size`` distinct existing keys spread over the table (a stride of rows/size from an
+    offset that moves with ``number``), with a new version."""
+    stride = max(1, rows // size)
+    offset = (number * 7919) % stride
+    return generate(spark, min(size, rows), version=number + 1).select(
+        ((sf.col("id") * stride + offset) % rows).alias("id"),
+        (((sf.col("id") * stride + offset) % rows) % PARTITIONS).cast("int").alias("part"),
+        sf.col("name"),
+        sf.col("amount"),
+        sf.col("version"),
+    )
+
+
+def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    spark = build_session(args.master, app_name="tidemark-bench-stream")
+    table = str(root / "table")
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    bulk_insert_generated(spark, generate(spark, args.rows), table)
+    tidemark.spark.index_build(spark, table)
+    setup_s = time.perf_counter() - started
+    seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+    stages: list[dict[str, float]] = []
+    with tidemark.spark.stream_writer(table, query_id="bench-stream") as writer:
+        for number in range(args.batches):
+            rows = batch(spark, args.rows, args.batch_rows, number).cache()
+            rows.count()
+            for side in SIDES if number % 2 == 0 else reversed(SIDES):
+                began = time.perf_counter()
+                if side == "stream":
+                    writer(rows, number)
+                else:
+                    key = f"bench-one-at-a-time-{number}"
+                    options = WriteOptions(idempotency_key=key)
+                    tidemark.spark.write(rows, table, "upsert", options=options)
+                seconds[side].append(time.perf_counter() - began)
+            stages.append(writer.results[-1].stage_seconds)
+            rows.unpersist()
+    report: dict[str, Any] = {
+        "rows": args.rows,
+        "batches": args.batches,
+        "batch_rows": args.batch_rows,
+        "master": spark.sparkContext.master,
+        "setup_s": round(setup_s, 1),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "stream_stage_median_s": {
+            stage: round(statistics.median(run.get(stage, 0.0) for run in stages), 3)
+            for stage in stages[-1]
+        },
+    }
+    for side in SIDES:
+        runs = sorted(seconds[side])
+        report[f"{side}_p50_s"] = round(_percentile(runs, 0.5), 3)
+        report[f"{side}_p99_s"] = round(_percentile(runs, 0.99), 3)
+        report[f"{side}_rows_per_s"] = round(args.batch_rows * len(runs) / sum(runs))
+    report["p50_ratio"] = round(report["one_at_a_time_p50_s"] / report["stream_p50_s"], 2)
+    return report
+
+
+def _percentile(ordered: list[float], fraction: float) -> float:
+    """The nearest-rank percentile of sorted values."""
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"stream bench: {report['batches']} batches of {report['batch_rows']:,} upserts per "
+        f"side over a {report['rows']:,}-row table with the record index "
+        f"(master {report['master']}; load average {report['load_average_before']} before, "
+        f"{report['load_average_after']} after)",
+        f"{'side':16} {'p50 s':>8} {'p99 s':>8} {'rows/s':>10}",
+    ]
+    for side in SIDES:
+        lines.append(
+            f"{side:16} {report[f'{side}_p50_s']:>8.3f} {report[f'{side}_p99_s']:>8.3f} "
+            f"{report[f'{side}_rows_per_s']:>10,}"
+        )
+    lines.append(
+        "p50 one at a time / stream: "
+        + times(report["one_at_a_time_p50_s"], report["stream_p50_s"])
+    )
+    stages = ", ".join(f"{k} {v:.2f} s" for k, v in report["stream_stage_median_s"].items())
+    lines.append(f"stream stages (medians): {stages}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_in_temp_root(args, "tidemark-bench-stream-", measure, format_report)
+    return 0

@@ -1,0 +1,242 @@
+"""Streaming upserts: empty batches write nothing, a Structured Streaming query through
+``tidemark.spark.stream_writer`` writes each micro-batch once across a restart from its
+checkpoint, and a batch touching a pending clustering plan takes its file groups instead
+of failing the query."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+import tidemark.spark
+from spark.indexkit import assert_index_agrees, indexed_table, rows
+from spark.killed_stream import QUERY_ID, run_query
+from spark.sparkkit import SCHEMA, assert_readers_agree, timeline_listing
+from tidemark.clustering.strategy import PlanOptions
+from tidemark.errors import InvalidArgumentError
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
+from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.write import write
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.services.planner.config import PlannerConfig
+from tidemark.services.planner.engine import PlannerEngine
+from tidemark.table.clustering_plan import REPLACES_KEY, pending_plans
+from tidemark.table.commit import IDEMPOTENCY_KEY
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT, State
+from tidemark.table.table import HoodieTable
+
+DATA = ["id", "name", "part", "ts"]
+KILLED_STREAM = Path(__file__).parent / "killed_stream.py"
+ARROW_SCHEMA = pa.schema(
+    [("id", pa.int32()), ("name", pa.string()), ("part", pa.string()), ("ts", pa.int64())]
+)
+
+
+def _names(uri: str) -> dict[str, str]:
+    return {key: row["name"] for key, row in assert_readers_agree(uri, DATA).items()}
+
+
+def _keys_committed(uri: str) -> list[str]:
+    """The idempotency keys of the table's completed commits, oldest first."""
+    timeline = HoodieTable.open(uri).timeline
+    return [
+        timeline.read_metadata(instant).extra_metadata.get(IDEMPOTENCY_KEY, "")
+        for instant in timeline.completed(frozenset({COMMIT}))
+    ]
+
+
+def test_an_empty_input_writes_no_instant(spark: SparkSession, table_uri: str) -> None:
+    indexed_table(spark, table_uri)
+    before = timeline_listing(table_uri)
+    empty = spark.createDataFrame([], SCHEMA)
+    for operation in ("upsert", "insert", "delete", "bulk_insert", "insert_overwrite"):
+        result = tidemark.spark.write(empty, table_uri, operation)
+        assert result.empty_input and result.instant == "" and result.rows_written == 0
+    assert timeline_listing(table_uri) == before
+    fresh = str(Path(table_uri).parent / "never-created")
+    created = WriteOptions(record_key_fields=["id"], partition_fields=["part"])
+    assert tidemark.spark.write(empty, fresh, "bulk_insert", options=created).empty_input
+    assert not Path(fresh).exists()
+    with pytest.raises(InvalidArgumentError, match="operation: unknown operation 'merge'"):
+        tidemark.spark.write(empty, table_uri, "merge")
+
+
+def _batch_file(folder: Path, number: int, values: list[tuple[int, str, str, int]]) -> None:
+    columns = list(zip(*values, strict=True))
+    table = pa.Table.from_arrays([pa.array(c) for c in columns], schema=ARROW_SCHEMA)
+    pq.write_table(table, folder / f"batch-{number:03d}.parquet")
+
+
+def _run_query(
+    spark: SparkSession, source: Path, checkpoint: Path, writer: tidemark.spark.StreamWriter
+) -> None:
+    """Every file not yet in the checkpoint, one micro-batch per file, then stop."""
+    query = (
+        spark.readStream.schema(SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(source))
+        .writeStream.foreachBatch(writer)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert query.exception() is None
+
+
+def test_a_streaming_query_writes_each_batch_once(
+    spark: SparkSession, table_uri: str, tmp_path: Path
+) -> None:
+    indexed_table(spark, table_uri)
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    source.mkdir()
+    _batch_file(source, 0, [(k, "s0", "abc"[k % 3], 2) for k in range(4)])
+    _batch_file(source, 1, [(5, "s1", "c", 2), (100, "s1", "a", 2), (101, "s1", "b", 2)])
+    with tidemark.spark.stream_writer(table_uri, query_id="orders") as writer:
+        _run_query(spark, source, checkpoint, writer)
+        assert [(r.rows_updated, r.rows_inserted) for r in writer.results] == [(4, 0), (1, 2)]
+        serving = writer.options
+        assert serving is not None and serving.marker_service_address
+        assert serving.index_service_address  # one pair of services for the query's batches
+        writer(spark.read.parquet(str(source / "batch-001.parquet")), 1)
+        again = writer.results[-1]
+        assert again.already_committed and again.instant == writer.results[1].instant
+    assert writer.options is None
+    assert _keys_committed(table_uri)[-2:] == ["orders-0", "orders-1"]
+
+    _batch_file(source, 2, [(7, "s2", "b", 3)])
+    with tidemark.spark.stream_writer(table_uri, query_id="orders") as restarted:
+        _run_query(spark, source, checkpoint, restarted)
+        assert [r.rows_updated for r in restarted.results] == [1]
+    assert _keys_committed(table_uri)[-3:] == ["orders-0", "orders-1", "orders-2"]
+    names = _names(table_uri)
+    expected = {str(k): f"v{k}" for k in range(12)}
+    expected |= {"0": "s0", "1": "s0", "2": "s0", "3": "s0", "5": "s1", "7": "s2"}
+    assert names == expected | {"100": "s1", "101": "s1"}
+    assert_index_agrees(table_uri)
+
+
+def test_a_query_killed_mid_batch_writes_the_batch_once_after_restart(
+    spark: SparkSession, local_or_s3_uri: str, tmp_path: Path
+) -> None:
+    """The driver dies (kill -9 at the fault point before the commit) with batch 0's files
+    written and its index changes staged; the query restarted from its checkpoint hands
+    batch 0 again, which rolls the dead instant back and commits the rows once."""
+    uri = local_or_s3_uri
+    indexed_table(spark, uri)
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    source.mkdir()
+    _batch_file(source, 0, [(1, "once", "b", 5), (30, "once", "a", 5)])
+    killed = subprocess.run(
+        [sys.executable, str(KILLED_STREAM), uri, str(source), str(checkpoint)],
+        env={**os.environ, EXIT_AT_ENV: "before_commit"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode == EXIT_CODE, killed.stderr[-3000:]
+    [dead] = HoodieTable.open(uri).timeline.pending()
+    assert (dead.action, dead.state) == (COMMIT, State.INFLIGHT)
+
+    results = run_query(uri, str(source), str(checkpoint))
+    assert [(r.rows_updated, r.rows_inserted) for r in results] == [(1, 1)]
+    timeline = HoodieTable.open(uri).timeline
+    assert timeline.pending() == []
+    [(_, rolled_back)] = timeline.rollbacks(after=dead.timestamp)
+    assert [info.commit_time for info in rolled_back.instants_rollback] == [dead.timestamp]
+    assert _keys_committed(uri).count(f"{QUERY_ID}-0") == 1
+    assert _names(uri) == {str(k): f"v{k}" for k in range(12)} | {"1": "once", "30": "once"}
+    assert_index_agrees(uri)
+
+
+def test_a_stream_writer_refuses_bad_arguments() -> None:
+    with pytest.raises(InvalidArgumentError, match="query_id"):
+        tidemark.spark.stream_writer("/tmp/t", query_id=" ")
+    with pytest.raises(InvalidArgumentError, match="operation"):
+        tidemark.spark.stream_writer("/tmp/t", "merge", query_id="q")
+    keyed = WriteOptions(idempotency_key="mine")
+    with pytest.raises(InvalidArgumentError, match="idempotency_key"):
+        tidemark.spark.stream_writer("/tmp/t", query_id="q", options=keyed)
+
+
+def _schedule(uri: str, options: PlanOptions | None = None) -> str | None:
+    engine = PlannerEngine(PlannerConfig())
+    try:
+        result = engine.schedule(uri, options or PlanOptions())
+    finally:
+        engine.close()
+    return result.plan.timestamp if result.plan else None
+
+
+def _two_files_per_partition(spark: SparkSession, uri: str) -> None:
+    indexed_table(spark, uri)
+    more = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12, 24)]
+    write(spark, rows(spark, *more), uri, "bulk_insert")
+
+
+def test_a_batch_takes_its_file_groups_from_a_plan_not_yet_run(
+    spark: SparkSession, table_uri: str
+) -> None:
+    _two_files_per_partition(spark, table_uri)
+    located = assert_index_agrees(table_uri)
+    first = _schedule(table_uri)
+    assert first is not None
+    planned = pending_plans(HoodieTable.open(table_uri))[0].plan.file_groups()
+    taken = {located["0"], located["1"]}
+    assert taken < planned
+    with tidemark.spark.stream_writer(table_uri, query_id="q") as writer:
+        writer(rows(spark, (0, "moved", "a", 5), (1, "moved", "b", 5)), 0)
+    [replacement] = pending_plans(HoodieTable.open(table_uri))
+    assert replacement.plan.extra_metadata[REPLACES_KEY] == first
+    assert replacement.plan.file_groups() == planned - taken
+    [result] = run_clustering(spark, table_uri, first)  # followed to the replacement
+    assert result.instant == replacement.timestamp
+    assert result.files_replaced == len(planned) - 2
+    names = _names(table_uri)
+    assert names == {str(k): f"v{k}" for k in range(24)} | {"0": "moved", "1": "moved"}
+    assert_index_agrees(table_uri)
+
+
+def test_upserts_and_clustering_both_progress(spark: SparkSession, table_uri: str) -> None:
+    """A loop of micro-batches over keys of the whole table while plans are scheduled and
+    run beside it: no batch fails, plans commit, every row and index entry is exact."""
+    _two_files_per_partition(spark, table_uri)
+    expected = {str(k): f"v{k}" for k in range(24)}
+    clustered: list[str] = []
+    failures: list[BaseException] = []
+    stop = time.monotonic() + 40
+
+    def cluster_repeatedly() -> None:
+        try:
+            while time.monotonic() < stop:
+                if _schedule(table_uri) is not None:
+                    clustered.extend(r.instant for r in run_clustering(spark, table_uri))
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    clusterer = threading.Thread(target=cluster_repeatedly)
+    clusterer.start()
+    with tidemark.spark.stream_writer(table_uri, query_id="loop") as writer:
+        batch = 0
+        while time.monotonic() < stop or batch < 4:
+            keys = [(batch * 5 + k * 7) % 24 for k in range(4)]
+            writer(rows(spark, *[(k, f"b{batch}", "abc"[k % 3], 10 + batch) for k in keys]), batch)
+            expected |= {str(k): f"b{batch}" for k in keys}
+            batch += 1
+    clusterer.join()
+    assert not failures, failures
+    run_clustering(spark, table_uri)
+    assert clustered, "no clustering committed"
+    timeline = HoodieTable.open(table_uri).timeline
+    assert set(clustered) <= {i.timestamp for i in timeline.completed(frozenset({REPLACE_COMMIT}))}
+    assert _names(table_uri) == expected
+    assert_index_agrees(table_uri)
