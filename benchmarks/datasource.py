@@ -43,6 +43,7 @@ from tidemark.jobs.index_build import build_index
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.logs import configure_logging
 from tidemark.storage import open_storage
+from tidemark.table.table import HoodieTable
 
 SEED = 0
 """The keys are a fixed random sample of the ids: spread over partitions and files, as the
@@ -74,7 +75,7 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Write and index the table, then time both queries ``runs`` times, alternating."""
     bulk_insert_generated(spark, generate(spark, rows).repartition(input_tasks), table_uri)
-    build_index(spark, table_uri)
+    build_index(spark, HoodieTable.open(table_uri))
     wanted = sorted(random.Random(SEED).sample(range(rows), keys))
     pruned = _query(tidemark_spark.read(spark, table_uri), wanted)
     full = _query(spark.newSession().read.format(NAME).load(table_uri), wanted)

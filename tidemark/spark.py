@@ -4,7 +4,8 @@ Everything ``tidemark`` does from the command line, with the same defaults: ``wr
 options are one ``WriteOptions``, the object the CLI builds from its flags),
 ``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``, and ``read`` /
 ``register`` for ``spark.read.format("tidemark")`` with record-index and partition pruning.
-Services are used at the addresses given, else started embedded in the driver.
+Services are used at the addresses given, else started embedded in the driver. The table
+is opened here, once, and handed down to the job.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.jobs.cluster import ClusterResult, run_clustering
+from tidemark.jobs.cluster_options import ClusterOptions
 from tidemark.jobs.datasource import NAME, PUSHDOWN_CONF, TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
+from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.job_options import serving_markers
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
+from tidemark.storage.uri import canonical_uri
 from tidemark.table.commit import RollbackResult
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.table import HoodieTable
@@ -58,7 +62,8 @@ def index_build(
 ) -> BuildResult:
     """Build the table's record index (``rebuild``: delete an existing one first); writes
     go on meanwhile."""
-    return build_index(spark, table, shards, rebuild=rebuild, lock_wait_s=lock_wait_s)
+    options = IndexBuildOptions(shards=shards, rebuild=rebuild, lock_wait_s=lock_wait_s)
+    return build_index(spark, _open(table), options)
 
 
 def cluster_schedule(
@@ -99,23 +104,19 @@ def cluster_run(
 ) -> list[ClusterResult]:
     """Run the pending clustering plan at ``instant`` (default: every pending plan) beside
     the table's writers, with service markers as every write."""
+    options = ClusterOptions(
+        markers="service", lock_wait_s=lock_wait_s, index_service_address=index_service_address
+    )
+    hoodie_table = _open(table)
     with serving_markers("service", marker_service_address) as address:
-        return run_clustering(
-            spark,
-            table,
-            instant,
-            markers="service",
-            marker_service_address=address,
-            lock_wait_s=lock_wait_s,
-            index_service_address=index_service_address,
-        )
+        return run_clustering(spark, hoodie_table, instant, options.with_marker_service(address))
 
 
 def rollback(
     table: str, instant: str | None = None, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
 ) -> list[RollbackResult]:
     """Roll back the pending instant ``instant``, or every failed write when it is None."""
-    return rollback_table(table, instant, lock_wait_s=lock_wait_s)
+    return rollback_table(_open(table), instant, lock_wait_s=lock_wait_s)
 
 
 def register(spark: SparkSession) -> None:
@@ -130,9 +131,15 @@ def read(spark: SparkSession, path: str, *, as_of: str | None = None) -> DataFra
     """The snapshot of the table at ``path`` (at instant ``as_of``, default the latest) with
     Hudi's meta columns; ``=``/``IN`` filters on it prune by record index and partition. A
     path without a table is a ``NotFoundError`` here, before Spark plans anything."""
-    HoodieTable.open(path)
+    _open(path)
     register(spark)
     reader = spark.read.format(NAME)
     if as_of is not None:
         reader = reader.option("as_of", as_of)
     return reader.load(path)
+
+
+def _open(table: str) -> HoodieTable:
+    """The table at ``table`` made absolute (executors and services run in other working
+    directories); NotFoundError when there is none."""
+    return HoodieTable.open(canonical_uri(table))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.errors import FailedPreconditionError
 from tidemark.table.clustering_plan import file_groups_in, pending_plans
 from tidemark.table.commit import rollback
 from tidemark.table.fsview import BaseFile
@@ -42,13 +42,6 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
         help="an update, delete or insert_overwrite of a file group in a pending clustering "
         "plan is refused (reject, default) or rolls the plan back first (rollback)",
     )
-
-
-def check_policy(policy: str) -> None:
-    if policy not in POLICIES:
-        raise InvalidArgumentError(
-            f"unknown policy {policy!r} (use {', '.join(POLICIES)})", field="on_pending_clustering"
-        )
 
 
 @dataclass(frozen=True)
