@@ -160,14 +160,9 @@ class _Service:
 @contextmanager
 def _serve(service: str, table_root: str) -> Iterator[_Service]:
     metrics_port = _free_port()
-    process = ServeProcess(
-        service,
-        args=["--metrics-port", str(metrics_port), "--allowed-root", table_root],
-    )
-    try:
+    args = ["--metrics-port", str(metrics_port), "--allowed-root", table_root]
+    with ServeProcess(service, args=args) as process:
         yield _Service(process.address, metrics_port)
-    finally:
-        process.close()
 
 
 def _free_port() -> int:
