@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,8 @@ def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> 
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a signal prints every thread's stack
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "\nbuild record index: " in result.stderr  # a plain line per stage, not a spinner
+    # a plain line per stage as it ends, not a spinner shown only at exit
+    assert re.search(r"build record index: \d+\.\d s\n", result.stderr), result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert sorted(report["services"]) == ["index", "marker", "planner"]
     markers, index, clustering = report["markers"], report["index"], report["clustering"]
