@@ -4,16 +4,17 @@ once, so a log shows how far a job got while it runs, not only when it ends."""
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from tidemark.closing import Closing
 
-class StageProgress:
+
+class StageProgress(Closing):
     """A spinner per stage, turned into its elapsed time when the stage ends (``transient``:
     removed once the job ends, for a command whose report lists the times itself); a plain
-    ``<stage>: <seconds> s`` line per finished stage when the console is not a terminal."""
+    ``<stage>: <seconds> s`` line per finished stage when the console is not a terminal.
+    Shown from its creation until ``close()`` (the end of its ``with`` block)."""
 
     def __init__(self, console: Console, *, transient: bool = False) -> None:
         self._console = console
@@ -26,17 +27,9 @@ class StageProgress:
             disable=not console.is_terminal,
         )
         self._tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> StageProgress:
         self._progress.start()
-        return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self._progress.stop()
 
     def stage_started(self, name: str) -> None:
