@@ -41,9 +41,11 @@ from rich.table import Table
 from tidemark.clustering.curves import DEFAULT_CURVE_METHOD
 from tidemark.clustering.strategy import FileSlices, PlanOptions, plan_clustering, time_plan
 from tidemark.commands.args import positive_int
-from tidemark.jobs.cluster import CURVE_METHOD_PARAM, MIN_SLICE_INPUT_BYTES, run_clustering
+from tidemark.config import MIB
+from tidemark.jobs.cluster import CURVE_METHOD_PARAM, run_clustering
+from tidemark.jobs.cluster_options import MIN_SLICE_INPUT_BYTES, ClusterOptions
 from tidemark.jobs.session import build_session
-from tidemark.jobs.write import MIB, write
+from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage
@@ -586,7 +588,8 @@ def _spread(runs: Sequence[float]) -> str:
 def _cluster(spark: SparkSession, uri: str, row_group_bytes: int) -> float:
     """Seconds to run the table's pending plan."""
     started = time.perf_counter()
-    run_clustering(spark, uri, markers="direct", row_group_bytes=row_group_bytes)
+    options = ClusterOptions(markers="direct", row_group_bytes=row_group_bytes)
+    run_clustering(spark, HoodieTable.open(uri), options=options)
     return time.perf_counter() - started
 
 

@@ -41,6 +41,7 @@ from tidemark.jobs.cluster import run_clustering
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.storage.uri import hadoop_uri
+from tidemark.table.table import HoodieTable
 
 SEED = 0
 TS_RANGE = 1_000_000_000
@@ -102,12 +103,12 @@ def run_benchmark(
     """Write, index and cluster a copy; then every query on both tables."""
     table = str(root / "table")
     bulk_insert_generated(spark, generate(spark, rows, files), table)
-    build_index(spark, table)
+    build_index(spark, HoodieTable.open(table))
     clustered = str(root / "clustered")
     shutil.copytree(table, clustered)
     total = sum(f.size for f in plan_snapshot(clustered).files)
     schedule_whole_table(clustered, ("ts",), "linear", max(1, total // clustered_files))
-    run_clustering(spark, clustered, markers="direct")
+    run_clustering(spark, HoodieTable.open(clustered))
     wanted = sorted(random.Random(SEED).sample(range(rows), keys))
     result: dict[str, Any] = {
         "rows": rows,

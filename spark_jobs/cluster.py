@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import sys
 import time
 import uuid
@@ -55,6 +54,7 @@ from tidemark.clustering.curves import (
     layout_order,
     orderable,
 )
+from tidemark.config import MIB
 from tidemark.errors import (
     ConflictError,
     FailedPreconditionError,
@@ -64,21 +64,20 @@ from tidemark.errors import (
 )
 from tidemark.index.record_index import RecordIndex
 from tidemark.jobs.base_file import BaseFileWriter, conform
+from tidemark.jobs.cluster_options import (
+    DEFAULT_CLUSTER_OPTIONS,
+    DEFAULT_ROW_GROUP_BYTES,
+    MIN_SLICE_INPUT_BYTES,
+    ClusterOptions,
+)
 from tidemark.jobs.context import WriteContext
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_writes import file_changes, files_written_after, new_files, stage
-from tidemark.jobs.job_options import (
-    DEFAULT_LOCK_LEASE_S,
-    DEFAULT_LOCK_WAIT_S,
-    MarkerKind,
-    MarkerOptions,
-    add_job_options,
-    serving_markers,
-)
+from tidemark.jobs.job_options import MarkerOptions, add_job_options, serving_markers
 from tidemark.jobs.session import build_session, cancellable_jobs
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import current_task, marker_writer, storage_for
-from tidemark.jobs.write import MIB, index_client
+from tidemark.jobs.write import index_client
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.clustering_plan import (
@@ -92,7 +91,7 @@ from tidemark.table.commit import complete_commit, rollback
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
 from tidemark.table.keys import FILE_NAME, RECORD_KEY
-from tidemark.table.lock import TableLock, check_lock_wait
+from tidemark.table.lock import TableLock
 from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
@@ -107,13 +106,6 @@ ROLE = "cluster"
 CURVE_METHOD_PARAM = "hoodie.layout.optimize.build.curve.method"
 """Strategy parameter choosing rank ranges (``sample``, our default) or raw 8-byte keys
 (``direct``, Hudi's default) for z-order and Hilbert."""
-DEFAULT_ROW_GROUP_BYTES = 120 * MIB
-"""Hudi's ``hoodie.parquet.block.size``: several row groups per clustered file, so a
-query's row-group statistics prune inside the files too."""
-MIN_SLICE_INPUT_BYTES = 64 * MIB
-"""The least input a slice of a group gets: each slice repeats the group's order and reads
-of its input files, so a smaller group is faster as one task (``python -m benchmarks
-clustering``'s 11 MB group cut in four slices took twice the Python CPU of one task)."""
 
 
 @dataclass(frozen=True)
@@ -152,53 +144,34 @@ class ClusterResult:
     """Time spent waiting for the table lock (start and commit)."""
 
 
-@dataclass(frozen=True)
-class _Options:
-    markers: MarkerOptions
-    row_group_bytes: int
-    min_slice_bytes: int
-
-
 def run_clustering(
     spark: SparkSession,
-    table_uri: str,
+    table: HoodieTable,
     instant: str | None = None,
-    *,
-    markers: MarkerKind = "direct",
-    marker_service_address: str | None = None,
-    marker_fallback_direct: bool = False,
-    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
-    lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
-    index_service_address: str | None = None,
-    min_slice_bytes: int = MIN_SLICE_INPUT_BYTES,
+    options: ClusterOptions = DEFAULT_CLUSTER_OPTIONS,
 ) -> list[ClusterResult]:
     """Run the pending plan at ``instant``, or every pending plan when it is None (none
     pending: nothing happens; a plan another runner is executing is left to it; a plan
     a writer took file groups from before it started is followed to the plan replacing
     it). Bad
     input (an instant that is not a pending plan, a sort column the table lacks) is
-    refused before any lock is taken. The table lock (waited for up to ``lock_wait_s``)
-    is held only to start each plan and to commit it. A table with a record index is
-    kept in step through the index service at ``index_service_address`` (default: one
-    embedded in the driver). A group is cut across tasks only into slices of at least
-    ``min_slice_bytes`` of input."""
-    marker_options = MarkerOptions(markers, marker_service_address, marker_fallback_direct)
-    for name, value in (("lock_lease_s", lock_lease_s), ("min_slice_bytes", min_slice_bytes)):
-        if value <= 0:
-            raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
-    check_lock_wait(lock_wait_s)
-    table, plans = checked_plans(table_uri, instant, row_group_bytes)
+    refused before any lock is taken. The table lock (waited for up to
+    ``options.lock_wait_s``) is held only to start each plan and to commit it. A table
+    with a record index is kept in step through the index service at
+    ``options.index_service_address`` (default: one embedded in the driver)."""
+    markers = options.marker_options()
+    table.timeline.reload()
+    plans = checked_plans(table, instant)
     if not plans:
         return []
-    marker_options.check_reachable()
-    options = _Options(marker_options, row_group_bytes, min_slice_bytes)
+    markers.check_reachable()
     indexed = RecordIndex.exists(table.storage)
     with (
-        index_client(table.uri, indexed, index_service_address) as index,
+        index_client(table.uri, indexed, options.index_service_address) as index,
         cancellable_jobs(spark, f"tidemark-cluster-{uuid.uuid4().hex}") as cancel,
     ):
-        runner = _Runner(spark, table, options, index, _Locking(lock_wait_s, lock_lease_s, cancel))
+        locking = _Locking(options.lock_wait_s, options.lock_lease_s, cancel)
+        runner = _Runner(spark, table, options, markers, index, locking)
         results = []
         tried: set[str] = set()
         while plans:
@@ -230,19 +203,14 @@ def plans_to_run(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
     return followed or [pending_plan(table, instant)]
 
 
-def checked_plans(
-    table_uri: str, instant: str | None, row_group_bytes: int
-) -> tuple[HoodieTable, list[PendingPlan]]:
-    """The table and the plans to run, once the arguments are known good (no Spark needed:
-    ``run`` calls this before starting its session)."""
-    if row_group_bytes <= 0:
-        raise InvalidArgumentError(f"must be > 0, got {row_group_bytes}", field="row_group_bytes")
-    table = HoodieTable.open(canonical_uri(table_uri))
+def checked_plans(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
+    """The plans to run, once they are known good (no Spark needed: ``run`` calls this
+    before starting its session)."""
     check_clusterable_version(table.config.table_version)
     plans = plans_to_run(table, instant)
     for pending in plans:
         _check_layout(table, pending)
-    return table, plans
+    return plans
 
 
 def _check_layout(table: HoodieTable, pending: PendingPlan) -> None:
@@ -278,7 +246,8 @@ class _Runner:
 
     spark: SparkSession
     table: HoodieTable
-    options: _Options
+    options: ClusterOptions
+    markers: MarkerOptions
     index: IndexClient | None
     locking: _Locking
     lock_waits: list[float] = field(default_factory=list)
@@ -319,7 +288,7 @@ class _Runner:
             yield lock
 
     def _undo(self, lock: TableLock) -> _Undo:
-        return _Undo(self.table, self.options.markers.reader(self.table, lock.holder), self.index)
+        return _Undo(self.table, self.markers.reader(self.table, lock.holder), self.index)
 
     def _run(self, instant: str, run: TableLock) -> ClusterResult | None:
         """None when the plan is no longer pending: a writer took file groups from it
@@ -347,7 +316,7 @@ class _Runner:
             table_uri=table.uri,
             instant=instant,
             action=REPLACE_COMMIT,
-            markers=self.options.markers.spec(table.uri, instant),
+            markers=self.markers.spec(table.uri, instant),
             file_schema=_file_schema(table, plan),
             config=table.config,
         )
@@ -528,7 +497,7 @@ def _write_groups(
     tasks: Sequence[GroupTask],
     context: WriteContext,
     layout: Layout,
-    options: _Options,
+    options: ClusterOptions,
 ) -> list[WriteStat]:
     parallelism = spark.sparkContext.defaultParallelism
     slices = split_groups(tasks, parallelism, options.min_slice_bytes)
@@ -760,26 +729,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[ClusterResult]:
     """Run parsed ``add_arguments`` options; service markers with no address get an
     embedded marker service in the driver. Arguments are checked before Spark starts."""
-    if not math.isfinite(args.row_group_mb):
-        raise InvalidArgumentError(
-            f"must be a number, got {args.row_group_mb}", field="row_group_mb"
-        )
-    row_group_bytes = math.ceil(args.row_group_mb * MIB)
-    if not checked_plans(args.table, args.instant, row_group_bytes)[1]:
+    options = ClusterOptions.from_args(args)
+    table = HoodieTable.open(canonical_uri(args.table))
+    if not checked_plans(table, args.instant):
         return []
     spark = build_session(args.master)
-    with serving_markers(args.markers, args.marker_service) as address:
-        return run_clustering(
-            spark,
-            args.table,
-            args.instant,
-            markers=args.markers,
-            marker_service_address=address,
-            row_group_bytes=row_group_bytes,
-            lock_lease_s=args.lock_lease_s,
-            lock_wait_s=args.lock_wait_s,
-            index_service_address=args.index_service,
-        )
+    with serving_markers(options.markers, options.marker_service_address) as address:
+        return run_clustering(spark, table, args.instant, options.with_marker_service(address))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,10 +30,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from tidemark import faults
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError, TidemarkError
+from tidemark.errors import FailedPreconditionError, TidemarkError
 from tidemark.index import layout
 from tidemark.index.build import (
-    MAX_SHARDS,
     NO_COMMIT,
     build_lease,
     publish_index,
@@ -44,19 +43,16 @@ from tidemark.index.build import (
 )
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.sharding import shard_of
+from tidemark.index.wire import CHANGE_COLUMNS, FILE_ID, INSTANT, KEY, LOOKUP_COLUMNS, PARTITION
 from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.index_build_options import DEFAULT_BUILD_OPTIONS, IndexBuildOptions
 from tidemark.jobs.session import cancellable_jobs
 from tidemark.jobs.stages import StageClock, StageListener
 from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import storage_for
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
-from tidemark.table.lock import (
-    DEFAULT_LOCK_LEASE_S,
-    DEFAULT_LOCK_WAIT_S,
-    TableLock,
-    check_lock_wait,
-)
+from tidemark.table.lock import TableLock
 from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
@@ -66,8 +62,8 @@ log = structlog.get_logger(__name__)
 
 ROLE = "index-build"
 
-_KEY, _PARTITION, _FILE_ID, _INSTANT, _SHARD = "key", "partition", "file_id", "instant", "shard"
-_ENTRIES_DDL = "key string, partition string, file_id string, instant string, shard int"
+_SHARD = "shard"
+_ENTRIES_DDL = ", ".join([*(f"{name} string" for name in LOOKUP_COLUMNS), f"{_SHARD} int"])
 _WRITTEN_DDL = "shard int, entries long, bytes long"
 
 
@@ -88,55 +84,43 @@ class BuildResult:
 
 def build_index(
     spark: SparkSession,
-    table_uri: str,
-    shards: int | None = None,
+    table: HoodieTable,
+    options: IndexBuildOptions = DEFAULT_BUILD_OPTIONS,
     listener: StageListener | None = None,
-    *,
-    rebuild: bool = False,
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
-    lock_lease_s: float = DEFAULT_LOCK_LEASE_S,
 ) -> BuildResult:
-    """Build the record index of the table at ``table_uri`` with ``shards`` shards (default:
-    sized from the record count as Hudi does). A table with an index is refused unless
-    ``rebuild``: then its index is deleted under the lock and built again. A table
+    """Build the record index of ``table`` with ``options.shards`` shards (default: sized
+    from the record count as Hudi does). A table with an index is refused unless
+    ``options.rebuild``: then its index is deleted under the lock and built again. A table
     without a commit gets an empty index that later writes fill. The table lock (waited
-    for up to ``lock_wait_s``) is held only to read the snapshot and to catch up and
-    publish; a build lease keeps other builds out meanwhile."""
-    check_lock_wait(lock_wait_s)
-    table = check_build(table_uri, shards, rebuild)  # refusals: no lock, table untouched
+    for up to ``options.lock_wait_s``) is held only to read the snapshot and to catch up
+    and publish; a build lease keeps other builds out meanwhile."""
+    check_build(table, options.rebuild)  # refusals: no lock, table untouched
     clock = StageClock(listener)
+    wait_s, lease_s = options.lock_wait_s, options.lock_lease_s
     with cancellable_jobs(spark, f"tidemark-index-build-{uuid.uuid4().hex}") as cancel:
-        build = build_lease(table.storage, owner_name(ROLE), lock_lease_s, cancel)
-        build.acquire(lock_wait_s)
+        build = build_lease(table.storage, owner_name(ROLE), lease_s, cancel)
+        build.acquire(wait_s)
         with holding(build):
-            with changing(table, ROLE, wait_s=lock_wait_s, lease_s=lock_lease_s):
-                _check_buildable(table, rebuild)  # again under the lock
+            with changing(table, ROLE, wait_s=wait_s, lease_s=lease_s):
+                check_build(table, options.rebuild)  # again under the lock
                 table.timeline.reload()
                 last = table.timeline.last_completed(WRITE_ACTIONS)
                 with clock.stage("list base files"):
                     files = table.view().latest_base_files()
                 _delete_index_files(table)  # writes stop staging into an index being rebuilt
             as_of = last.timestamp if last else NO_COMMIT
-            publish = _Publish(build, lock_wait_s, clock)
+            publish = _Publish(build, wait_s, clock)
             try:
-                return _build(spark, table, files, as_of, shards, publish)
+                return _build(spark, table, files, as_of, options.shards, publish)
             except BaseException:
                 if not build.lost.is_set():  # else the files are another build's now
                     _delete_failed_build(table)
                 raise
 
 
-def check_build(table_uri: str, shards: int | None, rebuild: bool) -> HoodieTable:
-    """The table, once the arguments are known good (no Spark needed: ``tidemark index
-    build`` calls this before starting its session)."""
-    if shards is not None and not 1 <= shards <= MAX_SHARDS:
-        raise InvalidArgumentError(f"must be 1 to {MAX_SHARDS}, got {shards}", field="shards")
-    table = HoodieTable.open(table_uri)
-    _check_buildable(table, rebuild)
-    return table
-
-
-def _check_buildable(table: HoodieTable, rebuild: bool) -> None:
+def check_build(table: HoodieTable, rebuild: bool) -> None:
+    """A table with a record index is built again only when asked to (``rebuild``); no
+    Spark needed: ``tidemark index build`` calls this before starting its session."""
     if not rebuild and RecordIndex.exists(table.storage):
         raise FailedPreconditionError(
             f"{table.uri} already has a record index (use --rebuild to build it again)",
@@ -231,19 +215,19 @@ def _catch_up(
         }
     now = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in touched]
     then = [f for f in files if (f.partition_path, f.file_id) in touched]
-    placed = _entries(spark, table.uri, table.config, now).select(_KEY, _PARTITION, _FILE_ID)
+    placed = _entries(spark, table.uri, table.config, now).select(*CHANGE_COLUMNS)
     gone = (
         _entries(spark, table.uri, table.config, then)
-        .select(_KEY)
-        .join(placed.select(_KEY), _KEY, "left_anti")
-        .select(_KEY, sf.lit(None).cast("string"), sf.lit(None).cast("string"))
+        .select(KEY)
+        .join(placed.select(KEY), KEY, "left_anti")
+        .select(KEY, sf.lit(None).cast("string"), sf.lit(None).cast("string"))
     )
     changes = run_spark_action(placed.union(gone).toArrow)
     stage_caught_up(
         table.storage,
         shards,
         later[-1].timestamp,
-        changes.rename_columns(["key", "partition", "file_id"]),
+        changes.rename_columns(list(CHANGE_COLUMNS)),
     )
     return len(later)
 
@@ -254,10 +238,10 @@ def _entries(
     """(key, partition, file id, instant of the file) of every record in ``files``; the
     shard column is left null (filled once the shard count is known)."""
     return existing_keys(spark, table_uri, config, files).select(
-        sf.col(RECORD_KEY).alias(_KEY),
-        sf.col(OLD_PARTITION).alias(_PARTITION),
-        sf.col(OLD_FILE_ID).alias(_FILE_ID),
-        sf.col(FILE_INSTANT).alias(_INSTANT),
+        sf.col(RECORD_KEY).alias(KEY),
+        sf.col(OLD_PARTITION).alias(PARTITION),
+        sf.col(OLD_FILE_ID).alias(FILE_ID),
+        sf.col(FILE_INSTANT).alias(INSTANT),
         sf.lit(None).cast("int").alias(_SHARD),
     )
 
@@ -265,7 +249,7 @@ def _entries(
 def _with_shard(num_shards: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            shards = shard_of(batch.column(_KEY), num_shards).astype(np.int32)
+            shards = shard_of(batch.column(KEY), num_shards).astype(np.int32)
             yield batch.set_column(batch.schema.get_field_index(_SHARD), _SHARD, pa.array(shards))
 
     return assign
@@ -276,7 +260,7 @@ def _shard_writer(table_uri: str, num_shards: int, as_of: str) -> Callable[[pa.T
         shard = group.column(_SHARD)[0].as_py()
         _check_unique(group)
         key, partition, file_id, instant = (
-            group.column(name).combine_chunks() for name in (_KEY, _PARTITION, _FILE_ID, _INSTANT)
+            group.column(name).combine_chunks() for name in LOOKUP_COLUMNS
         )
         size = write_base_shard(
             storage_for(table_uri), shard, num_shards, key, partition, file_id, instant, as_of
@@ -294,8 +278,8 @@ def _shard_writer(table_uri: str, num_shards: int, as_of: str) -> Callable[[pa.T
 
 def _check_unique(entries: pa.Table) -> None:
     """A key held by two records: FailedPreconditionError naming it and both locations."""
-    ordered = entries.take(pc.sort_indices(entries.column(_KEY)))
-    keys = ordered.column(_KEY).combine_chunks()
+    ordered = entries.take(pc.sort_indices(entries.column(KEY)))
+    keys = ordered.column(KEY).combine_chunks()
     if len(keys) < 2:
         return
     same = pc.equal(keys.slice(1), keys.slice(0, len(keys) - 1))
@@ -305,9 +289,9 @@ def _check_unique(entries: pa.Table) -> None:
     second = repeated[0].as_py() + 1
     first, again = ordered.slice(second - 1, 2).to_pylist()
     raise FailedPreconditionError(
-        f"key {first[_KEY]!r} is in file group {first[_FILE_ID]} of partition "
-        f"{first[_PARTITION]!r} and in file group {again[_FILE_ID]} of partition "
-        f"{again[_PARTITION]!r}: the table violates key uniqueness, no index was built",
+        f"key {first[KEY]!r} is in file group {first[FILE_ID]} of partition "
+        f"{first[PARTITION]!r} and in file group {again[FILE_ID]} of partition "
+        f"{again[PARTITION]!r}: the table violates key uniqueness, no index was built",
         field="table",
     )
 

@@ -28,8 +28,9 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import StringType, StructField, StructType
 
 from tidemark.clients.index import IndexClient
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.errors import FailedPreconditionError
 from tidemark.index.sharding import shard_of
+from tidemark.index.wire import CHANGES, CHANGES_DDL
 from tidemark.jobs.buckets import BUCKET, INDEX_CHANGE, IS_DELETE
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.sizing import WritePlan
@@ -45,10 +46,6 @@ from tidemark.table.timeline import WRITE_ACTIONS
 log = structlog.get_logger(__name__)
 
 TAGGINGS = ("record", "simple")
-CHANGES = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
-"""What ``IndexClient.stage`` takes: a null partition and file id delete the key."""
-CHANGES_DDL = "key string, partition string, file_id string"
-"""``CHANGES`` as the Spark schema of a write's changes."""
 _SHARD = f"{INTERNAL_COLUMN_PREFIX}shard"
 _COUNTS_DDL = "placed long, removed long, staged long"
 
@@ -59,10 +56,6 @@ def choose_tagging(
     """``record`` by default once the table has a record index, ``simple`` otherwise; a
     write asking for ``record`` while the index is being built (``building()``) tags by
     join instead: the build catches up with it before publishing."""
-    if requested is not None and requested not in TAGGINGS:
-        raise InvalidArgumentError(
-            f"unknown index {requested!r} (use {' or '.join(TAGGINGS)})", field="index"
-        )
     if requested == "record" and not has_index and building():
         log.warning(
             "write.index_being_built",

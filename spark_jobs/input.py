@@ -26,6 +26,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import AtomicType, BinaryType, DataType, StringType, StructField, StructType
 
 from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.jobs.checks import require_one_of
 from tidemark.jobs.keying import column
 from tidemark.table.names import INTERNAL_COLUMN_PREFIX
 
@@ -47,10 +48,7 @@ _MALFORMED = {
 def input_format(path: str, explicit: str | None = None) -> str:
     """``explicit``, else from the file extension; a directory without one is Parquet."""
     if explicit is not None:
-        if explicit not in FORMATS:
-            raise InvalidArgumentError(
-                f"unknown input format {explicit!r} (use {', '.join(FORMATS)})", field="format"
-            )
+        require_one_of("format", explicit, FORMATS, "input format")
         return explicit
     suffix = PurePosixPath(path.rstrip("/")).suffix.lower()
     if suffix and suffix not in _SUFFIXES:

@@ -21,11 +21,10 @@ from tidemark.table.table import HoodieTable
 
 
 def rollback_table(
-    table_uri: str, instant: str | None = None, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
+    table: HoodieTable, instant: str | None = None, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
 ) -> list[RollbackResult]:
     """Roll back ``instant``, or every failed write when it is None (the table lock is
     waited for up to ``lock_wait_s``)."""
-    table = HoodieTable.open(table_uri)
     markers = StorageMarkerReader(table.storage)
     with changing(table, "rollback", wait_s=lock_wait_s):
         if instant is None:
@@ -43,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--instant", help="pending instant to roll back (default: all failed)")
     add_lock_wait_option(parser)
     args = parser.parse_args(argv)
-    for result in rollback_table(args.table, args.instant, lock_wait_s=args.lock_wait_s):
+    table = HoodieTable.open(args.table)
+    for result in rollback_table(table, args.instant, lock_wait_s=args.lock_wait_s):
         print(f"rolled back {result.rolled_back.timestamp}: {len(result.deleted_files)} files")
     return 0
 

@@ -13,14 +13,15 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from tidemark.config import MIB
 from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata
 from tidemark.table.fsview import BaseFile
 from tidemark.table.naming import new_file_id
 
 DEFAULT_RECORD_SIZE = 1024
 """Hudi's ``hoodie.copyonwrite.record.size.estimate`` when there is no history."""
-DEFAULT_TARGET_FILE_BYTES = 120 * 1024 * 1024
-DEFAULT_SMALL_FILE_LIMIT_BYTES = 100 * 1024 * 1024
+DEFAULT_TARGET_FILE_BYTES = 120 * MIB
+DEFAULT_SMALL_FILE_LIMIT_BYTES = 100 * MIB
 
 
 @dataclass(frozen=True)

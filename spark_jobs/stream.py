@@ -21,8 +21,8 @@ import structlog
 from pyspark.sql import DataFrame
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.write import MAX_IDEMPOTENCY_KEY_CHARS, WriteResult, check_operation, write
-from tidemark.jobs.write_options import WriteOptions
+from tidemark.jobs.write import WriteResult, check_operation, write
+from tidemark.jobs.write_options import MAX_IDEMPOTENCY_KEY_CHARS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering

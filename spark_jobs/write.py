@@ -29,6 +29,7 @@ from pyspark.sql.types import DataType
 
 from tidemark import faults
 from tidemark.clients.index import IndexClient
+from tidemark.config import MIB
 from tidemark.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -42,6 +43,7 @@ from tidemark.index.build import create_empty_index, index_building, shard_count
 from tidemark.index.record_index import RecordIndex
 from tidemark.jobs.buckets import route, write_buckets
 from tidemark.jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES, bulk_insert
+from tidemark.jobs.checks import require_one_of
 from tidemark.jobs.context import WriteContext
 from tidemark.jobs.deletes import delete_keys, without_deleted
 from tidemark.jobs.errors import run_spark_action
@@ -102,7 +104,7 @@ from tidemark.table.fsview import BaseFile
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
-from tidemark.table.lock import LockHolder, check_lock_wait
+from tidemark.table.lock import LockHolder
 from tidemark.table.locked import changing
 from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.plan_run import live_run
@@ -127,9 +129,7 @@ OPERATION_TYPES = {
 }
 DUPLICATING_OPERATIONS = ("bulk_insert", "insert")
 """Operations ``--allow-duplicates`` applies to (Hudi's ``hoodie.combine.before.insert``)."""
-MIB = 1024 * 1024
 _RECENT_COMMITS = 5
-MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 
 @dataclass
@@ -214,30 +214,11 @@ def _write(
     marker_options = MarkerOptions(
         options.markers, options.marker_service_address, options.marker_fallback_direct
     )
-    if options.sort_mode not in SORT_MODES:
-        raise InvalidArgumentError(
-            f"unknown sort mode {options.sort_mode!r} (use {', '.join(SORT_MODES)})",
-            field="sort_mode",
-        )
-    for name, value in (
-        ("target_file_bytes", options.target_file_bytes),
-        ("lock_lease_s", options.lock_lease_s),
-    ):
-        if value <= 0:
-            raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
-    if options.small_file_limit_bytes < 0:
-        raise InvalidArgumentError(
-            f"must be >= 0 (0: no small-file top-up), got {options.small_file_limit_bytes}",
-            field="small_file_limit_bytes",
-        )
-    check_lock_wait(options.lock_wait_s)
     retention = (
         RetentionSettings(CleanSettings(retain_commits=options.retain_commits))
         if options.auto_clean
         else None
     )
-    _check_idempotency_key(options.idempotency_key)
-    pending_clustering.check_policy(options.on_pending_clustering)
     if options.allow_duplicates and operation not in DUPLICATING_OPERATIONS:
         raise InvalidArgumentError(
             f"only {' and '.join(DUPLICATING_OPERATIONS)} can keep duplicate keys, not {operation}",
@@ -362,21 +343,7 @@ def _await_plan(
 
 
 def check_operation(operation: str) -> None:
-    if operation not in OPERATION_TYPES:
-        raise InvalidArgumentError(
-            f"unknown operation {operation!r} (use {', '.join(OPERATION_TYPES)})",
-            field="operation",
-        )
-
-
-def _check_idempotency_key(key: str | None) -> None:
-    if key is None:
-        return
-    if not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_CHARS or not key.isprintable():
-        raise InvalidArgumentError(
-            f"must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable characters, got {key!r}",
-            field="idempotency_key",
-        )
+    require_one_of("operation", operation, OPERATION_TYPES, "operation")
 
 
 def _create_or_join(
@@ -944,6 +911,7 @@ def run(args: argparse.Namespace, listener: StageListener | None = None) -> Writ
             f"must be >= 0 (0: no small-file top-up), got {args.small_file_mb}",
             field="small_file_mb",
         )
+    options = WriteOptions.from_args(args)
     spark = build_session(args.master)
     source = read_input(
         spark,
@@ -952,9 +920,7 @@ def run(args: argparse.Namespace, listener: StageListener | None = None) -> Writ
         _column_types(args.table),
         exact_columns=(*args.key, *args.partition),
     )
-    return write(
-        spark, source, args.table, args.op, WriteOptions.from_args(args), listener=listener
-    )
+    return write(spark, source, args.table, args.op, options, listener=listener)
 
 
 def _column_types(table_uri: str) -> dict[str, DataType]:

@@ -2,7 +2,8 @@
 
 ``tidemark write``, ``spark-submit spark_jobs/write.py`` and the Python API
 (``tidemark.spark.write``) all build a ``WriteOptions`` (the CLI from its flags with
-``from_args``), so a write has one default for everything wherever it starts.
+``from_args``), so a write has one default for everything wherever it starts, and
+options that cannot be right are refused when the value is made, before any work.
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tidemark.jobs.bulk import DEFAULT_SORT_MODE
+from tidemark.config import MIB
+from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES
+from tidemark.jobs.checks import require_non_negative, require_one_of, require_positive
+from tidemark.jobs.index_writes import TAGGINGS
 from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from tidemark.table import pending_clustering
 from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
+from tidemark.table.lock import DEFAULT_LOCK_WAIT_S, check_lock_wait
 
-MIB = 1024 * 1024
+MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,23 @@ class WriteOptions:
     def __post_init__(self) -> None:
         for name in ("record_key_fields", "partition_fields"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        require_one_of("markers", self.markers, ("direct", "service"), "marker kind")
+        require_one_of("sort_mode", self.sort_mode, SORT_MODES, "sort mode")
+        if self.index is not None:
+            require_one_of("index", self.index, TAGGINGS, "index")
+        require_one_of(
+            "on_pending_clustering",
+            self.on_pending_clustering,
+            pending_clustering.POLICIES,
+            "policy",
+        )
+        require_positive("target_file_bytes", self.target_file_bytes)
+        require_positive("lock_lease_s", self.lock_lease_s)
+        require_non_negative(
+            "small_file_limit_bytes", self.small_file_limit_bytes, "no small-file top-up"
+        )
+        check_lock_wait(self.lock_wait_s)
+        _check_idempotency_key(self.idempotency_key)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> WriteOptions:
@@ -111,6 +133,16 @@ class WriteOptions:
 
     def with_marker_service(self, address: str | None) -> WriteOptions:
         return replace(self, marker_service_address=address)
+
+
+def _check_idempotency_key(key: str | None) -> None:
+    if key is None:
+        return
+    if not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_CHARS or not key.isprintable():
+        raise InvalidArgumentError(
+            f"must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable characters, got {key!r}",
+            field="idempotency_key",
+        )
 
 
 DEFAULT_OPTIONS = WriteOptions()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
 from spark.sparkkit import hudi_rs_table
+
+from tidemark.commands.demo import DemoReport, print_report
 
 DEMO = [sys.executable, "-m", "tidemark.cli", "demo"]
 
@@ -27,6 +30,8 @@ def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> 
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a signal prints every thread's stack
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    # a plain line per stage as it ends, not a spinner shown only at exit
+    assert re.search(r"build record index: \d+\.\d s\n", result.stderr), result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert sorted(report["services"]) == ["index", "marker", "planner"]
     markers, index, clustering = report["markers"], report["index"], report["clustering"]
@@ -35,16 +40,30 @@ def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> 
     assert index["upsert_tagging"] == index["delete_tagging"] == "record"
     assert index["upserted_rows"] == 40
     assert index["tagged_keys"] == 40
-    assert index["keys_looked_up"] >= 40 + index["deleted_rows"] > 40
+    erasure = report["erasure"]
+    assert erasure["users_requested"] == 5
+    assert erasure["rows_deleted"] > 0 < erasure["users_with_events"] <= 5
+    # the writes' own lookups: the upsert's and the delete's keys, not the comparison's
+    assert index["write_keys_looked_up"] == 40 + erasure["rows_deleted"]
+    assert index["comparison_keys_looked_up"] == 2 * 40
     before, after = clustering["before"], clustering["after"]
     assert before["rows_matched"] == after["rows_matched"] > 0
     assert after["files_read"] == 1 < before["files_read"]
     assert after["rows_read"] < before["rows_read"]
     point = report["point_query"]
-    assert point["rows"] == 1 and point["files_opened"] == 1 < point["files_in_table"]
+    with_index, without = point["with_index"], point["without_index"]
+    assert point["rows_matched"] == with_index["rows_matched"] == without["rows_matched"] == 1
+    assert with_index["files_read"] == 1 < point["files_in_table"]
+    assert with_index["rows_read"] <= without["rows_read"]
+    assert list(report["stage_seconds"])[:3] == [
+        "start spark",
+        "start services",
+        "bulk_insert: prepare",
+    ]
+    assert report["total_seconds"] >= sum(report["stage_seconds"].values())
     assert not list(table.glob(".hoodie/.temp/*")), "marker dirs must be gone after commit"
     snapshot = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table)).build().read())
-    assert snapshot.num_rows == report["rows_in_table"] == 4000 - index["deleted_rows"]
+    assert snapshot.num_rows == report["rows_in_table"] == 4000 - erasure["rows_deleted"]
     changed = snapshot.filter(pa.compute.equal(snapshot["event_id"], "e-000000000100"))
     assert changed["duration_ms"].to_pylist() == [100 * 104_729 % 600_000 + 1000]
     assert len(pa.compute.unique(snapshot["event_id"])) == snapshot.num_rows
@@ -83,5 +102,73 @@ def test_demo_runs_against_an_s3_endpoint(s3_bucket: str) -> None:
     assert report["table"] == f"{s3_bucket}/sessions"
     snapshot = hudi_rs_table(report["table"])
     assert snapshot is not None
-    assert snapshot.num_rows == report["rows_in_table"] == 1500 - report["index"]["deleted_rows"]
+    deleted = report["erasure"]["rows_deleted"]
+    assert snapshot.num_rows == report["rows_in_table"] == 1500 - deleted
     assert report["clustering"]["after"]["files_read"] == 1
+
+
+def _report(marker_requests: int, direct_requests: int) -> DemoReport:
+    scan = {"files_read": 1, "rows_read": 40, "rows_matched": 1, "seconds": 0.01}
+    return DemoReport(
+        table="/t/sessions",
+        services={"marker": "127.0.0.1:1", "index": "127.0.0.1:2", "planner": "127.0.0.1:3"},
+        rows=4000,
+        rows_in_table=3980,
+        markers={
+            "data_files": 1,
+            "service_marker_file_writes": 1,
+            "service_storage_requests": marker_requests,
+            "direct_marker_objects": 1,
+            "direct_storage_requests": direct_requests,
+        },
+        index={
+            "write_keys_looked_up": 60,
+            "comparison_keys_looked_up": 80,
+            "upserted_rows": 40,
+            "upsert_tagging": "record",
+            "delete_tagging": "record",
+            "tagged_keys": 40,
+            "tagging_index_s": 0.5,
+            "tagging_join_s": 2.0,
+            "base_files_joined": 1,
+        },
+        erasure={"users_requested": 5, "users_with_events": 1, "rows_deleted": 20},
+        clustering={
+            "plan": "20261127000000000",
+            "session_id": "s-1",
+            "before": {**scan, "files_read": 8, "rows_read": 800, "rows_matched": 20},
+            "after": {**scan, "rows_read": 40, "rows_matched": 20},
+        },
+        point_query={
+            "key": "e-1",
+            "rows_matched": 1,
+            "files_in_table": 7,
+            "with_index": scan,
+            "without_index": {**scan, "files_read": 7, "rows_read": 700},
+        },
+        stage_seconds={"start spark": 2.0, "bulk_insert: write files": 3.0},
+        total_seconds=6.5,
+    )
+
+
+def test_the_report_is_one_table_with_labelled_figures_and_one_list_of_stages(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_report(_report(marker_requests=3, direct_requests=3))
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[lines.index("") + 1].split() == ["service", "figure", "with", "without", "ratio"]
+    assert "erasure of 5 users, 1 of whom had events: 20 rows deleted" in out
+    assert "looked up 60 keys in the index service" in out and "80 more" in out
+    assert "the bulk insert's 1 file " in out and "1 files" not in out
+    assert "rows read (20 rows matched)" in out and "rows read (1 row matched)" in out
+    assert "marker: no saving" in out and "many files per write" in out and "on S3" in out
+    assert "index: no saving" not in out  # 4.0x: a gain needs no explanation
+    stages = lines[lines.index("stage times, in run order") + 1 :]
+    assert [line.split()[0] for line in stages] == ["start", "bulk_insert:", "total"]
+    assert stages[-1].split()[-2:] == ["6.50", "s"]
+
+
+def test_a_saving_is_not_explained_away(capsys: pytest.CaptureFixture[str]) -> None:
+    print_report(_report(marker_requests=3, direct_requests=1200))
+    assert "no saving" not in capsys.readouterr().out

@@ -23,6 +23,7 @@ T = TypeVar("T")
 
 ENV_PREFIX = "TIDEMARK_"
 MIB = 1024 * 1024
+"""A mebibyte: the one unit of the byte sizes in options, flags and settings."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")

@@ -8,7 +8,8 @@ own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
 ``stats_rebuild`` for the structures that prune;
 ``stream_writer``, the ``foreachBatch`` function of a streaming query; ``register`` for
 the slower ``spark.read.format("tidemark")`` data source. Services are used at the
-addresses given, else started embedded in the driver.
+addresses given, else started embedded in the driver. The table is opened here, once, and
+handed down to the job.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pyspark.sql import DataFrame, SparkSession
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.index.record_index import Compaction, RecordIndex
 from tidemark.jobs.cluster import ClusterResult, run_clustering
+from tidemark.jobs.cluster_options import ClusterOptions
 from tidemark.jobs.datasource import TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
+from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.job_options import serving_markers
 from tidemark.jobs.read import lookup_dataframe, read_dataframe
 from tidemark.jobs.rollback import rollback_table
@@ -32,6 +35,7 @@ from tidemark.jobs.write import write as write_job
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.retention import RetentionSettings, archive_table, clean_table
 from tidemark.rpc.embedded import start_embedded_service
+from tidemark.storage.uri import canonical_uri
 from tidemark.table import column_stats
 from tidemark.table.archival import ArchiveResult, ArchiveSettings
 from tidemark.table.clean import CleanResult
@@ -100,7 +104,8 @@ def index_build(
 ) -> BuildResult:
     """Build the table's record index (``rebuild``: delete an existing one first); writes
     go on meanwhile."""
-    return build_index(spark, table, shards, rebuild=rebuild, lock_wait_s=lock_wait_s)
+    options = IndexBuildOptions(shards=shards, rebuild=rebuild, lock_wait_s=lock_wait_s)
+    return build_index(spark, _open(table), options)
 
 
 def cluster_schedule(
@@ -146,23 +151,19 @@ def cluster_run(
 ) -> list[ClusterResult]:
     """Run the pending clustering plan at ``instant`` (default: every pending plan) beside
     the table's writers, with service markers as every write."""
+    options = ClusterOptions(
+        markers="service", lock_wait_s=lock_wait_s, index_service_address=index_service_address
+    )
+    hoodie_table = _open(table)
     with serving_markers("service", marker_service_address) as address:
-        return run_clustering(
-            spark,
-            table,
-            instant,
-            markers="service",
-            marker_service_address=address,
-            lock_wait_s=lock_wait_s,
-            index_service_address=index_service_address,
-        )
+        return run_clustering(spark, hoodie_table, instant, options.with_marker_service(address))
 
 
 def rollback(
     table: str, instant: str | None = None, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
 ) -> list[RollbackResult]:
     """Roll back the pending instant ``instant``, or every failed write when it is None."""
-    return rollback_table(table, instant, lock_wait_s=lock_wait_s)
+    return rollback_table(_open(table), instant, lock_wait_s=lock_wait_s)
 
 
 def read(
@@ -254,3 +255,9 @@ def archive(
     timeline, down to ``keep_min`` (20), which must exceed ``cleaner``'s retained commits."""
     both = RetentionSettings(cleaner or CleanSettings(), settings or ArchiveSettings())
     return archive_table(table, both, wait_s=lock_wait_s)
+
+
+def _open(table: str) -> HoodieTable:
+    """The table at ``table`` made absolute (executors and services run in other working
+    directories); NotFoundError when there is none."""
+    return HoodieTable.open(canonical_uri(table))

@@ -16,12 +16,9 @@ import pyarrow.compute as pc
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.keys import string_buffers
+from tidemark.index.wire import FILE_ID, KEY, PARTITION
 from tidemark.rpc import arrow_ipc
 from tidemark.table.instant import validate_instant_time
-
-KEY = "key"
-PARTITION = "partition"
-FILE_ID = "file_id"
 
 
 @dataclass(frozen=True)

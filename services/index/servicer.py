@@ -18,6 +18,7 @@ import grpc
 
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
+from tidemark.index.wire import LOCATION_COLUMNS
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1 import index_service_pb2_grpc as pb_grpc
 from tidemark.rpc import arrow_ipc
@@ -27,7 +28,6 @@ from tidemark.services.index.metrics import IndexMetrics
 from tidemark.services.index.tables import IndexTables
 
 Context = grpc.aio.ServicerContext[Any, Any]
-LOCATION_COLUMNS = ("partition", "file_id", "instant")
 
 
 class IndexServicer(pb_grpc.IndexServiceServicer):

@@ -123,7 +123,7 @@ def service_of() -> Iterator[ServiceOf]:
 
     yield start
     for service in started:
-        service.stop()
+        service.close()
 
 
 def test_compaction_under_concurrent_staging_is_exact(

@@ -85,7 +85,7 @@ def start_service() -> Iterator[StartService]:
 
     yield start
     for service in reversed(started):
-        service.stop()
+        service.close()
 
 
 @pytest.fixture

@@ -89,8 +89,8 @@ def test_config_from_env_and_overrides() -> None:
 def test_threads_are_not_leaked(start_service: StartService, local_root: str) -> None:
     """The first server of a process starts gRPC's process-wide asyncio poller thread;
     after that, starting and stopping services leaves no thread behind."""
-    start_service().stop()
+    start_service().close()
     before = threading.active_count()
     for _ in range(3):
-        start_service().stop()
+        start_service().close()
     assert threading.active_count() <= before

@@ -137,7 +137,7 @@ def test_our_marker_files_drive_a_storage_rollback(
         partition, _, name = path.partition("/")
         assert writer.create(partition, name, IOType.CREATE)
         table.storage.write(path, b"PAR1")
-    service.stop()
+    service.close()
 
     result = rollback(table, INSTANT, StorageMarkerReader(open_storage(local_root)))
 

@@ -33,8 +33,6 @@ from tidemark.table.markers import IOType, MarkerSpec
 from tidemark.table.naming import base_file_name, write_token
 from tidemark.table.table import HoodieTable
 
-MIB = 1024 * 1024
-
 
 def test_schedule_list_get_cancel(planner: PlannerClient, small_files: HoodieTable) -> None:
     uri = small_files.uri

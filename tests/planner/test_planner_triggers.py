@@ -12,6 +12,7 @@ import pytest
 from planner.conftest import TEST_CONFIG, StartPlanner
 from planner.plankit import add_file_groups, new_table, serve_planner
 from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.services.planner.config import PlannerConfig
@@ -19,7 +20,6 @@ from tidemark.table.clustering_plan import PendingPlan, pending_plans
 from tidemark.table.table import HoodieTable
 
 WAIT_S = 30.0
-MIB = 1024 * 1024
 
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:

@@ -13,6 +13,7 @@ from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.shard_file import ShardReader
 from tidemark.jobs.index_build import build_index
+from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.tagging import file_keys
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -79,5 +80,5 @@ def indexed_table(spark: SparkSession, uri: str, shards: int = 3) -> dict[str, t
         "bulk_insert",
         WriteOptions(record_key_fields=["id"], partition_fields=["part"], precombine_field="ts"),
     )
-    build_index(spark, uri, shards=shards)
+    build_index(spark, HoodieTable.open(uri), IndexBuildOptions(shards=shards))
     return assert_index_agrees(uri)

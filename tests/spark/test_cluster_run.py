@@ -35,7 +35,6 @@ from tidemark.clustering.curves import layout_order
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.cluster import (
-    MIN_SLICE_INPUT_BYTES,
     ClusterResult,
     arrow_threads,
     group_tasks,
@@ -43,7 +42,9 @@ from tidemark.jobs.cluster import (
     run_clustering,
     split_groups,
 )
+from tidemark.jobs.cluster_options import MIN_SLICE_INPUT_BYTES, ClusterOptions
 from tidemark.jobs.index_build import build_index
+from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.marker.embedded import start_embedded_marker_service
@@ -143,9 +144,8 @@ def cluster(
 ) -> list[ClusterResult]:
     """Run the pending plans; groups are cut across tasks only into slices of at least
     ``min_slice_bytes`` of input (the tests' small groups: never, unless asked)."""
-    return run_clustering(
-        spark, uri, instant, row_group_bytes=4096, min_slice_bytes=min_slice_bytes
-    )
+    options = ClusterOptions(row_group_bytes=4096, min_slice_bytes=min_slice_bytes)
+    return run_clustering(spark, HoodieTable.open(uri), instant, options)
 
 
 @pytest.mark.parametrize("layout", ["linear", "zorder", "hilbert"])
@@ -335,7 +335,7 @@ def _paths_before(uri: str) -> set[str]:
 
 
 def test_failed_run_is_rolled_back_to_its_plan_and_reruns(spark: SparkSession, table: str) -> None:
-    build_index(spark, table, shards=3)
+    build_index(spark, HoodieTable.open(table), IndexBuildOptions(shards=3))
     before_files = data_files(table)
     before = rows_without_file_name(table)
     instant = schedule(table, groups_per_partition=2)
@@ -371,7 +371,7 @@ def test_killed_run_is_rolled_back_and_rerun(spark: SparkSession, table: str, st
     staged its index changes, and once committed: the next run rolls the first three back
     (their files and staged index changes go) and commits the plan; after the last one
     there is nothing left to run. Either way the rows and the index are exact."""
-    build_index(spark, table, shards=3)
+    build_index(spark, HoodieTable.open(table), IndexBuildOptions(shards=3))
     before_files = data_files(table)
     before = rows_without_file_name(table)
     instant = schedule(table)
@@ -478,9 +478,8 @@ def test_clustering_on_s3_with_service_markers(spark: SparkSession, s3_bucket: s
     before = rows_without_file_name(s3_bucket)
     schedule(s3_bucket, ("a",), "hilbert", output_files=2)
     with start_embedded_marker_service() as service:
-        [result] = run_clustering(
-            spark, s3_bucket, markers="service", marker_service_address=service.address
-        )
+        options = ClusterOptions(markers="service", marker_service_address=service.address)
+        [result] = run_clustering(spark, HoodieTable.open(s3_bucket), options=options)
     assert (result.files_replaced, result.files_written, result.rows) == (4, 2, 200)
     assert rows_without_file_name(s3_bucket) == before
     assert len(files_in_view(s3_bucket)) == 2

@@ -38,6 +38,7 @@ from tidemark.index import layout
 from tidemark.index.build import build_lease
 from tidemark.jobs.cluster import run_clustering
 from tidemark.jobs.index_build import build_index
+from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.rpc.process import ServeProcess
@@ -81,7 +82,7 @@ def indexed_source(spark: SparkSession, plain_source: str) -> str:
     """``plain_source`` with a record index."""
     uri = str(Path(plain_source).with_name("indexed"))
     shutil.copytree(plain_source, uri)
-    build_index(spark, uri, shards=2)
+    build_index(spark, HoodieTable.open(uri), IndexBuildOptions(shards=2))
     return uri
 
 
@@ -255,7 +256,7 @@ def test_a_runner_paused_past_its_run_lease_never_commits(
     try:
         paused.signal_tree(signal.SIGSTOP)
         wait_for(lambda: run_lease_expired(table, instant), "the run lease to expire")
-        [result] = run_clustering(spark, table)
+        [result] = run_clustering(spark, HoodieTable.open(table))
         assert result.instant == instant and result.rolled_back_earlier_run
         paused.signal_tree(signal.SIGCONT)
         code, _, err = resume(hold, paused)
@@ -283,9 +284,11 @@ def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
     hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
     engine = PlannerEngine(PlannerConfig(lock_wait_s=0))
     try:
-        assert run_clustering(spark, table) == []  # every pending plan: left to its runner
+        assert (
+            run_clustering(spark, HoodieTable.open(table)) == []
+        )  # every pending plan: left to its runner
         with pytest.raises(ConflictError, match=f"clustering plan {instant} is locked by"):
-            run_clustering(spark, table, instant)
+            run_clustering(spark, HoodieTable.open(table), instant)
         with pytest.raises(FailedPreconditionError, match="is being run by"):
             engine.cancel(table, instant)
         code, _, err = resume(hold, runner)
@@ -388,7 +391,7 @@ def test_a_build_paused_past_its_lease_never_publishes(
             "insert",
             WriteOptions(lock_wait_s=0),
         )
-        second = build_index(spark, plain_table, shards=2)
+        second = build_index(spark, HoodieTable.open(plain_table), IndexBuildOptions(shards=2))
         assert second.entries == 420
         published = index_bytes(plain_table)
         paused.signal_tree(signal.SIGCONT)

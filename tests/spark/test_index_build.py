@@ -17,9 +17,11 @@ from tidemark.errors import FailedPreconditionError
 from tidemark.index import layout
 from tidemark.index.record_index import RecordIndex
 from tidemark.jobs.index_build import build_index
+from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
+from tidemark.table.table import HoodieTable
 
 HUDI_TABLES = [
     "v6_simplekeygen_nonhivestyle",
@@ -34,12 +36,12 @@ HUDI_TABLES = [
 @pytest.mark.parametrize("name", HUDI_TABLES)
 def test_build_over_hudi_written_tables(spark: SparkSession, tmp_path: Path, name: str) -> None:
     uri = copy_fixture(name, tmp_path)
-    result = build_index(spark, uri, shards=3)
+    result = build_index(spark, HoodieTable.open(uri), IndexBuildOptions(shards=3))
     located = assert_index_agrees(uri)
     assert result.entries == len(located) > 0
     assert result.shards == RecordIndex.open(open_storage(uri)).num_shards == 3
     with pytest.raises(FailedPreconditionError, match="already has a record index"):
-        build_index(spark, uri)
+        build_index(spark, HoodieTable.open(uri))
 
 
 def test_cli_default_shards_and_refusals(
@@ -77,7 +79,7 @@ def test_rebuild_replaces_a_damaged_index_with_one_that_agrees(
     spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     uri = copy_fixture("v6_nonpartitioned", tmp_path)
-    build_index(spark, uri, shards=2)
+    build_index(spark, HoodieTable.open(uri), IndexBuildOptions(shards=2))
     storage = open_storage(uri)
     stray = f"{layout.STAGED_DIR}/20000101000000000_stray.json"
     storage.write(stray, b"{}")
@@ -105,7 +107,7 @@ def test_a_key_held_twice_is_named_and_nothing_is_published(
         WriteOptions(record_key_fields=["id"], partition_fields=["p"], allow_duplicates=True),
     )
     with pytest.raises(FailedPreconditionError) as refused:
-        build_index(spark, uri, shards=2)
+        build_index(spark, HoodieTable.open(uri), IndexBuildOptions(shards=2))
     message = str(refused.value)
     assert "key 'k1' is in file group" in message
     assert "of partition 'a'" in message and "of partition 'b'" in message

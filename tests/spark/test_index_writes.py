@@ -29,8 +29,9 @@ from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.index import layout
 from tidemark.index.pruning import index_locator
 from tidemark.index.record_index import RecordIndex
+from tidemark.index.wire import CHANGES_DDL
 from tidemark.jobs.cluster import run_clustering
-from tidemark.jobs.index_writes import CHANGES_DDL, stage_changes
+from tidemark.jobs.index_writes import stage_changes
 from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -169,7 +170,7 @@ def test_clustering_moves_keys_to_their_new_file_groups(
     with TableLock(table.storage, "test-scheduler") as lock:
         table.timeline.fence = lock
         save_plan(table, plan)
-    run_clustering(spark, table_uri)
+    run_clustering(spark, HoodieTable.open(table_uri))
     after = assert_index_agrees(table_uri)
     assert set(after) == set(before)
     assert {file_id for _, file_id in after.values()}.isdisjoint(f for _, f in before.values())

@@ -60,7 +60,7 @@ def test_rollback_job_rolls_back_a_pending_write(spark: SparkSession, table_uri:
     )
     timeline = HoodieTable.open(table_uri).timeline
     timeline.create_requested("29990101000000000", COMMIT)
-    (result,) = rollback_table(table_uri)
+    (result,) = rollback_table(HoodieTable.open(table_uri))
     assert result.rolled_back.timestamp == "29990101000000000"
     assert not HoodieTable.open(table_uri).timeline.pending()
 

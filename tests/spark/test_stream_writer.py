@@ -198,7 +198,9 @@ def test_a_batch_takes_its_file_groups_from_a_plan_not_yet_run(
     [replacement] = pending_plans(HoodieTable.open(table_uri))
     assert replacement.plan.extra_metadata[REPLACES_KEY] == first
     assert replacement.plan.file_groups() == planned - taken
-    [result] = run_clustering(spark, table_uri, first)  # followed to the replacement
+    [result] = run_clustering(
+        spark, HoodieTable.open(table_uri), first
+    )  # followed to the replacement
     assert result.instant == replacement.timestamp
     assert result.files_replaced == len(planned) - 2
     names = _names(table_uri)
@@ -219,7 +221,9 @@ def test_upserts_and_clustering_both_progress(spark: SparkSession, table_uri: st
         try:
             while time.monotonic() < stop:
                 if _schedule(table_uri) is not None:
-                    clustered.extend(r.instant for r in run_clustering(spark, table_uri))
+                    clustered.extend(
+                        r.instant for r in run_clustering(spark, HoodieTable.open(table_uri))
+                    )
         except BaseException as error:  # reported by the main thread
             failures.append(error)
 
@@ -234,7 +238,7 @@ def test_upserts_and_clustering_both_progress(spark: SparkSession, table_uri: st
             batch += 1
     clusterer.join()
     assert not failures, failures
-    run_clustering(spark, table_uri)
+    run_clustering(spark, HoodieTable.open(table_uri))
     assert clustered, "no clustering committed"
     timeline = HoodieTable.open(table_uri).timeline
     assert set(clustered) <= {i.timestamp for i in timeline.completed(frozenset({REPLACE_COMMIT}))}

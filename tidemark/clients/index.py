@@ -32,6 +32,7 @@ from tidemark.clients.index_replicas import Replicas, replica_addresses
 from tidemark.config import ClientConfig
 from tidemark.index.build import BuildStatus
 from tidemark.index.sharding import shard_of
+from tidemark.index.wire import LOCATION_COLUMNS
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
@@ -46,7 +47,6 @@ INDEX_SERVICE = ServiceName(
 )
 BATCH_KEYS = 100_000
 """Keys per request: large enough that the per-call cost vanishes, 4 MB of UUID keys."""
-LOCATION_COLUMNS = ("partition", "file_id", "instant")
 LOCATIONS_FIELD = "locations"
 ROW_OVERHEAD_BYTES = 256
 """What a key's row adds beyond its own bytes, in a request or its answer (the answer's

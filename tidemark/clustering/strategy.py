@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.clustering_plan import (
     ClusteringGroup,
@@ -36,7 +37,6 @@ from tidemark.table.clustering_plan import (
 )
 from tidemark.table.fsview import BaseFile
 
-MIB = 1024 * 1024
 DEFAULT_TARGET_FILE_BYTES = 1024 * MIB
 """``hoodie.clustering.plan.strategy.target.file.max.bytes``."""
 DEFAULT_SMALL_FILE_LIMIT_BYTES = 300 * MIB

@@ -17,12 +17,11 @@ from typing import Any
 
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.clustering.layouts import LAYOUT_NAMES, LAYOUTS
-from tidemark.config import add_client_arguments
+from tidemark.config import MIB, add_client_arguments
 from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.logs import configure_logging
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 
-MIB = 1024 * 1024
 ON_DEMAND = "on demand"
 PLAN_STATES = {pb.PLAN_STATE_REQUESTED: "requested", pb.PLAN_STATE_INFLIGHT: "inflight"}
 

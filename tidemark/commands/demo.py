@@ -5,8 +5,11 @@ processes on loopback (the architecture a deployment runs), generates web-sessio
 then: bulk-inserts them with service markers, builds the record index, upserts a batch
 and deletes every event of a few users (both tagged through the index service), schedules
 clustering by session through the planner service and runs it, and answers a point query
-by key and a session query. The report shows each service's effect measured in this run
-against what the table would have cost without it.
+by key and a session query. The report is one table, a row per figure: the service's
+figure, the same step's without it (measured in this run: direct markers, Spark's join,
+a row-group statistics scan of every file, the files before clustering) and their ratio;
+a figure with no saving at this size says when the saving appears. Then the stage times
+in run order and the total. Progress goes to stderr as each stage ends.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from rich.console import Console
 from tidemark.clients.index import IndexClient
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.commands.args import positive_int
-from tidemark.commands.write import StageProgress
+from tidemark.commands.progress import StageProgress
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.cluster_options import ClusterOptions
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.index_writes import tag_with_index
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
@@ -45,7 +49,7 @@ from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.keys import RECORD_KEY
-from tidemark.table.reader import files_holding, read_snapshot
+from tidemark.table.reader import read_snapshot
 from tidemark.table.scan import ScanResult, scan_equal
 from tidemark.table.table import HoodieTable
 
@@ -66,6 +70,10 @@ DIRECT_MARKER_PAGE = 1000
 """Keys per LIST page and per DeleteObjects call when direct markers are listed and deleted."""
 DEMO_MARKER = ".tidemark-demo"
 """Written next to the demo table so a rerun only ever wipes a table the demo created."""
+INDEX_KEYS_METRIC = "tidemark_index_keys_total"
+"""Keys the index service looked up, from its Prometheus endpoint."""
+SMALL_GAIN = 1.2
+"""A ratio below this shows no real saving: the report says when the saving appears."""
 KEY = "event_id"
 SESSION = "session_id"
 
@@ -74,7 +82,8 @@ T = TypeVar("T")
 
 @dataclass
 class DemoReport:
-    """What the demo did and measured; printed as text, or as one JSON line with ``--json``."""
+    """What the demo did and measured; printed as text, or as one JSON line with ``--json``.
+    ``stage_seconds`` in the order the stages ran; ``total_seconds`` the whole run's."""
 
     table: str
     services: dict[str, str]
@@ -82,9 +91,11 @@ class DemoReport:
     rows_in_table: int
     markers: dict[str, int]
     index: dict[str, Any]
+    erasure: dict[str, int]
     clustering: dict[str, Any]
     point_query: dict[str, Any]
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    total_seconds: float = 0.0
 
 
 def register(subparsers: Any) -> None:
@@ -121,12 +132,12 @@ def _handle(args: argparse.Namespace) -> int:
     location = args.table or (f"{args.storage.rstrip('/')}/sessions" if args.storage else None)
     table_uri = _fresh_table(location or DEFAULT_TABLE)
     console = Console(stderr=True)
-    with StageProgress(console) as progress:
+    with StageProgress(console, transient=True) as progress:
         report = run_demo(args.rows, args.upsert_fraction, table_uri, args.master, progress)
     if args.json:
         print(json.dumps(asdict(report)))
     else:
-        _print_report(report)
+        print_report(report)
     return 0
 
 
@@ -152,14 +163,9 @@ class _Service:
 @contextmanager
 def _serve(service: str, table_root: str) -> Iterator[_Service]:
     metrics_port = _free_port()
-    process = ServeProcess(
-        service,
-        args=["--metrics-port", str(metrics_port), "--allowed-root", table_root],
-    )
-    try:
+    args = ["--metrics-port", str(metrics_port), "--allowed-root", table_root]
+    with ServeProcess(service, args=args) as process:
         yield _Service(process.address, metrics_port)
-    finally:
-        process.close()
 
 
 def _free_port() -> int:
@@ -170,11 +176,11 @@ def _free_port() -> int:
 
 
 def run_demo(
-    rows: int, upsert_fraction: float, table_uri: str, master: str, progress: StageProgress
+    rows: int, upsert_fraction: float, table_uri: str, master: str, progress: StageListener
 ) -> DemoReport:
     """Every stage against the three services; each measurement is taken in this run."""
-    stages: dict[str, float] = {}
-    timed = _Stages(stages, progress)
+    started = time.perf_counter()
+    timed = _Stages(progress)
     spark = timed("start spark", lambda: build_session(master, app_name="tidemark-demo"))
     with ExitStack() as stack:
         services = timed(
@@ -185,57 +191,57 @@ def run_demo(
             },
         )
         events = session_events(spark, rows)
-        bulk = _write(spark, events, table_uri, "bulk_insert", services, progress)
+        bulk = _write(spark, events, table_uri, "bulk_insert", services, timed)
         markers = _marker_effect(services["marker"], bulk)
-        timed("build record index", lambda: build_index(spark, table_uri))
+        table = HoodieTable.open(table_uri)
+        timed("build record index", lambda: build_index(spark, table))
         index_service = services["index"]
-        lookups_before = index_service.metric("tidemark_index_keys_total")
         changed = _changed_events(events, upsert_fraction).cache()
         tagging = timed(
-            "compare tagging", lambda: _compare_tagging(spark, table_uri, changed, index_service)
+            "compare tagging", lambda: _compare_tagging(spark, table, changed, index_service)
         )
-        upsert = _write(spark, changed, table_uri, "upsert", services, progress)
+        lookups_before_writes = index_service.metric(INDEX_KEYS_METRIC)
+        upsert = _write(spark, changed, table_uri, "upsert", services, timed)
         changed.unpersist()
-        erased = _erased_keys(events)
-        delete = _write(spark, erased, table_uri, "delete", services, progress)
+        erased = _erased_events(events)
+        delete = _write(spark, erased.select(KEY), table_uri, "delete", services, timed)
         index = {
-            "keys_looked_up": int(
-                index_service.metric("tidemark_index_keys_total") - lookups_before
+            "write_keys_looked_up": int(
+                index_service.metric(INDEX_KEYS_METRIC) - lookups_before_writes
             ),
             "upserted_rows": upsert.rows_updated + upsert.rows_inserted,
             "upsert_tagging": upsert.tagging,
-            "deleted_rows": delete.rows_deleted,
             "delete_tagging": delete.tagging,
             **tagging,
         }
-        session = _sample_session(table_uri)
-        before = timed("session query before", lambda: _session_query(table_uri, session))
+        erasure = {
+            "users_requested": ERASED_USERS,
+            "users_with_events": erased.select("user_id").distinct().count(),
+            "rows_deleted": delete.rows_deleted,
+        }
+        table.timeline.reload()
+        session = _sample_session(table)
+        before = timed("session query before", lambda: _session_query(table, session))
         plan = timed("schedule clustering", lambda: _schedule(services["planner"], table_uri))
-        timed(
-            "run clustering",
-            lambda: run_clustering(
-                spark,
-                table_uri,
-                plan,
-                markers="service",
-                marker_service_address=services["marker"].address,
-                row_group_bytes=_clustered_row_group_bytes(table_uri),
-                index_service_address=index_service.address,
-            ),
+        options = ClusterOptions(
+            markers="service",
+            marker_service_address=services["marker"].address,
+            row_group_bytes=_clustered_row_group_bytes(table),
+            index_service_address=index_service.address,
         )
-        after = timed("session query after", lambda: _session_query(table_uri, session))
-        point = timed("point query", lambda: _point_query(table_uri, index_service))
+        timed("run clustering", lambda: run_clustering(spark, table, plan, options))
+        table.timeline.reload()
+        after = timed("session query after", lambda: _session_query(table, session))
+        point = timed("point query", lambda: _point_query(table, index_service))
         addresses = {name: service.address for name, service in services.items()}
-    for result in (bulk, upsert, delete):
-        for name, seconds in result.stage_seconds.items():
-            stages[f"{result.operation}: {name}"] = seconds
     return DemoReport(
         table=table_uri,
         services=addresses,
         rows=rows,
-        rows_in_table=read_snapshot(table_uri, columns=[KEY]).num_rows,
+        rows_in_table=read_snapshot(table.storage, columns=[KEY]).num_rows,
         markers=markers,
         index=index,
+        erasure=erasure,
         clustering={
             "plan": plan,
             "session_id": session,
@@ -243,24 +249,32 @@ def run_demo(
             "after": asdict(after),
         },
         point_query=point,
-        stage_seconds=stages,
+        stage_seconds=timed.seconds,
+        total_seconds=time.perf_counter() - started,
     )
 
 
 class _Stages:
-    """Times a demo stage of its own and shows it in the progress display."""
+    """Times the demo's stages, its own and its writes' (as ``StageListener``), in the
+    order they end, and shows each in the progress display."""
 
-    def __init__(self, stages: dict[str, float], progress: StageProgress) -> None:
-        self._stages = stages
+    def __init__(self, progress: StageListener) -> None:
+        self.seconds: dict[str, float] = {}
         self._progress = progress
 
     def __call__(self, name: str, work: Callable[[], T]) -> T:
-        self._progress.stage_started(name)
+        self.stage_started(name)
         start = time.perf_counter()
         result = work()
-        self._stages[name] = time.perf_counter() - start
-        self._progress.stage_finished(name, self._stages[name])
+        self.stage_finished(name, time.perf_counter() - start)
         return result
+
+    def stage_started(self, name: str) -> None:
+        self._progress.stage_started(name)
+
+    def stage_finished(self, name: str, seconds: float) -> None:
+        self.seconds[name] = seconds
+        self._progress.stage_finished(name, seconds)
 
 
 def session_events(spark: SparkSession, rows: int) -> DataFrame:
@@ -295,10 +309,10 @@ def _changed_events(events: DataFrame, fraction: float) -> DataFrame:
     )
 
 
-def _erased_keys(events: DataFrame) -> DataFrame:
-    """The keys of every event of a few users: a GDPR erasure request, as a list of ids."""
+def _erased_events(events: DataFrame) -> DataFrame:
+    """Every event of a few users: a GDPR erasure request (a user may have none)."""
     users = [user * 7 for user in range(ERASED_USERS)]
-    return events.where(sf.col("user_id").isin(users)).select(KEY)
+    return events.where(sf.col("user_id").isin(users))
 
 
 def _write(
@@ -307,7 +321,7 @@ def _write(
     table_uri: str,
     operation: str,
     services: dict[str, _Service],
-    progress: StageProgress,
+    stages: StageListener,
 ) -> WriteResult:
     return write(
         spark,
@@ -322,7 +336,7 @@ def _write(
             marker_service_address=services["marker"].address,
             index_service_address=services["index"].address,
         ),
-        listener=_Prefixed(operation, progress),
+        listener=_Prefixed(operation, stages),
     )
 
 
@@ -342,21 +356,22 @@ def _marker_effect(service: _Service, bulk: WriteResult) -> dict[str, int]:
 
 
 def _compare_tagging(
-    spark: SparkSession, table_uri: str, keyed: DataFrame, index: _Service
+    spark: SparkSession, table: HoodieTable, keyed: DataFrame, index: _Service
 ) -> dict[str, Any]:
     """Tag the upsert batch's keys both ways the write path can: the index service, and
     Spark's join with every base file's keys (Hudi's simple index); each is run once before
-    it is timed. Both must agree."""
-    table = HoodieTable.open(table_uri)
+    it is timed. Both must agree. The keys the comparison looks up (twice) are counted
+    apart from the writes'."""
     keys = keyed.select(sf.col(KEY).alias(RECORD_KEY))
-    client = IndexClient(index.address, table_uri)
+    client = IndexClient(index.address, table.uri)
     base_files = table.view().latest_base_files()
+    lookups_before = index.metric(INDEX_KEYS_METRIC)
 
     def by_index() -> int:
         return _found(tag_with_index(keys, client, None))
 
     def by_join() -> int:
-        return _found(tag(keys, existing_keys(spark, table_uri, table.config, base_files)))
+        return _found(tag(keys, existing_keys(spark, table.uri, table.config, base_files)))
 
     for warm_up in (by_join, by_index):  # the first jobs start Spark's Python workers
         warm_up()
@@ -371,6 +386,7 @@ def _compare_tagging(
         "tagging_index_s": index_s,
         "tagging_join_s": join_s,
         "base_files_joined": len(base_files),
+        "comparison_keys_looked_up": int(index.metric(INDEX_KEYS_METRIC) - lookups_before),
     }
 
 
@@ -385,14 +401,14 @@ def _timed(work: Callable[[], T]) -> tuple[float, T]:
     return time.perf_counter() - start, result
 
 
-def _sample_session(table_uri: str) -> str:
+def _sample_session(table: HoodieTable) -> str:
     """A session that is in the table (the middle one of the first file)."""
-    sessions = read_snapshot(table_uri, columns=[SESSION]).column(SESSION)
+    sessions = read_snapshot(table.storage, columns=[SESSION]).column(SESSION)
     return str(sessions[len(sessions) // 2])
 
 
-def _clustered_row_group_bytes(table_uri: str) -> int:
-    table_bytes = sum(base.size for base in HoodieTable.open(table_uri).view().latest_base_files())
+def _clustered_row_group_bytes(table: HoodieTable) -> int:
+    table_bytes = sum(base.size for base in table.view().latest_base_files())
     return max(MIN_ROW_GROUP_BYTES, table_bytes // (EVENT_DAYS * ROW_GROUPS_PER_DAY))
 
 
@@ -408,36 +424,40 @@ def _schedule(planner: _Service, table_uri: str) -> str:
     return scheduled.plan.instant_time
 
 
-def _session_query(table_uri: str, session: str) -> ScanResult:
+def _session_query(table: HoodieTable, session: str) -> ScanResult:
     """``session_id = X`` over the latest files with file and row-group min/max pruning."""
-    table = HoodieTable.open(table_uri)
     paths = [base.path for base in table.view().latest_base_files()]
     return scan_equal(table.storage, paths, SESSION, session)
 
 
-def _point_query(table_uri: str, index: _Service) -> dict[str, Any]:
-    """One event by key: the files the index service names against every base file."""
-    table = HoodieTable.open(table_uri)
-    key = str(read_snapshot(table_uri, columns=[KEY]).column(KEY)[0])
-    client = IndexClient(index.address, table_uri)
+def _point_query(table: HoodieTable, index: _Service) -> dict[str, Any]:
+    """One event by key, read the same way (``scan_equal``: row-group statistics) from the
+    files the index service names and, as the baseline, from every base file."""
+    key = str(read_snapshot(table.storage, columns=[KEY]).column(KEY)[0])
+    client = IndexClient(index.address, table.uri)
     last = table.timeline.last_completed()
     as_of = last.timestamp if last else None
-
-    def locate(keys: set[str]) -> set[str]:
-        located = client.lookup(sorted(keys), as_of=as_of)
-        return set(located.column("file_id").drop_null().to_pylist())
-
     base_files = table.view().latest_base_files()
-    files = files_holding(table.uri, base_files, {key}, locate)
-    seconds, rows = _timed(
-        lambda: read_snapshot(table.storage, filters=[(KEY, "=", key)], locate=locate)
-    )
+
+    def through_index() -> ScanResult:
+        located = client.lookup([key], as_of=as_of).column("file_id").drop_null().to_pylist()
+        held = [base.path for base in base_files if base.file_id in set(located)]
+        return scan_equal(table.storage, held, KEY, key)
+
+    seconds, indexed = _timed(through_index)
+    scanned = scan_equal(table.storage, [base.path for base in base_files], KEY, key)
+    if indexed.rows_matched != scanned.rows_matched:
+        raise FailedPreconditionError(
+            f"the index found {indexed.rows_matched} rows of {key}, the scan "
+            f"{scanned.rows_matched}",
+            field="index",
+        )
     return {
         "key": key,
-        "rows": rows.num_rows,
-        "files_opened": len(files),
+        "rows_matched": indexed.rows_matched,
         "files_in_table": len(base_files),
-        "seconds": seconds,
+        "with_index": {**asdict(indexed), "seconds": seconds},
+        "without_index": asdict(scanned),
     }
 
 
@@ -472,45 +492,144 @@ def _fresh_table(location: str) -> str:
     return table_uri
 
 
+@dataclass(frozen=True)
+class _Row:
+    """One figure measured with the service and without it; ``gains_when`` says when a
+    figure that shows no saving here gains."""
+
+    service: str
+    figure: str
+    with_service: float
+    without: float
+    unit: str = ""
+    gains_when: str = ""
+
+    def cells(self) -> list[str]:
+        return [
+            self.service,
+            self.figure,
+            _amount(self.with_service, self.unit),
+            _amount(self.without, self.unit),
+            _ratio(self.without, self.with_service),
+        ]
+
+    @property
+    def gains(self) -> bool:
+        return self.with_service > 0 and self.without / self.with_service >= SMALL_GAIN
+
+
+def _amount(value: float, unit: str) -> str:
+    return f"{value:,.2f} {unit}" if unit else f"{value:,.0f}"
+
+
 def _ratio(baseline: float, measured: float) -> str:
     return f"{baseline / measured:,.1f}x" if measured else "n/a"
 
 
-def _print_report(report: DemoReport) -> None:
+def _plural(count: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def _rows(report: DemoReport) -> list[_Row]:
     markers, index, clustering = report.markers, report.index, report.clustering
     before, after, point = clustering["before"], clustering["after"], report.point_query
+    files = _plural(markers["data_files"], "file")
+    where = f"{SESSION} = {clustering['session_id']}"
+    found = _plural(before["rows_matched"], "row")
+    return [
+        _Row(
+            "marker",
+            f"storage requests for the markers of the bulk insert's {files}",
+            markers["service_storage_requests"],
+            markers["direct_storage_requests"],
+            gains_when="direct markers cost one object per data file plus a LIST page and a "
+            "delete call per 1,000, the marker service one MARKERS file per batch: the saving "
+            "appears with many files per write (thousands) or on S3, where every request is a "
+            "round trip",
+        ),
+        _Row(
+            "index",
+            f"seconds to tag the {_plural(index['tagged_keys'], 'upserted key')}",
+            index["tagging_index_s"],
+            index["tagging_join_s"],
+            "s",
+            gains_when=f"the join reads the keys of all "
+            f"{_plural(index['base_files_joined'], 'base file')}, the index only the shards "
+            "of the keys asked for: the saving grows with the table (many files, millions "
+            "of rows) and on S3",
+        ),
+        _Row(
+            "index",
+            f"point query {KEY} = {point['key']}: files read",
+            point["with_index"]["files_read"],
+            point["without_index"]["files_read"],
+        ),
+        _Row(
+            "index",
+            f"point query {KEY} = {point['key']}: rows read "
+            f"({_plural(point['rows_matched'], 'row')} matched)",
+            point["with_index"]["rows_read"],
+            point["without_index"]["rows_read"],
+        ),
+        _Row(
+            "planner",
+            f"session query {where}: files read",
+            after["files_read"],
+            before["files_read"],
+        ),
+        _Row(
+            "planner",
+            f"session query {where}: rows read ({found} matched)",
+            after["rows_read"],
+            before["rows_read"],
+        ),
+    ]
+
+
+def print_report(report: DemoReport) -> None:
+    index, erasure = report.index, report.erasure
     print(f"table     {report.table} (a Hudi COW v6 table: any Hudi reader reads it)")
     print(f"services  {', '.join(f'{n} {a}' for n, a in report.services.items())}")
-    print(f"rows      {report.rows:,} generated, {report.rows_in_table:,} in the table now")
     print(
-        f"markers   bulk insert of {markers['data_files']:,} files: "
-        f"{markers['service_marker_file_writes']:,} MARKERS writes, "
-        f"{markers['service_storage_requests']:,} storage requests by the marker service; "
-        f"direct markers: {markers['direct_marker_objects']:,} objects, "
-        f"{markers['direct_storage_requests']:,} requests "
-        f"({_ratio(markers['direct_storage_requests'], markers['service_storage_requests'])} "
-        "more)"
+        f"rows      {report.rows:,} generated; {index['upserted_rows']:,} upserted; "
+        f"erasure of {_plural(erasure['users_requested'], 'user')}, "
+        f"{erasure['users_with_events']:,} of whom had events: "
+        f"{_plural(erasure['rows_deleted'], 'row')} deleted; "
+        f"{report.rows_in_table:,} in the table now"
     )
     print(
-        f"index     {index['keys_looked_up']:,} keys looked up; tagging "
-        f"{index['tagged_keys']:,} upserted keys: {index['tagging_index_s']:.2f} s by the "
-        f"index service vs {index['tagging_join_s']:.2f} s joining "
-        f"{index['base_files_joined']:,} files "
-        f"({_ratio(index['tagging_join_s'], index['tagging_index_s'])}); "
-        f"{index['upserted_rows']:,} upserted, {index['deleted_rows']:,} deleted (GDPR erasure)"
+        f"lookups   the upsert and the delete (tagged by the {index['upsert_tagging']} index) "
+        f"looked up {_plural(index['write_keys_looked_up'], 'key')} in the index service; "
+        f"the tagging comparison below looked up {index['comparison_keys_looked_up']:,} more "
+        "(a warm-up run and a timed one)"
+    )
+    rows = _rows(report)
+    print()
+    _print_columns(
+        [["service", "figure", "with", "without", "ratio"], *(r.cells() for r in rows)], 2
     )
     print(
-        f"cluster   plan {clustering['plan']} by {SESSION}; query {SESSION} = "
-        f"{clustering['session_id']}: {before['rows_read']:,} rows in "
-        f"{before['files_read']:,} files before, {after['rows_read']:,} rows in "
-        f"{after['files_read']:,} files after "
-        f"({_ratio(before['rows_read'], after['rows_read'])} fewer rows)"
+        "with: through the service; without: the same step without it, measured in this "
+        "run (direct markers, Spark's join with every base file's keys, a row-group "
+        "statistics scan of every file, the files before clustering)"
     )
-    print(
-        f"point     {KEY} = {point['key']}: {point['rows']} row, {point['files_opened']} of "
-        f"{point['files_in_table']} files opened through the index"
-    )
-    width = max(len(name) for name in report.stage_seconds)
-    print("stage times")
-    for name, seconds in report.stage_seconds.items():
-        print(f"  {name:<{width}}  {seconds:8.2f} s")
+    for row in rows:
+        if row.gains_when and not row.gains:
+            print(f"{row.service}: no saving in {row.figure} at this size; {row.gains_when}.")
+    print()
+    print("stage times, in run order")
+    stages = [[name, f"{seconds:.2f} s"] for name, seconds in report.stage_seconds.items()]
+    _print_columns([*stages, ["total (wall clock)", f"{report.total_seconds:.2f} s"]], 1, indent=2)
+
+
+def _print_columns(lines: list[list[str]], figures_from: int, indent: int = 0) -> None:
+    """Columns padded to their widest cell: text left-aligned, the figures (columns from
+    ``figures_from`` on) right-aligned."""
+    widths = [max(len(line[column]) for line in lines) for column in range(len(lines[0]))]
+    for line in lines:
+        cells = [
+            cell.rjust(width) if column >= figures_from else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        print(" " * indent + "  ".join(cells).rstrip())

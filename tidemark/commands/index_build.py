@@ -41,26 +41,23 @@ def add_build(commands: Any) -> None:
 def _run_build(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tidemark.commands.write import StageProgress
+    from tidemark.commands.progress import StageProgress
     from tidemark.jobs.index_build import build_index, check_build
+    from tidemark.jobs.index_build_options import IndexBuildOptions
     from tidemark.jobs.job_metrics import reported
     from tidemark.jobs.session import build_session
+    from tidemark.storage.uri import canonical_uri
+    from tidemark.table.table import HoodieTable
 
     configure_logging(json=False, level="warning")
-    check_build(args.table, args.shards, args.rebuild)  # refused before Spark starts
+    options = IndexBuildOptions.from_args(args)  # refused before Spark starts
+    table = HoodieTable.open(canonical_uri(args.table))
+    check_build(table, options.rebuild)
     with (
         reported("index_build", args.table) as figures,
         StageProgress(Console(stderr=True)) as progress,
     ):
-        result = build_index(
-            build_session(args.master),
-            args.table,
-            args.shards,
-            progress,
-            rebuild=args.rebuild,
-            lock_wait_s=args.lock_wait_s,
-            lock_lease_s=args.lock_lease_s,
-        )
+        result = build_index(build_session(args.master), table, options, progress)
         figures.stage_seconds = result.stage_seconds
         figures.rows, figures.files = result.entries, result.shards
     if args.json:

@@ -203,7 +203,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_rollback(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
     rollback_target(table, args.instant)
-    (result,) = rollback_table(args.table, args.instant, lock_wait_s=args.lock_wait_s)
+    (result,) = rollback_table(table, args.instant, lock_wait_s=args.lock_wait_s)
     print(
         f"rolled back {result.rolled_back.action} {args.instant} as rollback "
         f"{result.rollback_instant}: deleted {len(result.deleted_files)} files"

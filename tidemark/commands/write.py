@@ -1,6 +1,7 @@
 """``tidemark write``: run the Spark write job on a local (or given) Spark master.
 
-A spinner per job stage goes to stderr; the result summary to stdout.
+A spinner per job stage goes to stderr (a line per stage when it is no terminal); the
+result summary to stdout.
 """
 
 from __future__ import annotations
@@ -8,12 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
-from types import TracebackType
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from tidemark.commands.progress import StageProgress
 from tidemark.jobs.job_metrics import reported
 from tidemark.jobs.write import add_arguments, run
 from tidemark.logs import configure_logging
@@ -56,37 +56,3 @@ def _handle(args: argparse.Namespace) -> int:
         f"{result.rows_deleted} deleted, {result.files_written} files written"
     )
     return 0
-
-
-class StageProgress:
-    """A spinner per stage, turned into its elapsed time when the stage ends."""
-
-    def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        )
-        self._tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> StageProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._progress.stop()
-
-    def stage_started(self, name: str) -> None:
-        self._tasks[name] = self._progress.add_task(name, total=None)
-
-    def stage_finished(self, name: str, seconds: float) -> None:
-        self._progress.update(
-            self._tasks[name], total=1, completed=1, description=f"{name} ({seconds:.1f} s)"
-        )

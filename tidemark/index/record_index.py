@@ -41,6 +41,7 @@ from tidemark.index.block_cache import BlockCache
 from tidemark.index.keys import encode_keys
 from tidemark.index.shard_file import KIND_BASE, KIND_DELTA, ShardReader, write_shard
 from tidemark.index.sharding import group_by_shard, shard_of
+from tidemark.index.wire import CHANGE_COLUMNS, LOOKUP_COLUMNS
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.instant import new_instant_time, validate_instant_time
@@ -55,8 +56,6 @@ COMPACTION_LEASE_S = 60.0
 """Lease of the compaction lock: a killed compactor blocks the next one at most this long."""
 MAX_STALENESS_S = 1.0
 """A lookup without ``as_of`` re-reads the timeline when its view is older than this."""
-LOOKUP_COLUMNS = ("key", "partition", "file_id", "instant")
-CHANGE_COLUMNS = ("key", "partition", "file_id")
 
 
 @dataclass(frozen=True)

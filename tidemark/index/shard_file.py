@@ -50,6 +50,7 @@ from tidemark.index.keys import (
     uuid_from_bytes,
 )
 from tidemark.index.layout import REBUILD
+from tidemark.index.wire import LOCATION_COLUMNS
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged
 
@@ -84,7 +85,6 @@ _BLOCK_HEADER = struct.Struct("<BBBI")
 _SECTION_HEADER = struct.Struct("<I")
 _FILTER_HEADER = struct.Struct("<BQ")
 _CODEC = pa.Codec("zstd", compression_level=ZSTD_LEVEL)
-LOCATION_COLUMNS = ("partition", "file_id", "instant")
 
 
 @dataclass(frozen=True)

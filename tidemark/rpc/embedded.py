@@ -7,9 +7,8 @@ plaintext and checks no token; this process's clients dial it so (``config_for``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Self
 
+from tidemark.closing import Closing
 from tidemark.config import ServerConfig
 from tidemark.rpc.client import close_channels, set_embedded
 from tidemark.rpc.registry import ServiceDefinition, resolve_services
@@ -18,8 +17,8 @@ from tidemark.rpc.server import RunningServer, build_server
 STOP_GRACE_S = 5.0
 
 
-class EmbeddedServer:
-    """A running embedded server: ``address`` for clients, ``stop()`` or ``with``."""
+class EmbeddedServer(Closing):
+    """A running embedded server: ``address`` for clients, ``close()`` or ``with``."""
 
     def __init__(self, server: RunningServer) -> None:
         self._server = server
@@ -27,22 +26,11 @@ class EmbeddedServer:
         self.metrics_port = server.metrics_port
         set_embedded(self.address, True)
 
-    def stop(self) -> None:
+    def close(self) -> None:
         """Let in-flight calls finish, then close the services."""
         self._server.stop(STOP_GRACE_S)
         set_embedded(self.address, False)
         close_channels(lambda address: address == self.address)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def start_loopback_server(

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import IO
 
+from tidemark.closing import Closing
 from tidemark.errors import UnavailableError
 
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
@@ -17,7 +18,7 @@ STOP_TIMEOUT_S = 30.0
 FREE_PORTS = ("--port", "0", "--metrics-port", "0")
 
 
-class ServeProcess:
+class ServeProcess(Closing):
     """Starts ``tidemark serve SERVICE --port 0 --metrics-port 0`` and waits for its
     ``listening on`` line: free ports, so several such processes run side by side."""
 

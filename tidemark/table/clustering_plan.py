@@ -27,6 +27,7 @@ import fastavro
 import structlog
 from fastavro.types import Schema
 
+from tidemark.config import MIB
 from tidemark.errors import ConflictError, FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.avro_metadata import (
@@ -57,7 +58,6 @@ LAYOUTS: dict[str, str] = {"linear": "linear", "zorder": "z-order", "hilbert": "
 SLICE_BYTES_METRIC = "tidemark.sliceBytes."
 """Group metric ``tidemark.sliceBytes.<fileId>``: a slice's base file size in bytes
 (Hudi's plan has no per-slice size; its readers ignore unknown metrics)."""
-MIB = 1024 * 1024
 
 _STRING_MAP = ["null", {"type": "map", "values": "string"}]
 _OPTIONAL_STRING = ["null", "string"]

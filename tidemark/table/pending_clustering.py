@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.errors import FailedPreconditionError
 from tidemark.table.clustering_plan import (
     PendingPlan,
     file_groups_in,
@@ -68,13 +68,6 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
         "plan is refused (reject, default), rolls the plan back first (rollback), or takes "
         "the file group from the plan, waiting for its commit once its run started (replan)",
     )
-
-
-def check_policy(policy: str) -> None:
-    if policy not in POLICIES:
-        raise InvalidArgumentError(
-            f"unknown policy {policy!r} (use {', '.join(POLICIES)})", field="on_pending_clustering"
-        )
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,12 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import IO, Self
+from typing import IO
 from urllib.parse import urlsplit
 
 import structlog
+
+from tidemark.closing import Closing
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +47,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class LocalS3Server:
+class LocalS3Server(Closing):
     """moto's S3 server in a child process; ``endpoint`` is its http://127.0.0.1:PORT URL."""
 
     def __init__(self) -> None:
@@ -91,17 +92,6 @@ class LocalS3Server:
                 self._process.wait()
         self._log.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 @dataclass
 class RequestPattern:
@@ -137,7 +127,7 @@ class DelayRule(RequestPattern):
     delay_ms: float
 
 
-class FaultProxy:
+class FaultProxy(Closing):
     """Reverse proxy in front of ``upstream`` adding latency and injected S3 errors.
 
     ``latency_ms`` may be changed at any time. ``injected`` counts error responses sent.
@@ -230,17 +220,6 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _compile(pattern: str | None) -> re.Pattern[str] | None:
