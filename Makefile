@@ -1,9 +1,9 @@
 # Two commands do all the set-up (see README): `make demo` and `make test` (or `make test-fast`).
 PYTHON_BOOTSTRAP ?= python3.11
 VENV := .venv
-# pytest processes: the suite mostly waits (Spark, servers, S3), so two workers on two cores
-# halve its wall time; TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+# pytest processes: the suite mostly waits (Spark, servers, S3: about a third of its wall time is
+# CPU), so three workers on two cores cut its wall time; TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import threading
 from contextlib import ExitStack
 from dataclasses import replace
-from types import TracebackType
-from typing import Self
 
 import structlog
 from pyspark.sql import DataFrame
 
+from tidemark.closing import Closing
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import WriteResult, check_operation, write
 from tidemark.jobs.write_options import MAX_IDEMPOTENCY_KEY_CHARS, WriteOptions
@@ -38,7 +37,7 @@ MAX_QUERY_ID_CHARS = MAX_IDEMPOTENCY_KEY_CHARS - 24
 """Room left in an idempotency key for ``-<batch id>`` (a long's 19 digits and more)."""
 
 
-class StreamWriter:
+class StreamWriter(Closing):
     """``foreachBatch``'s function for one streaming query: call it with ``(df, batch_id)``;
     ``close()`` (or leaving a ``with`` block) stops the services it started."""
 
@@ -110,14 +109,3 @@ class StreamWriter:
         with self._lock:
             self._services.close()
             self._serving = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

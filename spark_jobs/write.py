@@ -293,7 +293,7 @@ def _write(
                             clock,
                         )
                         result.lock_wait_s = lock.waited_s
-                        return result
+                    break
                 except pending_clustering.PlanRunningError as running:
                     _await_plan(table, running, plan_wait_ends)
     finally:

@@ -144,8 +144,9 @@ def test_a_client_pinging_at_the_agreed_rate_keeps_its_connection(
 def test_a_batch_larger_than_grpcs_default_limit_goes_through(
     start_replica: StartReplica, local_root: str
 ) -> None:
-    """gRPC refuses messages over 4 MiB unless both sides raise the limit: one create of
-    40,000 markers (about 5 MiB) and the listing of them cross a ``dns:///`` channel."""
+    """gRPC refuses messages over 4 MiB unless both sides raise the limit: 40,000 markers
+    (about 5 MiB, created in calls under the CreateMarkers limit) and the one listing of
+    them cross a ``dns:///`` channel."""
     replica = start_replica("marker")
     target = f"dns:///localhost:{replica.port}"
     writer = ServiceMarkerWriter(MarkerSpec("service", as_table(local_root), INSTANT, target))

@@ -38,12 +38,18 @@ def test_executors_without_tidemark_are_found_before_the_table_is_touched(
     table = tmp_path / "t"
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(SCRIPT), str(shadow.parent), str(table)],
+        cwd=tmp_path,  # a worker's path starts with its working directory: not a checkout's
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    line = done.stdout.splitlines()[-1]  # after the embedded marker service's log lines
-    assert line.startswith("executors: the Spark executors cannot import tidemark: ship")
+    refusals = [  # among the embedded marker service's log lines
+        line
+        for line in done.stdout.splitlines()
+        if line.startswith("executors: the Spark executors cannot import tidemark: ship")
+    ]
+    assert len(refusals) == 1, done.stdout[-3000:]
+    [line] = refusals
     assert "--archives env.tar.gz#environment" in line
     assert not table.exists()  # no table, no instant

@@ -75,6 +75,11 @@ _owners: dict[tuple[str, str, str], str] = {}
 _owners_lock = threading.Lock()
 
 
+MARKERS_PER_CALL = 10_000
+"""Markers in one CreateMarkers call: about half the service's 4 MiB limit for the method
+with Hudi's longest marker names."""
+
+
 class OwnerRouting:
     """Calls that need the replica owning a marker dir (creates, deletes).
 
@@ -199,7 +204,14 @@ class ServiceMarkerWriter:
         return bool(response.created)
 
     def create_many(self, markers: Sequence[MarkerTuple]) -> list[bool]:
-        """Create several markers in one call (one flush); one answer per marker."""
+        """Create several markers, in calls of at most ``MARKERS_PER_CALL`` (one flush
+        each); one answer per marker."""
+        created: list[bool] = []
+        for start in range(0, len(markers), MARKERS_PER_CALL):
+            created += self._create_call(markers[start : start + MARKERS_PER_CALL])
+        return created
+
+    def _create_call(self, markers: Sequence[MarkerTuple]) -> list[bool]:
         request = pb.CreateMarkersRequest(
             table=self._table,
             instant_time=self.spec.instant,
