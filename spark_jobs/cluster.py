@@ -91,7 +91,7 @@ from tidemark.table.commit import complete_commit, rollback
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
 from tidemark.table.keys import FILE_NAME, RECORD_KEY
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
@@ -276,7 +276,7 @@ class _Runner:
         return result
 
     @contextmanager
-    def _locked(self) -> Iterator[TableLock]:
+    def _locked(self) -> Iterator[StorageLease]:
         with changing(
             self.table,
             ROLE,
@@ -287,10 +287,10 @@ class _Runner:
             self.lock_waits.append(lock.waited_s)
             yield lock
 
-    def _undo(self, lock: TableLock) -> _Undo:
+    def _undo(self, lock: StorageLease) -> _Undo:
         return _Undo(self.table, self.markers.reader(self.table, lock.holder), self.index)
 
-    def _run(self, instant: str, run: TableLock) -> ClusterResult | None:
+    def _run(self, instant: str, run: StorageLease) -> ClusterResult | None:
         """None when the plan is no longer pending: a writer took file groups from it
         (``--on-pending-clustering replan``) and saved the rest as a new plan."""
         started = time.perf_counter()
@@ -359,7 +359,7 @@ class _Runner:
             lock_wait_s=sum(self.lock_waits),
         )
 
-    def _undo_failed_run(self, instant: str, run: TableLock, failure: Exception) -> Exception:
+    def _undo_failed_run(self, instant: str, run: StorageLease, failure: Exception) -> Exception:
         """Roll the failed run back to its plan, under the table lock, unless its run
         lease was lost (the plan is another runner's now); the error says what became of
         the plan."""

@@ -52,7 +52,7 @@ from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, exis
 from tidemark.jobs.task import storage_for
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
@@ -182,7 +182,7 @@ def _build(
 class _Publish:
     """How a build takes the table lock to catch up and publish, fenced by its lease."""
 
-    build: TableLock
+    build: StorageLease
     lock_wait_s: float
     clock: StageClock
 

@@ -30,7 +30,7 @@ from tidemark.services.marker.metrics import FlushMetrics
 from tidemark.services.marker.waiters import PendingCreate
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
-from tidemark.table.lock import LockHolder, TableLock
+from tidemark.table.lock import LockHolder, StorageLease
 from tidemark.table.markers import delete_marker_dir, marker_dir
 
 log = structlog.get_logger(__name__)
@@ -137,7 +137,7 @@ class MarkerEngine:
 
     def _delete_for_lock_holder(self, table_uri: str, instant: str, holder: LockHolder) -> bool:
         storage = self._storage(table_uri)
-        TableLock.check_holder(storage, holder, field="table_lock")
+        StorageLease.check_holder(storage, holder, field="table_lock")
         with self._lock:
             state = self._dirs.pop((table_uri, instant), None)
         if state is not None:

@@ -36,7 +36,7 @@ from tidemark.services.planner.retention import save_policy as save_retention
 from tidemark.services.planner.triggers import TriggerLoop, load_policy, save_policy
 from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
 from tidemark.table.commit import RollbackResult, rollback
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.locked import changing, owner_name
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.plan_run import check_not_running, forget_runs
@@ -190,7 +190,7 @@ class PlannerEngine:
         with self._counts_lock:
             self.counts[name] += 1
 
-    def _locked(self, table: HoodieTable) -> AbstractContextManager[TableLock]:
+    def _locked(self, table: HoodieTable) -> AbstractContextManager[StorageLease]:
         """The table lock, waited for up to ``lock_wait_s``; its fence guards every
         timeline change made inside."""
         return changing(

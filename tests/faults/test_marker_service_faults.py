@@ -32,7 +32,7 @@ from tidemark.rpc.process import ServeProcess
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.services.marker.embedded import start_embedded_marker_service
 from tidemark.storage import open_storage
-from tidemark.table.lock import LockHolder, TableLock
+from tidemark.table.lock import LockHolder, StorageLease
 from tidemark.table.markers import marker_dir, marker_lease_dir
 from tidemark.table.properties import PROPERTIES_PATH, format_properties
 from tidemark.testing.s3local import free_port
@@ -204,7 +204,7 @@ def test_only_the_table_lock_holder_deletes_a_dir_another_service_leases(tmp_pat
         )
         assert MarkerServiceStub(owner_channel).CreateMarker(create).created
         deleting = MarkerServiceStub(other_channel).DeleteMarkerDir
-        with TableLock(storage, "test-writer", lease_s=30) as lock:
+        with StorageLease(storage, "test-writer", lease_s=30) as lock:
             held = lock.holder
             assert held is not None
             forged = LockHolder(held.generation, "not-the-token")

@@ -32,7 +32,7 @@ from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
 from tidemark.table.commit import IDEMPOTENCY_KEY
 from tidemark.table.instant import COMMIT
-from tidemark.table.lock import LOCK_DIR, STALE_TEMPORARY_S, TableLock
+from tidemark.table.lock import LOCK_DIR, STALE_TEMPORARY_S, StorageLease
 from tidemark.table.markers import delete_marker_dir, marker_dir, marker_lease_dir
 from tidemark.table.table import HoodieTable
 from tidemark.testing.s3local import FaultProxy
@@ -222,7 +222,7 @@ def test_temporaries_of_killed_lease_and_marker_writes_are_deleted(tmp_path: Pat
         os.utime(temporary, (killed_at, killed_at))
     claim_being_written = tmp_path / f"{LOCK_DIR}/.{1:020d}{TEMP_MARKER}d"
     claim_being_written.write_bytes(b"partial")
-    with TableLock(storage, "next-writer", heartbeat=False):
+    with StorageLease(storage, "next-writer", heartbeat=False):
         delete_marker_dir(storage, instant)
     assert [path for path in temporaries if path.exists()] == []
     assert claim_being_written.exists()

@@ -29,7 +29,7 @@ from tidemark.services.planner.triggers import POLICY_PATH
 from tidemark.storage import open_storage
 from tidemark.table.commit import LEFTOVERS_WATERMARK, remove_rolled_back_leftovers
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, Instant, State
-from tidemark.table.lock import LOCK_DIR, TableLock
+from tidemark.table.lock import LOCK_DIR, StorageLease
 from tidemark.table.markers import StorageMarkerReader, marker_dir, marker_lease_dir
 from tidemark.table.properties import PROPERTIES_PATH
 from tidemark.table.reader import read_snapshot
@@ -184,7 +184,7 @@ def test_a_table_lock_whose_newest_lease_is_damaged_is_not_taken(table: HoodieTa
     before = file_tree(root)
 
     with pytest.raises(DataLossError) as refused:
-        TableLock(open_storage(table.uri), "writer", heartbeat=False).acquire()
+        StorageLease(open_storage(table.uri), "writer", heartbeat=False).acquire()
 
     message = str(refused.value)
     assert f"{relative} is damaged" in message and "delete it" in message, message

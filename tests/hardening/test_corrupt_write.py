@@ -17,7 +17,7 @@ from table.table_testkit import file_tree
 from tidemark.errors import DataLossError
 from tidemark.storage import open_storage
 from tidemark.table.instant import REPLACE_COMMIT, Instant, State
-from tidemark.table.lock import LOCK_DIR, TableLock
+from tidemark.table.lock import LOCK_DIR, StorageLease
 from tidemark.table.properties import PROPERTIES_PATH
 from tidemark.table.table import HoodieTable
 
@@ -87,7 +87,7 @@ def test_a_write_on_a_table_with_damaged_metadata_fails_and_writes_nothing(
         assert file_tree(root) == before  # the damaged lock was not taken
     else:  # the write took the lock, found the damage and released the lock
         assert _without_lock(file_tree(root)) == _without_lock(before)
-        assert TableLock(open_storage(str(root)), "probe", heartbeat=False).live_lease() is None
+        assert StorageLease(open_storage(str(root)), "probe", heartbeat=False).live_lease() is None
 
 
 def _without_lock(tree: dict[str, bytes]) -> dict[str, bytes]:

@@ -15,7 +15,7 @@ from planner.plankit import new_table
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.storage import open_storage
-from tidemark.table.lock import LockHolder, TableLock
+from tidemark.table.lock import LockHolder, StorageLease
 
 from .fuzzkit import PRECONDITION, FuzzedServer, Rpc, fuzz_service, mostly, odd_text, texts_or
 
@@ -35,7 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzedServer]:
 def holder(server: FuzzedServer) -> Iterator[LockHolder]:
     """The table lock, held for the whole run (one long lease, no renewals: nothing
     writes under the root but the calls), so DeleteMarkerDir can be valid."""
-    lock = TableLock(open_storage(str(server.root / "people")), "fuzzer", 3600, heartbeat=False)
+    lock = StorageLease(open_storage(str(server.root / "people")), "fuzzer", 3600, heartbeat=False)
     lock.acquire()
     assert lock.holder is not None
     yield lock.holder

@@ -12,7 +12,7 @@ from planner.plankit import hoodie_files, serve_planner
 from tidemark.cli import main
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import ROLLBACK
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.table import HoodieTable
 
 
@@ -119,7 +119,7 @@ def test_nothing_to_cluster_takes_no_lock(
 def test_a_held_lock_with_no_wait_is_one_line(
     small_files: HoodieTable, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with TableLock(small_files.storage, "a long write", lease_s=30):
+    with StorageLease(small_files.storage, "a long write", lease_s=30):
         before = hoodie_files(small_files)
         code, out, err = run(capsys, "schedule", "--table", small_files.uri, "--lock-wait-s", "0")
         assert hoodie_files(small_files) == before

@@ -15,7 +15,7 @@ from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.errors import ConflictError
 from tidemark.services.planner.config import PlannerConfig
 from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.table import HoodieTable
 
 PARTITIONS = {f"p{i}": [10, 20, 30] for i in range(6)}
@@ -59,7 +59,7 @@ def test_a_schedule_waits_for_the_lock_then_gives_up(
     start_planner: StartPlanner, small_files: HoodieTable
 ) -> None:
     planner = start_planner(PlannerConfig(lock_wait_s=1.0, trigger_poll_s=0.2))
-    held = TableLock(small_files.storage, "a long write")
+    held = StorageLease(small_files.storage, "a long write")
     with held, pytest.raises(ConflictError, match="table is locked by 'a long write'") as raised:
         planner.schedule(small_files.uri, plan_options())
     assert raised.value.field == "table"

@@ -31,7 +31,7 @@ from tidemark.table.clustering_plan import (
 )
 from tidemark.table.commit import rollback_failed_writes
 from tidemark.table.instant import REPLACE_COMMIT, Instant, State, new_instant_time
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.table import HoodieTable
 
@@ -172,7 +172,7 @@ def test_save_needs_the_lock_and_refuses_overlap(written: HoodieTable) -> None:
     with pytest.raises(FailedPreconditionError, match="lock"):
         save_plan(written, plan_of_table(written))
     assert sorted(p.name for p in Path(written.uri, ".hoodie").iterdir()) == before
-    with TableLock(written.storage, "test") as lock:
+    with StorageLease(written.storage, "test") as lock:
         written.timeline.fence = lock
         instant = save_plan(written, plan_of_table(written))
         with pytest.raises(ConflictError, match=f"pending clustering plan {instant.timestamp}"):
@@ -191,7 +191,7 @@ def test_pending_plan_names_what_an_instant_is(written: HoodieTable) -> None:
 
 def test_writers_roll_back_failed_writes_but_leave_plans(written: HoodieTable) -> None:
     expected = hudi_rs_rows(written.uri)
-    with TableLock(written.storage, "test") as lock:
+    with StorageLease(written.storage, "test") as lock:
         written.timeline.fence = lock
         plan = save_plan(written, plan_of_table(written))
         failed = new_instant_time(after=plan.timestamp)

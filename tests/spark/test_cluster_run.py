@@ -58,7 +58,7 @@ from tidemark.table.clustering_plan import (
 from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
 from tidemark.table.keys import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.table import HoodieTable
 from tidemark.testing.s3local import FaultProxy
 
@@ -115,7 +115,7 @@ def schedule(
         groups=tuple(groups),
         strategy=ClusteringStrategy(tuple(sort_columns), layout, GIB),
     )
-    with TableLock(table.storage, "test-scheduler") as lock:
+    with StorageLease(table.storage, "test-scheduler") as lock:
         table.timeline.fence = lock
         return save_plan(table, plan).timestamp
 
@@ -198,7 +198,7 @@ def test_a_group_split_across_tasks_writes_the_rows_and_order_of_the_whole_group
         groups=(ClusteringGroup(tuple(map(_slice, inputs)), 5),),
         strategy=ClusteringStrategy(SORT, layout, GIB),
     )
-    with TableLock(hoodie.storage, "test-scheduler") as lock:
+    with StorageLease(hoodie.storage, "test-scheduler") as lock:
         hoodie.timeline.fence = lock
         instant = save_plan(hoodie, plan).timestamp
     parallelism = spark.sparkContext.defaultParallelism

@@ -52,7 +52,7 @@ from tidemark.table.clustering_plan import (
 )
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import COMMIT, State, new_instant_time
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.locked import changing
 from tidemark.table.naming import new_file_id
 from tidemark.table.plan_run import RUNS_DIR, run_lock
@@ -314,7 +314,9 @@ def test_two_writers_started_together_both_commit(table: str, tmp_path: Path) ->
 def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str) -> None:
     """The holder takes the lock once the write is ready for it and never renews it, as
     a process killed holding it: the write waits, logs the holder once, takes over."""
-    dead = TableLock(open_storage(table), "a dead writer", lease_s=SHORT_LEASE_S, heartbeat=False)
+    dead = StorageLease(
+        open_storage(table), "a dead writer", lease_s=SHORT_LEASE_S, heartbeat=False
+    )
     frame = spark.createDataFrame([(7, "v9", "p3", 9)], SCHEMA)
     with structlog.testing.capture_logs() as logs:
         result = write(

@@ -46,7 +46,7 @@ from tidemark.table.clustering_plan import (
 )
 from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
 from tidemark.table.instant import new_instant_time
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
 
@@ -167,7 +167,7 @@ def test_clustering_moves_keys_to_their_new_file_groups(
         for files in table.view().file_groups_by_partition().values()
     )
     plan = ClusteringPlan(groups=groups, strategy=ClusteringStrategy(("id",), "linear", 1 << 30))
-    with TableLock(table.storage, "test-scheduler") as lock:
+    with StorageLease(table.storage, "test-scheduler") as lock:
         table.timeline.fence = lock
         save_plan(table, plan)
     run_clustering(spark, HoodieTable.open(table_uri))

@@ -1,4 +1,4 @@
-"""TableLock: exclusive holder, conflicts name the holder, expired leases taken over,
+"""StorageLease: exclusive holder, conflicts name the holder, expired leases taken over,
 renewals retried, and a holder that cannot prove its lock fenced off the timeline."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tidemark.errors import ConflictError, InvalidArgumentError
 from tidemark.storage import open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.lock import LOCK_DIR, TableLock
+from tidemark.table.lock import LOCK_DIR, StorageLease
 from tidemark.table.table import HoodieTable
 from tidemark.testing.clock import AdvancingClock
 from tidemark.testing.s3local import FaultProxy
@@ -25,13 +25,13 @@ LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
 
 def test_second_acquirer_conflicts_until_release(any_table_uri: str) -> None:
     storage = open_storage(any_table_uri)
-    with TableLock(storage, "writer-a", lease_s=30) as first:
+    with StorageLease(storage, "writer-a", lease_s=30) as first:
         assert first.held
         with pytest.raises(ConflictError) as error:
-            TableLock(storage, "writer-b", lease_s=30).acquire()
+            StorageLease(storage, "writer-b", lease_s=30).acquire()
         assert error.value.field == "table"
         assert "writer-a" in str(error.value)
-    second = TableLock(storage, "writer-b", lease_s=30)
+    second = StorageLease(storage, "writer-b", lease_s=30)
     second.acquire()
     assert second.held
     second.release()
@@ -53,7 +53,7 @@ def test_contenders_in_a_tight_loop_never_hold_the_lock_together(table_uri: str)
     def contend(owner: str) -> None:
         nonlocal holders, overlaps, lost, taken
         while time.monotonic() < deadline:
-            lock = TableLock(storage, owner, lease_s=60, heartbeat=False)
+            lock = StorageLease(storage, owner, lease_s=60, heartbeat=False)
             try:
                 lock.acquire()
             except ConflictError:
@@ -93,7 +93,7 @@ def test_a_waiting_committer_gets_the_lock_from_a_writer_loop(table_uri: str) ->
     def writer_loop() -> None:
         nonlocal writes
         while not stop.is_set():
-            lock = TableLock(storage, "writer", lease_s=30, heartbeat=False)
+            lock = StorageLease(storage, "writer", lease_s=30, heartbeat=False)
             lock.acquire(wait_s=10)
             holding.set()
             time.sleep(0.02)
@@ -104,7 +104,7 @@ def test_a_waiting_committer_gets_the_lock_from_a_writer_loop(table_uri: str) ->
     writer.start()
     try:
         assert holding.wait(10)
-        committer = TableLock(storage, "clustering-commit", lease_s=30, heartbeat=False)
+        committer = StorageLease(storage, "clustering-commit", lease_s=30, heartbeat=False)
         committer.acquire(wait_s=8)
         assert committer.held
         written = writes
@@ -119,24 +119,24 @@ def test_a_waiting_committer_gets_the_lock_from_a_writer_loop(table_uri: str) ->
 
 def test_a_dead_waiters_ticket_runs_out(table_uri: str) -> None:
     storage = open_storage(table_uri)
-    dead = TableLock(storage, "dead-waiter", lease_s=0.5, heartbeat=False)
+    dead = StorageLease(storage, "dead-waiter", lease_s=0.5, heartbeat=False)
     ticket = dead._renew_ticket(None)
     with pytest.raises(ConflictError, match="awaited first by 'dead-waiter'"):
-        TableLock(storage, "writer", lease_s=30, heartbeat=False).acquire()
+        StorageLease(storage, "writer", lease_s=30, heartbeat=False).acquire()
     storage.write(
         ticket, json.dumps({"owner": "dead-waiter", "token": "t", "expires_at": 0}).encode()
     )
-    with TableLock(storage, "writer", lease_s=30, heartbeat=False) as lock:
+    with StorageLease(storage, "writer", lease_s=30, heartbeat=False) as lock:
         assert lock.held
 
 
 def test_expired_lease_is_taken_over_and_old_holder_learns_it(any_table_uri: str) -> None:
     storage = open_storage(any_table_uri)
-    crashed = TableLock(storage, "crashed-writer", lease_s=30, heartbeat=False)
+    crashed = StorageLease(storage, "crashed-writer", lease_s=30, heartbeat=False)
     crashed.acquire()
     later = AdvancingClock()
     later.advance(31)  # past the crashed writer's lease
-    with TableLock(storage, "new-writer", lease_s=30, clock=later) as successor:
+    with StorageLease(storage, "new-writer", lease_s=30, clock=later) as successor:
         assert successor.held
         crashed.renew()
         assert crashed.lost.is_set()
@@ -146,26 +146,26 @@ def test_expired_lease_is_taken_over_and_old_holder_learns_it(any_table_uri: str
         assert lost.value.field == "lock"
         crashed.release()
         with pytest.raises(ConflictError) as error:
-            TableLock(storage, "third", lease_s=30).acquire()
+            StorageLease(storage, "third", lease_s=30).acquire()
         assert "new-writer" in str(error.value)
 
 
 def test_heartbeat_keeps_a_short_lease_alive(table_uri: str) -> None:
     storage = open_storage(table_uri)
-    with TableLock(storage, "busy-writer", lease_s=3.0) as busy:
+    with StorageLease(storage, "busy-writer", lease_s=3.0) as busy:
         time.sleep(4.5)
         assert busy.held
         with pytest.raises(ConflictError):
-            TableLock(storage, "other", lease_s=3.0).acquire()
+            StorageLease(storage, "other", lease_s=3.0).acquire()
 
 
 def test_invalid_arguments(table_uri: str) -> None:
     storage = open_storage(table_uri)
     with pytest.raises(InvalidArgumentError) as owner:
-        TableLock(storage, "")
+        StorageLease(storage, "")
     assert owner.value.field == "owner"
     with pytest.raises(InvalidArgumentError) as lease:
-        TableLock(storage, "x", lease_s=0)
+        StorageLease(storage, "x", lease_s=0)
     assert lease.value.field == "lease_s"
 
 
@@ -179,7 +179,7 @@ def test_a_failed_renewal_is_retried_on_the_next_tick(
     s3_bucket: str, faulty_s3: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
-    with TableLock(open_storage(s3_bucket), "writer", lease_s=3) as lock:
+    with StorageLease(open_storage(s3_bucket), "writer", lease_s=3) as lock:
         granted = _lease_expiry(s3_bucket)
         faulty_s3.fail_next(1, method="PUT", path_pattern=LOCK_REQUESTS)
         while _lease_expiry(s3_bucket) == granted:
@@ -195,7 +195,7 @@ def test_renewals_failing_past_the_margin_lose_the_lock_and_fence_the_timeline(
     monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
     table = HoodieTable.create(s3_bucket, people_config())
     cancelled = threading.Event()
-    with TableLock(table.storage, "writer", lease_s=1.5, on_lost=cancelled.set) as lock:
+    with StorageLease(table.storage, "writer", lease_s=1.5, on_lost=cancelled.set) as lock:
         table.timeline.fence = lock
         instant = new_instant_time()
         table.timeline.create_requested(instant, COMMIT)

@@ -18,7 +18,7 @@ from tidemark.errors import (
     InvalidArgumentError,
     UnavailableError,
 )
-from tidemark.table.lock import TableLock
+from tidemark.table.lock import StorageLease
 from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.plan_run import check_not_running, run_lock
 from tidemark.table.table import HoodieTable
@@ -31,7 +31,7 @@ def table(table_uri: str) -> HoodieTable:
 
 
 def test_a_writer_waits_for_the_holder_to_release(table: HoodieTable) -> None:
-    holder = TableLock(table.storage, "a long write", lease_s=30)
+    holder = StorageLease(table.storage, "a long write", lease_s=30)
     holder.acquire()
     with structlog.testing.capture_logs() as logs:
 
@@ -53,7 +53,7 @@ def test_a_writer_waits_for_the_holder_to_release(table: HoodieTable) -> None:
 
 
 def test_a_dead_holders_lease_is_taken_over_after_the_wait(table: HoodieTable) -> None:
-    dead = TableLock(table.storage, "dead writer", lease_s=1.0, heartbeat=False)
+    dead = StorageLease(table.storage, "dead writer", lease_s=1.0, heartbeat=False)
     dead.acquire()
     with changing(table, "write", wait_s=60) as lock:
         assert lock.held
@@ -62,7 +62,7 @@ def test_a_dead_holders_lease_is_taken_over_after_the_wait(table: HoodieTable) -
 
 
 def test_no_wait_or_a_wait_that_runs_out_fails_naming_the_holder(table: HoodieTable) -> None:
-    with TableLock(table.storage, "a long write", lease_s=30):
+    with StorageLease(table.storage, "a long write", lease_s=30):
         with pytest.raises(ConflictError, match="table is locked by 'a long write' until") as now:
             _change(table, wait_s=0)
         assert now.value.field == "table"
@@ -96,7 +96,7 @@ def test_a_lost_lock_keeps_what_the_failed_work_said(table: HoodieTable) -> None
     """A writer whose lease ran out (paused, or its storage unreachable) ends with the one
     lost-lock error, carrying the work's own message: which instant was not committed."""
     clock = AdvancingClock()
-    paused = TableLock(table.storage, "paused writer", lease_s=60, heartbeat=False, clock=clock)
+    paused = StorageLease(table.storage, "paused writer", lease_s=60, heartbeat=False, clock=clock)
     paused.acquire()
     with pytest.raises(ConflictError) as lost, holding(paused):
         clock.advance(31)  # past the safety margin of half a lease: the next check finds it lost

@@ -23,7 +23,7 @@ from tidemark.index.shard_file import KIND_BASE, write_shard
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
 from tidemark.table.instant import validate_instant_time
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, TableLock
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, StorageLease
 
 MIN_SHARDS = 10
 MAX_SHARDS = 10000
@@ -111,9 +111,9 @@ def build_lease(
     owner: str,
     lease_s: float = DEFAULT_LOCK_LEASE_S,
     on_lost: Callable[[], None] | None = None,
-) -> TableLock:
+) -> StorageLease:
     """The lease a running build holds (``layout.BUILD_LEASE_DIR``)."""
-    return TableLock(
+    return StorageLease(
         storage,
         owner,
         lease_s,

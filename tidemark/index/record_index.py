@@ -45,7 +45,7 @@ from tidemark.index.wire import CHANGE_COLUMNS, LOOKUP_COLUMNS
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.instant import new_instant_time, validate_instant_time
-from tidemark.table.lock import STALE_TEMPORARY_S, TableLock
+from tidemark.table.lock import STALE_TEMPORARY_S, StorageLease
 from tidemark.table.properties import read_properties
 from tidemark.table.table_versions import Archive, open_archive, open_timeline
 from tidemark.table.timeline import WRITE_ACTIONS, Timeline
@@ -376,7 +376,7 @@ class RecordIndex:
             raise InvalidArgumentError(f"must be >= 1, got {min_deltas}", field="min_deltas")
         with (
             self._compacting,
-            TableLock(self.storage, owner, lease_s, lock_dir=layout.COMPACTION_LOCK_DIR) as lock,
+            StorageLease(self.storage, owner, lease_s, lock_dir=layout.COMPACTION_LOCK_DIR) as lock,
         ):
             with self._lock:
                 self._view = self._load_view()

@@ -1,4 +1,8 @@
-"""TableLock: one writer per table, via lease objects on the table's own storage.
+"""StorageLease: one holder at a time of a lock dir on the table's own storage.
+
+Four kinds of lease use it: the table lock (one writer per table, ``locked.py``), a
+clustering plan's run lease (``plan_run.py``), an index build's lease and the index
+compaction lease (``tidemark/index``), each in its own lock dir.
 
 Leases are numbered generations under ``.hoodie/.tidemark/lock/``. Taking the lock means
 creating generation n+1 with create-if-absent, which only one contender can win, and is
@@ -104,8 +108,9 @@ class LockHolder:
     token: str
 
 
-class TableLock:
-    """Context manager; ``acquire()`` raises ConflictError(field="table") naming the holder.
+class StorageLease:
+    """An exclusive, renewed lease on ``lock_dir`` (default: the table lock's). Context
+    manager; ``acquire()`` raises ConflictError(field="table") naming the holder.
 
     ``on_lost`` runs (on the heartbeat thread) once when the lock is found lost, e.g. to
     cancel the writer's Spark jobs. ``clock`` dates the leases and times the safety margin
@@ -150,7 +155,7 @@ class TableLock:
         self.waited_s = 0.0
         """How long the last ``acquire`` waited for the lock (a job reports it)."""
 
-    def __enter__(self) -> TableLock:
+    def __enter__(self) -> StorageLease:
         self.acquire()
         return self
 

@@ -2,7 +2,7 @@
 runs, rollbacks, index builds, the planner, benchmarks).
 
 ``changing(table, role)`` takes the table lock, waiting for a holder up to ``wait_s``
-(``TableLock.acquire``), makes it the timeline's fence, turns any failure after the lock
+(``StorageLease.acquire``), makes it the timeline's fence, turns any failure after the lock
 was lost into the one "lost the table lock" error, and releases the lock with one policy:
 a release that fails is a warning (the lease ends on its own), never the outcome.
 """
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import structlog
 
 from tidemark.errors import ConflictError, TidemarkError, with_note
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S, TableLock
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S, StorageLease
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
@@ -36,10 +36,10 @@ def changing(
     wait_s: float = DEFAULT_LOCK_WAIT_S,
     lease_s: float = DEFAULT_LOCK_LEASE_S,
     on_lost: Callable[[], None] | None = None,
-) -> Iterator[TableLock]:
+) -> Iterator[StorageLease]:
     """The table lock held by ``tidemark-<role>`` for the block, fencing every timeline
     transition in it; ``on_lost`` runs once if the lease is lost (e.g. to cancel jobs)."""
-    lock = TableLock(table.storage, owner_name(role), lease_s=lease_s, on_lost=on_lost)
+    lock = StorageLease(table.storage, owner_name(role), lease_s=lease_s, on_lost=on_lost)
     lock.acquire(wait_s)
     table.timeline.fence = lock
     try:
@@ -50,7 +50,7 @@ def changing(
 
 
 @contextmanager
-def holding(lock: TableLock) -> Iterator[TableLock]:
+def holding(lock: StorageLease) -> Iterator[StorageLease]:
     """An acquired lock (the table's, a plan's run, a build's) for the block: a failure
     once it was lost is the one lost-lock error; then it is released quietly."""
     try:
@@ -66,7 +66,7 @@ def holding(lock: TableLock) -> Iterator[TableLock]:
         release_quietly(lock)
 
 
-def release_quietly(lock: TableLock) -> None:
+def release_quietly(lock: StorageLease) -> None:
     """Release after the outcome is decided: a release that fails (the lease then expires
     on its own) is a warning, never the change's result or error."""
     try:

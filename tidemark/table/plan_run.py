@@ -1,7 +1,7 @@
 """The lease on a clustering plan's run (``.hoodie/.tidemark/runs/<instant>/``).
 
 A run rewrites its plan's file groups without the table lock, so the plan's run holds a
-lease of its own (``TableLock``'s generations, in the plan's folder): two runners never
+lease of its own (``StorageLease``'s generations, in the plan's folder): two runners never
 execute one plan, a runner paused past its lease finds it lost and commits nothing, and
 no one rolls back an inflight plan whose runner is alive. A plan whose runner died is
 taken over once the lease expires.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.storage.base import Storage
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, Lease, TableLock
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, Lease, StorageLease
 
 RUNS_DIR = ".hoodie/.tidemark/runs"
 
@@ -27,10 +27,10 @@ def run_lock(
     *,
     on_lost: Callable[[], None] | None = None,
     heartbeat: bool = True,
-) -> TableLock:
+) -> StorageLease:
     """The lease of plan ``instant``'s run (``acquire()`` raises ConflictError(field=
     "instant") naming the runner)."""
-    return TableLock(
+    return StorageLease(
         storage,
         owner,
         lease_s,

@@ -70,7 +70,7 @@ _metadata_cache = _MetadataCache(METADATA_CACHE_ENTRIES)
 
 
 class Fence(Protocol):
-    """Proves the writer still holds the table lock (``TableLock.check``), else raises."""
+    """Proves the writer still holds the table lock (``StorageLease.check``), else raises."""
 
     def check(self) -> None: ...
 
