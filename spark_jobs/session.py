@@ -22,6 +22,8 @@ _NEVER_FORWARDED = frozenset({"TIDEMARK_CLIENT_TOKEN"})
 """A token value as ``spark.executorEnv`` would show on the UI's environment page and in
 the event log; executors read ``TIDEMARK_CLIENT_TOKEN_FILE`` (a path) instead, or the
 token travels inside the pickled client config of a task, never in the Spark conf."""
+QUIET_WORKER_MODULE = "pyspark_tidemark_worker"
+"""PySpark's worker, ending quietly when its task's JVM side hung up (a cancelled task)."""
 _TASK_FAILURE_LOGGERS = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",
@@ -45,6 +47,9 @@ def build_session(
     talk to their JVM over Unix domain sockets (SPARK-51688): over loopback TCP each
     Python task waited for its input about 30 ms longer (a one-task job took 75 ms
     instead of 44 ms here; py-spy showed the worker blocked reading the partition).
+    A local master's workers run this Python, which has ``QUIET_WORKER_MODULE``; a
+    cluster's executors keep PySpark's worker (one they cannot import crashes every
+    task without a word, where ``check_executors_import`` names the missing tidemark).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
@@ -61,6 +66,8 @@ def build_session(
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": "-Dlog4j2.rootLogger.level=warn",
     }
+    if master is not None and master.startswith("local"):
+        settings["spark.python.worker.module"] = QUIET_WORKER_MODULE
     for name, value in os.environ.items():
         if name.startswith(_FORWARDED_ENV_PREFIXES) and name not in _NEVER_FORWARDED:
             settings[f"spark.executorEnv.{name}"] = value

@@ -24,7 +24,7 @@ from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.storage.uri import hadoop_uri
 from tidemark.table import column_stats
-from tidemark.table.instant import COMMIT
+from tidemark.table.instant import COMMIT, new_instant_time
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.table import HoodieTable
 
@@ -153,7 +153,7 @@ def test_column_statistics_skip_files(spark: SparkSession, table_uri: str) -> No
     assert len(plan_snapshot(table_uri, [("ts", ">", 8)]).files) == 1
     assert tidemark.spark.stats_rebuild(table_uri) == 3
     table = HoodieTable.open(table_uri)
-    failed = "29990101000000000"
+    failed = new_instant_time(after=table.timeline.latest_timestamp())
     storage.write(column_stats.stats_path(failed), b"stats of a write that failed")
     table.timeline.create_requested(failed, COMMIT)
     tidemark.spark.rollback(table_uri, failed)

@@ -17,7 +17,7 @@ from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.instant import COMMIT
+from tidemark.table.instant import COMMIT, new_instant_time
 from tidemark.table.table import HoodieTable
 
 CREATE: dict[str, Any] = {
@@ -59,9 +59,10 @@ def test_rollback_job_rolls_back_a_pending_write(spark: SparkSession, table_uri:
         WriteOptions(**CREATE),
     )
     timeline = HoodieTable.open(table_uri).timeline
-    timeline.create_requested("29990101000000000", COMMIT)
+    pending = new_instant_time(after=timeline.latest_timestamp())
+    timeline.create_requested(pending, COMMIT)
     (result,) = rollback_table(HoodieTable.open(table_uri))
-    assert result.rolled_back.timestamp == "29990101000000000"
+    assert result.rolled_back.timestamp == pending
     assert not HoodieTable.open(table_uri).timeline.pending()
 
 

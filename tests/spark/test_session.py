@@ -29,3 +29,17 @@ def test_python_workers_talk_to_their_jvm_over_unix_domain_sockets(spark: SparkS
     assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"
     [unix] = spark.sparkContext.parallelize([0], 1).mapPartitions(unix_sockets).collect()
     assert unix >= 1
+
+
+def test_local_workers_are_the_quiet_worker_module(spark: SparkSession) -> None:
+    """A local session's tasks run in ``pyspark_tidemark_worker`` (tests/test_quiet_worker.py
+    shows what it changes); a task run through it still answers."""
+
+    def worker_module(_: Iterable[int]) -> Iterator[str]:
+        import sys  # runs in the worker
+
+        yield str(sys.modules.get("pyspark_tidemark_worker"))
+
+    assert spark.conf.get("spark.python.worker.module") == "pyspark_tidemark_worker"
+    [module] = spark.sparkContext.parallelize([0], 1).mapPartitions(worker_module).collect()
+    assert "pyspark_tidemark_worker" in module
