@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import pickle
 import threading
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,6 +60,7 @@ def test_create_if_absent_race_has_exactly_one_winner(storage: Storage) -> None:
 
 
 def test_list_is_recursive_sorted_relative_and_prefix_filtered(storage: Storage) -> None:
+    began = time.time()
     for path in ["b/2.txt", "a/1.txt", "a/sub/3.txt", "ab.txt", "c.txt"]:
         storage.write(path, path.encode())
     assert [info.path for info in storage.list("")] == [
@@ -68,7 +70,9 @@ def test_list_is_recursive_sorted_relative_and_prefix_filtered(storage: Storage)
         "b/2.txt",
         "c.txt",
     ]
-    assert list(storage.list("a/")) == [FileInfo("a/1.txt", 7), FileInfo("a/sub/3.txt", 11)]
+    assert list(storage.list("a/")) == [FileInfo("a/1.txt", 7, 0), FileInfo("a/sub/3.txt", 11, 0)]
+    written = [info.modified_s for info in [*storage.list(""), *storage.list_dir("a").files]]
+    assert all(began - 2 <= modified <= time.time() + 2 for modified in written)  # S3: seconds
     assert [info.path for info in storage.list("a")] == ["a/1.txt", "a/sub/3.txt", "ab.txt"]
     assert list(storage.list("zzz/")) == []
 

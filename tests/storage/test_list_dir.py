@@ -28,13 +28,13 @@ def tree(storage: Storage) -> Storage:
 
 def test_root_lists_files_and_folders_without_descending(tree: Storage) -> None:
     assert tree.list_dir("") == ListDirResult(
-        files=(FileInfo("ab.txt", 2), FileInfo("top.txt", 1)), dirs=("a", "b")
+        files=(FileInfo("ab.txt", 2, 0.0), FileInfo("top.txt", 1, 0.0)), dirs=("a", "b")
     )
     assert tree.requests.snapshot() == {"list": 1}
 
 
 def test_folder_with_or_without_trailing_slash(tree: Storage) -> None:
-    expected = ListDirResult(files=(FileInfo("a/1.txt", 3),), dirs=("a/sub", "a/sub2"))
+    expected = ListDirResult(files=(FileInfo("a/1.txt", 3, 0.0),), dirs=("a/sub", "a/sub2"))
     assert tree.list_dir("a") == expected
     assert tree.list_dir("a/") == expected
     assert tree.list_dir("a/sub") == ListDirResult(files=(), dirs=("a/sub/deep",))

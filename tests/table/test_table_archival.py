@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from typing import Any
 
 import fastavro
@@ -124,20 +125,27 @@ def test_orphans_are_uncommitted_base_files_past_the_grace_period(
     old_failed = join_path("eu", base_file_name(new_file_id(), "0-1-0", "20200101000000000"))
     extra_attempt = join_path("eu", base_file_name(new_file_id(), "0-1-1", committed))
     young = join_path("eu", base_file_name(new_file_id(), "0-1-0", people.begin()))
-    for path in (old_failed, extra_attempt, young):
+    copied = join_path("eu", "part-00000-copied-by-hand.snappy.parquet")
+    hidden = (join_path("eu", "_SUCCESS"), join_path("eu", ".part-00000.crc"))
+    for path in (old_failed, extra_attempt, young, copied, *hidden):
         storage.write(path, b"x" * 10)
     table = HoodieTable.open(table_uri)
 
-    assert [o.path for o in find_orphans(table, grace_s=0)] == sorted([old_failed, extra_attempt])
-    assert [o.path for o in find_orphans(table)] == [old_failed]  # 24 h grace
+    assert [o.path for o in find_orphans(table, grace_s=0)] == sorted(
+        [old_failed, extra_attempt, copied]
+    )
+    assert [o.path for o in find_orphans(table)] == [old_failed]  # 24 h grace; copied just now
+    day_old = time.time() - 25 * 3600
+    os.utime(table_uri + "/" + copied, (day_old, day_old))
+    assert [o.path for o in find_orphans(table)] == sorted([old_failed, copied])
 
     dry = _cli("clean", "--table", table_uri, "--orphans", "--dry-run", "--grace-hours", "0")
     assert dry.returncode == 0, dry.stderr
     assert f"orphan {old_failed} 10 bytes" in dry.stdout
     assert storage.exists(old_failed)
     remove_orphans(table, find_orphans(table, grace_s=0))
-    assert not storage.exists(old_failed) and not storage.exists(extra_attempt)
-    assert storage.exists(young)
+    assert not any(storage.exists(path) for path in (old_failed, extra_attempt, copied))
+    assert storage.exists(young) and all(storage.exists(path) for path in hidden)
     assert [r["name"] for r in hudi_rs_rows(table_uri)] == ["a"]
 
 

@@ -27,14 +27,14 @@ def register(subparsers: Any) -> None:
         "clean",
         help="delete file slices outside the retention (Hudi's cleaner), or orphan files",
         description="Plan and run a clean as Hudi's cleaner does (an instant <t>.clean on the "
-        "timeline); with --orphans, remove base files no completed instant names instead.",
+        "timeline); with --orphans, remove data files no completed instant names instead.",
     )
     clean.add_argument("--table", required=True, help="table base URI")
     add_clean_arguments(clean)
     clean.add_argument(
         "--orphans",
         action="store_true",
-        help="remove orphan base files (no completed instant names them) older than "
+        help="remove orphan data files (no completed instant names them) older than "
         "--grace-hours instead of cleaning",
     )
     clean.add_argument(

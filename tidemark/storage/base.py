@@ -12,7 +12,7 @@ import io
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import BinaryIO
 
@@ -22,10 +22,13 @@ DELETE_BATCH_SIZE = 1000
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One listed object: its path relative to the root and its size in bytes."""
+    """One listed object: its path relative to the root, its size in bytes and when it was
+    last written (seconds since the epoch; what an orphan's age is judged by when its name
+    carries no instant). Listings compare by path and size."""
 
     path: str
     size: int
+    modified_s: float = field(compare=False)
 
 
 @dataclass(frozen=True)

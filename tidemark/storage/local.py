@@ -155,9 +155,9 @@ class LocalStorage(Storage):
             for name in names:
                 full = Path(directory) / name
                 relative = full.relative_to(self.root).as_posix()
-                size = _file_size(full)
-                if TEMP_MARKER not in name and relative.startswith(prefix) and size is not None:
-                    found.append(FileInfo(relative, size))
+                info = _file_stat(full)
+                if TEMP_MARKER not in name and relative.startswith(prefix) and info is not None:
+                    found.append(FileInfo(relative, info.st_size, info.st_mtime))
         return iter(sorted(found, key=lambda info: info.path))
 
     def list_dir(self, directory: str) -> ListDirResult:
@@ -172,9 +172,9 @@ class LocalStorage(Storage):
                     if entry.is_dir():
                         dirs.append(path)
                         continue
-                    size = _file_size(Path(entry.path))
-                    if size is not None and TEMP_MARKER not in entry.name:
-                        files.append(FileInfo(path, size))
+                    info = _file_stat(Path(entry.path))
+                    if info is not None and TEMP_MARKER not in entry.name:
+                        files.append(FileInfo(path, info.st_size, info.st_mtime))
         except (FileNotFoundError, NotADirectoryError):
             return ListDirResult((), ())
         return ListDirResult.from_unsorted(files, dirs)
@@ -228,10 +228,10 @@ class LocalStorage(Storage):
     def size(self, path: str) -> int:
         full = self._full(path)
         self.requests.add("head")
-        size = _file_size(full)
-        if size is None:
+        info = _file_stat(full)
+        if info is None:
             raise self._not_found(path)
-        return size
+        return info.st_size
 
     def open_input(self, path: str) -> BinaryIO:
         full = self._full(path)
@@ -264,10 +264,10 @@ class LocalStorage(Storage):
         return PublishOnClose(io.FileIO(temp, "xb"), publish, temp.unlink)
 
 
-def _file_size(full: Path) -> int | None:
-    """Size of a regular file, None when missing (e.g. raced with a delete) or not a file."""
+def _file_stat(full: Path) -> os.stat_result | None:
+    """A regular file's stat, None when missing (e.g. raced with a delete) or not a file."""
     try:
         info = full.stat()
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
+    return info if stat.S_ISREG(info.st_mode) else None

@@ -225,7 +225,11 @@ class S3Storage(Storage):
 
     def _files(self, page: ListObjectsV2OutputTypeDef) -> Iterator[FileInfo]:
         for entry in page.get("Contents", []):
-            yield FileInfo(entry["Key"][len(self.key_prefix) :], entry["Size"])
+            yield FileInfo(
+                entry["Key"][len(self.key_prefix) :],
+                entry["Size"],
+                entry["LastModified"].timestamp(),
+            )
 
     def _pages(
         self, full_prefix: str, delimiter: str | None = None

@@ -1,22 +1,27 @@
-"""Orphan files: base files in the table's partitions that no completed instant names.
+"""Orphan files: data files in the table's partitions that no completed instant names.
 
 They are what a writer killed before its rollback ran, a crashed task's extra attempt (a
 completed commit whose write stats do not name the file) or a hand copy leave behind.
-A base file is an orphan when its instant is older than the grace period (its name
-carries the instant: the time its write started) and:
+A base file (named as Hudi names them) is an orphan when its instant is older than the
+grace period (its name carries the instant: the time its write started) and:
 
 - the instant is not on the timeline at all, nor a completed write in the archive; or
 - the instant is a completed write on the active timeline whose write stats do not name it.
 
-Never an orphan: a file of a pending instant (rollback deletes those through its
+Any other visible file in a partition (copied in by hand: no Hudi reader reads it, so no
+instant can name it) is an orphan once it was last written longer than the grace period
+ago. Never an orphan: a file of a pending instant (rollback deletes those through its
 markers), one whose instant still has a marker folder (a write or rollback in progress),
-a committed file (old slices are the cleaner's), or anything that is not a base file.
+a committed file (old slices are the cleaner's), or a hidden file (a name starting with
+``.`` or ``_``, as Hudi's partition metadata and Spark's ``_SUCCESS``: readers skip them).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+from tidemark.storage.base import FileInfo
 from tidemark.table.fsview import partition_listings
 from tidemark.table.instant import instant_time_ago
 from tidemark.table.markers import marker_dir_instants
@@ -27,15 +32,17 @@ from tidemark.table.timeline import WRITE_ACTIONS
 DEFAULT_GRACE_S = 24 * 3600.0
 
 
+HIDDEN_PREFIXES = (".", "_")
+
+
 @dataclass(frozen=True)
 class Orphan:
     path: str
     size: int
-    instant: str
 
 
 def find_orphans(table: HoodieTable, grace_s: float = DEFAULT_GRACE_S) -> list[Orphan]:
-    """Every orphan base file, by path (one listing per partition, one read per active
+    """Every orphan file, by path (one listing per partition, one read per active
     completed write)."""
     timeline = table.timeline
     timeline.reload()
@@ -51,22 +58,30 @@ def find_orphans(table: HoodieTable, grace_s: float = DEFAULT_GRACE_S) -> list[O
     for listing in partition_listings(table.storage).values():
         for info in listing.files:
             name = info.path.rpartition("/")[2]
+            if name.startswith(HIDDEN_PREFIXES):
+                continue
             if not is_base_file_name(name):
+                if _written_before(info, grace_s):
+                    found.append(Orphan(info.path, info.size))
                 continue
             instant = parse_base_file_name(name).instant
             if instant >= cutoff or instant in in_progress:
                 continue
             if instant in named:
                 if info.path not in named[instant]:
-                    found.append(Orphan(info.path, info.size, instant))
+                    found.append(Orphan(info.path, info.size))
                 continue
             if instant in on_timeline:
                 continue  # pending, or a clean/rollback time: not a write's file to judge
             if archived is None:
                 archived = table.archive.completed_writes()
             if instant not in archived:
-                found.append(Orphan(info.path, info.size, instant))
+                found.append(Orphan(info.path, info.size))
     return sorted(found, key=lambda orphan: orphan.path)
+
+
+def _written_before(info: FileInfo, grace_s: float) -> bool:
+    return time.time() - info.modified_s >= grace_s
 
 
 def remove_orphans(table: HoodieTable, orphans: list[Orphan]) -> int:
