@@ -54,7 +54,7 @@ from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.options import client_options
 from tidemark.rpc.process import ServeProcess
 from tidemark.services.marker.config import MarkerConfig
-from tidemark.services.marker.metrics import STORAGE_REQUESTS
+from tidemark.services.marker.metrics import STORAGE_REQUESTS, STORAGE_RETRIES
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.s3 import s3_client
@@ -375,14 +375,20 @@ def bare_echo_server() -> Iterator[EchoServer]:
 
 @dataclass(frozen=True)
 class ServiceCounters:
-    """The service's storage requests by operation and its successful MARKERS file
-    flushes, as its metrics endpoint reports them at one moment."""
+    """The service's storage requests by operation (every attempt), the retries among
+    them, and its successful MARKERS file flushes, as its metrics endpoint reports them at
+    one moment."""
 
     requests: Counter[str]
+    retries: Counter[str]
     flushes: int
 
     def since(self, earlier: ServiceCounters) -> ServiceCounters:
-        return ServiceCounters(self.requests - earlier.requests, self.flushes - earlier.flushes)
+        return ServiceCounters(
+            self.requests - earlier.requests,
+            self.retries - earlier.retries,
+            self.flushes - earlier.flushes,
+        )
 
 
 class MarkerServerProcess:
@@ -402,14 +408,17 @@ class MarkerServerProcess:
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
         requests: Counter[str] = Counter()
+        retries: Counter[str] = Counter()
         flushes = 0
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == f"{STORAGE_REQUESTS}_total":
                     requests[sample.labels["operation"]] += int(sample.value)
+                elif sample.name == f"{STORAGE_RETRIES}_total":
+                    retries[sample.labels["operation"]] += int(sample.value)
                 elif sample.name == f"{FLUSHES}_count" and sample.labels["outcome"] == "ok":
                     flushes += int(sample.value)
-        return ServiceCounters(requests, flushes)
+        return ServiceCounters(requests, retries, flushes)
 
     def close(self) -> None:
         self.server.close()
@@ -592,6 +601,7 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
         "direct_list_requests": direct_list_requests,
         "direct_delete_requests": direct_delete_requests,
         "service_create_requests": dict(creating.requests),
+        "service_create_retries": dict(creating.retries),
         "service_list_requests": service_list_requests,
         "service_delete_requests": service_delete_requests,
         "service_flushes": creating.flushes,

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import structlog
@@ -29,7 +29,7 @@ from tidemark.services.marker.lease import DirLease
 from tidemark.services.marker.metrics import FlushMetrics
 from tidemark.services.marker.waiters import PendingCreate
 from tidemark.storage import open_storage
-from tidemark.storage.base import Storage
+from tidemark.storage.base import RequestCounter, Storage
 from tidemark.table.lock import LockHolder, StorageLease
 from tidemark.table.markers import delete_marker_dir, marker_dir
 
@@ -163,11 +163,18 @@ class MarkerEngine:
 
     def storage_requests(self) -> dict[str, int]:
         """Storage requests made so far, by operation, over every table."""
+        return self._summed(RequestCounter.snapshot)
+
+    def storage_retries(self) -> dict[str, int]:
+        """The retries of failed attempts among ``storage_requests``, by operation."""
+        return self._summed(RequestCounter.retries)
+
+    def _summed(self, count: Callable[[RequestCounter], dict[str, int]]) -> dict[str, int]:
         with self._lock:
             storages = list(self._storages.values())
         totals: Counter[str] = Counter()
         for storage in storages:
-            totals.update(storage.requests.snapshot())
+            totals.update(count(storage.requests))
         return dict(totals)
 
     def dir_count(self) -> int:

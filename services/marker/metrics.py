@@ -3,7 +3,8 @@ and how long MARKERS file flushes take and how many markers each writes.
 
 A collector reads the engine's counters at scrape time, so the create path pays nothing;
 flushes (a few per batch interval) observe two histograms. Benchmarks scrape
-``tidemark_marker_storage_requests_total`` to count the service's storage requests.
+``tidemark_marker_storage_requests_total`` to count the service's storage requests, and
+``tidemark_marker_storage_retries_total`` to tell retries of throttled or failed attempts.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from tidemark.services.marker.engine import MarkerEngine
 
 STORAGE_REQUESTS = "tidemark_marker_storage_requests"
+STORAGE_RETRIES = "tidemark_marker_storage_retries"
 FLUSH_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 FLUSH_MARKERS_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000)
 
@@ -66,12 +68,20 @@ class MarkerMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
             STORAGE_REQUESTS,
-            "Storage requests of the marker service, by operation.",
+            "Storage requests of the marker service, by operation (every attempt).",
             labels=["operation"],
         )
+        retries = CounterMetricFamily(
+            STORAGE_RETRIES,
+            "Storage requests of the marker service that retried a failed attempt.",
+            labels=["operation"],
+        )
+        retried = self.engine.storage_retries()
         for operation, count in sorted(self.engine.storage_requests().items()):
             requests.add_metric([operation], count)
+            retries.add_metric([operation], retried.get(operation, 0))
         yield requests
+        yield retries
         yield GaugeMetricFamily(
             "tidemark_marker_dirs", "Marker dirs held in memory.", value=self.engine.dir_count()
         )

@@ -79,15 +79,18 @@ def test_bench_markers_on_s3_counts_requests_and_models_s3(
     assert report["service_list_requests"] == {"list": 1}
     assert report["service_delete_requests"] == {"list": 2, "delete": 2}
     # creating: the lease (LIST, conditional PUT), the dir's load (LIST), MARKERS.type,
-    # then exactly one PUT of one MARKERS file per flush and nothing else
+    # then exactly one PUT of one MARKERS file per flush and nothing else (an attempt the
+    # S3 server failed under load is retried: counted, and counted apart)
     flushes = report["service_flushes"]
+    retries = report["service_create_retries"]
     assert flushes >= report["service_markers_files"] > 0
     assert report["service_create_requests"] == {
-        "conditional_put": 1,
-        "list": 2,
-        "put": flushes + 1,
+        "conditional_put": 1 + retries.get("conditional_put", 0),
+        "list": 2 + retries.get("list", 0),
+        "put": flushes + 1 + retries.get("put", 0),
     }
-    assert report["service_requests_per_flush"]["put"] == pytest.approx((flushes + 1) / flushes)
+    puts = report["service_create_requests"]["put"]
+    assert report["service_requests_per_flush"]["put"] == pytest.approx(puts / flushes)
     assert report["model_latency_ms"] == 5
     assert report["direct_list_model_s"] == pytest.approx(0.005)
     assert report["direct_delete_model_s"] == pytest.approx(0.015)

@@ -109,6 +109,7 @@ def test_internal_errors_and_conditional_conflicts_are_retried(
     assert storage.create_if_absent("lock", b"me") is True
     assert storage.create_if_absent("lock", b"other") is False
     assert storage.requests.snapshot() == {"conditional_put": 3}
+    assert storage.requests.retries() == {"conditional_put": 1}
 
 
 def test_persistent_503_raises_unavailable_and_writes_nothing(
@@ -124,6 +125,7 @@ def test_persistent_503_raises_unavailable_and_writes_nothing(
     with pytest.raises(UnavailableError), storage.open_output("t/big") as stream:
         stream.write(b"x" * 100_000)
     assert storage.requests.snapshot() == {"put": 6}
+    assert storage.requests.retries() == {"put": 4}  # 3 attempts each, the last not retried
     faulty_s3.clear()
     assert list(storage.list("")) == []
 

@@ -59,19 +59,29 @@ class PartialFile:
 
 
 class RequestCounter:
-    """Thread-safe count of storage requests by operation name (e.g. 'put', 'list')."""
+    """Thread-safe count of storage requests by operation name (e.g. 'put', 'list'), every
+    attempt counted, and apart how many of them were retries of a failed attempt."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._retries: Counter[str] = Counter()
 
     def add(self, operation: str, n: int = 1) -> None:
         with self._lock:
             self._counts[operation] += n
 
+    def add_retry(self, operation: str) -> None:
+        with self._lock:
+            self._retries[operation] += 1
+
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._counts)
+
+    def retries(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._retries)
 
     def total(self) -> int:
         with self._lock:
@@ -80,6 +90,7 @@ class RequestCounter:
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._retries.clear()
 
 
 class Storage(abc.ABC):

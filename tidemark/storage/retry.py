@@ -96,6 +96,7 @@ def call_with_retry(
         return fn()
 
     def log_retry(state: RetryCallState) -> None:
+        requests.add_retry(operation)
         outcome = state.outcome
         log.warning(
             "storage_retry",
