@@ -74,7 +74,7 @@ from tidemark.jobs.context import WriteContext
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_writes import file_changes, files_written_after, new_files, stage
 from tidemark.jobs.job_options import MarkerOptions, add_job_options, serving_markers
-from tidemark.jobs.session import build_session, cancellable_jobs
+from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.jobs.write import index_client
@@ -154,8 +154,9 @@ def run_clustering(
     pending: nothing happens; a plan another runner is executing is left to it; a plan
     a writer took file groups from before it started is followed to the plan replacing
     it). Bad
-    input (an instant that is not a pending plan, a sort column the table lacks) is
-    refused before any lock is taken. The table lock (waited for up to
+    input (an instant that is not a pending plan, a sort column the table lacks), an
+    unreachable marker service and executors that cannot import tidemark are refused
+    before any lock is taken. The table lock (waited for up to
     ``options.lock_wait_s``) is held only to start each plan and to commit it. A table
     with a record index is kept in step through the index service at
     ``options.index_service_address`` (default: one embedded in the driver)."""
@@ -165,6 +166,7 @@ def run_clustering(
     if not plans:
         return []
     markers.check_reachable()
+    check_executors_import(spark)
     indexed = RecordIndex.exists(table.storage)
     with (
         index_client(table.uri, indexed, options.index_service_address) as index,

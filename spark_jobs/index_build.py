@@ -46,7 +46,7 @@ from tidemark.index.sharding import shard_of
 from tidemark.index.wire import CHANGE_COLUMNS, FILE_ID, INSTANT, KEY, LOOKUP_COLUMNS, PARTITION
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_build_options import DEFAULT_BUILD_OPTIONS, IndexBuildOptions
-from tidemark.jobs.session import cancellable_jobs
+from tidemark.jobs.session import cancellable_jobs, check_executors_import
 from tidemark.jobs.stages import StageClock, StageListener
 from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import storage_for
@@ -90,11 +90,13 @@ def build_index(
 ) -> BuildResult:
     """Build the record index of ``table`` with ``options.shards`` shards (default: sized
     from the record count as Hudi does). A table with an index is refused unless
-    ``options.rebuild``: then its index is deleted under the lock and built again. A table
+    ``options.rebuild`` (then its index is deleted under the lock and built again), and so
+    are executors that cannot import tidemark, both before the table is touched. A table
     without a commit gets an empty index that later writes fill. The table lock (waited
     for up to ``options.lock_wait_s``) is held only to read the snapshot and to catch up
     and publish; a build lease keeps other builds out meanwhile."""
     check_build(table, options.rebuild)  # refusals: no lock, table untouched
+    check_executors_import(spark)
     clock = StageClock(listener)
     wait_s, lease_s = options.lock_wait_s, options.lock_lease_s
     with cancellable_jobs(spark, f"tidemark-index-build-{uuid.uuid4().hex}") as cancel:

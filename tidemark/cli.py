@@ -33,6 +33,7 @@ COMMAND_MODULES: dict[str, str] = {
     "cluster": "tidemark.commands.cluster",
     "clean": "tidemark.commands.retention",
     "archive": "tidemark.commands.retention",
+    "retention": "tidemark.commands.planner_retention",
 }
 """Command name -> the module whose ``register(subparsers)`` adds it."""
 

@@ -30,6 +30,8 @@ from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
 
 POLICY_PATH = ".hoodie/.tidemark/planner/retention-policy.json"
+MESSAGE_FIELDS = {"keep_min": "keep_min_commits", "keep_max": "keep_max_commits"}
+"""The archiver's settings' names of the policy message's fields, for errors."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ def policy_from_message(message: pb.RetentionPolicy) -> RetentionPolicy:
             keep_max_commits=message.keep_max_commits or DEFAULT_KEEP_MAX,
         )
     except InvalidArgumentError as error:
-        raise InvalidArgumentError(error.message, field=f"policy.{error.field}") from None
+        field = MESSAGE_FIELDS.get(error.field or "", error.field)
+        raise InvalidArgumentError(error.message, field=f"policy.{field}") from None
 
 
 def policy_message(policy: RetentionPolicy) -> pb.RetentionPolicy:
