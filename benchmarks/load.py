@@ -13,7 +13,10 @@ trigger policy that plans it every second as well. Load comes from spawned proce
 Each load reports throughput, p50/p99 latency, errors (failed calls and wrong answers:
 must be 0) and its server's RSS sampled every ``--rss-interval-s``; the RSS is flat when
 its peak over the second half of the run is within ``RSS_FLAT_GROWTH`` of the peak over
-the first half (warm-up included there).
+the first half (warm-up included there). Each server's health is checked as a kubelet's
+gRPC probe does (``grpc.health.v1`` Check of the overall service on a new connection,
+``HEALTH_TIMEOUT_S``) every ``--health-interval-s`` throughout: checks, failures (not
+SERVING, or no answer in time: must be 0) and the slowest answer.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import grpc
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from benchmarks.markers import RPC_TIMEOUT_S, proto_marker
 from benchmarks.report import run_in_temp_root
@@ -66,6 +70,8 @@ ROWS_PER_FILE = 50
 ABSENT_FRACTION = 0.1
 ERROR_SAMPLES = 3
 TRIGGER_POLL_S = "1"
+HEALTH_TIMEOUT_S = 1.0
+"""A kubelet probe's default ``timeoutSeconds`` (the chart keeps it)."""
 
 
 def register(bench_subparsers: Any) -> None:
@@ -84,6 +90,7 @@ def register(bench_subparsers: Any) -> None:
         "--processes", type=positive_int, default=2, help="load processes per service"
     )
     parser.add_argument("--rss-interval-s", type=float, default=1.0)
+    parser.add_argument("--health-interval-s", type=float, default=1.0)
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=run)
 
@@ -326,6 +333,65 @@ class RssSampler:
             self._stop.wait(self.interval_s)
 
 
+class HealthProber:
+    """Checks each server's overall health every ``interval_s`` in a thread per server, on
+    a new connection each time (as a kubelet's gRPC probe): what failed, and the slowest
+    answer."""
+
+    def __init__(self, addresses: dict[LoadKind, str], interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.checks: dict[LoadKind, list[float]] = {kind: [] for kind in addresses}
+        self.failures: dict[LoadKind, list[str]] = {kind: [] for kind in addresses}
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, args=(kind, address), daemon=True)
+            for kind, address in addresses.items()
+        ]
+
+    def __enter__(self) -> HealthProber:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+    def _run(self, kind: LoadKind, address: str) -> None:
+        while not self._stop.is_set():
+            began = time.perf_counter()
+            failure = check_health(address)
+            self.checks[kind].append(time.perf_counter() - began)
+            if failure is not None:
+                self.failures[kind].append(failure)
+            self._stop.wait(max(0.0, self.interval_s - (time.perf_counter() - began)))
+
+    def summary(self, kind: LoadKind) -> dict[str, Any]:
+        failures = self.failures[kind]
+        return {
+            "health_checks": len(self.checks[kind]),
+            "health_failures": len(failures),
+            "health_failure_samples": failures[:ERROR_SAMPLES],
+            "health_max_ms": max(self.checks[kind], default=0.0) * 1000,
+        }
+
+
+def check_health(address: str) -> str | None:
+    """None when ``address`` answers SERVING within ``HEALTH_TIMEOUT_S``, else what it
+    answered."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=HEALTH_TIMEOUT_S
+            )
+        except grpc.RpcError as error:
+            return f"{error.code().name} {error.details()}"
+    if response.status != health_pb2.HealthCheckResponse.SERVING:
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+    return None
+
+
 def rss_mib(pid: int) -> float:
     """Resident memory of ``pid`` and its child processes, in MiB (0 once it is gone)."""
     try:
@@ -501,14 +567,20 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             worker.start()
         barrier.wait()
         pids = {kind: server.pid for kind, server in started.items()}
-        with RssSampler(pids, args.rss_interval_s) as sampler:
+        with (
+            RssSampler(pids, args.rss_interval_s) as sampler,
+            HealthProber(addresses, args.health_interval_s) as prober,
+        ):
             outcomes: list[tuple[LoadKind, LoadOutcome]] = [results.get() for _ in workers]
         for worker in workers:
             worker.join()
             if worker.exitcode != 0:
                 raise RuntimeError(f"load process exited with {worker.exitcode}")
     by_kind = {
-        kind: summarize([o for k, o in outcomes if k == kind], sampler.samples[kind])
+        kind: {
+            **summarize([o for k, o in outcomes if k == kind], sampler.samples[kind]),
+            **prober.summary(kind),
+        }
         for kind in KINDS
     }
     return {
@@ -544,7 +616,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"with triggers; {report['processes']} load processes per service, "
         f"{report['cpus']} CPUs, load average {report['load_average_1m']:.1f}",
         f"{'load':10} {'items/s':>12} {'calls/s':>10} {'p50 ms':>9} {'p99 ms':>9} "
-        f"{'errors':>7} {'RSS MiB 1st/2nd half':>21} {'flat':>5}",
+        f"{'errors':>7} {'RSS MiB 1st/2nd half':>21} {'flat':>5} {'health fail/checks':>19} "
+        f"{'max ms':>7}",
     ]
     for kind in KINDS:
         load = report[kind]
@@ -552,7 +625,9 @@ def format_report(report: dict[str, Any]) -> str:
             f"{kind:10} {load['items_per_s']:>12,.0f} {load['calls_per_s']:>10,.1f} "
             f"{load['p50_ms'] or 0:>9.1f} {load['p99_ms'] or 0:>9.1f} {load['errors']:>7} "
             f"{load['rss_first_half_max_mib']:>10.0f}/{load['rss_second_half_max_mib']:<10.0f} "
-            f"{'yes' if load['rss_flat'] else 'NO':>5}"
+            f"{'yes' if load['rss_flat'] else 'NO':>5} "
+            f"{load['health_failures']:>9}/{load['health_checks']:<9} "
+            f"{load['health_max_ms']:>7.0f}"
         )
     for kind in KINDS:
         load = report[kind]
@@ -562,9 +637,12 @@ def format_report(report: dict[str, Any]) -> str:
             )
         for sample in load["error_samples"]:
             lines.append(f"{kind} error: {sample}")
+        for sample in load["health_failure_samples"]:
+            lines.append(f"{kind} health: {sample}")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     report = run_in_temp_root(args, "tidemark-bench-load-", measure, format_report)
-    return 0 if all(report[kind]["errors"] == 0 for kind in KINDS) else 1
+    failed = any(report[kind]["errors"] or report[kind]["health_failures"] for kind in KINDS)
+    return 1 if failed else 0

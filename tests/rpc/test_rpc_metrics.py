@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import itertools
+import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
+from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from tidemark.rpc.server import RunningServer
+from tidemark.config import ServerConfig
+from tidemark.rpc.registry import resolve_services
+from tidemark.rpc.server import RunningServer, build_server
 
+from .certs import Authority
 from .probe import Unary
 
 
@@ -61,3 +67,30 @@ def test_requests_latency_and_errors_are_counted_per_method(
     assert process["process_open_fds"] > 0
     assert process["process_start_time_seconds"] > 0
     assert process["process_cpu_seconds_total"] > 0
+
+
+def expiry(certificate: str) -> float:
+    return x509.load_pem_x509_certificate(
+        Path(certificate).read_bytes()
+    ).not_valid_after_utc.timestamp()
+
+
+def test_a_tls_server_exports_its_memory_limit_and_when_its_certificate_expires(
+    tmp_path: Path,
+) -> None:
+    authority = Authority(tmp_path)
+    pair = authority.issue("server", server=True)
+    config = ServerConfig(port=0, metrics_port=0, tls_cert_path=pair.cert, tls_key_path=pair.key)
+    server = build_server(config, resolve_services("planner"))
+    try:
+        samples = scrape(server.metrics_port)
+        assert samples[("tidemark_memory_limit_bytes", frozenset())] > 0  # +Inf: no limit
+        first = samples[("tidemark_tls_certificate_expiry_timestamp_seconds", frozenset())]
+        assert first == expiry(pair.cert)
+        time.sleep(1.1)  # certificate times are in whole seconds
+        renewed = authority.issue("server", server=True)  # the same files, a later expiry
+        samples = scrape(server.metrics_port)
+        later = samples[("tidemark_tls_certificate_expiry_timestamp_seconds", frozenset())]
+        assert later == expiry(renewed.cert) > first
+    finally:
+        server.stop(0)

@@ -59,6 +59,36 @@ def test_create_if_absent_race_has_exactly_one_winner(storage: Storage) -> None:
     assert storage.read("markers/f1.marker") == str(winners[0]).encode()
 
 
+def test_writes_into_a_folder_that_deletes_leave_empty_never_fail(local_root: str) -> None:
+    """A delete prunes the folder it leaves empty, as an object store has none: writers
+    of the same folder (lock waiters' tickets) must make it again, whenever it goes."""
+    storage = open_storage(local_root)
+    failures: list[str] = []
+
+    def write_and_delete(writer: int) -> None:
+        for number in range(400):
+            path = f"lock.queue/{writer}-{number}"
+            try:
+                if number % 3 == 0:
+                    assert storage.create_if_absent(path, b"ticket")
+                elif number % 3 == 1:
+                    storage.write(path, b"ticket")
+                else:
+                    with storage.open_output(path) as out:
+                        out.write(b"ticket")
+                storage.delete(path)
+            except (OSError, AssertionError) as error:
+                failures.append(f"{path}: {error!r}")
+
+    threads = [threading.Thread(target=write_and_delete, args=(writer,)) for writer in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[:3]
+    assert storage.list_dir("").dirs == ()  # the last delete pruned the folder
+
+
 def test_list_is_recursive_sorted_relative_and_prefix_filtered(storage: Storage) -> None:
     began = time.time()
     for path in ["b/2.txt", "a/1.txt", "a/sub/3.txt", "ab.txt", "c.txt"]:

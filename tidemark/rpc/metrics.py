@@ -3,10 +3,12 @@
 Each server owns a ``CollectorRegistry`` (several servers can share a test process);
 services register their own metrics on the same registry through ``ServiceContext``, and
 every registry carries the process's own (``process_resident_memory_bytes``, CPU, open
-fds, start time) and the Python platform's. Error counts by code are
+fds, start time) and the Python platform's, and its pod's (``tidemark.rpc.pod_metrics``).
+Error counts by code are
 ``grpc_server_handled_total`` with ``grpc_code`` other than OK; a marker replica's
 "ask the owner" answers (FAILED_PRECONDITION on the wire, routine with several replicas)
-are also counted in ``tidemark_owner_redirects_total``, so alerts can leave them out.
+are also counted in ``tidemark_owner_redirects_total`` (0 for every method until then, so
+the alerts' subtraction has a series to subtract), so alerts can leave them out.
 """
 
 from __future__ import annotations
@@ -81,8 +83,7 @@ class RpcMetrics(Collector):
         for method in list(self._methods):
             names = [method.kind, method.service, method.name]
             started.add_metric(names, method.started)
-            if method.redirects:
-                redirects.add_metric(names, method.redirects)
+            redirects.add_metric(names, method.redirects)
             for code, count in list(method.handled.items()):
                 handled.add_metric([*names, code.name], count)
             counts = list(method.bucket_counts)

@@ -44,6 +44,7 @@ from tidemark.rpc.interceptor import ServerCallInterceptor
 from tidemark.rpc.limits import ByteBudget, receive_limit
 from tidemark.rpc.metrics import MetricsEndpoint, RpcMetrics
 from tidemark.rpc.options import jittered_ms, server_options
+from tidemark.rpc.pod_metrics import PodMetrics
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
 
 log = structlog.get_logger(__name__)
@@ -135,6 +136,7 @@ def build_server(
     server and raises). With ``reuse_port`` other processes of the same user may bind the
     port too (workers)."""
     registry = CollectorRegistry()
+    PodMetrics(registry, config.tls_cert_path)
     metrics = MetricsEndpoint(registry, config.host, config.metrics_port)
     loop = _LoopThread()
     closeables: list[Closeable] = []

@@ -51,6 +51,8 @@ _TEMP_EXTRA_BYTES = len(f".{TEMP_MARKER}{uuid.UUID(int=0).hex}")
 """What a temporary's name adds to its target's (``_temp_for``)."""
 MAX_KNOWN_FOLDERS = 10_000
 """Folders remembered as inside the root; the set starts over beyond it."""
+FOLDER_RACE_ATTEMPTS = 5
+"""Tries at making a temporary's folder and the temporary in it (``_temp_for``)."""
 
 
 class LocalStorage(Storage):
@@ -108,12 +110,27 @@ class LocalStorage(Storage):
 
     @staticmethod
     def _temp_for(full: Path) -> Path:
-        full.parent.mkdir(parents=True, exist_ok=True)
-        return full.with_name(f".{full.name}{TEMP_MARKER}{uuid.uuid4().hex}")
+        """A new empty temporary beside ``full``, its folder made first. A delete in the
+        same folder prunes it once empty (``_prune_empty_parents``), between the two steps
+        or inside ``mkdir``'s own exists check (FileNotFoundError, FileExistsError): lock
+        waiters' tickets come and go so in one folder, and a planner whose trigger and a
+        client wanted one table's lock at once failed a call with INTERNAL. Once the
+        temporary exists the folder is not empty, so it stays."""
+        temp = full.with_name(f".{full.name}{TEMP_MARKER}{uuid.uuid4().hex}")
+        attempt = 1
+        while True:
+            try:
+                full.parent.mkdir(parents=True, exist_ok=True)
+                temp.touch(exist_ok=False)
+                return temp
+            except (FileNotFoundError, FileExistsError):
+                if attempt == FOLDER_RACE_ATTEMPTS:
+                    raise
+                attempt += 1
 
     def _write_temp(self, full: Path, data: bytes) -> Path:
         temp = self._temp_for(full)
-        with temp.open("xb") as out:
+        with temp.open("wb") as out:
             out.write(data)
         return temp
 
@@ -261,7 +278,7 @@ class LocalStorage(Storage):
             self.requests.add("put")
             temp.replace(full)
 
-        return PublishOnClose(io.FileIO(temp, "xb"), publish, temp.unlink)
+        return PublishOnClose(io.FileIO(temp, "wb"), publish, temp.unlink)
 
 
 def _file_stat(full: Path) -> os.stat_result | None:
