@@ -188,7 +188,7 @@ class Writer:
 
 
 def people_config(
-    *, hive_style: bool = False, partition: tuple[str, ...] = ("region",)
+    *, hive_style: bool = False, partition: tuple[str, ...] = ("region",), table_version: int = 6
 ) -> TableConfig:
     key = ("id",)
     return TableConfig(
@@ -199,4 +199,5 @@ def people_config(
         hive_style=hive_style,
         avro_schema=arrow_to_avro_schema(SCHEMA, "people"),
         key_generator_class=TableConfig.default_key_generator(key, partition),
+        table_version=table_version,
     )
