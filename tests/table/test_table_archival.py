@@ -36,7 +36,7 @@ from tidemark.table.commit_metadata_avro import commit_metadata_from_avro
 from tidemark.table.fsview import earliest_readable
 from tidemark.table.instant import CLEAN, REPLACE_COMMIT
 from tidemark.table.keys import META_COLUMNS
-from tidemark.table.lsm_timeline import AVRO_SCHEMA, LsmTimeline
+from tidemark.table.lsm_timeline import AVRO_SCHEMA, HistoryInstant, LsmTimeline, append_history
 from tidemark.table.naming import base_file_name, join_path, new_file_id
 from tidemark.table.orphans import find_orphans, remove_orphans
 from tidemark.table.reader import read_snapshot
@@ -373,3 +373,33 @@ def _history_files(table: HoodieTable) -> list[str]:
     version = table.archive.current_version()
     assert version is not None
     return [e["fileName"] for e in table.archive.manifest_entries(version)]
+
+
+T1, T2, T3 = "20260101000100001", "20260101000200001", "20260101000300001"
+
+
+def test_a_history_append_cut_short_before_its_version_switch_is_invisible_and_redone(
+    local_root: str,
+) -> None:
+    """Hudi's rule: readers follow ``_version_`` only; a manifest written without its
+    switch is overwritten by the next append, and a file the current manifest lists is
+    never written twice."""
+    storage = open_storage(local_root)
+    history = LsmTimeline(storage, ".hoodie/timeline/history")
+    first = append_history(history, [HistoryInstant(t, t, "commit") for t in (T1, T2)])
+    storage.write(f"{history.folder}/manifest_2", b'{"files": [{"fileName": "1_2_0.parquet"}]}')
+    storage.write(f"{history.folder}/{T3}_{T3}_0.parquet", b"cut short")
+    assert [i.timestamp for i in LsmTimeline(storage, history.folder).instants()] == [T1, T2]
+
+    second = append_history(history, [HistoryInstant(T3, T3, "clean")])
+
+    assert second == f"{T3}_{T3}_0.parquet" and first == f"{T1}_{T2}_0.parquet"
+    reader = LsmTimeline(storage, history.folder)
+    assert [(i.timestamp, i.action) for i in reader.instants()] == [
+        (T1, "commit"), (T2, "commit"), (T3, "clean"),
+    ]  # fmt: skip
+    assert reader.completed_writes() == {T1, T2}
+    assert append_history(history, [HistoryInstant(T3, T3, "clean")]) == second
+    assert storage.read(f"{history.folder}/_version_") == b"2"
+    assert [i.timestamp for i in reader.newest_file_instants(after=T3)] == [T3]
+    assert reader.newest_file_instants(after="20300101000000000") == ()

@@ -124,9 +124,10 @@ class LsmTimeline:
         return self._instants
 
     def newest_file_instants(self, after: str) -> tuple[HistoryInstant, ...]:
-        """The instants of the current file whose last instant is the newest, if that one
-        is later than ``after`` (else none, read from the manifest alone): an interrupted
-        archival's, whose instants are all still on the active timeline from ``after``."""
+        """The instants of the current file whose last instant is the newest, when that
+        instant is not before ``after`` (else none: the manifest alone is read). Those
+        of an interrupted archival are still on the active timeline, which then starts
+        at or before it."""
         version = self.current_version()
         names = self._manifest_files(version) if version is not None else []
         newest = max(names, key=lambda n: tuple(reversed(n.split("_")[:2])), default=None)
