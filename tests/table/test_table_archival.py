@@ -20,7 +20,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
+from table.table_testkit import (
+    Writer,
+    archived_completed,
+    hudi_rs_rows,
+    people_config,
+    rows,
+    sorted_rows,
+)
 from table.v1x_testkit import unzip_fixture
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
@@ -41,7 +48,6 @@ from tidemark.table.naming import base_file_name, join_path, new_file_id
 from tidemark.table.orphans import find_orphans, remove_orphans
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import archived_log
 from tidemark.table.timeline import WRITE_ACTIONS
 from tidemark.testing.tables import data_columns, rewrite_file_groups
 
@@ -62,9 +68,7 @@ def upserts(people: Writer, count: int) -> list[str]:
 
 def archived_instants(table: HoodieTable) -> list[str]:
     """Requested times of the completed instants the table's archive lists (with repeats)."""
-    if isinstance(table.archive, LsmTimeline):
-        return [i.timestamp for i in table.archive.instants()]
-    return [i.timestamp for i in archived_log(table.archive).instants() if i.state == "COMPLETED"]
+    return [timestamp for timestamp, _ in archived_completed(table)]
 
 
 def test_archival_keeps_keep_min_writes_and_the_cleaners_instants(
