@@ -111,11 +111,7 @@ from tidemark.table.plan_run import live_run
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import (
-    DEFAULT_TABLE_VERSION,
-    RETENTION_VERSIONS,
-    add_table_version_argument,
-)
+from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
 from tidemark.table.write_checks import check_writable
 
 log = structlog.get_logger(__name__)
@@ -298,11 +294,7 @@ def _write(
                     _await_plan(table, running, plan_wait_ends)
     finally:
         prepared.rows.unpersist()
-    if (
-        retention is not None
-        and not result.already_committed
-        and table.config.table_version in RETENTION_VERSIONS
-    ):
+    if retention is not None and not result.already_committed:
         with clock.stage("clean and archive"):
             result.retention = _retain(table, retention, options.lock_wait_s)
         result.stage_seconds = dict(clock.seconds)

@@ -18,7 +18,6 @@ from tidemark.table.clean import CleanResult, clean
 from tidemark.table.clean_planner import CleanSettings
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import check_retention_version
 
 
 @dataclass(frozen=True)
@@ -88,6 +87,4 @@ def run_retention(
 
 
 def _opened(table: HoodieTable | str) -> HoodieTable:
-    opened = HoodieTable.open(table) if isinstance(table, str) else table
-    check_retention_version(opened.config.table_version)
-    return opened
+    return HoodieTable.open(table) if isinstance(table, str) else table

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from table.table_testkit import Writer, hudi_rs_rows, people_config, rows
+from table.table_testkit import Writer, archived_completed, hudi_rs_rows, people_config, rows
 
 from planner.conftest import StartPlanner
 from planner.test_planner_triggers import wait_for
@@ -15,24 +15,22 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.table.instant import CLEAN
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import archived_log
 
 
 def cleans(uri: str) -> int:
-    """Completed cleans on the active and the archived timeline."""
+    """Completed cleans on the active and the archived timeline (the LSM history on
+    versions 8 and 9)."""
     table = HoodieTable.open(uri)
-    archived = [
-        i
-        for i in archived_log(table.archive).instants()
-        if (i.action, i.state) == (CLEAN, "COMPLETED")
-    ]
+    archived = [action for _, action in archived_completed(table) if action == CLEAN]
     return len(table.timeline.completed(frozenset({CLEAN}))) + len(archived)
 
 
+@pytest.mark.parametrize("version", [6, 8, 9])
 def test_retention_on_request_and_after_every_n_commits(
-    start_planner: StartPlanner, tmp_path: Path
+    start_planner: StartPlanner, tmp_path: Path, version: int
 ) -> None:
-    people = Writer(HoodieTable.create(str(tmp_path / "people"), people_config()))
+    config = people_config(table_version=version)
+    people = Writer(HoodieTable.create(str(tmp_path / "people"), config))
     uri = people.table.uri
     for n in range(4):
         people.commit(rows((1, f"v{n}", "eu", float(n))))

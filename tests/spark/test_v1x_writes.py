@@ -1,5 +1,6 @@
 """The Spark write job on table versions 6, 8 and 9: a table it creates at each version
-takes inserts, upserts and deletes, and hudi-rs reads what the model expects after each."""
+takes inserts, upserts and deletes (the last one cleaning inline), and hudi-rs reads what
+the model expects after each."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.table import HoodieTable
+from tidemark.table.timeline import WRITE_ACTIONS
 
 DATA = ["id", "name", "part", "ts"]
 
@@ -37,13 +39,16 @@ def test_writes_at_each_version_read_by_hudi_rs(
     upsert = [(1, "one", "a", 2), (7, "seven", "b", 2)]  # key 1 moves from b to a
     write(spark, spark.createDataFrame(upsert, SCHEMA), uri, "upsert")
     model |= {str(row[0]): row for row in upsert}
-    write(spark, spark.createDataFrame([(2, "", "a", 3)], SCHEMA), uri, "delete")
+    delete = spark.createDataFrame([(2, "", "a", 3)], SCHEMA)
+    result = write(spark, delete, uri, "delete", WriteOptions(retain_commits=1))
     del model["2"]
+    assert result.retention is not None  # the inline clean runs on every version
+    assert result.retention.clean.files_deleted >= 1  # the insert's slices the upsert rewrote
     rows = assert_readers_agree(uri, DATA)
     assert {key: tuple(row[c] for c in DATA) for key, row in rows.items()} == model
     table = HoodieTable.open(uri)
     assert table.config.table_version == version
-    completed = table.timeline.completed()
+    completed = table.timeline.completed(WRITE_ACTIONS)
     assert len(completed) == 3
     if version != 6:
         times = [i.completed_at for i in completed]

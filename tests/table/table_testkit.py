@@ -15,6 +15,7 @@ from hudi import HudiTableBuilder
 
 from tidemark.clients.marker import marker_writer_for
 from tidemark.storage import open_storage
+from tidemark.table.archived_timeline import COMPLETED
 from tidemark.table.commit import complete_commit
 from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
 from tidemark.table.instant import COMMIT, new_instant_time
@@ -25,11 +26,13 @@ from tidemark.table.keys import (
     record_keys,
     with_meta_columns,
 )
+from tidemark.table.lsm_timeline import LsmTimeline
 from tidemark.table.markers import IOType, MarkerSpec, StorageMarkerReader
 from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
 from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema
 from tidemark.table.table import HoodieTable
+from tidemark.table.table_versions import archived_log
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-v6"
 FIXTURE_NAMES = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
@@ -74,6 +77,15 @@ def hudi_rs_builder(uri: str) -> HudiTableBuilder:
             "aws_allow_http": "true",
         }
     )
+
+
+def archived_completed(table: HoodieTable) -> list[tuple[str, str]]:
+    """(requested time, action) of each completed instant the table's archive lists (the
+    archived log on version 6, the LSM history on 8 and 9), repeats included."""
+    if isinstance(table.archive, LsmTimeline):
+        return [(i.timestamp, i.action) for i in table.archive.instants()]
+    entries = archived_log(table.archive).instants()
+    return [(i.timestamp, i.action) for i in entries if i.state == COMPLETED]
 
 
 def copy_fixture(name: str, destination: Path) -> str:
@@ -188,7 +200,7 @@ class Writer:
 
 
 def people_config(
-    *, hive_style: bool = False, partition: tuple[str, ...] = ("region",)
+    *, hive_style: bool = False, partition: tuple[str, ...] = ("region",), table_version: int = 6
 ) -> TableConfig:
     key = ("id",)
     return TableConfig(
@@ -199,4 +211,5 @@ def people_config(
         hive_style=hive_style,
         avro_schema=arrow_to_avro_schema(SCHEMA, "people"),
         key_generator_class=TableConfig.default_key_generator(key, partition),
+        table_version=table_version,
     )

@@ -1,5 +1,7 @@
-"""Archival as Hudi's, orphan removal, and both retention services killed mid-way (local
-storage and the local S3 server), with hudi-rs reading every row afterwards."""
+"""Archival as Hudi's (table version 6's archived log, 8 and 9's LSM history), orphan
+removal, retention after every write on each version and on tables Hudi 1.x wrote, and
+both retention services killed mid-way (local storage and the local S3 server), with
+hudi-rs reading every row afterwards."""
 
 from __future__ import annotations
 
@@ -10,39 +12,69 @@ import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
+from table.table_testkit import (
+    Writer,
+    archived_completed,
+    hudi_rs_rows,
+    people_config,
+    rows,
+    sorted_rows,
+)
+from table.v1x_testkit import unzip_fixture
+from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
-from tidemark.retention import RetentionSettings
+from tidemark.retention import RetentionSettings, run_retention
 from tidemark.storage import open_storage
 from tidemark.table.archival import ARCHIVED_POINT, ArchiveSettings, archive
 from tidemark.table.archived_timeline import MAGIC, parse_archive_log
 from tidemark.table.clean import DELETED_SOME_POINT, clean
+from tidemark.table.clean_metadata import CleanPlan
 from tidemark.table.clean_planner import CleanSettings
-from tidemark.table.instant import CLEAN
+from tidemark.table.commit_metadata_avro import commit_metadata_from_avro
+from tidemark.table.fsview import earliest_readable
+from tidemark.table.instant import CLEAN, REPLACE_COMMIT
+from tidemark.table.keys import META_COLUMNS
+from tidemark.table.lsm_timeline import AVRO_SCHEMA, HistoryInstant, LsmTimeline, append_history
 from tidemark.table.naming import base_file_name, join_path, new_file_id
 from tidemark.table.orphans import find_orphans, remove_orphans
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import archived_log
 from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.testing.tables import data_columns, rewrite_file_groups
 
 SMALL = ArchiveSettings(keep_min=3, keep_max=5)
+SMALL_RETENTION = RetentionSettings(CleanSettings(retain_commits=2), SMALL)
+VERSIONS = [6, 8, 9]
+
+
+@pytest.fixture(params=VERSIONS)
+def versioned(request: pytest.FixtureRequest, table_uri: str) -> Writer:
+    """The people table at each table version Tidemark writes."""
+    return Writer(HoodieTable.create(table_uri, people_config(table_version=request.param)))
 
 
 def upserts(people: Writer, count: int) -> list[str]:
     return [people.commit(rows((1, f"v{n}", "eu", float(n)))) for n in range(count)]
 
 
+def archived_instants(table: HoodieTable) -> list[str]:
+    """Requested times of the completed instants the table's archive lists (with repeats)."""
+    return [timestamp for timestamp, _ in archived_completed(table)]
+
+
 def test_archival_keeps_keep_min_writes_and_the_cleaners_instants(
-    people: Writer, table_uri: str
+    versioned: Writer, table_uri: str
 ) -> None:
-    writes = [people.commit(rows((2, "b", "us", 0.0))), *upserts(people, 9)]
+    writes = [versioned.commit(rows((2, "b", "us", 0.0))), *upserts(versioned, 9)]
     clean(HoodieTable.open(table_uri), CleanSettings(retain_commits=2))
     before = hudi_rs_rows(table_uri)
 
@@ -53,10 +85,14 @@ def test_archival_keeps_keep_min_writes_and_the_cleaners_instants(
     assert [i.timestamp for i in table.timeline.completed(WRITE_ACTIONS)] == writes[7:]
     assert table.timeline.completed(frozenset({CLEAN}))  # the last clean stays active
     assert set(table.archive.completed_writes()) == set(writes[:7])
-    assert hudi_rs_rows(table_uri) == before
+    assert hudi_rs_rows(table_uri) == before  # the us row's write is archived
     assert {r["id"] for r in sorted_rows(read_snapshot(table_uri))} == {1, 2}
-    # Hudi's entry per instant file, the commit's write stats in Avro under the block's schema
+    assert archive(HoodieTable.open(table_uri), SMALL).archived == []  # until keep_max again
     assert result.archive_file is not None
+    if table.config.table_version != 6:
+        _check_history_file(table, result.archive_file, writes[:7])
+        return
+    # Hudi's entry per instant file, the commit's write stats in Avro under the block's schema
     data = open_storage(table_uri).read(result.archive_file)
     entries = parse_archive_log(data, result.archive_file)
     assert len(entries) == 3 * 7
@@ -66,8 +102,28 @@ def test_archival_keeps_keep_min_writes_and_the_cleaners_instants(
     first = next(r for r in records if r["hoodieCommitMetadata"] is not None)
     assert first["actionState"] == "COMPLETED"
     assert first["hoodieCommitMetadata"]["partitionToWriteStats"]["us"][0]["numWrites"] == 1
-    # nothing more to archive until keep_max is passed again
-    assert archive(HoodieTable.open(table_uri), SMALL).archived == []
+
+
+def _check_history_file(table: HoodieTable, path: str, writes: list[str]) -> None:
+    """Hudi 1.x's layout: ``<first>_<last>_0.parquet`` of HoodieLSMTimelineInstant rows
+    (completion times, the completed file as metadata), the manifest naming it and
+    ``_version_`` pointing at that manifest."""
+    assert path == f"{table.archive.folder}/{writes[0]}_{writes[-1]}_0.parquet"
+    parquet = pq.read_table(table.storage.open_input(path))
+    assert parquet.schema.names == [f["name"] for f in AVRO_SCHEMA["fields"]]
+    assert b"parquet.avro.schema" in (parquet.schema.metadata or {})
+    records = parquet.to_pylist()
+    assert [r["instantTime"] for r in records] == writes
+    assert all(r["completionTime"] > r["instantTime"] and r["version"] == 1 for r in records)
+    metadata = commit_metadata_from_avro(records[0]["metadata"])
+    assert metadata.partition_to_write_stats["us"][0].num_writes == 1
+    assert all(r["action"] == "commit" and r["plan"] is None for r in records)
+    folder = table.archive.folder
+    assert table.storage.read(f"{folder}/_version_") == b"1"
+    manifest = json.loads(table.storage.read(f"{folder}/manifest_1"))
+    assert manifest == {
+        "files": [{"fileName": path.rpartition("/")[2], "fileLen": table.storage.size(path)}]
+    }
 
 
 def _records(data: bytes) -> list[Any]:
@@ -91,18 +147,18 @@ def _records(data: bytes) -> list[Any]:
 
 
 def test_archival_stops_before_pending_instants_and_unfolded_index_deltas(
-    people: Writer, table_uri: str
+    versioned: Writer, table_uri: str
 ) -> None:
-    writes = upserts(people, 3)
-    pending = people.begin()
-    writes += upserts(people, 5)
+    writes = upserts(versioned, 3)
+    pending = versioned.begin()
+    writes += upserts(versioned, 5)
     assert archive(HoodieTable.open(table_uri), SMALL).archived == [
         f"{w}.commit" for w in writes[:3]
     ]
     assert pending in {i.timestamp for i in HoodieTable.open(table_uri).timeline.pending()}
     table = HoodieTable.open(table_uri)
     table.timeline.delete_pending(table.timeline.find(pending))
-    writes += upserts(people, 1)
+    writes += upserts(versioned, 1)
     result = archive(HoodieTable.open(table_uri), SMALL, keep_from=lambda: writes[4])
     assert result.archived == [f"{writes[3]}.commit"]
 
@@ -160,8 +216,11 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def test_a_clean_killed_after_some_deletes_is_finished_by_the_next(any_table_uri: str) -> None:
-    people = Writer(HoodieTable.create(any_table_uri, people_config()))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_clean_killed_after_some_deletes_is_finished_by_the_next(
+    any_table_uri: str, version: int
+) -> None:
+    people = Writer(HoodieTable.create(any_table_uri, people_config(table_version=version)))
     people.commit(rows((1, "a", "eu", 0.0), (2, "b", "us", 0.0)))
     for n in range(3):
         people.commit(rows((1, f"e{n}", "eu", 1.0), (2, f"u{n}", "us", 1.0)))
@@ -177,9 +236,9 @@ def test_a_clean_killed_after_some_deletes_is_finished_by_the_next(any_table_uri
     assert pending.action == CLEAN
     assert hudi_rs_rows(any_table_uri) == expected
     assert len(table.view().committed_base_files()) == 6  # eu cleaned, us not yet
-    retained = table.timeline.completed(WRITE_ACTIONS)[-1].timestamp
-    with pytest.raises(FailedPreconditionError, match=f"still readable is {retained}"):
-        table.view(as_of=table.timeline.completed(WRITE_ACTIONS)[-2].timestamp)
+    *_, before_retained, retained = table.timeline.completed(WRITE_ACTIONS)
+    with pytest.raises(FailedPreconditionError, match=f"still readable is {retained.completed_at}"):
+        table.view(as_of=before_retained.completed_at)
 
     result = clean(HoodieTable.open(any_table_uri), CleanSettings(retain_commits=1))
 
@@ -190,10 +249,11 @@ def test_a_clean_killed_after_some_deletes_is_finished_by_the_next(any_table_uri
     assert hudi_rs_rows(any_table_uri) == expected
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 def test_an_archival_killed_before_removing_active_files_is_rolled_forward(
-    any_table_uri: str,
+    any_table_uri: str, version: int
 ) -> None:
-    people = Writer(HoodieTable.create(any_table_uri, people_config()))
+    people = Writer(HoodieTable.create(any_table_uri, people_config(table_version=version)))
     writes = upserts(people, 7)
     clean(HoodieTable.open(any_table_uri), CleanSettings(retain_commits=2))
     expected = hudi_rs_rows(any_table_uri)
@@ -215,10 +275,138 @@ def test_an_archival_killed_before_removing_active_files_is_rolled_forward(
     assert result.archived == []
     table = HoodieTable.open(any_table_uri)
     active = {i.timestamp for i in table.timeline.instants()}
-    archived = [
-        i.timestamp for i in archived_log(table.archive).instants() if i.state == "COMPLETED"
-    ]
+    archived = archived_instants(table)
     assert len(archived) == len(set(archived)) == 4
     assert not active & set(archived)
     assert active | set(archived) >= set(writes)
     assert hudi_rs_rows(any_table_uri) == expected
+
+
+def test_retention_after_every_write_bounds_the_timeline_and_keeps_reads_exact(
+    versioned: Writer, table_uri: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Clean and archive after each write as a write's auto-clean does: the us row's
+    file group is last written early and its write archived; every snapshot inside the
+    retention reads as the model had it, older ones are refused in one line."""
+    model: dict[int, dict[str, Any]] = {}
+    snapshots: dict[str, list[dict[str, Any]]] = {}
+    for n in range(12):
+        batch = [(1, f"e{n}", "eu", float(n))] + ([(2, f"u{n}", "us", 0.0)] if n % 4 == 0 else [])
+        instant = versioned.commit(rows(*batch))
+        model.update({r["id"]: r for r in rows(*batch).to_pylist()})
+        snapshots[instant] = sorted(model.values(), key=lambda r: r["id"])
+        run_retention(table_uri, SMALL_RETENTION)
+
+    assert [_data(r) for r in hudi_rs_rows(table_uri)] == snapshots[instant]
+    assert [_data(r) for r in sorted_rows(read_snapshot(table_uri))] == snapshots[instant]
+    table = HoodieTable.open(table_uri)
+    active = table.timeline.completed(WRITE_ACTIONS)
+    assert len(active) <= SMALL.keep_max
+    assert len(table.timeline.instants()) <= 2 * SMALL.keep_max  # writes and their cleans
+    archived = archived_instants(table)
+    assert len(archived) == len(set(archived))
+    assert set(table.archive.completed_writes()) | {i.timestamp for i in active} == set(snapshots)
+    assert not set(archived) & {i.timestamp for i in table.timeline.instants()}
+    floor = earliest_readable(table.timeline)
+    assert floor is not None
+    readable = [i for i in active if i.completed_at >= floor]
+    assert len(readable) == SMALL_RETENTION.clean.retain_commits
+    for write in readable:
+        as_of = sorted_rows(read_snapshot(table_uri, as_of=write.completed_at))
+        assert [_data(r) for r in as_of] == snapshots[write.timestamp]
+    assert main(["read", "--table", table_uri, "--as-of", readable[0].completed_at]) == 0
+    capsys.readouterr()
+    assert main(["read", "--table", table_uri, "--as-of", min(snapshots)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("tidemark read: error: as_of") and f"readable is {floor}" in line
+
+
+def _data(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in META_COLUMNS}
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [("v8_simplekeygen_nonhivestyle", "name"), ("v9_txns_simple_nometa", "merchant_name")],
+)
+def test_tables_hudi_1x_wrote_are_cleaned_and_archived_into_their_history(
+    tmp_path: Path, name: str, field: str
+) -> None:
+    """Every live file group rewritten eight times, retention after each write: Hudi's own
+    instants (v9: an insert_overwrite and a clustering replacecommit) move to the LSM
+    history with their plans, replaced and superseded slices are deleted, and hudi-rs
+    reads exactly the model's rows."""
+    uri = str(unzip_fixture(name, tmp_path))
+    hudi_written = [i.timestamp for i in HoodieTable.open(uri).timeline.completed()]
+    model = [_data(r) for r in hudi_rs_rows(uri)]
+    for n in range(8):
+        table = HoodieTable.open(uri)
+        files = [
+            (f, data_columns(pq.read_table(table.storage.open_input(f.path))))
+            for f in table.view().latest_base_files()
+        ]
+        rewrite_file_groups(
+            table, [(f, data.set_column(data.schema.get_field_index(field), field,
+                                        pa.array([f"r{n}"] * data.num_rows))) for f, data in files]
+        )  # fmt: skip
+        run_retention(uri, SMALL_RETENTION)
+        model = [{**r, field: f"r{n}"} for r in model]
+        assert sorted((_data(r) for r in hudi_rs_rows(uri)), key=str) == sorted(model, key=str)
+
+    assert sorted((_data(r) for r in read_snapshot(uri).to_pylist()), key=str) == sorted(
+        model, key=str
+    )
+    table = HoodieTable.open(uri)
+    assert set(hudi_written) <= set(archived_instants(table))
+    assert len(table.timeline.completed(WRITE_ACTIONS)) <= SMALL.keep_max
+    assert len(table.view().committed_base_files()) <= 3 * len(files)  # retain 2, +1 before
+    history = [
+        row
+        for file in _history_files(table)
+        for row in pq.read_table(
+            table.storage.open_input(f"{table.archive.folder}/{file}")
+        ).to_pylist()
+    ]
+    assert sorted(r["instantTime"] for r in history) == sorted(archived_instants(table))
+    replaced = [r for r in history if r["action"] == REPLACE_COMMIT]
+    assert len(replaced) == (2 if name.startswith("v9") else 0)
+    assert all(r["plan"] and r["metadata"] for r in replaced)  # the clustering plan kept
+    cleans = [r for r in history if r["action"] == CLEAN]
+    assert cleans and all(CleanPlan.from_avro(r["plan"]).file_count for r in cleans)
+
+
+def _history_files(table: HoodieTable) -> list[str]:
+    assert isinstance(table.archive, LsmTimeline)
+    version = table.archive.current_version()
+    assert version is not None
+    return [e["fileName"] for e in table.archive.manifest_entries(version)]
+
+
+T1, T2, T3 = "20260101000100001", "20260101000200001", "20260101000300001"
+
+
+def test_a_history_append_cut_short_before_its_version_switch_is_invisible_and_redone(
+    local_root: str,
+) -> None:
+    """Hudi's rule: readers follow ``_version_`` only; a manifest written without its
+    switch is overwritten by the next append, and a file the current manifest lists is
+    never written twice."""
+    storage = open_storage(local_root)
+    history = LsmTimeline(storage, ".hoodie/timeline/history")
+    first = append_history(history, [HistoryInstant(t, t, "commit") for t in (T1, T2)])
+    storage.write(f"{history.folder}/manifest_2", b'{"files": [{"fileName": "1_2_0.parquet"}]}')
+    storage.write(f"{history.folder}/{T3}_{T3}_0.parquet", b"cut short")
+    assert [i.timestamp for i in LsmTimeline(storage, history.folder).instants()] == [T1, T2]
+
+    second = append_history(history, [HistoryInstant(T3, T3, "clean")])
+
+    assert second == f"{T3}_{T3}_0.parquet" and first == f"{T1}_{T2}_0.parquet"
+    reader = LsmTimeline(storage, history.folder)
+    assert [(i.timestamp, i.action) for i in reader.instants()] == [
+        (T1, "commit"), (T2, "commit"), (T3, "clean"),
+    ]  # fmt: skip
+    assert reader.completed_writes() == {T1, T2}
+    assert append_history(history, [HistoryInstant(T3, T3, "clean")]) == second
+    assert storage.read(f"{history.folder}/_version_") == b"2"
+    assert [i.timestamp for i in reader.newest_file_instants(after=T3)] == [T3]
+    assert reader.newest_file_instants(after="20300101000000000") == ()

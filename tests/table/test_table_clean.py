@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastavro.schema import to_parsing_canonical_form
 
-from table.table_testkit import Writer, hudi_rs_rows, rows, sorted_rows
+from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage import open_storage
 from tidemark.table.clean import clean
@@ -163,3 +163,45 @@ def test_savepoints_and_bad_settings_are_refused(people: Writer, table_uri: str)
     with pytest.raises(FailedPreconditionError, match="savepoints"):
         clean(HoodieTable.open(table_uri), CleanSettings(retain_commits=1))
     assert len(files_in(table_uri, "eu")) == 3
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_layout_two_counts_retained_commits_by_completion_time(
+    version: int, table_uri: str
+) -> None:
+    """A requested before B, B completed first: the 2nd latest completed write is A, and
+    a slice goes once a later slice completed before A did (by requested order it would
+    be B, and us's first slice would stay)."""
+    people = Writer(HoodieTable.create(table_uri, people_config(table_version=version)))
+    first = people.commit(rows((1, "a", "eu", 0.0), (2, "b", "us", 0.0)))
+    people.commit(rows((1, "a1", "eu", 1.0)))
+    late, early = people.begin(), people.begin()
+    people.finish(early, people.write_files(early, rows((2, "b2", "us", 2.0))))
+    people.finish(late, people.write_files(late, rows((1, "a2", "eu", 2.0))))
+    people.commit(rows((2, "b3", "us", 3.0)))
+    table = HoodieTable.open(table_uri)
+    done = {i.timestamp: i.completed_at for i in table.timeline.completed()}
+    assert late < early and done[early] < done[late]
+    at_late = sorted_rows(read_snapshot(table_uri, as_of=done[late]))
+    before = hudi_rs_rows(table_uri)
+
+    result = clean(table, CleanSettings(retain_commits=2))
+
+    assert result.earliest_to_retain == late
+    assert {
+        p: [f.rsplit("_", 1)[1][:17] for f in files] for p, files in result.deleted.items()
+    } == {
+        "eu": [first],
+        "us": [first],
+    }
+    assert hudi_rs_rows(table_uri) == before
+    assert sorted_rows(read_snapshot(table_uri, as_of=done[late])) == at_late
+    with pytest.raises(FailedPreconditionError, match=f"still readable is {done[late]}"):
+        read_snapshot(table_uri, as_of=done[early])
+    timeline = HoodieTable.open(table_uri).timeline
+    (cleaned,) = timeline.completed(frozenset({CLEAN}))
+    assert cleaned.path == f".hoodie/timeline/{cleaned.timestamp}_{cleaned.completion_time}.clean"
+    requested, inflight = (cleaned.with_state(s).path for s in (State.REQUESTED, State.INFLIGHT))
+    storage = open_storage(table_uri)
+    assert CleanPlan.from_avro(storage.read(requested)).file_count == 2
+    assert storage.read(inflight) == b""  # Hudi 1.x leaves the inflight clean empty

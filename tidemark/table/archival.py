@@ -1,5 +1,7 @@
-"""Archival as Hudi 0.14's: the active timeline keeps between ``keep_min`` and ``keep_max``
-completed writes; older completed instants move to the archived timeline.
+"""Archival as Hudi's: the active timeline keeps between ``keep_min`` and ``keep_max``
+completed writes; older completed instants move to the archived timeline (table version
+6: Hudi 0.14's archive log files, ``archive_writer``) or to the LSM history (versions 8
+and 9: Hudi 1.x's ``.hoodie/timeline/history``, ``lsm_timeline.append_history``).
 
 Once more than ``keep_max`` completed writes (commits, replacecommits) are active, the
 oldest are archived until ``keep_min`` remain, with every clean and rollback older than the
@@ -9,11 +11,12 @@ archived only once a clean deleted the file groups it replaced: without any clea
 replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
 caller's ``keep_from`` (the record index's oldest unfolded delta).
 
-An archival writes one archive log file holding every file of those instants, then deletes
-their active files, requested first and completed last, so a crash in between leaves each
-instant completed on both timelines, never pending. The next archival (every write runs
-one) first deletes the active files of instants the archive already holds: none is lost or
-listed twice for longer than that. The table lock is held to plan and write the archive;
+An archival writes one archive log file (or one history Parquet file, its manifest and
+``_version_``) holding those instants, then deletes their active files, requested first
+and completed last, so a crash in between leaves each instant completed on both timelines,
+never pending. The next archival (every write runs one) first deletes the active files of
+instants the archive's newest file already holds: none is lost or listed twice for longer
+than that. The table lock is held to plan and write the archive;
 the active files are deleted after it is released.
 """
 
@@ -31,12 +34,21 @@ from tidemark.table.archived_timeline import COMPLETED, parse_archive_log
 from tidemark.table.clean_planner import CleanPolicy, CleanSettings
 from tidemark.table.commit import read_leftovers_watermark
 from tidemark.table.fsview import last_clean
-from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, Instant, State
+from tidemark.table.instant import (
+    CLEAN,
+    CLUSTERING,
+    REPLACE_COMMIT,
+    ROLLBACK,
+    TIMELINE_FOLDERS,
+    Instant,
+    State,
+)
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.locked import changing
+from tidemark.table.lsm_timeline import HistoryInstant, LsmTimeline, append_history
 from tidemark.table.table import HoodieTable
 from tidemark.table.table_versions import archived_log
-from tidemark.table.timeline import TIMELINE_DIR, WRITE_ACTIONS
+from tidemark.table.timeline import WRITE_ACTIONS
 
 log = structlog.get_logger(__name__)
 
@@ -113,10 +125,7 @@ def archive(
             table.timeline.reload()
         chosen = _to_archive(table, settings, floor)
         if chosen:
-            files = [ArchivedFile(i, table.storage.read(i.path)) for i in _files_of(table, chosen)]
-            result.archive_file = append_to_archive(
-                table.storage, archived_log(table.archive), files
-            )
+            result.archive_file = _write_archive(table, chosen)
             result.archived = [f"{i.timestamp}.{i.action}" for i in chosen]
     if chosen:
         faults.exit_if_requested(ARCHIVED_POINT)
@@ -163,38 +172,90 @@ def _to_archive(
     return [i for i in timeline.completed() if i.timestamp < cut]
 
 
+def _write_archive(table: HoodieTable, chosen: list[Instant]) -> str:
+    """Add ``chosen`` with every file of theirs to the table's archive; returns the file
+    written (its path in the archive folder)."""
+    files = {f.path: (f, table.storage.read(f.path)) for f in _files_of(table, chosen)}
+    if not isinstance(table.archive, LsmTimeline):
+        archived = [ArchivedFile(f, content) for f, content in files.values()]
+        return append_to_archive(table.storage, archived_log(table.archive), archived)
+    history = [_history_instant(i, files) for i in chosen]
+    return f"{table.archive.folder}/{append_history(table.archive, history)}"
+
+
+def _history_instant(instant: Instant, files: dict[str, tuple[Instant, bytes]]) -> HistoryInstant:
+    """Hudi 1.x's ``HoodieLSMTimelineInstant`` of a completed instant: the completed
+    file's content as its metadata; a clean's plan, or a replacecommit's requested (or
+    non-empty inflight) content, as its plan."""
+    contents = {
+        f.state: content for f, content in files.values() if f.timestamp == instant.timestamp
+    }
+    plan = None
+    if instant.action == CLEAN:
+        plan = contents.get(State.REQUESTED)
+    elif instant.action == REPLACE_COMMIT:
+        plan = contents.get(State.INFLIGHT) or contents.get(State.REQUESTED)
+    assert instant.completion_time is not None
+    return HistoryInstant(
+        instant.timestamp,
+        instant.completion_time,
+        instant.action,
+        metadata=contents.get(State.COMPLETED) or None,
+        plan=plan or None,
+    )
+
+
 def _already_archived(table: HoodieTable) -> list[Instant]:
     """Active completed instants the archive already lists: an interrupted archival's,
     which are all in the newest archive file (each archival writes a new one)."""
     completed = table.timeline.completed()
+    if not completed:
+        return []
+    archived = _newest_archived(table, completed[0].timestamp)
+    return [i for i in completed if (i.timestamp, i.action) in archived]
+
+
+def _newest_archived(table: HoodieTable, first_active: str) -> set[tuple[str, str]]:
+    """(time, action) of the completed instants in the archive's newest file (on version
+    6 always read; the LSM history's only when its name reaches ``first_active``)."""
+    if isinstance(table.archive, LsmTimeline):
+        history = table.archive.newest_file_instants(after=first_active)
+        return {(i.timestamp, i.action) for i in history}
     newest = max(
         archived_log(table.archive).files(),
         key=lambda info: archive_number(info.path),
         default=None,
     )
-    if not completed or newest is None:
-        return []
-    archived = {
-        (i.timestamp, i.action)
-        for i in parse_archive_log(table.storage.read(newest.path), newest.path)
-        if i.state == COMPLETED
-    }
-    return [i for i in completed if (i.timestamp, i.action) in archived]
+    if newest is None:
+        return set()
+    entries = parse_archive_log(table.storage.read(newest.path), newest.path)
+    return {(i.timestamp, i.action) for i in entries if i.state == COMPLETED}
 
 
 def _files_of(table: HoodieTable, instants: list[Instant]) -> list[Instant]:
     """Every state file of each instant that exists, in lifecycle order."""
-    listed = {info.path for info in table.storage.list_dir(TIMELINE_DIR).files}
+    folder = TIMELINE_FOLDERS[table.timeline.LAYOUT]
+    listed = {info.path for info in table.storage.list_dir(folder).files}
     return [i for i in _state_files(instants) if i.path in listed]
 
 
 def _state_files(instants: list[Instant]) -> list[Instant]:
-    return [Instant(i.timestamp, i.action, state) for i in instants for state in State]
+    """Each instant's requested, inflight and completed files by name, in that order
+    (on layout 2 a clustering's pending files are named ``clustering``)."""
+    files = []
+    for instant in instants:
+        for state in (State.REQUESTED, State.INFLIGHT):
+            files.append(instant.with_state(state))
+            if instant.layout == 2 and instant.action == REPLACE_COMMIT:
+                files.append(Instant(instant.timestamp, CLUSTERING, state, layout=2))
+        files.append(instant)
+    return files
 
 
 def _remove_active(table: HoodieTable, instants: list[Instant]) -> None:
     """Requested and inflight files first, completed last: never a pending-looking instant."""
     if not instants:
         return
+    files = _state_files(instants)
     for state in State:
-        table.storage.delete_many(Instant(i.timestamp, i.action, state).path for i in instants)
+        table.storage.delete_many(f.path for f in files if f.state is state)

@@ -1,5 +1,7 @@
 """Running a clean as Hudi does: ``<t>.clean.requested`` (the plan), ``<t>.clean.inflight``,
-the deletes, then ``<t>.clean`` (what was deleted).
+the deletes, then ``<t>.clean`` (what was deleted); on table versions 8 and 9 the same
+instants in timeline layout 2 (``.hoodie/timeline/``, the inflight empty as Hudi 1.x
+leaves it, completed as ``<t>_<completion>.clean``).
 
 The table lock is held only to plan (and publish the requested and inflight instants) and
 to complete: writers go on while files are deleted, in batches (S3 DeleteObjects). A clean
@@ -78,7 +80,7 @@ def clean(
                 instant, plan = pending[0], _stored_plan(table, pending[0])
                 if instant.state is State.REQUESTED:
                     table.timeline.transition_inflight(
-                        instant.timestamp, CLEAN, plan.to_avro(table.uri)
+                        instant.timestamp, CLEAN, _inflight(table, plan)
                     )
             else:
                 unchanged = table.timeline.instants() == planned_on
@@ -86,9 +88,8 @@ def clean(
                 if not plan.file_count:
                     return result
                 timestamp = new_instant_time(after=table.timeline.latest_timestamp())
-                stored = plan.to_avro(table.uri)
-                table.timeline.create_requested(timestamp, CLEAN, stored)
-                table.timeline.transition_inflight(timestamp, CLEAN, stored)
+                table.timeline.create_requested(timestamp, CLEAN, plan.to_avro(table.uri))
+                table.timeline.transition_inflight(timestamp, CLEAN, _inflight(table, plan))
                 instant = Instant(timestamp, CLEAN, State.INFLIGHT)
         _run(table, instant.timestamp, plan, wait_s, result)
         if not pending:
@@ -106,7 +107,8 @@ def _run(
             faults.exit_if_requested(DELETED_SOME_POINT)
         result.deleted.setdefault(partition, []).extend(files)
     with changing(table, "clean", wait_s=wait_s):
-        if table.storage.exists(Instant(timestamp, CLEAN, State.COMPLETED).path):
+        table.timeline.reload()
+        if table.timeline.is_completed(timestamp):
             return  # another cleaner finished this plan meanwhile
         last = table.timeline.last_completed(WRITE_ACTIONS)
         metadata = CleanMetadata(
@@ -134,8 +136,13 @@ def _pending_cleans(table: HoodieTable) -> list[Instant]:
 
 
 def _stored_plan(table: HoodieTable, instant: Instant) -> CleanPlan:
-    requested = Instant(instant.timestamp, CLEAN, State.REQUESTED)
+    requested = instant.with_state(State.REQUESTED)
     return read_parsed(table.storage, requested.path, CleanPlan.from_avro)
+
+
+def _inflight(table: HoodieTable, plan: CleanPlan) -> bytes:
+    """Hudi 0.x copies the plan into the inflight file; Hudi 1.x leaves it empty."""
+    return plan.to_avro(table.uri) if table.timeline.LAYOUT == 1 else b""
 
 
 def _retained(plan: CleanPlan) -> str | None:

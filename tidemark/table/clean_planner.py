@@ -8,6 +8,12 @@
   completed write at most H hours old.
 - ``KEEP_LATEST_FILE_VERSIONS``: each file group keeps its N latest slices.
 
+On table versions 8 and 9 the retained commits are counted in completion order and a
+slice is judged by when the write that superseded it completed (the 1.0 spec's file
+slicing): a slice is deleted once a later slice of its group (greater requested time)
+completed before the earliest commit to retain did. On version 6, which records no
+completion times, the requested time stands in and the rules reduce to Hudi 0.x's.
+
 File groups replaced by a completed replacecommit (clustering, insert_overwrite) are
 deleted whole once that instant is older than the earliest commit to retain (under
 KEEP_LATEST_FILE_VERSIONS, at once, as Hudi does). Never deleted: a file group's latest
@@ -26,12 +32,13 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table.clean_metadata import CleanMetadata, CleanPlan, RetainedInstant
 from tidemark.table.clustering_plan import file_groups_in, pending_plans
-from tidemark.table.fsview import BaseFile, last_clean
+from tidemark.table.fsview import BaseFile, completion_times, last_clean
 from tidemark.table.instant import Instant, instant_time_ago
 from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
@@ -85,18 +92,19 @@ def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
             "does not support: delete them with Hudi first",
             field="table",
         )
-    writes = timeline.completed(WRITE_ACTIONS)
+    writes = sorted(timeline.completed(WRITE_ACTIONS), key=lambda i: i.completed_at)
+    done_at = completion_times(timeline)
     previous = last_clean(timeline)
     last_write = writes[-1].timestamp if writes else ""
     retain = _earliest_to_retain(table, settings, writes)
     if previous is not None and previous.earliest_commit_to_retain:
         floor = previous.earliest_commit_to_retain
-        if retain is None or retain.timestamp < floor:
+        if retain is None or done_at(retain.timestamp) < done_at(floor):
             retain = RetainedInstant(floor, _action_at(writes, floor))
     empty = CleanPlan(settings.policy, retain, {}, last_write)
     if settings.policy is not CleanPolicy.KEEP_LATEST_FILE_VERSIONS and retain is None:
         return empty
-    partitions = _partitions_to_clean(table, settings, writes, previous, retain)
+    partitions = _partitions_to_clean(table, settings, writes, previous, retain, done_at)
     if partitions is not None and not partitions:
         return empty
     view = table.view()
@@ -106,35 +114,42 @@ def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
     for base_file in view.committed_base_files(partitions):
         groups[(base_file.partition_path, base_file.file_id)].append(base_file)
     deletes: dict[str, list[str]] = defaultdict(list)
-    readable_from = retain.timestamp if retain is not None else ""
+    readable_from = _by_completion(retain.timestamp if retain is not None else "", done_at)
     for key, slices in sorted(groups.items()):
         if key in protected:
             continue
         slices.sort(key=lambda f: f.instant)
         replaced_by = replaced.get(key)
         if replaced_by is not None:
-            doomed = _replaced_group(settings, replaced_by, retain, slices)
+            doomed = _replaced_group(settings, replaced_by, retain, slices, done_at)
             if doomed:
-                readable_from = max(readable_from, replaced_by)
+                readable_from = max(readable_from, _by_completion(replaced_by, done_at))
         elif settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
             doomed = slices[: max(0, len(slices) - settings.retain_versions)]
             if doomed:
-                readable_from = max(readable_from, slices[len(doomed)].instant)
+                kept = slices[len(doomed)].instant
+                readable_from = max(readable_from, _by_completion(kept, done_at))
         else:
             assert retain is not None
-            doomed = _older_than_retained(slices, retain.timestamp)
+            doomed = _superseded_before(slices, done_at(retain.timestamp), done_at)
         for base_file in doomed:
             deletes[key[0]].append(base_file.path)
-    if settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS and readable_from:
-        retain = RetainedInstant(readable_from, _action_at(writes, readable_from))
+    if settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS and readable_from[1]:
+        retain = RetainedInstant(readable_from[1], _action_at(writes, readable_from[1]))
     return CleanPlan(settings.policy, retain, dict(deletes), last_write)
+
+
+def _by_completion(timestamp: str, done_at: Callable[[str], str]) -> tuple[str, str]:
+    """(completion time, requested time): ordered by when the instant completed."""
+    return (done_at(timestamp), timestamp) if timestamp else ("", "")
 
 
 def _earliest_to_retain(
     table: HoodieTable, settings: CleanSettings, writes: list[Instant]
 ) -> RetainedInstant | None:
-    """Hudi's earliest commit to retain, never after the earliest pending instant (whose
-    write may still read what it supersedes); None when nothing is old enough."""
+    """Hudi's earliest commit to retain among ``writes`` (in completion order), completed
+    no later than the earliest pending write was requested (that write may still read
+    what it supersedes); None when nothing is old enough."""
     if settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
         return None
     if settings.policy is CleanPolicy.KEEP_LATEST_COMMITS:
@@ -143,13 +158,13 @@ def _earliest_to_retain(
         chosen = writes[-settings.retain_commits]
     else:
         cutoff = instant_time_ago(settings.retain_hours * 3600)
-        recent = [i for i in writes if i.timestamp >= cutoff]
+        recent = [i for i in writes if i.completed_at >= cutoff]
         if len(recent) == len(writes) or not recent:
             return None
         chosen = recent[0]
     pending = [i for i in table.timeline.pending() if i.action in WRITE_ACTIONS]
-    if pending and pending[0].timestamp < chosen.timestamp:
-        older = [i for i in writes if i.timestamp < pending[0].timestamp]
+    if pending and pending[0].timestamp < chosen.completed_at:
+        older = [i for i in writes if i.completed_at < pending[0].timestamp]
         if not older:
             return None
         chosen = older[-1]
@@ -166,8 +181,10 @@ def _partitions_to_clean(
     writes: list[Instant],
     previous: CleanMetadata | None,
     retain: RetainedInstant | None,
+    done_at: Callable[[str], str],
 ) -> set[str] | None:
-    """The partitions to list (None: all of them)."""
+    """The partitions to list (None: all of them): those of the writes that completed
+    from the previous clean's earliest commit to retain to the new one."""
     if (
         settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS
         or previous is None
@@ -176,12 +193,12 @@ def _partitions_to_clean(
         or retain is None
     ):
         return None
-    start, end = previous.earliest_commit_to_retain, retain.timestamp
-    if writes and start < writes[0].timestamp:
+    if not any(i.timestamp == previous.earliest_commit_to_retain for i in writes):
         return None  # the range reaches into the archived timeline: list everything once
+    start, end = done_at(previous.earliest_commit_to_retain), done_at(retain.timestamp)
     partitions: set[str] = set()
     for instant in writes:
-        if start <= instant.timestamp < end:
+        if start <= instant.completed_at < end:
             metadata = table.timeline.read_metadata(instant)
             partitions.update(metadata.partition_to_write_stats)
             partitions.update(metadata.partition_to_replace_file_ids)
@@ -193,17 +210,21 @@ def _replaced_group(
     replaced_by: str,
     retain: RetainedInstant | None,
     slices: list[BaseFile],
+    done_at: Callable[[str], str],
 ) -> list[BaseFile]:
-    """A replaced file group goes whole once its replacing instant is before the earliest
-    commit to retain (under KEEP_LATEST_FILE_VERSIONS at once)."""
+    """A replaced file group goes whole once its replacing instant completed before the
+    earliest commit to retain did (under KEEP_LATEST_FILE_VERSIONS at once)."""
     if settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
         return slices
     assert retain is not None
-    return slices if replaced_by < retain.timestamp else []
+    return slices if done_at(replaced_by) < done_at(retain.timestamp) else []
 
 
-def _older_than_retained(slices: list[BaseFile], retain: str) -> list[BaseFile]:
-    """Slices before ``retain`` except the latest of them (the one visible at ``retain``)
-    and except the group's latest slice."""
-    before = [f for f in slices if f.instant < retain]
-    return before[:-1]
+def _superseded_before(
+    slices: list[BaseFile], retained_at: str, done_at: Callable[[str], str]
+) -> list[BaseFile]:
+    """The slices (sorted by requested time) that a later slice completed before
+    ``retained_at`` supersedes: no snapshot from then on shows them. The latest of the
+    slices completed before it, and the group's latest slice, are always kept."""
+    completed_before = [n for n, f in enumerate(slices) if done_at(f.instant) < retained_at]
+    return slices[: completed_before[-1]] if completed_before else []

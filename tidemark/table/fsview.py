@@ -20,7 +20,7 @@ rolled-back instants are thereby invisible.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tidemark.errors import FailedPreconditionError
@@ -28,7 +28,7 @@ from tidemark.storage.base import FileInfo, ListDirResult, Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.archived_timeline import META_FOLDER, ArchivedTimeline
 from tidemark.table.clean_metadata import CleanMetadata, CleanPlan
-from tidemark.table.instant import CLEAN, REPLACE_COMMIT, Instant, State, validate_instant_time
+from tidemark.table.instant import CLEAN, REPLACE_COMMIT, State, validate_instant_time
 from tidemark.table.naming import (
     PARTITION_METADATA_FILE,
     is_base_file_name,
@@ -160,18 +160,28 @@ def last_clean(timeline: Timeline) -> CleanMetadata | None:
     return read_parsed(timeline.storage, cleans[-1].path, CleanMetadata.from_avro)
 
 
+def completion_times(timeline: Timeline) -> Callable[[str], str]:
+    """Requested time -> completion time of the completed instants on the active
+    timeline (the requested time itself for any other, and on version 6)."""
+    done = {i.timestamp: i.completed_at for i in timeline.completed()}
+    return lambda timestamp: done.get(timestamp, timestamp)
+
+
 def earliest_readable(timeline: Timeline) -> str | None:
-    """The oldest instant whose snapshot is whole: the earliest commit to retain of the
-    newest clean, a pending one included (its deletes may be under way; cleans keep the
-    value monotonic); None when nothing was ever cleaned."""
+    """The oldest ``as_of`` whose snapshot is whole: when the earliest commit to retain
+    of the newest clean completed, a pending clean included (its deletes may be under
+    way; cleans keep the value monotonic); None when nothing was ever cleaned."""
+    retained: str | None = None
     pending = [i for i in timeline.pending() if i.action == CLEAN]
     if pending:
-        requested = Instant(pending[-1].timestamp, CLEAN, State.REQUESTED)
+        requested = pending[-1].with_state(State.REQUESTED)
         plan = read_parsed(timeline.storage, requested.path, CleanPlan.from_avro)
         if plan.earliest_to_retain is not None:
-            return plan.earliest_to_retain.timestamp
-    clean = last_clean(timeline)
-    return clean.earliest_commit_to_retain or None if clean is not None else None
+            retained = plan.earliest_to_retain.timestamp
+    if retained is None:
+        clean = last_clean(timeline)
+        retained = clean.earliest_commit_to_retain or None if clean is not None else None
+    return completion_times(timeline)(retained) if retained else None
 
 
 def check_readable(timeline: Timeline, as_of: str) -> None:

@@ -16,6 +16,13 @@ files it merged behind until Hudi cleans them, and they would list instants twic
 ``_version_`` the highest manifest is current (Hudi's own fallback). Anything that cannot
 be read is an error naming the file: guessing would hide committed rows or show
 uncommitted ones.
+
+Written as Hudi's ``LSMTimelineWriter`` writes it (``append_history``): each archival
+adds one level-0 file named by the requested times of its first and last instant, then
+``manifest_<N+1>`` listing the current files and the new one, then ``_version_`` (the
+switch readers follow). A crash before the switch leaves files no reader follows; the
+next archival writes them again. The levels are never compacted (Hudi compacts ten
+level-0 files into one level-1 file; a reader follows the manifest either way).
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -47,13 +55,39 @@ FILE_SCHEMA = pa.schema(
     ]
 )
 """``HoodieLSMTimelineInstant.avsc`` as Parquet columns."""
+AVRO_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieLSMTimelineInstant",
+    "namespace": "org.apache.hudi.avro.model",
+    "fields": [
+        *(
+            {"name": name, "type": ["null", kind], "default": None}
+            for name, kind in (
+                ("instantTime", "string"),
+                ("completionTime", "string"),
+                ("action", "string"),
+                ("metadata", "bytes"),
+                ("plan", "bytes"),
+            )
+        ),
+        {"name": "version", "type": "int", "default": 1},
+    ],
+}
+"""The same schema as Avro, kept in each file's footer as parquet-avro writes it."""
+INSTANT_VERSION = 1
+"""``LSMTimeline.LSM_TIMELINE_INSTANT_VERSION_1``."""
 
 
 @dataclass(frozen=True)
 class HistoryInstant:
+    """One archived instant; ``metadata`` is its completed file's content and ``plan``
+    its requested plan (a clean's, a clustering's), as Hudi's archiver keeps them."""
+
     timestamp: str
     completion_time: str
     action: str
+    metadata: bytes | None = field(default=None, compare=False, repr=False)
+    plan: bytes | None = field(default=None, compare=False, repr=False)
 
 
 def history_folder(properties: dict[str, str]) -> str:
@@ -78,7 +112,7 @@ class LsmTimeline:
 
     def instants(self) -> tuple[HistoryInstant, ...]:
         """Every archived instant (all of them completed), oldest requested time first."""
-        version = self._current_version()
+        version = self.current_version()
         if version is None:
             return ()
         if version != self._read_version:
@@ -89,7 +123,20 @@ class LsmTimeline:
             self._read_version = version
         return self._instants
 
-    def _current_version(self) -> int | None:
+    def newest_file_instants(self, after: str) -> tuple[HistoryInstant, ...]:
+        """The instants of the current file whose last instant is the newest, when that
+        instant is not before ``after`` (else none: the manifest alone is read). Those
+        of an interrupted archival are still on the active timeline, which then starts
+        at or before it."""
+        version = self.current_version()
+        names = self._manifest_files(version) if version is not None else []
+        newest = max(names, key=lambda n: tuple(reversed(n.split("_")[:2])), default=None)
+        if newest is None or newest.split("_")[1] < after:
+            return ()
+        return tuple(self._read_file(f"{self.folder}/{newest}"))
+
+    def current_version(self) -> int | None:
+        """The snapshot version readers follow (None: no history)."""
         try:
             text = self.storage.read(f"{self.folder}/{VERSION_FILE}").decode("utf-8").strip()
         except NotFoundError:
@@ -103,17 +150,22 @@ class LsmTimeline:
             raise _unreadable(f"{self.folder}/{VERSION_FILE}", f"{text!r} is not a version")
         return int(text)
 
-    def _manifest_files(self, version: int) -> list[str]:
+    def manifest_entries(self, version: int) -> list[dict[str, Any]]:
+        """The ``files`` entries (``fileName``, ``fileLen``) of ``manifest_<version>``."""
         path = f"{self.folder}/manifest_{version}"
         try:
             data = json.loads(self.storage.read(path) or b"{}")
-            names = [entry["fileName"] for entry in data.get("files", [])]
+            entries = list(data.get("files", []))
+            names = [entry["fileName"] for entry in entries]
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise _unreadable(path, f"not a manifest ({error})") from error
         for name in names:
             if not isinstance(name, str) or not LSM_FILE.fullmatch(name):
                 raise _unreadable(path, f"{name!r} is not an LSM timeline file name")
-        return names
+        return entries
+
+    def _manifest_files(self, version: int) -> list[str]:
+        return [entry["fileName"] for entry in self.manifest_entries(version)]
 
     def _read_file(self, path: str) -> list[HistoryInstant]:
         try:
@@ -132,34 +184,49 @@ class LsmTimeline:
 
 
 def write_history(storage: Storage, folder: str, instants: Sequence[HistoryInstant]) -> str:
-    """A new history holding ``instants`` in one level-0 file, as Hudi's archiver lays
-    it out: the Parquet file, then ``manifest_1`` listing it, then ``_version_`` (the
-    switch readers follow), each written whole. Returns the file's name. The instants'
-    metadata and plans are not carried (null)."""
+    """A history holding ``instants`` in ``folder`` (empty before: the upgrade's)."""
+    return append_history(LsmTimeline(storage, folder), instants)
+
+
+def append_history(history: LsmTimeline, instants: Sequence[HistoryInstant]) -> str:
+    """Add ``instants`` to the history in one new level-0 file, as Hudi's archiver does:
+    the Parquet file, then the next manifest listing it with every current file, then
+    ``_version_`` pointing at that manifest, each written whole. Returns the file's
+    name. A file the current manifest already lists is not written again (an archival
+    that got that far only left its active files to delete)."""
     ordered = sorted(instants, key=lambda i: (i.timestamp, i.action))
-    name = f"{ordered[0].timestamp}_{max(i.completion_time for i in ordered)}_0.parquet"
+    name = f"{ordered[0].timestamp}_{ordered[-1].timestamp}_0.parquet"
+    version = history.current_version() or 0
+    entries = history.manifest_entries(version) if version else []
+    if any(entry["fileName"] == name for entry in entries):
+        return name
+    data = _parquet(ordered)
+    storage, folder = history.storage, history.folder
+    storage.write(f"{folder}/{name}", data)
+    manifest = {"files": [*entries, {"fileName": name, "fileLen": len(data)}]}
+    storage.write(f"{folder}/manifest_{version + 1}", json.dumps(manifest, indent=2).encode())
+    storage.write(f"{folder}/{VERSION_FILE}", str(version + 1).encode())
+    return name
+
+
+def _parquet(instants: Sequence[HistoryInstant]) -> bytes:
     rows = pa.Table.from_pylist(
         [
             {
                 "instantTime": i.timestamp,
                 "completionTime": i.completion_time,
                 "action": i.action,
-                "metadata": None,
-                "plan": None,
-                "version": 1,
+                "metadata": i.metadata,
+                "plan": i.plan,
+                "version": INSTANT_VERSION,
             }
-            for i in ordered
+            for i in instants
         ],
-        schema=FILE_SCHEMA,
+        schema=FILE_SCHEMA.with_metadata({"parquet.avro.schema": json.dumps(AVRO_SCHEMA)}),
     )
     sink = pa.BufferOutputStream()
     pq.write_table(rows, sink)
-    data = sink.getvalue().to_pybytes()
-    storage.write(f"{folder}/{name}", data)
-    manifest = {"files": [{"fileName": name, "fileLen": len(data)}]}
-    storage.write(f"{folder}/manifest_1", json.dumps(manifest, indent=2).encode())
-    storage.write(f"{folder}/{VERSION_FILE}", b"1")
-    return name
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _unreadable(path: str, reason: str) -> FailedPreconditionError:

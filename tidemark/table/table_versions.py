@@ -27,8 +27,6 @@ READ_VERSIONS = {6: 1, 8: 2, 9: 2}
 DEFAULT_TABLE_VERSION = 6
 """Of new tables: every reader Tidemark names reads 6 (docs/hudi-versions.md)."""
 CLUSTER_VERSIONS = frozenset({6})
-RETENTION_VERSIONS = frozenset({6})
-"""Cleaned and archived by Tidemark (1.x's LSM history is read, not yet written)."""
 
 
 class Archive(Protocol):
@@ -96,21 +94,11 @@ def open_archive(storage: Storage, props: Mapping[str, str]) -> Archive:
     return ArchivedTimeline(storage, archive_folder(dict(props)))
 
 
-def check_retention_version(version: int) -> None:
-    """Cleaning and archival write version 6's timeline and archived log only."""
-    if version not in RETENTION_VERSIONS:
-        raise FailedPreconditionError(
-            f"value '{version}' is not supported for cleaning and archival (Tidemark cleans "
-            "and archives table version 6 only; versions 8 and 9 are read and written)",
-            field=VERSION_KEY,
-        )
-
-
 def archived_log(archive: Archive) -> ArchivedTimeline:
-    """Version 6's archived timeline, the one archival appends to."""
+    """Version 6's archived timeline (archival appends log files to it)."""
     if not isinstance(archive, ArchivedTimeline):
         raise FailedPreconditionError(
-            f"{archive.folder} is an LSM history, which Tidemark does not write yet",
+            f"{archive.folder} is an LSM history, not version 6's archived timeline",
             field=VERSION_KEY,
         )
     return archive
