@@ -14,13 +14,22 @@ import pytest
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.cli import main
 from tidemark.errors import ConflictError, FailedPreconditionError
-from tidemark.table.commit import rollback
+from tidemark.table.clustering_plan import (
+    ClusteringGroup,
+    ClusteringPlan,
+    ClusteringStrategy,
+    SliceInfo,
+    pending_plans,
+    save_plan,
+)
+from tidemark.table.commit import rollback, rollback_failed_writes
+from tidemark.table.lock import StorageLease
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.ordering import newer_than_stored
+from tidemark.table.pending_clustering import REJECT, ROLLBACK, PendingClustering
 from tidemark.table.properties import read_properties
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import check_clusterable_version
 
 VERSIONS = [6, 8, 9]
 
@@ -126,11 +135,33 @@ def test_writes_to_other_file_groups_complete_side_by_side(tmp_path: Path) -> No
     assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
 
 
-def test_clustering_is_refused_on_versions_8_and_9(tmp_path: Path) -> None:
-    writer = new_table(tmp_path, 8)
-    with pytest.raises(FailedPreconditionError, match=r"^hoodie\.table\.version: value '8'"):
-        check_clusterable_version(HoodieTable.open(writer.table.uri).config.table_version)
-    check_clusterable_version(6)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_writers_honour_a_pending_plan_on_every_version(version: int, tmp_path: Path) -> None:
+    """A plan saved in the version's clustering action (8 and 9: ``clustering``) is left
+    alone by the rollback of failed writes, refused to an update of its file group, and
+    rolled back (``--on-pending-clustering rollback``) with every file of it."""
+    writer = new_table(tmp_path, version)
+    uri = writer.table.uri
+    writer.commit(rows((1, "Alice", "eu", 1.0), (2, "Bob", "us", 2.0)))
+    table = HoodieTable.open(uri)
+    eu = next(f for f in table.view().latest_base_files() if f.partition_path == "eu")
+    group = ClusteringGroup((SliceInfo(eu.partition_path, eu.file_id, eu.path, eu.size),), 1)
+    plan = ClusteringPlan((group,), ClusteringStrategy((), "linear", 1 << 30))
+    touched = [(eu.partition_path, eu.file_id)]
+    with StorageLease(table.storage, "test-writer") as lock:
+        table.timeline.fence = lock
+        planned = save_plan(table, plan)
+        assert planned.action == ("replacecommit" if version == 6 else "clustering")
+        assert rollback_failed_writes(table, StorageMarkerReader(table.storage), True) == []
+        pending = PendingClustering.load(table)
+        assert pending.planned == {touched[0]: planned.timestamp}
+        with pytest.raises(FailedPreconditionError, match=f"clustering plan {planned.timestamp}"):
+            pending.resolve(touched, REJECT)
+        assert pending.resolve(touched, ROLLBACK) == [planned.timestamp]
+    table.timeline.reload()
+    assert table.timeline.pending() == [] and pending_plans(table) == []
+    assert not list((Path(uri) / ".hoodie").rglob(f"{planned.timestamp}.*"))
+    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
 
 
 @pytest.mark.parametrize("version", ["6", "8", "9"])
