@@ -139,7 +139,8 @@ def test_writes_to_other_file_groups_complete_side_by_side(tmp_path: Path) -> No
 def test_writers_honour_a_pending_plan_on_every_version(version: int, tmp_path: Path) -> None:
     """A plan saved in the version's clustering action (8 and 9: ``clustering``) is left
     alone by the rollback of failed writes, refused to an update of its file group, and
-    rolled back (``--on-pending-clustering rollback``) with every file of it."""
+    rolled back (``--on-pending-clustering rollback``) with every file of it; an
+    interrupted run of it is rolled back to the plan."""
     writer = new_table(tmp_path, version)
     uri = writer.table.uri
     writer.commit(rows((1, "Alice", "eu", 1.0), (2, "Bob", "us", 2.0)))
@@ -153,6 +154,11 @@ def test_writers_honour_a_pending_plan_on_every_version(version: int, tmp_path: 
         planned = save_plan(table, plan)
         assert planned.action == ("replacecommit" if version == 6 else "clustering")
         assert rollback_failed_writes(table, StorageMarkerReader(table.storage), True) == []
+        running = table.timeline.transition_inflight(planned.timestamp, planned.action)
+        assert running.path == planned.path.replace(".requested", ".inflight")
+        rollback(table, planned.timestamp, StorageMarkerReader(table.storage), keep_plan=True)
+        (kept,) = pending_plans(table)  # an interrupted run goes back to its plan
+        assert (kept.instant, kept.plan) == (planned, plan)
         pending = PendingClustering.load(table)
         assert pending.planned == {touched[0]: planned.timestamp}
         with pytest.raises(FailedPreconditionError, match=f"clustering plan {planned.timestamp}"):
