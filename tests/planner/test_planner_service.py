@@ -27,8 +27,9 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.server import build_server
 from tidemark.services.planner import planner_service
 from tidemark.table.clustering_plan import pending_plans
+from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import ROLLBACK, State
+from tidemark.table.instant import COMMIT, ROLLBACK, State, new_instant_time
 from tidemark.table.markers import IOType, MarkerSpec
 from tidemark.table.naming import base_file_name, write_token
 from tidemark.table.table import HoodieTable
@@ -182,6 +183,23 @@ def test_a_plan_never_takes_file_groups_of_a_pending_write(
             name = base_file_name(base.file_id, write_token(0, 1, 0), stuck)
             markers.create("us", name, IOType.MERGE)
     response = planner.schedule(small_files.uri, plan_options())
+    assert [g.partition_path for g in response.plan.groups] == ["eu"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_plan_never_takes_file_groups_a_pending_write_names_in_its_inflight(
+    planner: PlannerClient, tmp_path: Path, version: int
+) -> None:
+    """A write Hudi left inflight without markers names the "us" file groups it updates
+    in its inflight metadata (the workload profile: JSON on version 6, Avro on 8 and 9)."""
+    table = new_table(tmp_path, SMALL_FILES, version)
+    us = [f for f in table.view().latest_base_files() if f.partition_path == "us"]
+    stats = [WriteStat(f.file_id, "", f.instant, 0, 0, 1, 0, 0, 0, "us") for f in us]
+    profile = table.timeline.encode_metadata(CommitMetadata({"us": stats}, "UPSERT"), COMMIT)
+    stuck = new_instant_time(after=table.timeline.latest_timestamp())
+    table.timeline.create_requested(stuck, COMMIT)
+    table.timeline.transition_inflight(stuck, COMMIT, profile)
+    response = planner.schedule(table.uri, plan_options())
     assert [g.partition_path for g in response.plan.groups] == ["eu"]
 
 
