@@ -12,8 +12,8 @@ parameters. The schemas below are transcribed from hudi-common's
 requested replacecommits (nested records declared inline), so Hudi's tools see a pending
 clustering and ours read Hudi's plans. docs/clustering.md describes the encoding.
 
-A plan is pending while its replacecommit is requested or inflight; writers skip it
-when rolling back failed writes (``tidemark.table.commit``).
+A plan is pending while its instant is requested or inflight; writers skip it when
+rolling back failed writes (``tidemark.table.commit``).
 """
 
 from __future__ import annotations
@@ -442,10 +442,9 @@ def file_groups_in(plans: Iterable[PendingPlan]) -> dict[tuple[str, str], str]:
 def save_plan(table: HoodieTable, plan: ClusteringPlan) -> Instant:
     """Write ``plan`` as a new requested instant of the timeline's clustering action
     (``<ts>.replacecommit.requested``, on versions 8 and 9 ``<ts>.clustering.requested``).
-    The caller holds the
-    table lock (its fence set on the timeline): the pending plans are read again here,
-    and a plan overlapping one of them is refused, so two schedulers never plan the same
-    file group; the create itself passes the fencing check."""
+    The caller holds the table lock (its fence set on the timeline): the pending plans are
+    read again here, and a plan overlapping one of them is refused, so two schedulers never
+    plan the same file group; the create itself passes the fencing check."""
     timeline = table.timeline
     if timeline.fence is None:
         raise FailedPreconditionError(
