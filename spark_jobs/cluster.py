@@ -97,7 +97,6 @@ from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
 from tidemark.table.plan_run import forget_runs, run_lock
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import check_clusterable_version
 
 log = structlog.get_logger(__name__)
 
@@ -208,7 +207,6 @@ def plans_to_run(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
 def checked_plans(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
     """The plans to run, once they are known good (no Spark needed: ``run`` calls this
     before starting its session)."""
-    check_clusterable_version(table.config.table_version)
     plans = plans_to_run(table, instant)
     for pending in plans:
         _check_layout(table, pending)
@@ -311,13 +309,13 @@ class _Runner:
                 self._undo(lock).to_plan(instant)
                 log.info("cluster.earlier_run_rolled_back", table=table.uri, instant=instant)
             tasks = group_tasks(table, instant, plan)
-            table.timeline.transition_inflight(instant, REPLACE_COMMIT)
+            running = table.timeline.transition_inflight(instant, pending.instant.action)
         log.info("cluster.started", table=table.uri, instant=instant, groups=len(tasks))
         faults.exit_if_requested("cluster_started")
         context = WriteContext(
             table_uri=table.uri,
             instant=instant,
-            action=REPLACE_COMMIT,
+            action=running.action,
             markers=self.markers.spec(table.uri, instant),
             file_schema=_file_schema(table, plan),
             config=table.config,

@@ -211,12 +211,13 @@ def new_files(stats: Sequence[WriteStat], instant: str) -> list[BaseFile]:
 
 
 def files_written_after(table: HoodieTable, after: str) -> list[BaseFile]:
-    """The base files created by the writes that completed after instant ``after``, as
-    their write stats name them (the timeline as last loaded)."""
+    """The base files created by the writes that completed after instant ``after`` (by
+    completion time on table versions 8 and 9), as their write stats name them (the
+    timeline as last loaded)."""
     return [
         file
         for instant in table.timeline.completed(WRITE_ACTIONS)
-        if instant.timestamp > after
+        if instant.completed_at > after
         for file in new_files(table.timeline.read_metadata(instant).write_stats, instant.timestamp)
     ]
 

@@ -4,10 +4,10 @@ the last T minutes, which a streaming writer still updates.
 
 A pending write (a commit, or a replacecommit without a clustering plan) names its file
 groups in its markers (``<partition>/<fileId>_<token>_<instant>.parquet.marker.<IO>``) and,
-when Hudi wrote it, in its inflight metadata (the workload profile's write stats). An
-insert_overwrite replaces whole partitions, so every live file group of the partitions it
-names is busy. Read under the table lock, so no write is running: pending writes here
-are failed ones the next writer rolls back.
+when Hudi wrote it, in its inflight metadata (the workload profile's write stats; JSON on
+table version 6, Avro on 8 and 9). An insert_overwrite replaces whole partitions, so every
+live file group of the partitions it names is busy. Read under the table lock, so no write
+is running: pending writes here are failed ones the next writer rolls back.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.table.clustering_plan import PendingPlan, file_groups_in
-from tidemark.table.commit_metadata import CommitMetadata
 from tidemark.table.fsview import BaseFile
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State, instant_time_ago
 from tidemark.table.markers import data_file_path, read_markers_from_storage
@@ -82,9 +81,9 @@ def _touched_by(table: HoodieTable, instant: Instant) -> tuple[set[FileGroupKey]
         name = path.rpartition("/")[2]
         if is_base_file_name(name):
             touched.add((partition_of(path), parse_base_file_name(name).file_id))
-    inflight = Instant(instant.timestamp, instant.action, State.INFLIGHT)
+    inflight = instant.with_state(State.INFLIGHT)
     try:
-        metadata = CommitMetadata.from_json(table.storage.read(inflight.path))
+        metadata = table.timeline.decode_metadata(table.storage.read(inflight.path))
     except (NotFoundError, InvalidArgumentError):
         metadata = None
     if metadata is not None:

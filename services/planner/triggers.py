@@ -20,15 +20,15 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from tidemark.clustering.strategy import PlanOptions
-from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
+from tidemark.errors import DataLossError, NotFoundError, TidemarkError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.services.planner import messages, requests
 from tidemark.services.planner.policy import TriggerPolicy
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.clustering_plan import plan_of_request
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State
+from tidemark.table.clustering_plan import plan_of
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
@@ -74,17 +74,13 @@ def commits_since_last_plan(table: HoodieTable) -> int:
     """Completed writes after the newest clustering plan (pending or completed) on the
     active timeline; all completed writes when there is none."""
     table.timeline.reload()
-    instants = table.timeline.instants()
     last_plan = ""
-    for instant in reversed(instants):
-        if instant.action != REPLACE_COMMIT:
-            continue
-        requested = Instant(instant.timestamp, REPLACE_COMMIT, State.REQUESTED)
+    for instant in reversed(table.timeline.instants()):
         try:
-            if plan_of_request(table.storage.read(requested.path)) is not None:
+            if plan_of(table, instant) is not None:
                 last_plan = instant.timestamp
                 break
-        except (NotFoundError, InvalidArgumentError):
+        except (NotFoundError, DataLossError):
             continue
     return sum(
         1

@@ -43,7 +43,10 @@ def planner(start_planner: StartPlanner) -> PlannerClient:
     return start_planner()
 
 
+SMALL_FILES = {"eu": [50, 400, 30, 200], "us": [10, 20], "asia": [500]}
+"""Three partitions of small files of different sizes (rows per file)."""
+
+
 @pytest.fixture
 def small_files(tmp_path: Path) -> HoodieTable:
-    """Three partitions of small files of different sizes (rows per file)."""
-    return new_table(tmp_path, {"eu": [50, 400, 30, 200], "us": [10, 20], "asia": [500]})
+    return new_table(tmp_path, SMALL_FILES)

@@ -3,6 +3,7 @@ through the public table API (pyarrow, no Spark), and the timeline as a comparab
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -39,8 +40,13 @@ def add_file_groups(table: HoodieTable, rows_per_file: dict[str, list[int]]) -> 
     return commit_file_groups(table, files, "UPSERT")
 
 
-def new_table(root: Path, rows_per_file: dict[str, list[int]]) -> HoodieTable:
-    table = HoodieTable.create(str(root / "people"), people_config())
+VERSIONS = [6, 8, 9]
+"""Every table version the planner serves."""
+
+
+def new_table(root: Path, rows_per_file: dict[str, list[int]], version: int = 6) -> HoodieTable:
+    config = dataclasses.replace(people_config(), table_version=version)
+    table = HoodieTable.create(str(root / "people"), config)
     add_file_groups(table, rows_per_file)
     return table
 

@@ -12,8 +12,8 @@ import pytest
 from marker.conftest import metric
 from table.table_testkit import Writer, hudi_rs_rows, people_config
 
-from planner.conftest import FAST_CLIENT, TEST_CONFIG, StartPlanner
-from planner.plankit import add_file_groups, hoodie_files
+from planner.conftest import FAST_CLIENT, SMALL_FILES, TEST_CONFIG, StartPlanner
+from planner.plankit import VERSIONS, add_file_groups, hoodie_files, new_table
 from tidemark.clients.marker import marker_writer_for
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ServerConfig
@@ -27,14 +27,19 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.server import build_server
 from tidemark.services.planner import planner_service
 from tidemark.table.clustering_plan import pending_plans
+from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
+from tidemark.table.instant import COMMIT, ROLLBACK, State, new_instant_time
 from tidemark.table.markers import IOType, MarkerSpec
 from tidemark.table.naming import base_file_name, write_token
 from tidemark.table.table import HoodieTable
 
 
-def test_schedule_list_get_cancel(planner: PlannerClient, small_files: HoodieTable) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_schedule_list_get_cancel(planner: PlannerClient, tmp_path: Path, version: int) -> None:
+    """On every table version: a plan is a requested instant of the version's clustering
+    action (version 6: ``replacecommit``, 8 and 9: ``clustering``)."""
+    small_files = new_table(tmp_path, SMALL_FILES, version)
     uri = small_files.uri
     rows = hudi_rs_rows(uri)
     sizes = {f.file_id: f.size for f in small_files.view().latest_base_files()}
@@ -58,7 +63,11 @@ def test_schedule_list_get_cancel(planner: PlannerClient, small_files: HoodieTab
     assert listed == plan
     assert planner.get_plan(uri, plan.instant_time) == plan
     (saved,) = pending_plans(HoodieTable.open(uri))
-    assert saved.instant.state is State.REQUESTED and saved.instant.action == REPLACE_COMMIT
+    assert saved.instant.state is State.REQUESTED
+    requested = {6: f".hoodie/{plan.instant_time}.replacecommit.requested"}.get(
+        version, f".hoodie/timeline/{plan.instant_time}.clustering.requested"
+    )
+    assert saved.instant.path == requested and (Path(uri) / requested).is_file()
     assert hudi_rs_rows(uri) == rows
 
     again = planner.schedule(uri, plan_options())
@@ -70,7 +79,8 @@ def test_schedule_list_get_cancel(planner: PlannerClient, small_files: HoodieTab
     assert [(i.timestamp, i.action) for i in timeline.completed(frozenset({ROLLBACK}))] == [
         (rollback, ROLLBACK)
     ]
-    assert planner.list_plans(uri) == []
+    assert planner.list_plans(uri) == [] and timeline.pending() == []
+    assert not (Path(uri) / requested).exists()
     assert hudi_rs_rows(uri) == rows
 
 
@@ -160,10 +170,12 @@ def test_a_table_with_no_commits_is_refused(planner: PlannerClient, tmp_path: Pa
     assert hoodie_files(table) == before
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 def test_a_plan_never_takes_file_groups_of_a_pending_write(
-    planner: PlannerClient, small_files: HoodieTable
+    planner: PlannerClient, tmp_path: Path, version: int
 ) -> None:
     """A failed upsert left MERGE markers naming the "us" file groups."""
+    small_files = new_table(tmp_path, SMALL_FILES, version)
     stuck = Writer(small_files).begin()
     markers = marker_writer_for(MarkerSpec("direct", small_files.uri, stuck))
     for base in small_files.view().latest_base_files():
@@ -171,6 +183,23 @@ def test_a_plan_never_takes_file_groups_of_a_pending_write(
             name = base_file_name(base.file_id, write_token(0, 1, 0), stuck)
             markers.create("us", name, IOType.MERGE)
     response = planner.schedule(small_files.uri, plan_options())
+    assert [g.partition_path for g in response.plan.groups] == ["eu"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_plan_never_takes_file_groups_a_pending_write_names_in_its_inflight(
+    planner: PlannerClient, tmp_path: Path, version: int
+) -> None:
+    """A write Hudi left inflight without markers names the "us" file groups it updates
+    in its inflight metadata (the workload profile: JSON on version 6, Avro on 8 and 9)."""
+    table = new_table(tmp_path, SMALL_FILES, version)
+    us = [f for f in table.view().latest_base_files() if f.partition_path == "us"]
+    stats = [WriteStat(f.file_id, "", f.instant, 0, 0, 1, 0, 0, 0, "us") for f in us]
+    profile = table.timeline.encode_metadata(CommitMetadata({"us": stats}, "UPSERT"), COMMIT)
+    stuck = new_instant_time(after=table.timeline.latest_timestamp())
+    table.timeline.create_requested(stuck, COMMIT)
+    table.timeline.transition_inflight(stuck, COMMIT, profile)
+    response = planner.schedule(table.uri, plan_options())
     assert [g.partition_path for g in response.plan.groups] == ["eu"]
 
 

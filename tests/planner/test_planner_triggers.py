@@ -8,15 +8,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from table.v1x_testkit import unzip_fixture
 
 from planner.conftest import TEST_CONFIG, StartPlanner
-from planner.plankit import add_file_groups, new_table, serve_planner
+from planner.plankit import VERSIONS, add_file_groups, new_table, serve_planner
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.services.planner.config import PlannerConfig
+from tidemark.services.planner.triggers import commits_since_last_plan
 from tidemark.table.clustering_plan import PendingPlan, pending_plans
+from tidemark.table.instant import COMMIT
 from tidemark.table.table import HoodieTable
 
 WAIT_S = 30.0
@@ -47,10 +50,11 @@ def every(commits: int = 0, seconds: int = 0) -> pb.TriggerPolicy:
     return pb.TriggerPolicy(every_seconds=seconds, options=options)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 def test_after_every_n_commits_and_never_on_a_pending_plan(
-    start_planner: StartPlanner, tmp_path: Path
+    start_planner: StartPlanner, tmp_path: Path, version: int
 ) -> None:
-    table = new_table(tmp_path, {"eu": [10, 20]})
+    table = new_table(tmp_path, {"eu": [10, 20]}, version)
     planner = start_planner()
     assert planner.set_policy(table.uri, every(commits=3)) == every(commits=3)
     add_file_groups(table, {"eu": [30]})
@@ -133,3 +137,12 @@ def test_config_is_validated() -> None:
     assert TEST_CONFIG.trigger_poll_s == 0.2
     with pytest.raises(Exception, match="lock_lease_s"):
         PlannerConfig(lock_lease_s=0.5)
+
+
+def test_commits_are_counted_from_a_clustering_hudi_completed(tmp_path: Path) -> None:
+    """Hudi 1.1 completed a clustering (``<t>.clustering.requested``, then
+    ``<t>_<c>.replacecommit``) one commit before the end of this table's timeline."""
+    root = unzip_fixture("v9_txns_simple_nometa", tmp_path)
+    table = HoodieTable.open(str(root))
+    assert len(table.timeline.completed(frozenset({COMMIT}))) == 10
+    assert commits_since_last_plan(table) == 1

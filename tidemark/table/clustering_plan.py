@@ -1,4 +1,5 @@
-"""Clustering plans: ``<ts>.replacecommit.requested`` in Hudi's encoding.
+"""Clustering plans: ``<ts>.replacecommit.requested`` in Hudi's encoding (on table
+versions 8 and 9 ``<ts>.clustering.requested``: the timeline's ``CLUSTERING_ACTION``).
 
 Hudi saves a scheduled clustering as a requested replacecommit whose content is an Avro
 object container file with one ``HoodieRequestedReplaceMetadata`` record (operation type
@@ -11,8 +12,8 @@ parameters. The schemas below are transcribed from hudi-common's
 requested replacecommits (nested records declared inline), so Hudi's tools see a pending
 clustering and ours read Hudi's plans. docs/clustering.md describes the encoding.
 
-A plan is pending while its replacecommit is requested or inflight; writers skip it
-when rolling back failed writes (``tidemark.table.commit``).
+A plan is pending while its instant is requested or inflight; writers skip it when
+rolling back failed writes (``tidemark.table.commit``).
 """
 
 from __future__ import annotations
@@ -37,10 +38,9 @@ from tidemark.table.avro_metadata import (
     read_single_record,
     write_single_record,
 )
-from tidemark.table.instant import CLUSTERING, REPLACE_COMMIT, Instant, State, new_instant_time
+from tidemark.table.instant import REPLACE_COMMIT, Instant, new_instant_time
 from tidemark.table.naming import join_path
 from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import check_clusterable_version
 
 log = structlog.get_logger(__name__)
 
@@ -398,19 +398,26 @@ def _slice_from_record(piece: Mapping[str, Any], metrics: Mapping[str, float]) -
 
 def pending_plans(table: HoodieTable, *, reload: bool = True) -> list[PendingPlan]:
     """Every pending clustering plan on the timeline (reloaded first unless the caller
-    just did), oldest first (on table versions 8 and 9, Hudi's pending ``clustering``
-    instants)."""
+    just did), oldest first: requested or inflight instants of the layout's clustering
+    action (on table versions 8 and 9, ``clustering``) holding a plan."""
+    timeline = table.timeline
     if reload:
-        table.timeline.reload()
+        timeline.reload()
     pending = []
-    for instant in table.timeline.pending():
-        if instant.action not in (REPLACE_COMMIT, CLUSTERING):
-            continue
-        requested = instant.with_state(State.REQUESTED)
-        plan = read_parsed(table.storage, requested.path, plan_of_request)
+    for instant in timeline.pending():
+        plan = plan_of(table, instant)
         if plan is not None:
             pending.append(PendingPlan(instant, plan))
     return pending
+
+
+def plan_of(table: HoodieTable, instant: Instant) -> ClusteringPlan | None:
+    """The clustering plan ``instant`` carries (pending, or completed as a replacecommit),
+    or None: another action, or a replacecommit without a plan (Hudi's insert_overwrite)."""
+    timeline = table.timeline
+    if instant.action not in (REPLACE_COMMIT, timeline.CLUSTERING_ACTION):
+        return None
+    return read_parsed(table.storage, timeline.requested(instant).path, plan_of_request)
 
 
 def pending_plan(table: HoodieTable, timestamp: str) -> PendingPlan:
@@ -433,12 +440,12 @@ def file_groups_in(plans: Iterable[PendingPlan]) -> dict[tuple[str, str], str]:
 
 
 def save_plan(table: HoodieTable, plan: ClusteringPlan) -> Instant:
-    """Write ``plan`` as a new ``<ts>.replacecommit.requested``. The caller holds the
-    table lock (its fence set on the timeline): the pending plans are read again here,
-    and a plan overlapping one of them is refused, so two schedulers never plan the same
-    file group; the create itself passes the fencing check."""
+    """Write ``plan`` as a new requested instant of the timeline's clustering action
+    (``<ts>.replacecommit.requested``, on versions 8 and 9 ``<ts>.clustering.requested``).
+    The caller holds the table lock (its fence set on the timeline): the pending plans are
+    read again here, and a plan overlapping one of them is refused, so two schedulers never
+    plan the same file group; the create itself passes the fencing check."""
     timeline = table.timeline
-    check_clusterable_version(table.config.table_version)
     if timeline.fence is None:
         raise FailedPreconditionError(
             "saving a clustering plan requires the table lock", field="lock"
@@ -453,7 +460,8 @@ def save_plan(table: HoodieTable, plan: ClusteringPlan) -> Instant:
             field="plan",
         )
     timestamp = new_instant_time(after=timeline.latest_timestamp())
-    instant = timeline.create_requested(timestamp, REPLACE_COMMIT, plan.to_avro(table.uri))
+    payload = plan.to_avro(table.uri)
+    instant = timeline.create_requested(timestamp, timeline.CLUSTERING_ACTION, payload)
     log.info(
         "clustering.plan_saved",
         table=table.uri,

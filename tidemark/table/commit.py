@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import structlog
 
 from tidemark.errors import (
+    DataLossError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -29,14 +30,13 @@ from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table import column_stats
 from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata, RollbackPlan
-from tidemark.table.clustering_plan import plan_of_request
+from tidemark.table.clustering_plan import plan_of
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.instant import (
     COMMIT,
     REPLACE_COMMIT,
     ROLLBACK,
     Instant,
-    State,
     instant_time_ago,
     is_instant_time,
     new_instant_time,
@@ -235,7 +235,7 @@ def rollback_target(table: HoodieTable, instant: str) -> Instant:
             f"instant {instant} is completed; only pending (failed) writes can be rolled back",
             field="instant",
         )
-    if target.action not in (COMMIT, REPLACE_COMMIT):
+    if target.action not in (COMMIT, REPLACE_COMMIT, table.timeline.CLUSTERING_ACTION):
         raise FailedPreconditionError(
             f"instant {instant} is a {target.action}, not a write", field="instant"
         )
@@ -351,14 +351,15 @@ def _written_by_any(storage: Storage, instants: set[str], partition: str) -> lis
 
 
 def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
+    """A pending commit, or a pending replacecommit without a clustering plan (a pending
+    clustering, on versions 8 and 9 the action ``clustering``, is a plan to run)."""
     if instant.action == COMMIT:
         return True
     if instant.action != REPLACE_COMMIT:
         return False
-    requested = instant.with_state(State.REQUESTED)
     try:
-        return plan_of_request(table.storage.read(requested.path)) is None
-    except InvalidArgumentError as error:
+        return plan_of(table, instant) is None
+    except DataLossError as error:
         log.warning(
             "rollback.unreadable_replace_request",
             table=table.uri,

@@ -66,7 +66,7 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.table.version",
         "refused",
-        "Tidemark reads and writes table versions 6, 8 and 9 (clusters 6 only)",
+        "Tidemark reads, writes and clusters table versions 6, 8 and 9",
         _one_of("6", "8", "9"),
     ),
     PropertyRule(

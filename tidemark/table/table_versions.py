@@ -4,7 +4,7 @@ Version 6 (Hudi 0.14-0.15) keeps its timeline directly under ``.hoodie/`` (layou
 archives to ``.hoodie/archived`` log files; versions 8 (Hudi 1.0) and 9 (Hudi 1.1, 1.2)
 keep it under ``.hoodie/timeline/`` (layout 2) with completion times, and archive to the
 LSM history. A version must come with its layout, as hudi-rs also demands. Tidemark
-reads and writes 6, 8 and 9, and clusters 6 only (docs/hudi-versions.md).
+reads, writes and clusters 6, 8 and 9 (docs/hudi-versions.md).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ READ_VERSIONS = {6: 1, 8: 2, 9: 2}
 """Table version -> the timeline layout it requires."""
 DEFAULT_TABLE_VERSION = 6
 """Of new tables: every reader Tidemark names reads 6 (docs/hudi-versions.md)."""
-CLUSTER_VERSIONS = frozenset({6})
 
 
 class Archive(Protocol):
@@ -68,17 +67,6 @@ def add_table_version_argument(parser: argparse.ArgumentParser, *, default: int 
         help="Hudi table version of a new table: 6 (Hudi 0.14-0.15), 8 (Hudi 1.0) or 9 "
         f"(Hudi 1.1-1.2); default {DEFAULT_TABLE_VERSION} (see docs/hudi-versions.md)",
     )
-
-
-def check_clusterable_version(version: int) -> None:
-    """Clustering plans are written and run on version 6 only (a 1.x plan is a
-    ``clustering`` instant, which the planner does not write yet)."""
-    if version not in CLUSTER_VERSIONS:
-        raise FailedPreconditionError(
-            f"value '{version}' is not supported for clustering (Tidemark plans and runs "
-            "clustering on table version 6 only; versions 8 and 9 are read and written)",
-            field=VERSION_KEY,
-        )
 
 
 def open_timeline(storage: Storage, props: Mapping[str, str]) -> Timeline:

@@ -84,6 +84,9 @@ class Timeline:
 
     LAYOUT = 1
     """The timeline layout of the instants this class writes (layout 2: ``timeline_v2``)."""
+    CLUSTERING_ACTION = REPLACE_COMMIT
+    """The action of a pending clustering plan: a requested replacecommit holding the plan
+    on layout 1 (layout 2: ``clustering``); it completes as a replacecommit on both."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -133,6 +136,10 @@ class Timeline:
     def latest_timestamp(self) -> str | None:
         return self._instants[-1].timestamp if self._instants else None
 
+    def requested(self, instant: Instant) -> Instant:
+        """The requested file of ``instant`` (in any state), where its plan is kept."""
+        return instant.with_state(State.REQUESTED)
+
     def find(self, timestamp: str) -> Instant:
         """The instant at ``timestamp`` (latest state); NotFoundError if absent."""
         validate_instant_time(timestamp)
@@ -172,6 +179,11 @@ class Timeline:
     def encode_metadata(self, metadata: CommitMetadata, action: str) -> bytes:
         """A completed write's file content: JSON on layout 1 (Avro on layout 2)."""
         return metadata.to_json()
+
+    def decode_metadata(self, data: bytes) -> CommitMetadata:
+        """Commit metadata in this layout's encoding (a completed write's, or the partial
+        metadata Hudi puts in a write's inflight file)."""
+        return CommitMetadata.from_json(data)
 
     def read_metadata(self, instant: Instant) -> CommitMetadata:
         if not instant.is_completed or instant.action not in WRITE_ACTIONS:

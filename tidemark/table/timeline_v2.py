@@ -43,9 +43,13 @@ class LayoutTwoTimeline(Timeline):
     """A snapshot of a layout-2 timeline; ``version`` is the table version (8 or 9)."""
 
     LAYOUT = 2
+    CLUSTERING_ACTION = CLUSTERING
 
     def __init__(self, storage: Storage, version: int) -> None:
         self.version = version
+        self._requested_actions: dict[str, str] = {}
+        """Requested time -> the action of its requested file, where it differs from the
+        instant's (a completed clustering's ``clustering.requested``)."""
         super().__init__(storage)
 
     def reload(self) -> None:
@@ -53,14 +57,27 @@ class LayoutTwoTimeline(Timeline):
         latest state: a clustering's ``clustering`` files give way to its completed
         ``replacecommit``."""
         latest: dict[str, Instant] = {}
+        requested: dict[str, str] = {}
         for info in self.storage.list_dir(TIMELINE_DIR).files:
             instant = parse_layout2_file_name(info.path[len(TIMELINE_DIR) :])
             if instant is None:
                 continue
+            if instant.state is State.REQUESTED:
+                requested[instant.timestamp] = instant.action
             known = latest.get(instant.timestamp)
             if known is None or known.state < instant.state:
                 latest[instant.timestamp] = instant
         self._instants = sorted(latest.values())
+        self._requested_actions = {
+            timestamp: action
+            for timestamp, action in requested.items()
+            if latest[timestamp].action != action
+        }
+
+    def requested(self, instant: Instant) -> Instant:
+        """A completed clustering's plan is in ``<requested>.clustering.requested``."""
+        action = self._requested_actions.get(instant.timestamp, instant.action)
+        return Instant(instant.timestamp, action, State.REQUESTED, layout=2)
 
     def last_completed(self, actions: frozenset[str] | None = WRITE_ACTIONS) -> Instant | None:
         """The instant that completed last: the table's state is the one it left."""
@@ -73,7 +90,7 @@ class LayoutTwoTimeline(Timeline):
                 f"{instant.file_name} is not a completed commit or replacecommit",
                 field="instant",
             )
-        return read_parsed(self.storage, instant.path, commit_metadata_from_avro)
+        return read_parsed(self.storage, instant.path, self.decode_metadata)
 
     def latest_timestamp(self) -> str | None:
         """The latest requested or completion time: a new instant starts after both
@@ -120,6 +137,9 @@ class LayoutTwoTimeline(Timeline):
     def encode_metadata(self, metadata: CommitMetadata, action: str) -> bytes:
         return commit_metadata_to_avro(metadata, action)
 
+    def decode_metadata(self, data: bytes) -> CommitMetadata:
+        return commit_metadata_from_avro(data)
+
     def delete_pending(self, instant: Instant) -> None:
         """Inflight first, as on layout 1: a crash in between leaves a requested instant."""
         self._check_pending(instant)
@@ -159,6 +179,9 @@ class LayoutTwoTimeline(Timeline):
 
     def _replace(self, instant: Instant) -> None:
         """One instant per requested time (a clustering completes as a replacecommit)."""
+        earlier = next((i for i in self._instants if i.timestamp == instant.timestamp), None)
+        if earlier is not None and earlier.action != instant.action:
+            self._requested_actions[instant.timestamp] = self.requested(earlier).action
         others = [i for i in self._instants if i.timestamp != instant.timestamp]
         self._instants = sorted([*others, instant])
 
