@@ -72,6 +72,9 @@ ERROR_SAMPLES = 3
 TRIGGER_POLL_S = "1"
 HEALTH_TIMEOUT_S = 1.0
 """A kubelet probe's default ``timeoutSeconds`` (the chart keeps it)."""
+READINESS_FAILURE_THRESHOLD = 2
+"""The chart's ``probes.readiness.failureThreshold``: this many failed checks in a row take
+a pod out of its Service (one slow answer does not)."""
 
 
 def register(bench_subparsers: Any) -> None:
@@ -342,6 +345,7 @@ class HealthProber:
         self.interval_s = interval_s
         self.checks: dict[LoadKind, list[float]] = {kind: [] for kind in addresses}
         self.failures: dict[LoadKind, list[str]] = {kind: [] for kind in addresses}
+        self.longest_streak: dict[LoadKind, int] = dict.fromkeys(addresses, 0)
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._run, args=(kind, address), daemon=True)
@@ -359,10 +363,13 @@ class HealthProber:
             thread.join()
 
     def _run(self, kind: LoadKind, address: str) -> None:
+        streak = 0
         while not self._stop.is_set():
             began = time.perf_counter()
             failure = check_health(address)
             self.checks[kind].append(time.perf_counter() - began)
+            streak = 0 if failure is None else streak + 1
+            self.longest_streak[kind] = max(self.longest_streak[kind], streak)
             if failure is not None:
                 self.failures[kind].append(failure)
             self._stop.wait(max(0.0, self.interval_s - (time.perf_counter() - began)))
@@ -372,6 +379,7 @@ class HealthProber:
         return {
             "health_checks": len(self.checks[kind]),
             "health_failures": len(failures),
+            "health_failure_streak": self.longest_streak[kind],
             "health_failure_samples": failures[:ERROR_SAMPLES],
             "health_max_ms": max(self.checks[kind], default=0.0) * 1000,
         }
@@ -644,5 +652,9 @@ def format_report(report: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     report = run_in_temp_root(args, "tidemark-bench-load-", measure, format_report)
-    failed = any(report[kind]["errors"] or report[kind]["health_failures"] for kind in KINDS)
+    failed = any(
+        report[kind]["errors"]
+        or report[kind]["health_failure_streak"] >= READINESS_FAILURE_THRESHOLD
+        for kind in KINDS
+    )
     return 1 if failed else 0
