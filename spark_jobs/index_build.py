@@ -50,6 +50,7 @@ from tidemark.jobs.session import cancellable_jobs, check_executors_import
 from tidemark.jobs.stages import StageClock, StageListener
 from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import storage_for
+from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.lock import StorageLease
@@ -122,10 +123,27 @@ def build_index(
 
 def check_build(table: HoodieTable, rebuild: bool) -> None:
     """A table with a record index is built again only when asked to (``rebuild``); no
-    Spark needed: ``tidemark index build`` calls this before starting its session."""
+    Spark needed: ``tidemark index build`` calls this before starting its session.
+
+    Nor is a table with a clustering plan pending since before its latest commit: the
+    index built as of that commit would take the plan's changes, staged under the plan's
+    older instant when it runs, for ones its base already holds, and keep pointing the
+    moved keys at the replaced file groups."""
     if not rebuild and RecordIndex.exists(table.storage):
         raise FailedPreconditionError(
             f"{table.uri} already has a record index (use --rebuild to build it again)",
+            field="table",
+        )
+    plans = pending_plans(table)
+    last = table.timeline.last_completed(WRITE_ACTIONS)
+    older = [
+        plan.timestamp for plan in plans if last is not None and plan.timestamp < last.timestamp
+    ]
+    if last is not None and older:
+        raise FailedPreconditionError(
+            f"clustering plan {older[0]} of {table.uri} is pending since before its latest "
+            f"commit {last.timestamp}: run it (tidemark cluster run) or "
+            "cancel it (tidemark cluster cancel) before building the record index",
             field="table",
         )
 
