@@ -100,10 +100,10 @@ def index_locator(storage: Storage) -> Locator | None:
     """A ``Locator`` over the table's record index; None for a table without one. Before
     a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard is compacted
     (unless another compaction is running, or the reader may not write: then it is read
-    as is)."""
+    as is). The index is opened for this one lookup (``single_use``)."""
     if not RecordIndex.exists(storage):
         return None
-    index = RecordIndex.open(storage)
+    index = RecordIndex.open(storage, single_use=True)
 
     def locate(keys: set[str]) -> set[str]:
         if not keys:
