@@ -14,8 +14,10 @@ the rows by Spark.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,8 +25,9 @@ import structlog
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
-from tidemark.errors import InvalidArgumentError
+from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.base_file import conform
 from tidemark.jobs.task import storage_for
@@ -80,9 +83,46 @@ def scan(spark: SparkSession, plan: SnapshotPlan, reader: str = "auto") -> DataF
     native = reader == "spark" or (reader == "auto" and spark_reaches(spark, plan.uri))
     log.debug("read.scan", table=plan.uri, files=len(plan.files), native=native)
     if native:
-        base = hadoop_uri(plan.uri)
-        return spark.read.schema(schema).parquet(*[f"{base}/{f.path}" for f in plan.files])
+        return _parquet_scan(spark, plan, schema)
     return _storage_scan(spark, plan)
+
+
+def _parquet_scan(spark: SparkSession, plan: SnapshotPlan, schema: StructType) -> DataFrame:
+    """Spark's Parquet reader over the plan's files, given as their partition folders and
+    a filter naming the files: Spark lists each folder once in the driver, where it would
+    stat a list of files past ``spark.sql.sources.parallelPartitionDiscovery.threshold``
+    (32) in a Spark job of a task per file, most of a key query's time. A file gone since
+    planning (cleaned) is a NotFoundError, as Spark's own missing path would be; a folder
+    holding a file named like one of the plan's in another folder (a copy) is read by
+    naming each file."""
+    base = hadoop_uri(plan.uri)
+    folders = sorted({f"{base}/{f.partition_path}".rstrip("/") for f in plan.files})
+    names = glob_of_names(f.path.rsplit("/", 1)[-1] for f in plan.files)
+    frame = spark.read.schema(schema).option("pathGlobFilter", names).parquet(*folders)
+    found = {_relative(path, base) for path in frame.inputFiles()}
+    expected = {f.path for f in plan.files}
+    if found == expected:
+        return frame
+    for path in sorted(expected - found):
+        raise NotFoundError(
+            "a base file of the snapshot is gone (cleaned since?): read again", field=path
+        )
+    return spark.read.schema(schema).parquet(*[f"{base}/{path}" for path in sorted(expected)])
+
+
+def _relative(path: str, base: str) -> str | None:
+    """``path`` (a URI as Spark lists it, percent-encoded) relative to the table's
+    ``base``; None outside it."""
+    where, table = urlsplit(path), urlsplit(base)
+    folder, local = f"{table.path.rstrip('/')}/", unquote(where.path)
+    if where.netloc != table.netloc or not local.startswith(folder):
+        return None
+    return local[len(folder) :]
+
+
+def glob_of_names(names: Iterable[str]) -> str:
+    """A Hadoop glob matching exactly ``names`` (``{a,b}``, special characters escaped)."""
+    return "{" + ",".join(re.sub(r"([\\*?\[\]{},^!])", r"\\\1", n) for n in names) + "}"
 
 
 def spark_reaches(spark: SparkSession, table_uri: str) -> bool:

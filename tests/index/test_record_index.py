@@ -163,6 +163,39 @@ def test_compaction_folds_visible_deltas_and_keeps_pending_ones(indexed: Indexed
     assert answers(index, [keys[5]], as_of=pending) == {keys[5]: None}
 
 
+def test_a_single_use_index_searches_deltas_in_turn_with_the_same_answers(
+    indexed: Indexed,
+) -> None:
+    """Deltas moving, deleting and re-adding the same keys: an index opened for one lookup
+    (a read's plan) answers as the merging one, and caches no merge nor resident file."""
+    storage, commits, entries = indexed
+    keys = list(entries)
+    steps: list[dict[str, tuple[str, str] | None]] = [
+        {keys[0]: ("p", "fa"), keys[1]: None, keys[2]: ("p", "fc")},
+        {keys[0]: None, keys[1]: ("p", "fb"), keys[2]: ("p", "fd")},
+        {keys[0]: ("p", "fe"), "new": ("p", "ff")},
+    ]
+    index = RecordIndex.open(storage)
+    for rows in steps:
+        instant = commits.start()
+        index.stage(instant, changes(rows))
+        commits.complete(instant)
+    index.refresh()
+    assert index.max_deltas() == 3
+    asked = [*keys, "new", "absent"]
+    single, merging = RecordIndex.open(storage, single_use=True), RecordIndex.open(storage)
+    found = answers(single, asked)
+    assert found == answers(merging, asked)
+    assert [(found[k] or ())[:2] for k in (keys[0], keys[1], keys[2], "new")] == [
+        ("p", "fe"),
+        ("p", "fb"),
+        ("p", "fd"),
+        ("p", "ff"),
+    ]
+    assert found["absent"] is None and found[keys[3]] == entries[keys[3]]
+    assert single.cache.stats().bytes < merging.cache.stats().bytes  # no merged deltas
+
+
 def test_bad_stage_input_names_the_field_and_writes_nothing(indexed: Indexed) -> None:
     storage, commits, _ = indexed
     index = RecordIndex.open(storage)

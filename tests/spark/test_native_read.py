@@ -5,6 +5,8 @@ column statistics), on local storage and the local S3 server."""
 from __future__ import annotations
 
 import datetime
+import shutil
+from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -14,11 +16,11 @@ import tidemark.spark
 from spark.indexkit import indexed_table, rows
 from spark.sparkkit import files_in_view, hudi_rs_table, rows_by_key, snapshot
 from tidemark.cli import main
-from tidemark.errors import InvalidArgumentError
+from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.index import pruning
 from tidemark.index.pruning import plan_snapshot
 from tidemark.index.record_index import RecordIndex
-from tidemark.jobs.read import spark_reaches
+from tidemark.jobs.read import glob_of_names, scan, spark_reaches
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
@@ -76,6 +78,63 @@ def test_read_is_spark_parquet_scan_of_the_snapshot(spark: SparkSession, table_u
     old = tidemark.spark.read(spark, table_uri, as_of=first.timestamp, where={"id": [1, 3]})
     assert data_rows(old) == {MODEL[1], MODEL[3]}
     assert "note" not in old.columns
+
+
+def spark_jobs(spark: SparkSession) -> list[int]:
+    return list(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def test_scan_lists_partition_folders_without_a_listing_job(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """Spark gets the snapshot's partition folders and a filter naming its files: listed
+    in the driver however many files (a list of more files than the threshold would be
+    statted by a Spark job), older slices in the same folders left out."""
+    indexed_table(spark, table_uri)
+    write(spark, rows(spark, (0, "updated", "a", 2)), table_uri, "upsert")
+    latest = files_in_view(table_uri)
+    threshold = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    spark.conf.set(threshold, "3")  # the three folders, fewer than the files
+    try:
+        assert len(latest) > 3
+        before = spark_jobs(spark)
+        frame = tidemark.spark.read(spark, table_uri)
+        assert spark_jobs(spark) == before
+    finally:
+        spark.conf.unset(threshold)
+    assert {path.split("/table/", 1)[1] for path in frame.inputFiles()} == latest
+    columns = [*META_COLUMNS, *DATA_COLUMNS]
+    assert rows_by_key(frame.toArrow(), columns) == rows_by_key(hudi_rs_table(table_uri), columns)
+
+
+def test_scan_reads_exactly_the_planned_files(spark: SparkSession, table_uri: str) -> None:
+    """A file in a listed folder named like a planned file of another folder (a copy the
+    plan left out) is not read; a planned file deleted before the scan is a NotFoundError
+    naming it."""
+    indexed_table(spark, table_uri)
+    plan = plan_snapshot(table_uri)
+    copied = next(f for f in plan.files if f.partition_path == "a")
+    stray = Path(table_uri, "b", copied.path.rsplit("/", 1)[1])
+    shutil.copy(Path(table_uri, copied.path), stray)
+    frame = scan(spark, plan)
+    assert {path.split("/table/", 1)[1] for path in frame.inputFiles()} == {
+        f.path for f in plan.files
+    }
+    assert frame.count() == len(MODEL)
+    stray.unlink()
+    Path(table_uri, copied.path).unlink()
+    with pytest.raises(NotFoundError) as gone:
+        scan(spark, plan)
+    assert gone.value.field == copied.path
+
+
+def test_glob_of_names_matches_exactly_the_names(spark: SparkSession) -> None:
+    names = ["f1-0_1-0-1_20261127.parquet", "a,b{1}[x]*?^!\\.parquet"]
+    accept = spark._jvm.org.apache.hadoop.fs.GlobFilter(glob_of_names(names)).accept  # type: ignore[union-attr]
+    path = spark._jvm.org.apache.hadoop.fs.Path  # type: ignore[union-attr]
+    assert all(accept(path(f"/t/{name}")) for name in names)
+    others = ["f1-0_1-0-1_20261128.parquet", "a,b{1}[x]zz^!\\.parquet", "b{1}.parquet", "x"]
+    assert not any(accept(path(f"/t/{name}")) for name in others)
 
 
 def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(

@@ -5,11 +5,13 @@ processes on loopback (the architecture a deployment runs), generates web-sessio
 then: bulk-inserts them with service markers, builds the record index, upserts a batch
 and deletes every event of a few users (both tagged through the index service), schedules
 clustering by session through the planner service and runs it, and answers a point query
-by key and a session query. The report is one table, a row per figure: the service's
-figure, the same step's without it (measured in this run: direct markers, Spark's join,
-a row-group statistics scan of every file, the files before clustering) and their ratio;
-a figure with no saving at this size says when the saving appears. Then the stage times
-in run order and the total. Progress goes to stderr as each stage ends.
+by key and a session query through the native read (``tidemark.spark.read``'s: files
+pruned in the driver, Spark's Parquet reader). The report is one table, a row per
+figure: the service's figure, the same step's without it (measured in this run: direct
+markers, Spark's join, Spark's scan of every file with row-group pushdown, the files
+before clustering) and their ratio; a figure with no saving at this size says when the
+saving appears. Then the stage times in run order and the total. Progress goes to stderr
+as each stage ends.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -35,10 +37,12 @@ from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.commands.args import positive_int
 from tidemark.commands.progress import StageProgress
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
+from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.cluster import run_clustering
 from tidemark.jobs.cluster_options import ClusterOptions
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.index_writes import tag_with_index
+from tidemark.jobs.read import apply_filters, scan
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.jobs.stages import StageListener
 from tidemark.jobs.tagging import OLD_FILE_ID, existing_keys, tag
@@ -50,7 +54,7 @@ from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.keys import RECORD_KEY
 from tidemark.table.reader import read_snapshot
-from tidemark.table.scan import ScanResult, scan_equal
+from tidemark.table.scan import ScanResult
 from tidemark.table.table import HoodieTable
 
 DEFAULT_TABLE = "tidemark-demo/sessions"
@@ -221,7 +225,7 @@ def run_demo(
         }
         table.timeline.reload()
         session = _sample_session(table)
-        before = timed("session query before", lambda: _session_query(table, session))
+        before = timed("session query before", lambda: _session_query(spark, table, session))
         plan = timed("schedule clustering", lambda: _schedule(services["planner"], table_uri))
         options = ClusterOptions(
             markers="service",
@@ -231,8 +235,8 @@ def run_demo(
         )
         timed("run clustering", lambda: run_clustering(spark, table, plan, options))
         table.timeline.reload()
-        after = timed("session query after", lambda: _session_query(table, session))
-        point = timed("point query", lambda: _point_query(table, index_service))
+        after = timed("session query after", lambda: _session_query(spark, table, session))
+        point = timed("point query", lambda: _point_query(spark, table))
         addresses = {name: service.address for name, service in services.items()}
     return DemoReport(
         table=table_uri,
@@ -424,28 +428,20 @@ def _schedule(planner: _Service, table_uri: str) -> str:
     return scheduled.plan.instant_time
 
 
-def _session_query(table: HoodieTable, session: str) -> ScanResult:
-    """``session_id = X`` over the latest files with file and row-group min/max pruning."""
-    paths = [base.path for base in table.view().latest_base_files()]
-    return scan_equal(table.storage, paths, SESSION, session)
+def _session_query(spark: SparkSession, table: HoodieTable, session: str) -> ScanResult:
+    """``session_id = X`` through the native read: files pruned by column statistics,
+    then Spark's Parquet reader with row-group pushdown."""
+    return _native_query(spark, plan_snapshot(table.uri, [(SESSION, "=", session)]))
 
 
-def _point_query(table: HoodieTable, index: _Service) -> dict[str, Any]:
-    """One event by key, read the same way (``scan_equal``: row-group statistics) from the
-    files the index service names and, as the baseline, from every base file."""
+def _point_query(spark: SparkSession, table: HoodieTable) -> dict[str, Any]:
+    """One event by key through the native read: the files the record index names; as
+    the baseline, Spark's Parquet reader scans every base file (row-group pushdown on the
+    key)."""
     key = str(read_snapshot(table.storage, columns=[KEY]).column(KEY)[0])
-    client = IndexClient(index.address, table.uri)
-    last = table.timeline.last_completed()
-    as_of = last.timestamp if last else None
-    base_files = table.view().latest_base_files()
-
-    def through_index() -> ScanResult:
-        located = client.lookup([key], as_of=as_of).column("file_id").drop_null().to_pylist()
-        held = [base.path for base in base_files if base.file_id in set(located)]
-        return scan_equal(table.storage, held, KEY, key)
-
-    seconds, indexed = _timed(through_index)
-    scanned = scan_equal(table.storage, [base.path for base in base_files], KEY, key)
+    every = plan_snapshot(table.uri)
+    indexed = _native_query(spark, plan_snapshot(table.uri, [(KEY, "=", key)]))
+    scanned = _native_query(spark, replace(every, filters=[(KEY, "=", key)]))
     if indexed.rows_matched != scanned.rows_matched:
         raise FailedPreconditionError(
             f"the index found {indexed.rows_matched} rows of {key}, the scan "
@@ -455,10 +451,36 @@ def _point_query(table: HoodieTable, index: _Service) -> dict[str, Any]:
     return {
         "key": key,
         "rows_matched": indexed.rows_matched,
-        "files_in_table": len(base_files),
-        "with_index": {**asdict(indexed), "seconds": seconds},
+        "files_in_table": len(every.files),
+        "with_index": asdict(indexed),
         "without_index": asdict(scanned),
     }
+
+
+def _native_query(spark: SparkSession, plan: SnapshotPlan) -> ScanResult:
+    """Runs the plan's scan and filters: its files, the rows its scan handed on (Spark's
+    SQL metrics: Spark's Parquet reader counts those of the row groups pushdown left, the
+    pyarrow reader of S3 tables without S3A every row of the files) and the rows
+    matched."""
+    started = time.perf_counter()
+    frame = apply_filters(scan(spark, plan), plan)
+    matched = len(frame.collect())
+    seconds = time.perf_counter() - started
+    rows = 0
+    pending = [frame._jdf.queryExecution().executedPlan()]
+    while pending:
+        node = pending.pop()
+        metrics = node.metrics()
+        if metrics.contains("numFiles"):
+            rows += int(metrics.apply("numOutputRows").value())
+        elif metrics.contains("pythonNumRowsReceived"):
+            rows += int(metrics.apply("pythonNumRowsReceived").value())
+        elif node.nodeName() == "AdaptiveSparkPlan":
+            pending.append(node.executedPlan())
+        else:
+            children = node.children()
+            pending.extend(children.apply(i) for i in range(children.size()))
+    return ScanResult(len(plan.files), rows, matched, seconds)
 
 
 class _Prefixed:

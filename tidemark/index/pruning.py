@@ -78,9 +78,12 @@ def plan_snapshot(
     view = table.view(as_of)
     files = view.latest_base_files(_partitions_to_list(table, schema, checked))
     pruned = {"listed": len(files)}
-    files = [
-        f for f in files if column_stats.may_match(_partition_stats(table, schema, f), checked)
-    ]
+    matching = {
+        path
+        for path in {f.partition_path for f in files}
+        if column_stats.may_match(_partition_stats(table, schema, path), checked)
+    }
+    files = [f for f in files if f.partition_path in matching]
     pruned["partitions"] = len(files)
     if keys is None:
         keys = keys_from_filters(table.config, schema, checked)
@@ -97,10 +100,10 @@ def index_locator(storage: Storage) -> Locator | None:
     """A ``Locator`` over the table's record index; None for a table without one. Before
     a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard is compacted
     (unless another compaction is running, or the reader may not write: then it is read
-    as is)."""
+    as is). The index is opened for this one lookup (``single_use``)."""
     if not RecordIndex.exists(storage):
         return None
-    index = RecordIndex.open(storage)
+    index = RecordIndex.open(storage, single_use=True)
 
     def locate(keys: set[str]) -> set[str]:
         if not keys:
@@ -147,11 +150,11 @@ def _partitions_to_list(
         return None
 
 
-def _partition_stats(table: HoodieTable, schema: pa.Schema, base: BaseFile) -> FileStats:
-    """A file's partition values as statistics (each its own min and max) for the values
-    its path encodes; none for a path that cannot be decoded (time-based key generators)
-    or the default partition (null or empty: either may be stored)."""
-    decoded = parse_partition_path(base.partition_path, table.config) or {}
+def _partition_stats(table: HoodieTable, schema: pa.Schema, partition_path: str) -> FileStats:
+    """A partition's values as statistics (each its own min and max) for the values its
+    path encodes; none for a path that cannot be decoded (time-based key generators) or
+    the default partition (null or empty: either may be stored)."""
+    decoded = parse_partition_path(partition_path, table.config) or {}
     columns: dict[str, ColumnStats] = {}
     for name, text in decoded.items():
         if text == DEFAULT_PARTITION or name not in schema.names:

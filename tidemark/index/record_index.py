@@ -124,11 +124,17 @@ class RecordIndex:
     """The record index of the table at ``storage``'s root. Thread-safe."""
 
     def __init__(
-        self, storage: Storage, properties: layout.IndexProperties, cache: BlockCache
+        self,
+        storage: Storage,
+        properties: layout.IndexProperties,
+        cache: BlockCache,
+        *,
+        single_use: bool = False,
     ) -> None:
         self.storage = storage
         self.properties = properties
         self.cache = cache
+        self.single_use = single_use
         self._lock = threading.Lock()
         self._compacting = threading.Lock()
         self._timeline = _table_timeline(storage)
@@ -141,16 +147,21 @@ class RecordIndex:
         return storage.exists(layout.PROPERTIES_PATH)
 
     @classmethod
-    def open(cls, storage: Storage, cache: BlockCache | None = None) -> RecordIndex:
+    def open(
+        cls, storage: Storage, cache: BlockCache | None = None, *, single_use: bool = False
+    ) -> RecordIndex:
         """FailedPreconditionError(field="table") when the table has no record index,
-        DataLossError when its ``index.properties`` is damaged."""
+        DataLossError when its ``index.properties`` is damaged. ``single_use``: opened for
+        one lookup (a read's plan), which then decodes only the blocks it needs: deltas
+        are searched in turn, not merged (``_lookup_readers``), and no shard file is made
+        resident (``ShardReader.lookup``); both pay off over many lookups, never one."""
         try:
             properties = layout.IndexProperties.read(storage)
         except NotFoundError as missing:
             raise FailedPreconditionError(
                 f"{storage.uri} has no record index (run `tidemark index build`)", field="table"
             ) from missing
-        return cls(storage, properties, cache or BlockCache())
+        return cls(storage, properties, cache or BlockCache(), single_use=single_use)
 
     @property
     def num_shards(self) -> int:
@@ -269,7 +280,7 @@ class RecordIndex:
             part = slice(int(bounds[shard]), int(bounds[shard + 1]))
             batch, positions = grouped.take(part), order[part]
             for reader in self._lookup_readers(view, shard):
-                found, codes = reader.lookup(batch)
+                found, codes = reader.lookup(batch, make_resident=not self.single_use)
                 winner[positions[found]] = dictionary_start + codes[found].astype(np.int64)
                 dictionaries.append(reader.dictionary)
                 dictionary_start += len(reader.dictionary)
@@ -281,11 +292,13 @@ class RecordIndex:
         entry per key, tombstones kept: they delete base entries), so a lookup does two
         searches per shard however many deltas are outstanding. The merged file is cached
         under the exact list of delta files it merges: a delta added or folded changes the
-        list, so a lookup never sees a stale merge."""
+        list, so a lookup never sees a stale merge. A ``single_use`` index searches each
+        delta in turn, with the same answers: merging rewrites every entry of the deltas
+        (5 s for two deltas of 200,000 keys), which pays off over many lookups only."""
         base = self._reader(layout.base_path(shard, view.bases[shard]))
         deltas = view.deltas(shard)
         paths = [layout.delta_path(shard, m.instant, m.stage_id) for m in deltas]
-        if len(paths) <= 1:
+        if len(paths) <= 1 or self.single_use:
             return [base, *map(self._reader, paths)]
         key = ("merged deltas", self.storage.uri, *paths)
         merged = self.cache.get(key)

@@ -576,12 +576,15 @@ class ShardReader:
             block_of[shared] = _search_keys(self._first_keys, keys.values[shared], "right") - 1
         return block_of
 
-    def lookup(self, keys: EncodedKeys | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    def lookup(
+        self, keys: EncodedKeys | pa.Array, *, make_resident: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """For keys in any order (repeats allowed; nearly sorted is fastest): a found mask
         and each found key's location code (an index into ``dictionary``; 0 where not
         found). With the file resident (below) the batch is searched in one vector
         operation; otherwise keys are grouped by block with a radix sort of block numbers
-        and each block searches its keys in one vector operation."""
+        and each block searches its keys in one vector operation. ``make_resident=False``
+        never makes the file resident (a lookup that will not be repeated)."""
         if not isinstance(keys, EncodedKeys):
             keys = encode_keys(keys)
         found = np.zeros(len(keys), bool)
@@ -601,7 +604,7 @@ class ShardReader:
             ends = np.append(starts[1:], len(by_block))
             keep = touched >= 0
             touched, starts, ends = touched[keep], starts[keep], ends[keep]
-            if RESIDENT_TOUCHED_SHARE * len(touched) >= self.block_count:
+            if make_resident and RESIDENT_TOUCHED_SHARE * len(touched) >= self.block_count:
                 resident = self._make_resident()
         if resident is not None:
             assert isinstance(resident, _Block)
