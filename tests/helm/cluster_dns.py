@@ -78,6 +78,11 @@ class ClusterRelease(LocalRelease):
                 lines.append(f"{self.addresses[pod]} {pod}.{subdomain}.{DOMAIN}")
         return "".join(f"{line}\n" for line in lines)
 
+    def server_names(self) -> tuple[str, ...]:
+        """What the chart's Certificate names: each Service and its pods' names."""
+        services = [service["metadata"]["name"] for service in self.release.of_kind("Service")]
+        return tuple(name for s in services for name in (f"{s}.{DOMAIN}", f"*.{s}.{DOMAIN}"))
+
     def pod_host(self, pod: str) -> str:
         return self.addresses[pod]
 

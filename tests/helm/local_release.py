@@ -67,7 +67,7 @@ class LocalRelease:
     def _secrets(self) -> dict[str, dict[str, str]]:
         """The Secrets the release expects to exist (cert-manager's included), by name."""
         authority = Authority(self.directory)
-        server = authority.issue("server", server=True)
+        server = authority.issue("server", server=True, dns_names=self.server_names())
         client = authority.issue("client", server=False)
 
         def pair(leaf: Pair) -> dict[str, str]:
@@ -86,6 +86,10 @@ class LocalRelease:
                 auth["clientTokenKey"]: TOKEN,
             },
         }
+
+    def server_names(self) -> tuple[str, ...]:
+        """The names the services' certificate holds: the one clients dial here."""
+        return ("localhost",)
 
     def free_ports(self, count: int = 1) -> int:
         """The first of ``count`` consecutive loopback ports, free now and given to no
