@@ -88,6 +88,7 @@ SLOW = frozenset(
     {
         "test_packaging.py",
         "helm/test_chart_run.py",
+        "helm/test_chart_dns.py",
         "hardening/test_bench_load.py",
         "hardening/test_edge_memory.py",
         "spark/test_executor_environment.py",

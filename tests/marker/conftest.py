@@ -152,9 +152,9 @@ def serve_process() -> Iterator[Callable[[dict[str, str]], ServeProcess]]:
             process.kill()
 
 
-def metric(port: int, sample_name: str, **labels: str) -> float:
+def metric(port: int, sample_name: str, host: str = "127.0.0.1", **labels: str) -> float:
     """One sample's value from the service's real /metrics endpoint (0 when absent)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
     return sum(
         sample.value

@@ -34,17 +34,17 @@ class Authority:
         self.cert = str(directory / f"{name.replace(' ', '-')}.pem")
         Path(self.cert).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, name: str, *, server: bool) -> Pair:
+    def issue(
+        self, name: str, *, server: bool, dns_names: tuple[str, ...] = ("localhost",)
+    ) -> Pair:
+        """A leaf; a server's names ``dns_names`` (wildcards too) and 127.0.0.1."""
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         builder = _builder(subject, self._name, key.public_key())
         if server:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
-                critical=False,
-            )
+            names: list[x509.GeneralName] = [x509.DNSName(dns) for dns in dns_names]
+            names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         certificate = builder.sign(self._key, hashes.SHA256())
         pair = Pair(str(self._directory / f"{name}.crt"), str(self._directory / f"{name}.key"))
         Path(pair.cert).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
