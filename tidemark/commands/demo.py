@@ -605,6 +605,9 @@ def _rows(report: DemoReport) -> list[_Row]:
             f"session query {where}: rows read ({found} matched)",
             after["rows_read"],
             before["rows_read"],
+            gains_when="a row group holds many sessions: at the demo's size Spark's row-group "
+            "pushdown already skips most of the unclustered small files' rows; clustered, "
+            "a session's rows sit in one file of few row groups",
         ),
     ]
 
