@@ -9,9 +9,10 @@ import grpc
 import pytest
 
 from tidemark import errors
-from tidemark.config import ClientConfig
+from tidemark.config import ClientConfig, ServerConfig
 from tidemark.rpc.client import LazyStub, call, channel_for, lazy_stub, shared_channel
-from tidemark.rpc.server import RunningServer
+from tidemark.rpc.registry import ServiceDefinition
+from tidemark.rpc.server import RunningServer, build_server
 
 from .probe import SERVICE, ProbeServicer, Unary
 
@@ -126,3 +127,28 @@ def test_channel_for_uses_matching_message_limit(
         with pytest.raises(grpc.RpcError) as raised:
             echo(b"x" * 4096, timeout=10)
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_server_bound_to_a_port_a_cached_channel_last_failed_on_answers_at_once(
+    definition: ServiceDefinition,
+) -> None:
+    """A channel cached for a server that has gone sits in reconnect backoff, failing
+    calls at once; a later server of this process on the same port must not inherit
+    that: the fencing test's next write started its embedded service on the port a dead
+    writer's service had used and found it "unreachable"."""
+    once = ClientConfig(max_attempts=1, timeout_s=2.0)
+    first = build_server(ServerConfig(port=0, metrics_port=0), [definition])
+    address = f"127.0.0.1:{first.port}"
+    assert (
+        call(lazy_stub(address, RawEcho, config=once).stub.echo, b"a", idempotent=True, config=once)
+        == b"a"
+    )
+    first.stop(0)
+    with pytest.raises(errors.UnavailableError):
+        call(lazy_stub(address, RawEcho, config=once).stub.echo, b"b", idempotent=True, config=once)
+    second = build_server(ServerConfig(port=first.port, metrics_port=0), [definition])
+    try:
+        stub = lazy_stub(address, RawEcho, config=once)
+        assert call(stub.stub.echo, b"c", idempotent=True, config=once) == b"c"
+    finally:
+        second.stop(0)

@@ -69,6 +69,21 @@ def close_channels(matching: Callable[[str], bool]) -> None:
             _channels.pop(key).close()
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def forget_loopback_channels(port: int) -> None:
+    """Drop from this process's cache, without closing them, the channels to ``port`` on
+    loopback: a server of this process has just bound that port, so they dialed an earlier
+    server there (another process's, since gone) and may sit in reconnect backoff, failing
+    every call at once with "Connection refused" although the new server listens. Stubs
+    already holding one keep it; new ones get a fresh channel."""
+    names = {f"{host}:{port}" for host in LOOPBACK_HOSTS}
+    with _channels_lock:
+        for key in [key for key in _channels if key[1] in names]:
+            del _channels[key]
+
+
 _tokens: dict[str, tuple[tuple[int, int], str]] = {}
 _embedded: set[str] = set()
 

@@ -12,6 +12,13 @@ servers close each connection after a jittered maximum age, which is how clients
 replicas started since. A plain ``host:port`` keeps gRPC's ``pick_first``: after its one
 server restarts, pick_first reconnects on the next call, while round_robin fails calls
 fast until its reconnect backoff ends (measured: 1.5 s of retries lost after a restart).
+
+Each client channel keeps its own connections (``grpc.use_local_subchannel_pool``): in
+gRPC's global pool a new channel to an address shares, with its reconnect backoff, the
+connection of an older channel there, so a channel made for a server just started on a
+port whose previous server died failed at once with the old "Connection refused". A
+process caches one channel per address (tidemark/rpc/client.py), so nothing is shared
+that way anyway.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ def client_options(
         *_limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms),
         *balancing,
         ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
+        ("grpc.use_local_subchannel_pool", 1),
     ]
 
 

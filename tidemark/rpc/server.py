@@ -40,6 +40,7 @@ from prometheus_client import CollectorRegistry
 from tidemark.config import ServerConfig
 from tidemark.errors import ConfigError
 from tidemark.rpc.auth import CallGuard
+from tidemark.rpc.client import forget_loopback_channels
 from tidemark.rpc.interceptor import ServerCallInterceptor
 from tidemark.rpc.limits import ByteBudget, receive_limit
 from tidemark.rpc.metrics import MetricsEndpoint, RpcMetrics
@@ -147,6 +148,7 @@ def build_server(
         metrics.close()
         loop.close()
         raise
+    forget_loopback_channels(started.port)
     log.info(
         "server started",
         host=config.host,
