@@ -1,29 +1,72 @@
 """The package as users install it: the wheel in clean virtualenvs, without and with the
-``spark`` extra (the base one exactly as the Dockerfile installs it), and the generated
-stubs on the lowest grpcio and protobuf allowed."""
+``spark`` extra (the base one exactly as the Dockerfile installs it; the extra at the lowest
+and at the highest versions the bounds allow), and the generated stubs on the lowest grpcio
+and protobuf allowed."""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 import tomllib
 import venv
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helm.chart import dockerfile_instructions, image_entrypoint
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from serving import serve_and_check_health
 from spark.sparkkit import hudi_rs_table
 
 ROOT = Path(__file__).resolve().parent.parent
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 LOWEST_RUNTIME = ("grpcio==1.85.1", "protobuf==7.35.1")
 """The lower bounds in pyproject.toml: the generator's versions (grpcio-tools 1.85.1)."""
 INSTALL_TIMEOUT_S = 900
 pytestmark = pytest.mark.timeout(2 * INSTALL_TIMEOUT_S)
 """Installing pyspark into a new virtualenv takes minutes on a busy machine."""
+TIMES = [
+    datetime(1969, 7, 20, 20, 17, 40, tzinfo=UTC),
+    datetime(2024, 3, 31, 1, 30, 0, 123456, tzinfo=UTC),
+]
+"""Timestamps before the epoch and with microseconds."""
+WRITE_AND_READ = """
+import atexit, json, os, sys
+from pyspark.sql.functions import unix_micros
+import tidemark.spark
+from tidemark.cli import main
+from tidemark.jobs.session import build_session
+
+events, table = sys.argv[1:]
+write = ["write", "--table", table, "--input", events, "--op", "bulk_insert", "--key", "id"]
+assert main([*write, "--master", "local[1]"]) == 0
+spark = build_session("local[1]")  # the write's
+tidemark.spark.register(spark)
+
+def rows(frame):
+    frame = frame.select("id", unix_micros("at").alias("at"))
+    return sorted([row.id, row.at] for row in frame.collect())
+
+found = {
+    "read": rows(tidemark.spark.read(spark, table)),
+    "datasource": rows(spark.read.format("tidemark").load(table)),
+}
+spark.stop()
+print(json.dumps(found))
+atexit._run_exitfuncs()  # and no interpreter teardown, as tidemark.cli.run ends
+sys.stdout.flush()
+os._exit(0)
+"""
+"""Run in the virtualenv: ``tidemark write`` of ``events`` into a new table, in the process
+that then reads it back with Spark (one JVM, not two), by ``read`` and by the data source:
+ids and timestamps in microseconds since the epoch, so no time zone comes between."""
 
 
 def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -39,16 +82,45 @@ def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.Co
     )
 
 
-def _clean_venv(path: Path, *requirements: str) -> Path:
-    """A new virtualenv (no system site-packages) with ``requirements``; its bin dir."""
-    venv.EnvBuilder(with_pip=True, clear=True).create(path)
+def _clean_venv(path: Path, *requirements: str, resolution: str | None = None) -> Path:
+    """A new virtualenv (no system site-packages) with ``requirements``; its bin dir.
+    With a ``resolution``, uv installs them (``lowest-direct``: each requirement named at
+    the lowest version it allows, which pip cannot do), else the virtualenv's pip. uv
+    without its cache: a run costs what it costs on a fresh CI machine, and leaves no
+    gigabytes of pyspark sources and builds behind."""
+    venv.EnvBuilder(with_pip=resolution is None, clear=True).create(path)
     bin_dir = path / "bin"
-    installed = _run(
-        bin_dir / "python", "-m", "pip", "install", "--quiet", *requirements,
-        cwd=path, timeout=INSTALL_TIMEOUT_S,
-    )  # fmt: skip
+    install: list[str | Path]
+    if resolution is None:
+        install = [bin_dir / "python", "-m", "pip", "install"]
+    else:
+        install = [sys.executable, "-m", "uv", "pip", "install", "--python", bin_dir / "python",
+                   "--resolution", resolution, "--no-cache"]  # fmt: skip
+    installed = _run(*install, "--quiet", *requirements, cwd=path, timeout=INSTALL_TIMEOUT_S)
     assert installed.returncode == 0, installed.stderr[-4000:]
     return bin_dir
+
+
+def _installed(bin_dir: Path) -> dict[str, Version]:
+    """The version of each distribution in the virtualenv of ``bin_dir``, by canonical name."""
+    listed = _run(
+        sys.executable, "-m", "uv", "pip", "list", "--python", bin_dir / "python",
+        "--format", "json", cwd=bin_dir,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    return {
+        canonicalize_name(package["name"]): Version(package["version"])
+        for package in json.loads(listed.stdout)
+    }
+
+
+def _lower_bound(requirement: Requirement) -> Version:
+    (lowest,) = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+    return Version(lowest)
+
+
+def _micros(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def _dockerfile_pip(subcommand: str, wheels: Path) -> list[str]:
@@ -83,8 +155,7 @@ def wheel(wheelhouse: Path) -> Path:
 
 
 def test_the_image_installs_the_base_package_and_serves_as_non_root() -> None:
-    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    names = {re.split(r"[<>=\[; ]", requirement)[0].lower() for requirement in dependencies}
+    names = {canonicalize_name(Requirement(text).name) for text in PROJECT["dependencies"]}
     assert "pyspark" not in names and "pandas" not in names
     instructions = dict(dockerfile_instructions())  # the last of each kind
     assert image_entrypoint() == ["tidemark", "serve"]
@@ -120,19 +191,43 @@ def test_the_base_package_serves_without_pyspark(wheelhouse: Path, tmp_path: Pat
     assert not (tmp_path / "t").exists()
 
 
-def test_the_spark_extra_writes_a_table_hudi_reads(wheel: Path, tmp_path: Path) -> None:
-    bin_dir = _clean_venv(tmp_path / "venv", f"{wheel}[spark]")
-    (tmp_path / "events.csv").write_text("id,v\n1,a\n2,b\n3,c\n")
+@pytest.mark.parametrize("resolution", ["lowest-direct", "highest"])
+def test_the_spark_extra_writes_and_reads_timestamps_at_both_ends_of_the_bounds(
+    wheel: Path, tmp_path: Path, resolution: str
+) -> None:
+    """The wheel with the ``spark`` extra, every dependency at the lowest version its bound
+    in pyproject.toml allows, then at the highest: ``tidemark write`` of a table with a
+    timestamp column, read back by Spark (``read`` and the data source) and by hudi-rs,
+    with no traceback and no pandas warning on stderr."""
+    bounds = [
+        Requirement(text)
+        for text in [*PROJECT["dependencies"], *PROJECT["optional-dependencies"]["spark"]]
+    ]
+    bin_dir = _clean_venv(
+        tmp_path / "venv", f"{wheel}[spark]", *map(str, bounds), resolution=resolution
+    )
+    if resolution == "lowest-direct":
+        installed = _installed(bin_dir)
+        assert {bound.name: installed[canonicalize_name(bound.name)] for bound in bounds} == {
+            bound.name: _lower_bound(bound) for bound in bounds
+        }
+    events = tmp_path / "events.parquet"
+    pq.write_table(
+        pa.table({"id": ["a", "b"], "at": pa.array(TIMES, pa.timestamp("us", tz="UTC"))}), events
+    )
     table = tmp_path / "table"
-    write = _run(
-        bin_dir / "tidemark", "write", "--table", table, "--input", tmp_path / "events.csv",
-        "--op", "bulk_insert", "--key", "id", "--master", "local[1]",
-        cwd=tmp_path, timeout=600,
-    )  # fmt: skip
-    assert write.returncode == 0, write.stderr[-4000:]
+    job = _run(bin_dir / "python", "-c", WRITE_AND_READ, events, table, cwd=tmp_path, timeout=600)
+    assert job.returncode == 0, job.stderr[-4000:]
+    assert "Traceback" not in job.stderr and "pandas >= 3" not in job.stderr, job.stderr
+    found = json.loads(job.stdout.splitlines()[-1])
+    micros = [["a", _micros(TIMES[0])], ["b", _micros(TIMES[1])]]
+    assert found == {"read": micros, "datasource": micros}
     rows = hudi_rs_table(str(table))
     assert rows is not None
-    assert sorted(rows.column("v").to_pylist()) == ["a", "b", "c"]
+    assert rows.sort_by("id").select(["id", "at"]).to_pylist() == [
+        {"id": "a", "at": TIMES[0]},
+        {"id": "b", "at": TIMES[1]},
+    ]
 
 
 def test_the_stubs_import_with_the_lowest_allowed_runtime(tmp_path: Path) -> None:

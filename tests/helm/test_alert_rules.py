@@ -36,6 +36,19 @@ def alerts() -> list[dict[str, object]]:
     return [rule for group in groups for rule in group["rules"] if "alert" in rule]
 
 
+def dashboard_queries() -> list[str]:
+    """The dashboard's PromQL: each panel target's expression, and the series selector in
+    each variable's ``label_values(selector, label)`` (a Grafana function)."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            selector = re.fullmatch(r"label_values\((.+),\s*\w+\)", variable["query"])
+            assert selector, variable["query"]
+            queries.append(selector.group(1))
+    return queries
+
+
 def test_the_rules_parse_and_pass_their_unit_tests() -> None:
     assert "SUCCESS" in promtool("check", "rules", str(ALERTS))
     assert "SUCCESS" in promtool("test", "rules", RULE_TESTS.name)
@@ -61,4 +74,4 @@ def test_the_chart_ships_the_rules_and_the_dashboard() -> None:
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(config_map["data"]["tidemark.json"])
     assert dashboard == json.loads(DASHBOARD.read_text())
-    assert all(target["expr"] for panel in dashboard["panels"] for target in panel["targets"])
+    assert all(dashboard_queries())

@@ -1,4 +1,5 @@
-"""The rendered marker pods (3 and 6 replicas) with DNS as a cluster gives it
+"""The rendered marker pods (3 and 6 replicas; with ``TIDEMARK_CHART_DNS_AT_MAX`` set also
+the production autoscaler's maximum, 8) with DNS as a cluster gives it
 (cluster_dns.py: the Service's name -> every pod, each StatefulSet pod's name -> that pod,
 a Deployment pod's name -> nothing), and a write through the address NOTES prints whose
 creates land on replicas that do not own the marker dir: each such create is redirected
@@ -21,12 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from marker.conftest import metric
 
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.table.markers import IOType, marker_name
 
-from .chart import TLS_SECRETS, notes_addresses, render
+from .chart import CHART, TLS_SECRETS, notes_addresses, render
 from .cluster_dns import DOMAIN, ClusterRelease
 from .local_release import notes_env
 
@@ -42,6 +44,22 @@ ATTEMPTS = 3
 A p99 of 720 creates on a shared 2-core machine moves by a scheduler stall; the failure
 this test is for (creates redirected to a name that does not resolve) costs seconds on
 every non-owner create, in every run."""
+
+
+AT_MAX_ENV = "TIDEMARK_CHART_DNS_AT_MAX"
+"""Set (to anything) to run the write also at the production values' autoscaler maximum
+(``marker.autoscaling.maxReplicas``): minutes more, so the default suite leaves it out;
+its figures are in docs/reliability.md."""
+
+
+def production_max_replicas() -> int:
+    values = yaml.safe_load((CHART / "values-production.yaml").read_text())
+    return int(values["marker"]["autoscaling"]["maxReplicas"])
+
+
+CASES = [(3, False), (6, False), (3, True)]
+if os.environ.get(AT_MAX_ENV):
+    CASES.append((production_max_replicas(), False))
 
 
 SECURED = {
@@ -173,8 +191,8 @@ def one_replica(tmp_path_factory: pytest.TempPathFactory) -> Callable[[bool], Ou
 
 @pytest.mark.parametrize(
     ("replicas", "secured"),
-    [(3, False), (6, False), (3, True)],
-    ids=["3-replicas", "6-replicas", "3-replicas-mutual-tls-token"],
+    CASES,
+    ids=[f"{n}-replicas{'-mutual-tls-token' if secured else ''}" for n, secured in CASES],
 )
 def test_creates_on_non_owners_reach_the_owner_by_its_cluster_name(
     one_replica: Callable[[bool], Outcome], replicas: int, secured: bool, tmp_path: Path
