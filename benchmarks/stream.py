@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 import tidemark.spark
-from benchmarks.report import run_in_temp_root, times
+from benchmarks.report import ReadmeRow, run_in_temp_root, times
 from benchmarks.write import PARTITIONS, bulk_insert_generated, generate
 from tidemark.commands.args import positive_int
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
@@ -115,6 +115,34 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 def _percentile(ordered: list[float], fraction: float) -> float:
     """The nearest-rank percentile of sorted values."""
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
+def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
+    """The benchmark table's rows (benchmark, Tidemark, baseline, ratio): both sides
+    measured in one run, taking turns on one table."""
+    setting = (
+        f"`bench stream --rows {result['rows']} --batches {result['batches']} --batch-rows "
+        f"{result['batch_rows']}` (record index, {result['master']}; 1-minute load average "
+        f"{result['load_average_before'][0]:.0f} before, {result['load_average_after'][0]:.0f} "
+        "after)"
+    )
+    stages = ", ".join(f"{k} {v:.2f} s" for k, v in result["stream_stage_median_s"].items())
+    return [
+        (
+            f"{setting}: batch commit latency p50 (p99)",
+            f"stream writer {result['stream_p50_s']:.2f} s ({result['stream_p99_s']:.2f} s)",
+            f"one `write` at a time {result['one_at_a_time_p50_s']:.2f} s "
+            f"({result['one_at_a_time_p99_s']:.2f} s)",
+            f"{result['p50_ratio']:.2f}x",
+        ),
+        (
+            "same: rows per second",
+            f"{result['stream_rows_per_s']:,}",
+            f"{result['one_at_a_time_rows_per_s']:,}",
+            f"{result['stream_rows_per_s'] / result['one_at_a_time_rows_per_s']:.2f}x",
+        ),
+        ("same: the stream writer's stages (medians)", stages, "-", "-"),
+    ]
 
 
 def format_report(report: dict[str, Any]) -> str:

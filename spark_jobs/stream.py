@@ -6,7 +6,8 @@ if the table already has a commit with that key the write does nothing, so every
 is written exactly once. What a one-off write pays each time is paid once per query here:
 the marker and index services are started at the first batch and kept until ``close``
 (an embedded service keeps its index shards and block cache warm between batches), and
-an empty batch returns at once without touching the table.
+an empty batch returns at once without touching the table, and the partitions earlier
+batches wrote are not listed again to check a batch's partition paths (``TableMemo``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pyspark.sql import DataFrame
 
 from tidemark.closing import Closing
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.write import WriteResult, check_operation, write
+from tidemark.jobs.write import TableMemo, WriteResult, check_operation, write
 from tidemark.jobs.write_options import MAX_IDEMPOTENCY_KEY_CHARS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
@@ -59,6 +60,7 @@ class StreamWriter(Closing):
         self._options = options
         self._serving: WriteOptions | None = None
         self._services = ExitStack()
+        self._memo = TableMemo()
         self._lock = threading.Lock()
         self.results: list[WriteResult] = []
         """The last batches' results (the newest last), for a query's progress."""
@@ -77,7 +79,9 @@ class StreamWriter(Closing):
         the table already committed (its result is appended to ``results``)."""
         with self._lock:
             options = replace(self._started(), idempotency_key=self.idempotency_key(batch_id))
-            result = write(df.sparkSession, df, self.table_uri, self.operation, options)
+            result = write(
+                df.sparkSession, df, self.table_uri, self.operation, options, memo=self._memo
+            )
             self.results = [*self.results[-99:], result]
         log.info(
             "stream.batch_written",

@@ -30,7 +30,7 @@ from pyspark.sql import functions as sf
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.keying import arrow_schema, check_fields, column
-from tidemark.table.fsview import partition_listings
+from tidemark.table.fsview import partitions_around
 from tidemark.table.keys import (
     EMPTY_KEY_PART,
     IS_DELETED,
@@ -122,10 +122,12 @@ def check_layout(config: TableConfig, request: TableRequest) -> None:
 
 @dataclass(frozen=True)
 class InputCounts:
-    """Rows of a validated input and its distinct record keys."""
+    """Rows of a validated input, its distinct record keys and the partition paths its
+    rows go to."""
 
     rows: int
     keys: int
+    partitions: frozenset[str] = frozenset()
 
     @property
     def has_duplicate_keys(self) -> bool:
@@ -138,11 +140,14 @@ def validate_input(
     operation: str,
     table: HoodieTable | None,
     max_path_bytes: int | None = None,
+    known_partitions: Collection[str] = (),
 ) -> InputCounts:
     """The input's row and distinct key counts, after checking its schema and, in one
     aggregation, its values; raises InvalidArgumentError naming the column and an offending
     value. A delete needs only the key columns (``spark_jobs.deletes``). With
-    ``max_path_bytes`` (the storage's), every path the write creates must fit in it."""
+    ``max_path_bytes`` (the storage's), every path the write creates must fit in it.
+    ``known_partitions``: partitions the caller saw exist (a stream's earlier batches),
+    whose nesting is not asked of storage again."""
     if operation == "delete":
         config = replace(config, partition_fields=(), precombine_field=None)
     check_fields(df, config)
@@ -156,6 +161,7 @@ def validate_input(
     if ordering:
         aggregates.append(sf.count_if(sf.col(ordering).isNull()).alias(_ORDERING_NULLS))
     fields = config.partition_fields
+    paths: frozenset[str] = frozenset()
     groups = run_spark_action(_per_partition(_per_key(df, config, aggregates), fields).collect)
     totals = _combine([group.asDict() for group in groups], fields)
     _raise_key_problems(config, totals)
@@ -173,8 +179,8 @@ def validate_input(
             [{name: group[name] for name in fields} for group in groups],
             schema=pa.schema([schema.field(name) for name in fields]),
         )
-        _check_partitions(config, distinct, table, max_path_bytes)
-    return InputCounts(rows=int(totals[_ROWS]), keys=int(totals[_KEYS]))
+        paths = _check_partitions(config, distinct, table, max_path_bytes, known_partitions)
+    return InputCounts(rows=int(totals[_ROWS]), keys=int(totals[_KEYS]), partitions=paths)
 
 
 def _check_delete_flag(schema: pa.Schema) -> None:
@@ -283,11 +289,17 @@ def _raise_key_problems(config: TableConfig, totals: dict[str, Any]) -> None:
 
 
 def _check_partitions(
-    config: TableConfig, values: pa.Table, table: HoodieTable | None, max_path_bytes: int | None
-) -> None:
+    config: TableConfig,
+    values: pa.Table,
+    table: HoodieTable | None,
+    max_path_bytes: int | None,
+    known: Collection[str],
+) -> frozenset[str]:
     """Folder names of every distinct partition value, the length of the longest path a
     file of each partition gets, then nesting against each other and the table's
-    partitions (listed only when the table exists)."""
+    partitions around them (``partitions_around``: what the batch's paths could nest with,
+    asked of storage only when the table exists, at a cost by the batch's partitions, not
+    the table's); returns the partition paths."""
     fields = config.partition_fields
     segments = [column.to_pylist() for column in partition_segments(values, config)]
     for index, name in enumerate(fields):
@@ -305,5 +317,6 @@ def _check_partitions(
                 f"table, which has room for {max_path_bytes}",
                 field=blame[path],
             )
-    existing: Collection[str] = partition_listings(table.storage) if table is not None else ()
+    existing = partitions_around(table.storage, blame, known) if table is not None else set()
     check_partition_nesting(blame, existing)
+    return frozenset(blame)

@@ -100,7 +100,7 @@ from tidemark.table.commit import (
     rollback_failed_writes,
 )
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.fsview import BaseFile
+from tidemark.table.fsview import BaseFile, FileSystemView
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
 from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
@@ -170,6 +170,16 @@ class _Prepared:
     tagging: str
 
 
+@dataclass
+class TableMemo:
+    """What a writer that writes one table again and again (a streaming query) keeps from
+    one write to the next: the partitions its commits wrote, which exist from then on (a
+    partition folder is never removed), so a batch's partition checks do not ask storage
+    about them again."""
+
+    partitions: set[str] = field(default_factory=set)
+
+
 def write(
     spark: SparkSession,
     df: DataFrame,
@@ -178,6 +188,7 @@ def write(
     options: WriteOptions = DEFAULT_OPTIONS,
     *,
     listener: StageListener | None = None,
+    memo: TableMemo | None = None,
 ) -> WriteResult:
     """Write ``df`` to the table at ``table_uri``, creating it when
     ``options.record_key_fields`` are given and there is no table yet (``WriteOptions``
@@ -188,14 +199,21 @@ def write(
 
     The outcome is the completed instant: once it is published the write returns it,
     whatever clean-up fails afterwards. An empty ``df`` (an empty micro-batch) writes
-    nothing: one ``isEmpty`` job, before any service starts or the table is read."""
+    nothing: one ``isEmpty`` job, before any service starts or the table is read. A
+    ``memo`` carries what one write learned about the table to the next."""
     check_operation(operation)
     if df.isEmpty():
         log.info("write.empty_input", table=table_uri, operation=operation)
         return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
     with serving_markers(options.markers, options.marker_service_address) as address:
         return _write(
-            spark, df, table_uri, operation, options.with_marker_service(address), listener
+            spark,
+            df,
+            table_uri,
+            operation,
+            options.with_marker_service(address),
+            listener,
+            memo or TableMemo(),
         )
 
 
@@ -206,6 +224,7 @@ def _write(
     operation: str,
     options: WriteOptions,
     listener: StageListener | None,
+    memo: TableMemo,
 ) -> WriteResult:
     marker_options = MarkerOptions(
         options.markers, options.marker_service_address, options.marker_fallback_direct
@@ -235,19 +254,11 @@ def _write(
         options.disable_hudi_metadata_table,
         options.table_version,
     )
+    given = _Input(options.allow_duplicates, options.index, frozenset(memo.partitions))
     with clock.stage("prepare"):
-        prepared = _prepare(
-            df, table_uri, operation, request, _Input(options.allow_duplicates, options.index)
-        )
+        prepared = _prepare(df, table_uri, operation, request, given)
     try:
-        table, prepared = _create_or_join(
-            df,
-            table_uri,
-            operation,
-            request,
-            prepared,
-            _Input(options.allow_duplicates, options.index),
-        )
+        table, prepared = _create_or_join(df, table_uri, operation, request, prepared, given)
         with (
             index_client(
                 table.uri, prepared.indexed, options.index_service_address
@@ -285,6 +296,7 @@ def _write(
                                 prepared.tagging,
                                 index_service,
                                 options.on_pending_clustering,
+                                memo,
                             ),
                             clock,
                         )
@@ -380,14 +392,17 @@ class _Options:
     tagging: str
     index_client: IndexClient | None
     on_pending_clustering: str
+    memo: TableMemo
 
 
 @dataclass(frozen=True)
 class _Input:
-    """How the input's keys are treated: duplicates kept, and the tagging asked for."""
+    """How the input's keys are treated (duplicates kept, the tagging asked for) and the
+    partitions known to exist (``TableMemo``)."""
 
     allow_duplicates: bool = False
     index: str | None = None
+    known_partitions: frozenset[str] = frozenset()
 
 
 @contextmanager
@@ -439,7 +454,9 @@ def _prepare(
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
     storage = table.storage if table is not None else open_storage(table_uri)
-    counts = validate_input(data, config, operation, table, storage.max_path_bytes)
+    counts = validate_input(
+        data, config, operation, table, storage.max_path_bytes, given.known_partitions
+    )
     deduplicate = counts.has_duplicate_keys and not given.allow_duplicates
     row_count = counts.keys if deduplicate else counts.rows
     if operation == "bulk_insert":
@@ -585,6 +602,7 @@ def _write_locked(
         )
         with clock.stage("commit"):
             reconciled = complete_commit(table, instant, action, metadata, reader)
+        options.memo.partitions.update(metadata.partition_to_write_stats)
     except TidemarkError as error:
         raise with_note(error, _outcome_of_failed_write(table, instant)) from error
     result = _result(instant, operation, stats, replaced, clock, table.storage)
@@ -672,7 +690,7 @@ def _check_overwrite_keys(table: HoodieTable, keyed: DataFrame, client: IndexCli
     are not held outside the file groups of the partitions it replaces. ``_plan`` checks
     again under the lock, before any file is written, for a writer that came between."""
     partitions = {row[0] for row in keyed.select(PARTITION_PATH).distinct().collect()}
-    latest = table.view().latest_base_files()
+    latest = table.view().latest_base_files(partitions)
     replaced = {p: [f.file_id for f in latest if f.partition_path == p] for p in partitions}
     _check_new_keys(table, keyed.select(sf.col(RECORD_KEY).alias("key")), replaced, client)
 
@@ -695,23 +713,30 @@ def _plan(
     options: _Options,
 ) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
     """Tag keys with their file groups (upsert, delete) and size the output files; file
-    groups in pending clustering plans are refused or their plans rolled back."""
+    groups in pending clustering plans are refused or their plans rolled back. Tagged by
+    the record index, only the partitions the batch goes to or comes from are listed: the
+    file view costs what the batch touches, not the table."""
     clustering = pending_clustering.PendingClustering.load(table)
     view = table.view()
-    latest = view.latest_base_files()
     looked_up = ("upsert", "delete", "insert") if options.index_client else ("upsert", "delete")
-    if not (operation in looked_up and latest):
+    latest: list[BaseFile] | None = None
+    if operation not in looked_up:
         tagged = tag(keyed, None)
     elif options.tagging == "record":
         assert options.index_client is not None
         last = table.timeline.last_completed()
         as_of = last.timestamp if last else None
-        tagged = tag_with_index(keyed, options.index_client, as_of)
+        tagged = (
+            tag(keyed, None) if last is None else tag_with_index(keyed, options.index_client, as_of)
+        )
     else:
-        tagged = tag(keyed, existing_keys(spark, table.uri, table.config, latest))
+        latest = view.latest_base_files()
+        tagged = tag(
+            keyed, existing_keys(spark, table.uri, table.config, latest) if latest else None
+        )
     tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _sized(table, keyed, tagged, latest, clustering, operation, options)
+        return _sized(table, keyed, tagged, view, latest, clustering, operation, options)
     except BaseException:
         tagged.unpersist()
         raise
@@ -721,16 +746,24 @@ def _sized(
     table: HoodieTable,
     keyed: DataFrame,
     tagged: DataFrame,
-    latest: list[BaseFile],
+    view: FileSystemView,
+    listed: list[BaseFile] | None,
     clustering: pending_clustering.PendingClustering,
     operation: str,
     options: _Options,
 ) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
     """``_plan`` once keys are tagged: which file groups the write touches (pending plans
-    holding them resolved by ``options.on_pending_clustering``) and the file sizing."""
+    holding them resolved by ``options.on_pending_clustering``) and the file sizing.
+    ``listed``: the table's latest base files when tagging listed them already, else the
+    partitions the batch's rows go to and come from are listed here."""
     profile = run_spark_action(
         tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
     )
+    if listed is None:  # a delete's rows carry no partition path: only where keys are
+        partitions = {row[PARTITION_PATH] for row in profile if operation != "delete"}
+        partitions |= {row[OLD_PARTITION] for row in profile if row[OLD_FILE_ID] is not None}
+        listed = view.latest_base_files(partitions)
+    latest = listed
     by_file = {f.file_id: f for f in latest}
     inserts: dict[str, int] = {}
     touched: list[BaseFile] = []

@@ -184,6 +184,60 @@ def _two_files_per_partition(spark: SparkSession, uri: str) -> None:
     write(spark, rows(spark, *more), uri, "bulk_insert")
 
 
+def test_a_batch_lists_its_partitions_not_the_tables(spark: SparkSession, table_uri: str) -> None:
+    """Tagged by the record index, a batch's file view lists the partitions it writes, and
+    its partition paths are not checked again against partitions earlier batches wrote:
+    more partitions in the table cost a batch no list request more."""
+    indexed_table(spark, table_uri)
+    with tidemark.spark.stream_writer(table_uri, query_id="lists") as writer:
+        writer(rows(spark, (0, "first", "a", 2)), 0)
+        writer(rows(spark, (0, "second", "a", 3)), 1)
+        listed = writer.results[-1].storage_requests["list"]
+        wide = [(100 + k, f"w{k}", f"p{k}", 1) for k in range(6)]
+        tidemark.spark.write(rows(spark, *wide), table_uri, "upsert")
+        writer(rows(spark, (0, "third", "a", 4)), 2)
+        assert writer.results[-1].storage_requests["list"] == listed
+    names = _names(table_uri)
+    assert names == {str(k): f"v{k}" for k in range(1, 12)} | {"0": "third"} | {
+        str(100 + k): f"w{k}" for k in range(6)
+    }
+    assert_index_agrees(table_uri)
+
+
+NESTED_PARTITIONS = {
+    "a/z": "would lie inside partition 'a'",  # a partition an earlier batch wrote
+    "e/f": "would lie inside partition 'e'",  # another writer's, made between batches
+    "b/c/d": "would lie inside partition 'b'",  # one the query never wrote
+    "q": "would contain the table's partition 'q/r'",  # another writer's, below
+}
+
+
+def test_a_batch_still_refuses_partitions_nesting_with_the_tables(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """The partition checks ask storage only about a batch's own paths, yet refuse a path
+    nesting with any partition of the table, whoever wrote it and when, leaving the table
+    as it was; then a batch moving a key to a new partition and updating another writer's
+    key is written exactly (the moved key's old partition is listed too)."""
+    indexed_table(spark, table_uri)
+    with tidemark.spark.stream_writer(table_uri, query_id="nesting") as writer:
+        writer(rows(spark, (0, "x", "a", 2)), 0)
+        other = rows(spark, (50, "e", "e", 1), (51, "q", "q/r", 1))
+        tidemark.spark.write(other, table_uri, "upsert")
+        before = timeline_listing(table_uri)
+        for number, (partition, message) in enumerate(sorted(NESTED_PARTITIONS.items()), 1):
+            with pytest.raises(InvalidArgumentError) as refused:
+                writer(rows(spark, (1, "nested", partition, 2)), number)
+            assert refused.value.field == "part" and message in refused.value.message
+        assert timeline_listing(table_uri) == before
+        writer(rows(spark, (1, "moved", "d", 2), (50, "e again", "e", 2)), 9)
+    names = _names(table_uri)
+    expected = {str(k): f"v{k}" for k in range(12)} | {"51": "q"}
+    assert names == expected | {"0": "x", "1": "moved", "50": "e again"}
+    located = assert_index_agrees(table_uri)
+    assert located["1"][0] == "d" and located["50"][0] == "e"
+
+
 def test_a_batch_takes_its_file_groups_from_a_plan_not_yet_run(
     spark: SparkSession, table_uri: str
 ) -> None:

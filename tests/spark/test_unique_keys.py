@@ -130,9 +130,9 @@ def test_validation_counts_distinct_keys_across_partitions(spark: SparkSession) 
     )
     schema = "id int, p string, ts long"
     unique = spark.createDataFrame([(1, "a", 1), (2, "a", 1), (3, "b", 1)], schema)
-    assert validate_input(unique, config, "upsert", None) == InputCounts(rows=3, keys=3)
+    assert validate_input(unique, config, "upsert", None) == InputCounts(3, 3, frozenset("ab"))
     spread = spark.createDataFrame([(1, "a", 1), (1, "b", 2), (2, "b", 1)], schema)
-    assert validate_input(spread, config, "upsert", None) == InputCounts(rows=3, keys=2)
+    assert validate_input(spread, config, "upsert", None) == InputCounts(3, 2, frozenset("ab"))
     bad = spark.createDataFrame([(1, "a", 1), (1, "a/", 0)], schema)
     with pytest.raises(InvalidArgumentError) as refused:
         validate_input(bad, config, "upsert", None)

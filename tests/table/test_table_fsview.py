@@ -6,6 +6,8 @@ from pathlib import Path
 
 from table.hudi_archive import Entry, archived_commit, write_archive
 from table.table_testkit import Writer, copy_fixture, rows
+from tidemark.storage import open_storage
+from tidemark.table.fsview import partition_listings, partitions_around
 from tidemark.table.instant import State
 from tidemark.table.table import HoodieTable
 
@@ -88,3 +90,34 @@ def test_instant_the_archive_does_not_list_as_completed_stays_invisible(
     table = _archive_first_commit(tmp_path, entries)
     files = {f.partition_path: f.instant for f in table.view().latest_base_files()}
     assert files == {"10": SECOND, "30": SECOND}
+
+
+AROUND = {
+    ("a/z",): {"a"},  # below a partition: the partition above
+    ("x",): {"x/y"},  # above partitions: those below
+    ("m/n",): {"m/n/o/p"},  # a folder of folders: the partitions deep below
+    ("a", "new"): {"a"},  # a partition itself; a new path nests with nothing
+}
+
+
+def test_partitions_around_a_batch_are_those_a_full_listing_would_name(tmp_path: Path) -> None:
+    """What a write's nesting check compares its paths with: the same partitions the
+    listing of the whole table names around those paths, asking storage only about them,
+    and nothing about partitions a writer knows."""
+    storage = open_storage(str(tmp_path))
+    for partition in ("a", "b", "x/y", "m/n/o/p"):
+        storage.write(f"{partition}/.hoodie_partition_metadata", b"")
+    storage.write(".hoodie/hoodie.properties", b"")
+    every = set(partition_listings(storage))
+    for paths, expected in AROUND.items():
+        assert partitions_around(storage, paths) == expected
+        near = {p for p in every if any(p == q or _nest(p, q) for q in paths)}
+        assert near == expected
+    listed = storage.requests.snapshot().get("list", 0)
+    assert partitions_around(storage, ["a", "b"], known={"a", "b"}) == {"a", "b"}
+    assert partitions_around(storage, ["a/z"], known={"a"}) == {"a"}
+    assert storage.requests.snapshot().get("list", 0) == listed
+
+
+def _nest(one: str, other: str) -> bool:
+    return one.startswith(f"{other}/") or other.startswith(f"{one}/")

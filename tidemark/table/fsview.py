@@ -20,7 +20,7 @@ rolled-back instants are thereby invisible.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from tidemark.errors import FailedPreconditionError
@@ -196,15 +196,16 @@ def check_readable(timeline: Timeline, as_of: str) -> None:
         )
 
 
-def partition_listings(storage: Storage) -> dict[str, ListDirResult]:
-    """Every partition (folder holding ``.hoodie_partition_metadata``) with its listing.
+def partition_listings(storage: Storage, root: str = "") -> dict[str, ListDirResult]:
+    """Every partition (folder holding ``.hoodie_partition_metadata``) with its listing,
+    at or below ``root`` (the table's base by default).
 
     Hudi's discovery without the metadata table: list folder by folder from the root,
     never entering ``.hoodie`` (markers, temp files) nor the folders below a partition,
     so a table with P partitions costs about P list requests.
     """
     found: dict[str, ListDirResult] = {}
-    folders = deque([""])
+    folders = deque([root])
     while folders:
         folder = folders.popleft()
         listing = storage.list_dir(folder)
@@ -212,6 +213,47 @@ def partition_listings(storage: Storage) -> dict[str, ListDirResult]:
             found[folder] = listing
         else:
             folders.extend(d for d in listing.dirs if d.rpartition("/")[2] != META_FOLDER)
+    return found
+
+
+def partitions_around(
+    storage: Storage, paths: Iterable[str], known: Collection[str] = ()
+) -> set[str]:
+    """The table's partitions a write to partition ``paths`` could nest with: each path
+    that is a partition, the partition among its ancestors (the first one discovery from
+    the base meets) and the partitions below it; what ``partition_listings`` would give
+    for those paths, at a cost proportionate to the paths, not to the table. A path in
+    ``known`` (partitions a writer saw exist before, and a partition folder is never
+    removed) asks storage nothing."""
+    found: set[str] = set()
+    listings: dict[str, ListDirResult] = {}
+
+    def listing(folder: str) -> ListDirResult:
+        if folder not in listings:
+            listings[folder] = storage.list_dir(folder)
+        return listings[folder]
+
+    for path in sorted(set(paths)):
+        if path in known:
+            found.add(path)
+            continue
+        parts = path.split("/")
+        outer = next(
+            (
+                ancestor
+                for ancestor in ("/".join(parts[:depth]) for depth in range(1, len(parts)))
+                if ancestor in known or _is_partition(listing(ancestor))
+            ),
+            None,
+        )
+        if outer is not None:
+            found.add(outer)
+        elif _is_partition(listing(path)):
+            found.add(path)
+        else:
+            for folder in listing(path).dirs:
+                if folder.rpartition("/")[2] != META_FOLDER:
+                    found.update(partition_listings(storage, folder))
     return found
 
 
