@@ -26,6 +26,7 @@ from table.v1x_testkit import PARQUET_TABLES, unzip_fixture
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import SCHEMA, hudi_rs_table, snapshot
 from tidemark.cli import main
+from tidemark.errors import FailedPreconditionError
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import WriteResult, write
@@ -218,3 +219,16 @@ def test_a_pending_plan_on_a_table_with_hudi_indexes_is_not_run(
     line = _refused(run, "hoodie.table.metadata.partitions", capsys)
     assert "a write with --disable-hudi-metadata-table removes it" in line
     assert file_tree(root) == before
+
+
+def test_index_build_refuses_a_fixture_holding_a_key_twice(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Hudi 1.1's inserts left TXN-001 in two file groups of one partition (hudi-rs reads
+    both rows): a record index cannot map it, so the build is refused naming it."""
+    root = unzip_fixture("v9_timebasedkeygen_epochmillis", tmp_path)
+    read = hudi_rs_table(str(root))
+    assert read is not None and read.column("txn_id").to_pylist().count("TXN-001") == 2
+    refusal = r"key 'TXN-001' is in file group .* violates key uniqueness"
+    with pytest.raises(FailedPreconditionError, match=refusal):
+        build_index(spark, HoodieTable.open(str(root)), IndexBuildOptions(shards=2))

@@ -140,6 +140,9 @@ def _failed_upsert(
         assert pending.path == f".hoodie/timeline/{pending.timestamp}.inflight"
         marked = read_markers_from_storage(open_storage(uri), pending.timestamp)
         seen[pending.timestamp] = {m.split(".marker.")[0] for m in marked}
+        names = [path.rsplit("/", 1)[1] for path in _temp_objects(uri)]
+        assert any(name.startswith("MARKERS") for name in names)  # the service's files
+        assert not any(".marker." in name for name in names)  # no direct marker objects
         raise InjectedCommitFailureError(pending.timestamp)
 
     df = spark.createDataFrame([(key, "failed", "p", 9) for key in keys], SCHEMA)
