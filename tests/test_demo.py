@@ -1,8 +1,8 @@
 """`tidemark demo` (the README's main command) end to end, in a subprocess: on local disk
-at table version 9 and on S3 at version 8 (each run is a minute of Spark, so the two runs
-share the versions rather than run once per version; version 6, the default, is the
-path every other write test takes, and `test_the_demo_creates_version_6_by_default`
-checks the demo asks for it)."""
+at table version 9 and on S3 at version 8 (each run costs a minute or more of Spark, so
+the two runs share the versions rather than run once per version; version 6, the
+default, is the path every other write test takes, and
+`test_the_demo_creates_version_6_by_default` checks the demo asks for it)."""
 
 from __future__ import annotations
 
