@@ -1,8 +1,7 @@
 """`tidemark demo` (the README's main command) end to end, in a subprocess: on local disk
-at table version 9 and on S3 at version 8 (each run costs a minute or more of Spark, so
-the two runs share the versions rather than run once per version; version 6, the
-default, is the path every other write test takes, and
-`test_the_demo_creates_version_6_by_default` checks the demo asks for it)."""
+as the README runs it (table version 6, the default) and on S3 at version 9 (each run
+costs a minute or more of Spark, so the two runs share the versions rather than run once
+per version; version 8 goes through the same stages in tests/spark/test_v1x_clustering.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ import pytest
 from hudi import HudiTableBuilder
 from spark.sparkkit import hudi_rs_table
 
-from tidemark.cli import build_parser
 from tidemark.commands.demo import DemoReport, print_report
 from tidemark.table.properties import read_properties
 from tidemark.table.table import HoodieTable
@@ -31,7 +29,7 @@ LOCAL_JSON = ["--master", "local[2]", "--json"]
 def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> None:
     table = tmp_path / "sessions"
     result = subprocess.run(
-        [*DEMO, "--rows", "4000", "--table", str(table), "--table-version", "9", *LOCAL_JSON],
+        [*DEMO, "--rows", "4000", "--table", str(table), *LOCAL_JSON],
         capture_output=True,
         text=True,
         timeout=900,
@@ -41,8 +39,8 @@ def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> 
     # a plain line per stage as it ends, not a spinner shown only at exit
     assert re.search(r"build record index: \d+\.\d s\n", result.stderr), result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["table_version"] == 9
-    assert_layout_two(str(table), 9)
+    assert report["table_version"] == 6
+    assert read_properties(HoodieTable.open(str(table)).storage)["hoodie.table.version"] == "6"
     assert sorted(report["services"]) == ["index", "marker", "planner"]
     markers, index, clustering = report["markers"], report["index"], report["clustering"]
     assert markers["data_files"] == markers["direct_marker_objects"] >= 7
@@ -107,7 +105,7 @@ def test_demo_runs_against_an_s3_endpoint(s3_bucket: str) -> None:
     """``--storage s3://bucket/prefix``: the table, markers and index on the local S3 server
     (moto), the services and Spark reaching it through the standard AWS settings."""
     result = subprocess.run(
-        [*DEMO, "--rows", "1500", "--storage", s3_bucket, "--table-version", "8", *LOCAL_JSON],
+        [*DEMO, "--rows", "1500", "--storage", s3_bucket, "--table-version", "9", *LOCAL_JSON],
         capture_output=True,
         text=True,
         timeout=900,
@@ -115,8 +113,8 @@ def test_demo_runs_against_an_s3_endpoint(s3_bucket: str) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["table"] == f"{s3_bucket}/sessions"
-    assert report["table_version"] == 8
-    assert_layout_two(report["table"], 8)
+    assert report["table_version"] == 9
+    assert_layout_two(report["table"], 9)
     snapshot = hudi_rs_table(report["table"])
     assert snapshot is not None
     deleted = report["erasure"]["rows_deleted"]
@@ -144,10 +142,6 @@ def assert_layout_two(uri: str, version: int) -> None:
         for i in completed
     )
     assert table.timeline.pending() == []
-
-
-def test_the_demo_creates_version_6_by_default() -> None:
-    assert build_parser("demo").parse_args(["demo"]).table_version == 6
 
 
 def _report(marker_requests: int, direct_requests: int) -> DemoReport:
