@@ -97,6 +97,7 @@ from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
 from tidemark.table.plan_run import forget_runs, run_lock
 from tidemark.table.table import HoodieTable
+from tidemark.table.write_checks import check_clusterable
 
 log = structlog.get_logger(__name__)
 
@@ -208,6 +209,8 @@ def checked_plans(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
     """The plans to run, once they are known good (no Spark needed: ``run`` calls this
     before starting its session)."""
     plans = plans_to_run(table, instant)
+    if plans:
+        check_clusterable(table.config)
     for pending in plans:
         _check_layout(table, pending)
     return plans

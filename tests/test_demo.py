@@ -1,4 +1,7 @@
-"""`tidemark demo` (the README's main command) end to end, in a subprocess."""
+"""`tidemark demo` (the README's main command) end to end, in a subprocess: on local disk
+as the README runs it (table version 6, the default) and on S3 at version 9 (each run
+costs a minute or more of Spark, so the two runs share the versions rather than run once
+per version; version 8 goes through the same stages in tests/spark/test_v1x_clustering.py)."""
 
 from __future__ import annotations
 
@@ -15,15 +18,18 @@ from hudi import HudiTableBuilder
 from spark.sparkkit import hudi_rs_table
 
 from tidemark.commands.demo import DemoReport, print_report
+from tidemark.table.properties import read_properties
+from tidemark.table.table import HoodieTable
 
 DEMO = [sys.executable, "-m", "tidemark.cli", "demo"]
+LOCAL_JSON = ["--master", "local[2]", "--json"]
 
 
 @pytest.mark.spark
 def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> None:
     table = tmp_path / "sessions"
     result = subprocess.run(
-        [*DEMO, "--rows", "4000", "--table", str(table), "--master", "local[2]", "--json"],
+        [*DEMO, "--rows", "4000", "--table", str(table), *LOCAL_JSON],
         capture_output=True,
         text=True,
         timeout=900,
@@ -33,6 +39,8 @@ def test_demo_shows_all_three_services_on_a_table_hudi_reads(tmp_path: Path) -> 
     # a plain line per stage as it ends, not a spinner shown only at exit
     assert re.search(r"build record index: \d+\.\d s\n", result.stderr), result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["table_version"] == 6
+    assert read_properties(HoodieTable.open(str(table)).storage)["hoodie.table.version"] == "6"
     assert sorted(report["services"]) == ["index", "marker", "planner"]
     markers, index, clustering = report["markers"], report["index"], report["clustering"]
     assert markers["data_files"] == markers["direct_marker_objects"] >= 7
@@ -97,7 +105,7 @@ def test_demo_runs_against_an_s3_endpoint(s3_bucket: str) -> None:
     """``--storage s3://bucket/prefix``: the table, markers and index on the local S3 server
     (moto), the services and Spark reaching it through the standard AWS settings."""
     result = subprocess.run(
-        [*DEMO, "--rows", "1500", "--storage", s3_bucket, "--master", "local[2]", "--json"],
+        [*DEMO, "--rows", "1500", "--storage", s3_bucket, "--table-version", "9", *LOCAL_JSON],
         capture_output=True,
         text=True,
         timeout=900,
@@ -105,6 +113,8 @@ def test_demo_runs_against_an_s3_endpoint(s3_bucket: str) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["table"] == f"{s3_bucket}/sessions"
+    assert report["table_version"] == 9
+    assert_layout_two(report["table"], 9)
     snapshot = hudi_rs_table(report["table"])
     assert snapshot is not None
     deleted = report["erasure"]["rows_deleted"]
@@ -112,10 +122,33 @@ def test_demo_runs_against_an_s3_endpoint(s3_bucket: str) -> None:
     assert report["clustering"]["after"]["files_read"] == 1
 
 
+def assert_layout_two(uri: str, version: int) -> None:
+    """The table is at ``version`` with every instant completed on layout 2's timeline."""
+    table = HoodieTable.open(uri)
+    props = read_properties(table.storage)
+    assert (props["hoodie.table.version"], props["hoodie.timeline.layout.version"]) == (
+        str(version),
+        "2",
+    )
+    completed = table.timeline.completed()
+    assert [i.action for i in completed] == [
+        "commit",
+        "commit",
+        "commit",
+        "replacecommit",
+    ]  # bulk_insert, upsert, delete, clustering
+    assert all(
+        i.path == f".hoodie/timeline/{i.timestamp}_{i.completion_time}.{i.action}"
+        for i in completed
+    )
+    assert table.timeline.pending() == []
+
+
 def _report(marker_requests: int, direct_requests: int) -> DemoReport:
     scan = {"files_read": 1, "rows_read": 40, "rows_matched": 1, "seconds": 0.01}
     return DemoReport(
         table="/t/sessions",
+        table_version=9,
         services={"marker": "127.0.0.1:1", "index": "127.0.0.1:2", "planner": "127.0.0.1:3"},
         rows=4000,
         rows_in_table=3980,
@@ -162,6 +195,7 @@ def test_the_report_is_one_table_with_labelled_figures_and_one_list_of_stages(
     print_report(_report(marker_requests=3, direct_requests=3))
     out = capsys.readouterr().out
     lines = out.splitlines()
+    assert "(a Hudi COW v9 table: Hudi 1.1 and later and hudi-rs read it)" in lines[0]
     assert lines[lines.index("") + 1].split() == ["service", "figure", "with", "without", "ratio"]
     assert "erasure of 5 users, 1 of whom had events: 20 rows deleted" in out
     assert "looked up 60 keys in the index service" in out and "80 more" in out

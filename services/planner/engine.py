@@ -42,6 +42,7 @@ from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.plan_run import check_not_running, forget_runs
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
+from tidemark.table.write_checks import check_clusterable
 
 log = structlog.get_logger(__name__)
 
@@ -82,6 +83,7 @@ class PlannerEngine:
         self, table_uri: str, options: PlanOptions, trigger: str = "request"
     ) -> ScheduleResult:
         table = HoodieTable.open(table_uri)
+        check_clusterable(table.config)
         if table.timeline.last_completed() is None:
             raise FailedPreconditionError(
                 f"the table at {table.uri} has no completed commits to cluster", field="table"

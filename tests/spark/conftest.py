@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from spark.sparkkit import TABLE_VERSIONS
+
 
 @pytest.fixture
 def table_uri(tmp_path: Path) -> str:
@@ -18,3 +20,10 @@ def local_or_s3_uri(request: pytest.FixtureRequest, table_uri: str) -> str:
     if request.param == "s3":
         return str(request.getfixturevalue("s3_bucket"))
     return table_uri
+
+
+@pytest.fixture(params=TABLE_VERSIONS, ids=lambda version: f"v{version}")
+def table_version(request: pytest.FixtureRequest) -> int:
+    """A write-path test once per table version its table is created at."""
+    version: int = request.param
+    return version

@@ -18,6 +18,8 @@ from tidemark.table.table import HoodieTable
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hudi-v6"
 SCHEMA = "id int, name string, part string, ts long"
+TABLE_VERSIONS = (6, 8, 9)
+"""Every Hudi table version a write creates (docs/hudi-versions.md)."""
 
 
 def hudi_rs_table(uri: str) -> pa.Table | None:

@@ -1,10 +1,13 @@
-"""Clustering and the record index on table versions 8 and 9 (timeline layout 2), on a
-table Hudi 1.0 or 1.1 wrote and on a table Tidemark created at each version: the index is
-built, a bulk_insert adds a file group to every partition, the planner service schedules
-the small files as a ``clustering`` instant, ``cluster run`` completes it as
+"""Clustering and the record index on table versions 8 and 9 (timeline layout 2), on every
+copy-on-write table with Parquet base files that Hudi 1.0 or 1.1 wrote in hudi-rs's test
+data and on a table Tidemark created at each version: the index is built, a bulk_insert
+adds a file group to every partition, the planner service schedules the small files as a
+``clustering`` instant, ``cluster run`` completes it as
 ``<requested>_<completion>.replacecommit``, and an upsert tagged through the index service
 lands where the model says. hudi-rs reads exactly the model's rows and the index holds
-exactly the snapshot's keys after every step."""
+exactly the snapshot's keys after every step. One test walks each table through every
+step (a table per step would cost its setup again). The tables Tidemark must not rewrite
+(Hudi's indexes or metadata table) are refused in one line and left unchanged."""
 
 from __future__ import annotations
 
@@ -17,29 +20,48 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
-from table.v1x_testkit import unzip_fixture
+from table.table_testkit import file_tree, set_property
+from table.v1x_testkit import PARQUET_TABLES, unzip_fixture
 
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import SCHEMA, hudi_rs_table, snapshot
 from tidemark.cli import main
+from tidemark.errors import FailedPreconditionError
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.instant import REPLACE_COMMIT
 from tidemark.table.keys import META_COLUMNS
+from tidemark.table.properties import TableConfig
 from tidemark.table.table import HoodieTable
+
+INDEX_DEFS = "hoodie.table.index.defs.path"
+REFUSED = [
+    "v9_timebasedkeygen_epochmillis",
+    "v9_timebasedkeygen_nonhivestyle",
+    "v9_timebasedkeygen_unixtimestamp",
+    "v9_txns_complex_meta",
+    "v9_txns_nonpart_meta",
+    "v9_txns_simple_meta",
+    "v9_txns_simple_overwrite",
+]
+"""Fixtures with Hudi's index definitions (secondary or expression indexes and the record
+index in Hudi's metadata table), which a rewrite would leave stale."""
+SEEDS = {
+    "v8_empty": [
+        {"id": 1, "name": "one", "isActive": True},
+        {"id": 2, "name": "two", "isActive": False},
+    ]
+}
+"""First rows of a fixture with none (the walk's later rows copy live ones)."""
 
 
 @dataclass(frozen=True)
 class Case:
-    """A table (a Hudi-written fixture, or ``new`` at ``version``) and its columns."""
+    """A table: a Hudi-written fixture, or ``new`` at ``version``."""
 
     table: str
-    key: str
-    ordering: str
-    partition: str
-    field: str
     version: int = 0
 
     def make(self, spark: SparkSession, root: Path) -> str:
@@ -58,10 +80,9 @@ class Case:
 
 
 CASES = [
-    Case("v8_simplekeygen_nonhivestyle", "id", "longField", "byteField", "name"),
-    Case("v9_txns_simple_nometa", "txn_id", "txn_ts", "region", "merchant_name"),
-    Case("new", "id", "ts", "part", "name", version=8),
-    Case("new", "id", "ts", "part", "name", version=9),
+    *(Case(name) for name in PARQUET_TABLES if name not in REFUSED),
+    Case("new", version=8),
+    Case("new", version=9),
 ]
 
 
@@ -92,15 +113,20 @@ def test_index_then_planned_clustering_then_a_tagged_upsert(
     spark: SparkSession, tmp_path: Path, case: Case, capsys: pytest.CaptureFixture[str]
 ) -> None:
     uri = case.make(spark, tmp_path)
-    key = case.key
+    config = HoodieTable.open(uri).config
+    key = config.record_key_fields[0]
     current = snapshot(uri)
     schema = current.drop_columns(list(META_COLUMNS)).schema
     model = data(current, key)
     build_index(spark, HoodieTable.open(uri), IndexBuildOptions(shards=2))
     assert_index_agrees(uri)
 
-    one_per_partition = {row[case.partition]: row for row in model.values()}.values()
-    fresh = [{**row, key: _new_key(row[key]), case.field: "fresh"} for row in one_per_partition]
+    if not model:  # an empty table: its first rows, checked new through the index
+        seeded = write_rows(spark, uri, SEEDS[case.table], schema, "bulk_insert")
+        assert (seeded.rows_inserted, seeded.tagging) == (len(SEEDS[case.table]), "record")
+        model = data(pa.Table.from_pylist(SEEDS[case.table], schema=schema), key)
+    by_partition = {tuple(row[f] for f in config.partition_fields): row for row in model.values()}
+    fresh = [{**row, key: _new_key(row[key])} for row in by_partition.values()]
     added = write_rows(spark, uri, fresh, schema, "bulk_insert")
     assert (added.rows_inserted, added.tagging) == (len(fresh), "record")
     model |= {row[key]: row for row in fresh}
@@ -127,9 +153,8 @@ def test_index_then_planned_clustering_then_a_tagged_upsert(
     assert_index_agrees(uri)
 
     first = sorted(model)[0]
-    newer = {**model[first], case.ordering: model[first][case.ordering] + 1000}
-    newer[case.field] = "newer"
-    brand_new = {**newer, key: _new_key(_new_key(first)), case.field: "brand new"}
+    newer = _newer(model[first], config, schema)
+    brand_new = {**newer, key: _new_key(_new_key(first))}
     upserted = write_rows(spark, uri, [newer, brand_new], schema, "upsert")
     assert (upserted.rows_updated, upserted.rows_inserted, upserted.tagging) == (1, 1, "record")
     model |= {first: newer, brand_new[key]: brand_new}
@@ -141,3 +166,69 @@ def test_index_then_planned_clustering_then_a_tagged_upsert(
 
 def _new_key(key: Any) -> Any:
     return f"{key}-new" if isinstance(key, str) else 1000 + key
+
+
+def _newer(row: dict[str, Any], config: TableConfig, schema: pa.Schema) -> dict[str, Any]:
+    """``row`` with a greater ordering value (when the table orders by one) and its first
+    text column that is neither key nor partition set to ``newer``."""
+    changed = dict(row)
+    if config.precombine_field:
+        changed[config.precombine_field] += 1000
+    kept = {*config.record_key_fields, *config.partition_fields}
+    text = [f.name for f in schema if pa.types.is_string(f.type) and f.name not in kept]
+    if text:
+        changed[text[0]] = "newer"
+    assert changed != row
+    return changed
+
+
+def _refused(argv: list[str], field: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """The command exits 2 with one line naming ``field``; returns the line."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"tidemark {argv[0]}: error: {field}: "), line
+    return line
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_a_fixture_with_hudi_indexes_is_not_clustered(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = unzip_fixture(name, tmp_path)
+    before = file_tree(root)
+    _refused(["cluster", "schedule", "--table", str(root)], INDEX_DEFS, capsys)
+    assert file_tree(root) == before
+
+
+def test_a_pending_plan_on_a_table_with_hudi_indexes_is_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A clustering Hudi left pending is not run while the table has Hudi's index
+    definitions, nor while it has Hudi's metadata table (which a write removes, with the
+    caller's consent)."""
+    root = unzip_fixture("v9_txns_simple_meta", tmp_path)
+    clustered = HoodieTable.open(str(root)).timeline.find("20260307162454799")
+    (root / ".hoodie/timeline" / clustered.file_name).unlink()  # pending again
+    before = file_tree(root)
+    run = ["cluster", "run", "--table", str(root), "--markers", "direct"]
+    _refused(run, INDEX_DEFS, capsys)
+    assert file_tree(root) == before
+    set_property(root, INDEX_DEFS, "")
+    before = file_tree(root)
+    line = _refused(run, "hoodie.table.metadata.partitions", capsys)
+    assert "a write with --disable-hudi-metadata-table removes it" in line
+    assert file_tree(root) == before
+
+
+def test_index_build_refuses_a_fixture_holding_a_key_twice(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Hudi 1.1's inserts left TXN-001 in two file groups of one partition (hudi-rs reads
+    both rows): a record index cannot map it, so the build is refused naming it."""
+    root = unzip_fixture("v9_timebasedkeygen_epochmillis", tmp_path)
+    read = hudi_rs_table(str(root))
+    assert read is not None and read.column("txn_id").to_pylist().count("TXN-001") == 2
+    refusal = r"key 'TXN-001' is in file group .* violates key uniqueness"
+    with pytest.raises(FailedPreconditionError, match=refusal):
+        build_index(spark, HoodieTable.open(str(root)), IndexBuildOptions(shards=2))

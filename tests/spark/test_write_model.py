@@ -1,5 +1,6 @@
 """Model-based: random batches of writes against a dict model, checked after every commit
-by our reader and by hudi-rs (rows and meta columns)."""
+by our reader and by hudi-rs (rows and meta columns), on a table created at a drawn table
+version (6, 8 or 9: the versions share the examples rather than multiply them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
+from spark.sparkkit import SCHEMA, TABLE_VERSIONS, assert_readers_agree, data_files, files_in_view
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 
@@ -71,8 +72,10 @@ class Model:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(steps=steps)
-def test_writes_match_the_model(spark: SparkSession, steps: list[tuple[str, list[Row]]]) -> None:
+@given(steps=steps, version=st.sampled_from(TABLE_VERSIONS))
+def test_writes_match_the_model(
+    spark: SparkSession, steps: list[tuple[str, list[Row]]], version: int
+) -> None:
     model = Model()
     with tempfile.TemporaryDirectory() as directory:
         uri = str(Path(directory) / "table")
@@ -86,7 +89,10 @@ def test_writes_match_the_model(spark: SparkSession, steps: list[tuple[str, list
                 uri,
                 operation,
                 WriteOptions(
-                    record_key_fields=["id"], partition_fields=["part"], precombine_field="ts"
+                    record_key_fields=["id"],
+                    partition_fields=["part"],
+                    precombine_field="ts",
+                    table_version=version,
                 ),
             )
             model.apply(operation, batch, result.instant)

@@ -37,7 +37,7 @@ ONE_FILE: dict[str, Any] = {"sort_mode": "global_sort"}
 
 
 def test_bulk_insert_then_upsert_insert_delete_overwrite(
-    spark: SparkSession, table_uri: str
+    spark: SparkSession, table_uri: str, table_version: int
 ) -> None:
     first = _write(
         spark,
@@ -45,6 +45,7 @@ def test_bulk_insert_then_upsert_insert_delete_overwrite(
         "bulk_insert",
         [(i, f"n{i}", "a" if i < 5 else "b", 0) for i in range(10)],
         **CREATE,
+        table_version=table_version,
     )
     assert (first.rows_inserted, first.operation) == (10, "bulk_insert")
     assert _names(table_uri) == {str(i): f"n{i}" for i in range(10)}
@@ -77,8 +78,10 @@ def test_bulk_insert_then_upsert_insert_delete_overwrite(
         "40": "ow"
     }
     assert _names(table_uri) == expected
-    instant = HoodieTable.open(table_uri).timeline.last_completed()
+    table = HoodieTable.open(table_uri)
+    instant = table.timeline.last_completed()
     assert instant is not None and instant.action == "replacecommit"
+    assert table.config.table_version == table_version
 
 
 def test_meta_columns_and_file_layout(spark: SparkSession, table_uri: str) -> None:
@@ -152,7 +155,9 @@ def test_upsert_of_every_row_into_one_file_group_keeps_no_orphans(
 
 
 @pytest.mark.parametrize("hive_style", [False, True])
-def test_complex_keys_and_hive_style(spark: SparkSession, table_uri: str, hive_style: bool) -> None:
+def test_complex_keys_and_hive_style(
+    spark: SparkSession, table_uri: str, hive_style: bool, table_version: int
+) -> None:
     rows = [(1, "a", "x", 0), (1, "b", "x", 0), (2, "a", "y", 0)]
     _write(
         spark,
@@ -162,6 +167,7 @@ def test_complex_keys_and_hive_style(spark: SparkSession, table_uri: str, hive_s
         record_key_fields=["id", "name"],
         partition_fields=["part"],
         hive_style=hive_style,
+        table_version=table_version,
     )
     keys = set(assert_readers_agree(table_uri, DATA))
     assert keys == {"id:1,name:a", "id:1,name:b", "id:2,name:a"}

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faults.faultkit import StageHook
 from pyspark.sql import SparkSession
 
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
+from tidemark.cli import main
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -117,6 +119,83 @@ def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     timeline = HoodieTable.open(table_uri).timeline
     assert [i.action for i in timeline.completed()] == ["commit", "rollback", "commit"]
     assert data_files(table_uri) & orphans == set()
+    assert _temp_objects(table_uri) == []
+    rows = assert_readers_agree(table_uri, DATA)
+    assert {k: r["name"] for k, r in rows.items()} == {"0": "v1", "1": "v1", "2": "v1", "3": "v3"}
+
+
+class InjectedCommitFailureError(RuntimeError):
+    """Raised by a write's stage listener once the write's files and markers exist."""
+
+
+def _failed_upsert(
+    spark: SparkSession, uri: str, service: dict[str, Any], keys: list[int]
+) -> tuple[str, set[str]]:
+    """An upsert through the marker service that fails as its commit starts; returns its
+    pending instant and the data files its markers name."""
+    seen: dict[str, set[str]] = {}
+
+    def fail() -> None:
+        (pending,) = HoodieTable.open(uri).timeline.pending()
+        assert pending.path == f".hoodie/timeline/{pending.timestamp}.inflight"
+        marked = read_markers_from_storage(open_storage(uri), pending.timestamp)
+        seen[pending.timestamp] = {m.split(".marker.")[0] for m in marked}
+        names = [path.rsplit("/", 1)[1] for path in _temp_objects(uri)]
+        assert any(name.startswith("MARKERS") for name in names)  # the service's files
+        assert not any(".marker." in name for name in names)  # no direct marker objects
+        raise InjectedCommitFailureError(pending.timestamp)
+
+    df = spark.createDataFrame([(key, "failed", "p", 9) for key in keys], SCHEMA)
+    with pytest.raises(InjectedCommitFailureError):
+        write(
+            spark,
+            df,
+            uri,
+            "upsert",
+            WriteOptions(**service),
+            listener=StageHook(started={"commit": fail}),
+        )
+    ((instant, marked),) = seen.items()
+    return instant, marked
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_service_markers_and_rollbacks_on_layout_two(
+    spark: SparkSession,
+    table_uri: str,
+    marker_service: EmbeddedMarkerService,
+    version: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A table at 8 or 9 written through the marker service; a write failing after its
+    files and markers exist is rolled back by `tidemark rollback`, another by the next
+    write, each on `.hoodie/timeline/` and from the markers the service wrote."""
+    service = _service_markers(marker_service)
+    rows_v1 = spark.createDataFrame(_rows(4, "v1", 1), SCHEMA)
+    options = WriteOptions(**KEYS, **service, table_version=version)
+    write(spark, rows_v1, table_uri, "bulk_insert", options)
+    assert marker_service.storage_requests().get("put", 0) >= 1
+    assert _temp_objects(table_uri) == []
+    committed = data_files(table_uri)
+
+    instant, marked = _failed_upsert(spark, table_uri, service, [1, 2, 10])
+    assert marked and marked == data_files(table_uri) - committed
+    assert main(["rollback", "--table", table_uri, "--instant", instant]) == 0
+    assert f"deleted {len(marked)} files" in capsys.readouterr().out
+    assert data_files(table_uri) == committed
+
+    instant, marked = _failed_upsert(spark, table_uri, service, [0, 11])
+    assert marked and marked == data_files(table_uri) - committed
+    write(spark, spark.createDataFrame([(3, "v3", "p", 3)], SCHEMA), table_uri, "upsert")
+    table = HoodieTable.open(table_uri)
+    completed = table.timeline.completed()
+    assert [i.action for i in completed] == ["commit", "rollback", "rollback", "commit"]
+    assert all(
+        i.path == f".hoodie/timeline/{i.timestamp}_{i.completion_time}.{i.action}"
+        for i in completed
+    )
+    assert table.timeline.pending() == []
+    assert data_files(table_uri) & marked == set()
     assert _temp_objects(table_uri) == []
     rows = assert_readers_agree(table_uri, DATA)
     assert {k: r["name"] for k, r in rows.items()} == {"0": "v1", "1": "v1", "2": "v1", "3": "v3"}

@@ -56,6 +56,7 @@ from tidemark.table.keys import RECORD_KEY
 from tidemark.table.reader import read_snapshot
 from tidemark.table.scan import ScanResult
 from tidemark.table.table import HoodieTable
+from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
 
 DEFAULT_TABLE = "tidemark-demo/sessions"
 DEFAULT_ROWS = 1_000_000
@@ -90,6 +91,7 @@ class DemoReport:
     ``stage_seconds`` in the order the stages ran; ``total_seconds`` the whole run's."""
 
     table: str
+    table_version: int
     services: dict[str, str]
     rows: int
     rows_in_table: int
@@ -122,6 +124,7 @@ def register(subparsers: Any) -> None:
         help="a folder or s3://bucket/prefix to put the demo table in (ROOT/sessions); S3 "
         "through the standard AWS settings (AWS_ENDPOINT_URL for an S3-compatible endpoint)",
     )
+    add_table_version_argument(parser, default=DEFAULT_TABLE_VERSION)
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
     parser.set_defaults(handler=_handle)
@@ -137,7 +140,9 @@ def _handle(args: argparse.Namespace) -> int:
     table_uri = _fresh_table(location or DEFAULT_TABLE)
     console = Console(stderr=True)
     with StageProgress(console, transient=True) as progress:
-        report = run_demo(args.rows, args.upsert_fraction, table_uri, args.master, progress)
+        report = run_demo(
+            args.rows, args.upsert_fraction, table_uri, args.master, progress, args.table_version
+        )
     if args.json:
         print(json.dumps(asdict(report)))
     else:
@@ -180,9 +185,15 @@ def _free_port() -> int:
 
 
 def run_demo(
-    rows: int, upsert_fraction: float, table_uri: str, master: str, progress: StageListener
+    rows: int,
+    upsert_fraction: float,
+    table_uri: str,
+    master: str,
+    progress: StageListener,
+    table_version: int = DEFAULT_TABLE_VERSION,
 ) -> DemoReport:
-    """Every stage against the three services; each measurement is taken in this run."""
+    """Every stage against the three services, on a table created at ``table_version``;
+    each measurement is taken in this run."""
     started = time.perf_counter()
     timed = _Stages(progress)
     spark = timed("start spark", lambda: build_session(master, app_name="tidemark-demo"))
@@ -195,7 +206,7 @@ def run_demo(
             },
         )
         events = session_events(spark, rows)
-        bulk = _write(spark, events, table_uri, "bulk_insert", services, timed)
+        bulk = _write(spark, events, table_uri, "bulk_insert", services, timed, table_version)
         markers = _marker_effect(services["marker"], bulk)
         table = HoodieTable.open(table_uri)
         timed("build record index", lambda: build_index(spark, table))
@@ -240,6 +251,7 @@ def run_demo(
         addresses = {name: service.address for name, service in services.items()}
     return DemoReport(
         table=table_uri,
+        table_version=table.config.table_version,
         services=addresses,
         rows=rows,
         rows_in_table=read_snapshot(table.storage, columns=[KEY]).num_rows,
@@ -326,7 +338,10 @@ def _write(
     operation: str,
     services: dict[str, _Service],
     stages: StageListener,
+    table_version: int | None = None,
 ) -> WriteResult:
+    """A write through the marker and index services; ``table_version`` is the version of
+    the table the first write creates."""
     return write(
         spark,
         df,
@@ -336,6 +351,7 @@ def _write(
             record_key_fields=[KEY],
             partition_fields=["event_date"],
             precombine_field="ts",
+            table_version=table_version,
             markers="service",
             marker_service_address=services["marker"].address,
             index_service_address=services["index"].address,
@@ -612,9 +628,18 @@ def _rows(report: DemoReport) -> list[_Row]:
     ]
 
 
+READERS = {
+    6: "any Hudi reader reads it",
+    8: "Hudi 1.x and hudi-rs read it",
+    9: "Hudi 1.1 and later and hudi-rs read it",
+}
+"""Who reads a table of each version (docs/hudi-versions.md)."""
+
+
 def print_report(report: DemoReport) -> None:
     index, erasure = report.index, report.erasure
-    print(f"table     {report.table} (a Hudi COW v6 table: any Hudi reader reads it)")
+    version = report.table_version
+    print(f"table     {report.table} (a Hudi COW v{version} table: {READERS[version]})")
     print(f"services  {', '.join(f'{n} {a}' for n, a in report.services.items())}")
     print(
         f"rows      {report.rows:,} generated; {index['upserted_rows']:,} upserted; "

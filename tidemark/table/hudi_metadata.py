@@ -38,15 +38,21 @@ def metadata_partitions(props: Mapping[str, str]) -> list[str]:
     return sorted({part.strip() for part in listed.split(",") if part.strip()})
 
 
-def check_hudi_metadata_table(props: Mapping[str, str], *, disable: bool) -> None:
-    """Refuse a write to a table with a metadata table unless the caller lets us drop it."""
+REMOVE_IT = f"pass {DISABLE_OPTION} to remove it"
+"""How a write's caller lets it remove the metadata table."""
+
+
+def check_hudi_metadata_table(
+    props: Mapping[str, str], *, disable: bool, remedy: str = REMOVE_IT
+) -> None:
+    """Refuse a write to a table with a metadata table unless the caller lets us drop it
+    (``remedy`` says how, for the command at hand)."""
     partitions = metadata_partitions(props)
     if partitions and not disable:
         raise FailedPreconditionError(
             f"the table has a Hudi metadata table ({', '.join(partitions)}) that Tidemark "
-            f"does not update, so Hudi readers using it would miss this write; pass "
-            f"{DISABLE_OPTION} to remove it (as a Hudi writer with "
-            "hoodie.metadata.enable=false does)",
+            f"does not update, so Hudi readers using it would miss this write; {remedy} "
+            "(as a Hudi writer with hoodie.metadata.enable=false does)",
             field=PARTITIONS_KEY,
         )
 

@@ -26,6 +26,10 @@ DEFAULT_RECORD_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayloa
 """Event-time ordering: a stored record with a greater ordering value than the incoming
 one stays (Hudi 1.x's EVENT_TIME_ORDERING)."""
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+"""Hudi's event-time merger (``EVENT_TIME_BASED_MERGE_STRATEGY_UUID``), its default."""
+COMMIT_TIME_MERGER_STRATEGY = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
+"""Hudi 1.x's commit-time merger (``COMMIT_TIME_BASED_MERGE_STRATEGY_UUID``: the latest
+write wins), set with ``COMMIT_TIME_ORDERING``."""
 KEYGEN_OPTION_PREFIX = "hoodie.keygen."
 
 
@@ -134,7 +138,8 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.table.metadata.partitions",
         "honoured",
-        "writes are refused until --disable-hudi-metadata-table removes Hudi's metadata table",
+        "writes and clustering are refused until a write's --disable-hudi-metadata-table "
+        "removes Hudi's metadata table",
     ),
     PropertyRule(
         "hoodie.table.metadata.partitions.inflight",
@@ -273,8 +278,9 @@ HUDI_1X_RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.record.merge.strategy.id",
         "refused",
-        "only the default (payload-based) merger strategy is supported",
-        _one_of("", DEFAULT_MERGER_STRATEGY),
+        "only Hudi's built-in event-time and commit-time merger strategies are supported "
+        "(the merge mode says which)",
+        _one_of("", DEFAULT_MERGER_STRATEGY, COMMIT_TIME_MERGER_STRATEGY),
         "write",
     ),
     PropertyRule(

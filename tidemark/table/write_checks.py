@@ -4,7 +4,7 @@ touches anything (no lock, instant, marker or file is created for a refused writ
 from __future__ import annotations
 
 from tidemark.errors import FailedPreconditionError
-from tidemark.table.hudi_metadata import check_hudi_metadata_table
+from tidemark.table.hudi_metadata import DISABLE_OPTION, check_hudi_metadata_table
 from tidemark.table.keys import partition_field_kinds
 from tidemark.table.properties import TableConfig
 from tidemark.table.property_support import check_properties
@@ -20,3 +20,16 @@ def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) ->
         )
     partition_field_kinds(config)
     check_hudi_metadata_table(props, disable=disable_hudi_metadata_table)
+
+
+def check_clusterable(config: TableConfig) -> None:
+    """Clustering rewrites file groups, so what refuses a write refuses it too (Hudi's
+    metadata table and indexes would list the replaced files); it has no option to remove
+    the metadata table: a write removes it."""
+    props = dict(config.properties)
+    check_properties(props, "write")
+    check_hudi_metadata_table(
+        props,
+        disable=False,
+        remedy=f"a write with {DISABLE_OPTION} removes it, then clustering can run",
+    )
