@@ -747,23 +747,22 @@ def _sized(
     keyed: DataFrame,
     tagged: DataFrame,
     view: FileSystemView,
-    listed: list[BaseFile] | None,
+    latest: list[BaseFile] | None,
     clustering: pending_clustering.PendingClustering,
     operation: str,
     options: _Options,
 ) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
     """``_plan`` once keys are tagged: which file groups the write touches (pending plans
     holding them resolved by ``options.on_pending_clustering``) and the file sizing.
-    ``listed``: the table's latest base files when tagging listed them already, else the
+    ``latest``: the table's latest base files when tagging listed them already, else the
     partitions the batch's rows go to and come from are listed here."""
     profile = run_spark_action(
         tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
     )
-    if listed is None:  # a delete's rows carry no partition path: only where keys are
+    if latest is None:  # a delete's rows carry no partition path: only where keys are
         partitions = {row[PARTITION_PATH] for row in profile if operation != "delete"}
         partitions |= {row[OLD_PARTITION] for row in profile if row[OLD_FILE_ID] is not None}
-        listed = view.latest_base_files(partitions)
-    latest = listed
+        latest = view.latest_base_files(partitions)
     by_file = {f.file_id: f for f in latest}
     inserts: dict[str, int] = {}
     touched: list[BaseFile] = []

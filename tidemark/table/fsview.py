@@ -19,6 +19,7 @@ rolled-back instants are thereby invisible.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -226,13 +227,7 @@ def partitions_around(
     ``known`` (partitions a writer saw exist before, and a partition folder is never
     removed) asks storage nothing."""
     found: set[str] = set()
-    listings: dict[str, ListDirResult] = {}
-
-    def listing(folder: str) -> ListDirResult:
-        if folder not in listings:
-            listings[folder] = storage.list_dir(folder)
-        return listings[folder]
-
+    listing = functools.cache(storage.list_dir)
     for path in sorted(set(paths)):
         if path in known:
             found.add(path)
