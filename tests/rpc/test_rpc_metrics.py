@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -11,9 +12,11 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography import x509
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidemark.config import ServerConfig
+from tidemark.rpc.metrics import MetricsEndpoint
 from tidemark.rpc.registry import resolve_services
 from tidemark.rpc.server import RunningServer, build_server
 
@@ -94,3 +97,17 @@ def test_a_tls_server_exports_its_memory_limit_and_when_its_certificate_expires(
         assert later == expiry(renewed.cert) > first
     finally:
         server.stop(0)
+
+
+def test_the_metrics_port_is_free_again_once_closed() -> None:
+    """The endpoint serves its own registry and gives the port back on close, so a
+    restarted service can bind it again."""
+    registry = CollectorRegistry()
+    Counter("tidemark_probe", "a probe", registry=registry).inc(3)
+    endpoint = MetricsEndpoint(registry, "127.0.0.1", 0)
+    assert scrape(endpoint.port)[("tidemark_probe_total", frozenset())] == 3.0
+    endpoint.close()
+    with pytest.raises(urllib.error.URLError):
+        scrape(endpoint.port)
+    again = MetricsEndpoint(CollectorRegistry(), "127.0.0.1", endpoint.port)
+    again.close()
