@@ -97,9 +97,9 @@ def lookup_dataframe(
         reader="driver" if in_driver else reader,
     )
     if in_driver:
-        frame = spark.createDataFrame(read_in_driver(plan), from_arrow_schema(plan.snapshot.schema))
-    else:
-        frame = _matching(scan(spark, plan.snapshot, reader), plan.keys)
+        rows = read_in_driver(plan, columns)
+        return spark.createDataFrame(rows, from_arrow_schema(rows.schema))
+    frame = _matching(scan(spark, plan.snapshot, reader), plan.keys)
     return frame.select(*columns) if columns else frame
 
 
@@ -119,25 +119,31 @@ def plan_lookup(
     return LookupPlan(snapshot, wanted)
 
 
-def read_in_driver(plan: LookupPlan) -> pa.Table:
-    """The rows of the plan's files having its keys, in the snapshot's schema, in one
-    chunk."""
+def read_in_driver(plan: LookupPlan, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of the plan's files having its keys, in the snapshot's schema (only
+    ``columns``, when given), in one chunk. Only the columns asked and the key fields are
+    decoded."""
     keys = plan.keys
     candidates = functools.reduce(
         operator.and_, (pc.field(name).isin(keys.column(name)) for name in keys.column_names)
     )
     storage = storage_for(plan.snapshot.uri)
     schema = plan.snapshot.schema
+    names = list(dict.fromkeys([*keys.column_names, *columns])) if columns else schema.names
+    read_schema = pa.schema([schema.field(name) for name in names])
 
     def read(base: BaseFile) -> pa.Table:
         with storage.open_input(base.path) as stream:
-            return conform(pq.read_table(stream, filters=candidates), schema)
+            stored = pq.ParquetFile(stream).schema_arrow.names
+            needed = [name for name in read_schema.names if name in stored]
+            return conform(pq.read_table(stream, columns=needed, filters=candidates), read_schema)
 
     with ThreadPoolExecutor(min(DRIVER_THREADS, max(1, len(plan.snapshot.files)))) as pool:
         pieces = list(pool.map(read, plan.snapshot.files))
-    rows = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    rows = pa.concat_tables(pieces) if pieces else read_schema.empty_table()
     if keys.num_columns > 1:
-        rows = rows.join(keys, keys=keys.column_names, join_type="left semi").select(schema.names)
+        rows = rows.join(keys, keys=keys.column_names, join_type="left semi")
+    rows = rows.select(list(columns) if columns else schema.names)
     return rows.combine_chunks()  # PySpark 4.3's createDataFrame stops at an empty chunk
 
 

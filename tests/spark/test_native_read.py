@@ -216,6 +216,14 @@ def test_lookups_read_in_the_driver_what_the_spark_scan_reads(
     assert (latest["1"]["note"], latest["4"]["note"], latest["20"]["note"]) == ("new", None, "x")
     theirs = rows_by_key(hudi_rs_table(table_uri), columns)
     assert latest == {key: theirs[key] for key in latest}
+    picked_columns = ["note", "name"]
+    projected = {
+        reader: tidemark.spark.lookup(spark, table_uri, keys, columns=picked_columns, reader=reader)
+        for reader in ("driver", "spark")
+    }
+    picked = {reader: {tuple(r) for r in frame.collect()} for reader, frame in projected.items()}
+    assert picked["driver"] == picked["spark"]
+    assert picked["spark"] == {("new", "updated"), (None, "moved"), (None, "v4"), ("x", "new")}
     old = agree(as_of=first.timestamp)
     assert {k: r["name"] for k, r in old.items()} == {"1": "v1", "3": "v3", "4": "v4"}
     assert tidemark.spark.cluster_schedule(table_uri, sort_columns=["name"]) is not None
