@@ -138,13 +138,19 @@ def read_in_driver(plan: LookupPlan, columns: Sequence[str] | None = None) -> pa
             needed = [name for name in read_schema.names if name in stored]
             return conform(pq.read_table(stream, columns=needed, filters=candidates), read_schema)
 
-    with ThreadPoolExecutor(min(DRIVER_THREADS, max(1, len(plan.snapshot.files)))) as pool:
-        pieces = list(pool.map(read, plan.snapshot.files))
+    pieces = list(_readers().map(read, plan.snapshot.files))
     rows = pa.concat_tables(pieces) if pieces else read_schema.empty_table()
     if keys.num_columns > 1:
         rows = rows.join(keys, keys=keys.column_names, join_type="left semi")
     rows = rows.select(list(columns) if columns else schema.names)
     return rows.combine_chunks()  # PySpark 4.3's createDataFrame stops at an empty chunk
+
+
+@functools.cache
+def _readers() -> ThreadPoolExecutor:
+    """The driver's reading threads, started by its first lookup and kept: starting
+    threads costs more than reading a few files."""
+    return ThreadPoolExecutor(DRIVER_THREADS, thread_name_prefix="tidemark-lookup")
 
 
 def _matching(frame: DataFrame, keys: pa.Table) -> DataFrame:
