@@ -50,8 +50,8 @@ DRIVER_MAX_BYTES = 64 * 1024 * 1024
 """Nor more than this many bytes of files: the driver decodes every column of each row
 group that may hold a key (about 12 ms a MB on two cores), where Spark's scan, after its
 job's fixed cost, decodes only the columns the query keeps, on every executor
-(``python -m benchmarks read``: 100 keys in 90 files of 18 MB, 0.28 s in the driver; in
-42 files of 75 MB, 1.0 s, against 0.88 s for ``spark.read.parquet``'s filtered scan)."""
+(100 keys of ``python -m benchmarks read``: in 90 files of 18 MB, 0.28-0.34 s in the
+driver; in 42 files of 66 MB, 0.61 s, against 0.75 s through Spark's scan)."""
 DRIVER_THREADS = 8
 """Files the driver reads at once (pyarrow decodes without the GIL; S3 reads wait on
 the network)."""
