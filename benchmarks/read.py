@@ -6,9 +6,11 @@ one file per partition of ten, then a record index; ``ts`` is a hash of the key,
 file spans its whole range) and a copy of it clustered by ``ts`` are queried: a full scan
 (sum of the keys), a count, one partition, a 1% range of ``ts``, one key and
 ``--keys`` keys. Tidemark prunes files in the driver (partitions, record index, column
-statistics) and hands the rest to Spark's Parquet reader; ``spark.read.parquet`` is given
-every file of the snapshot and filters with its own row-group statistics; hudi-rs reads
-the snapshot to Arrow (its partition filter passed down) and pyarrow computes the answer.
+statistics) and hands the rest to Spark's Parquet reader, except that the key lookup
+reads the few files the index names in the driver itself (``tidemark.jobs.lookup``);
+``spark.read.parquet`` is given every file of the snapshot and filters with its own
+row-group statistics; hudi-rs reads the snapshot to Arrow (its partition filter passed
+down) and pyarrow computes the answer.
 All three must agree. Times are the best of ``--runs`` alternating rounds, each building
 its DataFrame (planning, listing, schema) and running the query.
 """
@@ -39,6 +41,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.cluster import run_clustering
 from tidemark.jobs.index_build import build_index
+from tidemark.jobs.lookup import plan_lookup
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.storage.uri import hadoop_uri
 from tidemark.table.table import HoodieTable
@@ -212,6 +215,9 @@ def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[
             raise RuntimeError(f"{uri}: the readers disagree on {name}: {sorted(answers)}")
         report[name] = {label: min(runs_s) for label, runs_s in timings.items()}
         report[name]["files_read"] = len(ours().inputFiles())
+    planned = plan_lookup(uri, keys)  # rows read in the driver: Spark lists no input files
+    report["keys"]["files_read"] = len(planned.snapshot.files)
+    report["keys"]["in_driver"] = planned.in_driver("auto")
     return report
 
 
@@ -242,6 +248,7 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     plain, clustered = result["tables"]["table"], result["tables"]["clustered"]
     size = f"{result['rows']:,} rows in {result['files']:,} files"
     full, keys = plain["full scan"], plain["keys"]
+    reader = "in the driver" if keys["in_driver"] else "by Spark"
     return [
         (
             f"read: full scan, {size} (best s)",
@@ -251,7 +258,7 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         ),
         (
             f"read: {result['keys']}-key query, {size}",
-            f"{keys['tidemark_s']:.2f} s ({keys['files_read']} files)",
+            f"{keys['tidemark_s']:.2f} s ({keys['files_read']} files, read {reader})",
             f"{keys['parquet_s']:.2f} s (spark.read.parquet, filtered)",
             times(keys["parquet_s"], keys["tidemark_s"]),
         ),

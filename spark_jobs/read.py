@@ -33,9 +33,7 @@ from tidemark.jobs.base_file import conform
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
 from tidemark.table.fsview import BaseFile
-from tidemark.table.keys import record_keys
-from tidemark.table.reader import Filter, snapshot_schema
-from tidemark.table.table import HoodieTable
+from tidemark.table.reader import Filter
 
 log = structlog.get_logger(__name__)
 
@@ -205,60 +203,3 @@ def _storage_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
                     yield from read_file(uri, path, output).to_batches()
 
     return tasks.mapInArrow(read_files, from_arrow_schema(output))
-
-
-def lookup_dataframe(
-    spark: SparkSession,
-    table_uri: str,
-    keys: Sequence[Any] | DataFrame,
-    *,
-    columns: Sequence[str] | None = None,
-    reader: str = "auto",
-) -> DataFrame:
-    """The latest rows with the given record keys: ``keys`` a list of values of the key
-    field (tuples of the key fields' values for a composite key) or a DataFrame with a
-    column per key field. The record index (when the table has one) names the files to
-    open; the rows are then matched on the key fields."""
-    table = HoodieTable.open(table_uri)
-    fields = list(table.config.record_key_fields)
-    schema = snapshot_schema(table)
-    if not fields:
-        raise InvalidArgumentError("the table declares no record key fields", field="table")
-    wanted: DataFrame | None
-    if isinstance(keys, DataFrame):
-        missing = [name for name in fields if name not in keys.columns]
-        if missing:
-            raise InvalidArgumentError(f"needs the key fields {', '.join(missing)}", field="keys")
-        wanted = keys.select(*fields).distinct()
-        values = wanted.toArrow()
-    else:
-        values = _key_table(list(keys), fields, schema)
-        wanted = spark.createDataFrame(values) if len(fields) > 1 else None
-    plan = plan_snapshot(table_uri, keys=set(record_keys(values, table.config).to_pylist()))
-    frame = scan(spark, plan, reader)
-    if wanted is None:
-        frame = frame.where(sf.col(f"`{fields[0]}`").isin(values.column(0).to_pylist()))
-    else:
-        frame = frame.join(sf.broadcast(wanted), on=fields, how="left_semi")
-    return frame.select(*columns) if columns else frame
-
-
-def _key_table(keys: list[Any], fields: list[str], schema: pa.Schema) -> pa.Table:
-    composite = len(fields) > 1
-    rows = [key if composite else (key,) for key in keys]
-    if any(not isinstance(row, tuple) or len(row) != len(fields) for row in rows):
-        raise InvalidArgumentError(
-            f"each key must be a tuple of {len(fields)} values ({', '.join(fields)})",
-            field="keys",
-        )
-    try:
-        return pa.table(
-            {
-                name: pa.array([row[i] for row in rows], type=schema.field(name).type)
-                for i, name in enumerate(fields)
-            }
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as error:
-        raise InvalidArgumentError(
-            f"keys do not fit the key fields: {error}", field="keys"
-        ) from error

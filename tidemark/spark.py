@@ -27,7 +27,8 @@ from tidemark.jobs.datasource import TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.job_options import serving_markers
-from tidemark.jobs.read import lookup_dataframe, read_dataframe
+from tidemark.jobs.lookup import lookup_dataframe
+from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.stream import STREAM_OPTIONS, StreamWriter
 from tidemark.jobs.write import WriteResult
@@ -190,11 +191,16 @@ def lookup(
     keys: Sequence[Any] | DataFrame,
     *,
     columns: Sequence[str] | None = None,
+    as_of: str | None = None,
+    reader: str = "auto",
 ) -> DataFrame:
-    """The latest rows having the record keys ``keys`` (a list of key values, tuples for
-    a composite key, or a DataFrame with the key fields' columns), opening only the files
-    the record index names."""
-    return lookup_dataframe(spark, table, keys, columns=columns)
+    """The rows having the record keys ``keys`` (a list of key values, tuples for a
+    composite key, or a DataFrame with the key fields' columns) in the snapshot at
+    ``as_of`` (default the latest), opening only the files the record index names.
+    ``reader="auto"`` reads up to ``DRIVER_MAX_FILES`` files (``DRIVER_MAX_BYTES``) in
+    the driver, answering without a Spark job, and more with Spark's Parquet reader;
+    ``"driver"``, ``"spark"`` or ``"storage"`` (pyarrow in Spark tasks) choose."""
+    return lookup_dataframe(spark, table, keys, columns=columns, as_of=as_of, reader=reader)
 
 
 def register_view(

@@ -29,6 +29,7 @@ def test_bench_read_prints_a_table_and_a_json_line(
     assert set(plain) - {"files"} == set(clustered) - {"files"} == QUERIES
     assert plain["point"]["files_read"] == 1
     assert plain["keys"]["files_read"] <= 3 < plain["full scan"]["files_read"] == 20
+    assert plain["keys"]["in_driver"] and "read in the driver" in readme_rows(result)[1][1]
     assert plain["partition"]["files_read"] == 2  # one partition of ten
     assert clustered["files"] < plain["files"]
     assert all(plain[q]["tidemark_s"] > 0 and plain[q]["hudi_rs_s"] > 0 for q in QUERIES)

@@ -20,6 +20,8 @@ from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.index import pruning
 from tidemark.index.pruning import plan_snapshot
 from tidemark.index.record_index import RecordIndex
+from tidemark.jobs import lookup as lookup_module
+from tidemark.jobs.lookup import plan_lookup
 from tidemark.jobs.read import glob_of_names, scan, spark_reaches
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -147,13 +149,18 @@ def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(
     by_filter = tidemark.spark.read(spark, table_uri, filters=[("id", "in", keys)])
     assert file_ids(by_filter, table_uri) == holders
     assert data_rows(by_filter) == {MODEL[k] for k in keys}
-    listed = tidemark.spark.lookup(spark, table_uri, keys)
+    listed = tidemark.spark.lookup(spark, table_uri, keys, reader="spark")
     assert file_ids(listed, table_uri) == holders
     assert data_rows(listed) == {MODEL[k] for k in keys}
+    assert {f.file_id for f in plan_lookup(table_uri, keys).snapshot.files} == holders
     frame_keys = spark.createDataFrame([(4,), (7,), (7,), (99,)], "id int")
-    joined = tidemark.spark.lookup(spark, table_uri, frame_keys, columns=DATA_COLUMNS)
+    for reader in ("spark", "driver"):
+        joined = tidemark.spark.lookup(
+            spark, table_uri, frame_keys, columns=DATA_COLUMNS, reader=reader
+        )
+        assert data_rows(joined) == {MODEL[4], MODEL[7]}
+    joined = tidemark.spark.lookup(spark, table_uri, frame_keys, reader="spark")
     assert file_ids(joined, table_uri) == {located["4"][1], located["7"][1]}
-    assert data_rows(joined) == {MODEL[4], MODEL[7]}
     assert tidemark.spark.read(spark, table_uri, where={"id": 100}).count() == 0
     with pytest.raises(InvalidArgumentError) as refused:
         tidemark.spark.lookup(spark, table_uri, spark.createDataFrame([(1,)], "key int"))
@@ -161,6 +168,106 @@ def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(
     with pytest.raises(InvalidArgumentError) as typed:
         tidemark.spark.read(spark, table_uri, filters=[("id", "=", "abc")])
     assert typed.value.field == "id"
+    with pytest.raises(InvalidArgumentError) as unknown:
+        tidemark.spark.lookup(spark, table_uri, keys, reader="executor")
+    assert unknown.value.field == "reader"
+    with pytest.raises(InvalidArgumentError) as unfit:
+        tidemark.spark.lookup(spark, table_uri, ["one"])
+    assert unfit.value.field == "keys"
+
+
+def lookup_rows(frame: DataFrame, columns: list[str]) -> dict[str, dict]:
+    return rows_by_key(frame.toArrow(), columns)
+
+
+def test_lookups_read_in_the_driver_what_the_spark_scan_reads(
+    spark: SparkSession, table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's rows are the Spark scan's, meta columns as stored: keys upserted
+    (one moved to another partition, a column added since), clustered into new files,
+    missing, given as a DataFrame, at an older instant. ``auto`` reads in the driver
+    (a local relation) within the bounds, with Spark's Parquet reader past them; a
+    lookup sees a commit made after the last one in the same process."""
+    indexed_table(spark, table_uri)
+    first = HoodieTable.open(table_uri).timeline.last_completed()
+    assert first is not None
+    assert tidemark.spark.lookup(spark, table_uri, [20]).count() == 0
+    moves = spark.createDataFrame(
+        [(1, "updated", "b", 2, "new"), (3, "moved", "b", 2, None), (20, "new", "c", 2, "x")],
+        "id int, name string, part string, ts long, note string",
+    )
+    write(spark, moves, table_uri, "upsert")
+    columns = [*META_COLUMNS, *DATA_COLUMNS, "note"]
+    keys = [1, 3, 4, 20, 99]
+
+    def agree(as_of: str | None = None) -> dict[str, dict]:
+        driver = tidemark.spark.lookup(spark, table_uri, keys, reader="driver", as_of=as_of)
+        native = tidemark.spark.lookup(spark, table_uri, keys, reader="spark", as_of=as_of)
+        assert "LocalTableScan" in scan_nodes(driver)
+        assert "FileScan parquet" in scan_nodes(native)
+        names = [c for c in columns if c in native.columns]
+        rows = lookup_rows(native, names)
+        assert lookup_rows(driver, names) == rows
+        return rows
+
+    latest = agree()
+    assert set(latest) == {"1", "3", "4", "20"}
+    assert latest["3"]["_hoodie_partition_path"] == "b" and latest["3"]["name"] == "moved"
+    assert (latest["1"]["note"], latest["4"]["note"], latest["20"]["note"]) == ("new", None, "x")
+    theirs = rows_by_key(hudi_rs_table(table_uri), columns)
+    assert latest == {key: theirs[key] for key in latest}
+    picked_columns = ["note", "name"]
+    projected = {
+        reader: tidemark.spark.lookup(spark, table_uri, keys, columns=picked_columns, reader=reader)
+        for reader in ("driver", "spark")
+    }
+    picked = {reader: {tuple(r) for r in frame.collect()} for reader, frame in projected.items()}
+    assert picked["driver"] == picked["spark"]
+    assert picked["spark"] == {("new", "updated"), (None, "moved"), (None, "v4"), ("x", "new")}
+    old = agree(as_of=first.timestamp)
+    assert {k: r["name"] for k, r in old.items()} == {"1": "v1", "3": "v3", "4": "v4"}
+    assert tidemark.spark.cluster_schedule(table_uri, sort_columns=["name"]) is not None
+    tidemark.spark.cluster_run(spark, table_uri)
+    clustered = agree()
+    assert {k: r["name"] for k, r in clustered.items()} == {k: r["name"] for k, r in latest.items()}
+    assert {r["_hoodie_file_name"] for r in clustered.values()}.isdisjoint(
+        r["_hoodie_file_name"] for r in latest.values()
+    )
+    assert "LocalTableScan" in scan_nodes(tidemark.spark.lookup(spark, table_uri, keys))
+    monkeypatch.setattr(lookup_module, "DRIVER_MAX_FILES", 1)
+    assert "FileScan parquet" in scan_nodes(tidemark.spark.lookup(spark, table_uri, keys))
+    monkeypatch.setattr(lookup_module, "DRIVER_MAX_FILES", 100)
+    monkeypatch.setattr(lookup_module, "DRIVER_MAX_BYTES", 1)
+    assert "FileScan parquet" in scan_nodes(tidemark.spark.lookup(spark, table_uri, keys))
+
+
+def test_composite_key_lookups_agree_with_timestamps_and_nulls(
+    spark: SparkSession, table_uri: str
+) -> None:
+    moments = [datetime.datetime(2026, 11, d, 12, tzinfo=datetime.UTC) for d in (1, 2, 3)]
+    frame = spark.createDataFrame(
+        [
+            (k % 3, f"n{k}", moments[k % 3], None if k % 2 else k * 1.5, "ab"[k % 2])
+            for k in range(10)
+        ],
+        "id int, name string, at timestamp, amount double, part string",
+    ).repartition(1)
+    options = WriteOptions(record_key_fields=["id", "name"], partition_fields=["part"])
+    write(spark, frame, table_uri, "bulk_insert", options)
+    tidemark.spark.index_build(spark, table_uri, shards=2)
+    keys = [(0, "n0"), (1, "n1"), (1, "n5"), (2, "n5"), (7, "n7")]  # (1, "n5"): no such pair
+    columns = [*META_COLUMNS, "id", "name", "at", "amount", "part"]
+    driver = tidemark.spark.lookup(spark, table_uri, keys, reader="driver")
+    native = tidemark.spark.lookup(spark, table_uri, keys, reader="spark")
+    rows = lookup_rows(native, columns)
+    assert lookup_rows(driver, columns) == rows
+    assert set(rows) == {"id:0,name:n0", "id:1,name:n1", "id:2,name:n5"}
+    assert rows["id:1,name:n1"]["amount"] is None and rows["id:1,name:n1"]["at"] == moments[1]
+    frame_keys = spark.createDataFrame(keys, "id long, name string")
+    assert lookup_rows(tidemark.spark.lookup(spark, table_uri, frame_keys), columns) == rows
+    with pytest.raises(InvalidArgumentError) as arity:
+        tidemark.spark.lookup(spark, table_uri, [(0, "n0", "extra")])
+    assert arity.value.field == "keys" and "(id, name)" in str(arity.value)
 
 
 def test_date_partitions_are_listed_only_when_asked(spark: SparkSession, table_uri: str) -> None:
@@ -283,5 +390,10 @@ def test_s3_tables_resolve_and_read_without_s3a(spark: SparkSession, s3_bucket: 
     columns = [*META_COLUMNS, *DATA_COLUMNS]
     assert rows_by_key(frame.toArrow(), columns) == rows_by_key(hudi_rs_table(s3_bucket), columns)
     assert data_rows(tidemark.spark.lookup(spark, s3_bucket, [4, 5])) == {MODEL[4], MODEL[5]}
+    driver = tidemark.spark.lookup(spark, s3_bucket, [4, 5, 99], reader="driver")
+    tasks = tidemark.spark.lookup(spark, s3_bucket, [4, 5, 99], reader="storage")
+    assert "LocalTableScan" in scan_nodes(driver)
+    assert lookup_rows(driver, columns) == lookup_rows(tasks, columns)
+    assert set(lookup_rows(driver, columns)) == {"4", "5"}
     in_b = {r for r in MODEL.values() if r[2] == "b"}
     assert data_rows(frame.where(sf.col("part") == "b")) == in_b

@@ -32,8 +32,10 @@ def test_python_api_examples_run_as_written(
         line for line in capsys.readouterr().out.splitlines(keepends=True) if not logged.match(line)
     )
     holders = {located[k][1] for k in ("1", "4", "6")}
+    looked_up = {located[k][1] for k in ("3", "7")}
     assert "table: not a Hudi table" in printed
-    assert f"3 4 3\n{len(holders)}\n[3, 7]\n4\n12 1 12\n" in printed
+    lookups = f"[3, 7]\n['id', 'name']\n{len(looked_up)}\n"
+    assert f"3 4 3\n{len(holders)}\n{lookups}4\n12 1 12\n" in printed
     assert "_hoodie_commit_time" in printed
     assert "written 20 5 7\ntagged by record record\n" in printed
     assert "clustered True 2\n" in printed

@@ -11,6 +11,7 @@ scanned whole by the reader, which applies the filters to the rows.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -18,8 +19,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import structlog
 
-from tidemark.errors import InvalidArgumentError, TidemarkError
+from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
+from tidemark.index import layout
+from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
+from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table import column_stats
 from tidemark.table.column_stats import ColumnStats, FileStats
@@ -40,6 +44,11 @@ READ_COMPACT_AFTER_DELTAS = 4
 """A read that finds a shard of the record index with this many deltas compacts them
 first: every lookup reads each delta of the shards it asks, and a job's short-lived
 embedded services never run the index service's own compaction."""
+
+READ_INDEXES_KEPT = 4
+"""Record indexes of this many tables are kept open between reads in a process."""
+READ_CACHE_BYTES = 32 << 20
+"""Each one keeping this many bytes of opened shard files and decoded blocks."""
 
 log = structlog.get_logger(__name__)
 
@@ -97,13 +106,16 @@ def plan_snapshot(
 
 
 def index_locator(storage: Storage) -> Locator | None:
-    """A ``Locator`` over the table's record index; None for a table without one. Before
-    a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard is compacted
-    (unless another compaction is running, or the reader may not write: then it is read
-    as is). The index is opened for this one lookup (``single_use``)."""
-    if not RecordIndex.exists(storage):
+    """A ``Locator`` over the table's record index as it is now; None for a table without
+    one. Before a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard
+    is compacted (unless another compaction is running, or the reader may not write: then
+    it is read as is)."""
+    try:
+        properties = layout.IndexProperties.read(storage)
+    except NotFoundError:
         return None
-    index = RecordIndex.open(storage, single_use=True)
+    index = _kept_index(storage.uri, properties)
+    index.refresh()
 
     def locate(keys: set[str]) -> set[str]:
         if not keys:
@@ -113,6 +125,16 @@ def index_locator(storage: Storage) -> Locator | None:
         return set(located.column("file_id").drop_null().to_pylist())
 
     return locate
+
+
+@functools.lru_cache(maxsize=READ_INDEXES_KEPT)
+def _kept_index(uri: str, properties: layout.IndexProperties) -> RecordIndex:
+    """The index of the table at ``uri`` kept between reads, with the shard files it
+    opened and the blocks it decoded (a shard file never changes under its name; an index
+    rebuilt has other properties, so another entry). It is ``single_use``: each read asks
+    different keys, so only the blocks they need are decoded, deltas never merged. Its
+    view of the timeline and deltas is re-read by every plan (``refresh``)."""
+    return RecordIndex(open_storage(uri), properties, BlockCache(READ_CACHE_BYTES), single_use=True)
 
 
 def _compact_piled_up(index: RecordIndex) -> None:
