@@ -24,10 +24,11 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """JVM flags of the ``tidemark`` processes tests start (they inherit the environment;
 spark-submit reads ``SPARK_SUBMIT_OPTS``): such a JVM lives seconds to a minute on tiny
 data, where the optimising compiler and parallel GC threads only take the two cores from
-the other workers (tests/spark/test_concurrency.py 295 s instead of 518 s, the whole suite
-30.4 min instead of 33.1 min). The ``spark`` fixture's session, which runs a worker's
-tests for many minutes, starts without them (in-process Spark files ran 20-50% slower
-with them). Jobs outside the suite keep the JVM's defaults."""
+the other workers (tests/spark/test_concurrency.py 295 s instead of 518 s). The ``spark``
+fixture's session, which runs a worker's tests for many minutes, starts without them
+(in-process Spark files ran 20-50% slower with them). The whole suite, idle machine:
+26.1 min so, 30.4 with the flags on every JVM, 33.1 without. Jobs outside the suite keep
+the JVM's defaults."""
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 
