@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -118,6 +119,25 @@ def _lower_bound(requirement: Requirement) -> Version:
     return Version(lowest)
 
 
+PYSPARK_PLANNER_FLUSH_RACE = re.compile(
+    r"Traceback \(most recent call last\):\n"
+    r'  File "[^"]*/pyspark/daemon\.py", line \d+, in manager\n'
+    r'  File "[^"]*/pyspark/daemon\.py", line \d+, in worker\n'
+    r"BrokenPipeError: \[Errno 32\] Broken pipe\n"
+)
+"""PySpark's daemon reporting that a planner worker (``pyspark.sql.worker.lookup_data_sources``,
+run once per driver at its first data source lookup, or a Python data source's planner
+workers) found its socket closed at its last flush: a race inside PySpark 4.1.0-4.3.0, about
+one run in six, seen with the worker's module logged from the daemon. Those workers are
+forked by PySpark's own daemon with PySpark's own worker loop, whatever
+``spark.python.worker.module`` says, so Tidemark's quiet worker cannot end them quietly."""
+
+
+def _tracebacks_of_ours(stderr: str) -> str:
+    """``stderr`` without PySpark's planner-worker race (above): what is left is ours."""
+    return PYSPARK_PLANNER_FLUSH_RACE.sub("", stderr)
+
+
 def _micros(moment: datetime) -> int:
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
@@ -222,12 +242,7 @@ def test_the_spark_extra_writes_and_reads_timestamps_at_both_ends_of_the_bounds(
         )
         assert job.returncode == 0, job.stderr[-4000:]
         assert "pandas >= 3" not in job.stderr, job.stderr
-        # Not after a data source read: PySpark's planner workers for a Python data source
-        # (pyspark.sql.worker.create_data_source, always forked by PySpark's own daemon,
-        # whatever spark.python.daemon.module says) sometimes find the JVM closed their
-        # socket before their last flush, and that daemon prints the BrokenPipeError (about
-        # one run in four on PySpark 4.1.0, 4.1.4 and 4.3.0: a race inside PySpark).
-        assert how != "write" or "Traceback" not in job.stderr, job.stderr
+        assert "Traceback" not in _tracebacks_of_ours(job.stderr), job.stderr
         assert json.loads(job.stdout.splitlines()[-1]) == micros, how
     rows = hudi_rs_table(str(table))
     assert rows is not None
