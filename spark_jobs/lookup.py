@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
+import pyarrow.dataset as pads
 import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
@@ -55,6 +55,9 @@ driver; in 42 files of 66 MB, 0.61 s, against 0.75 s through Spark's scan)."""
 DRIVER_THREADS = 8
 """Files the driver reads at once (pyarrow decodes without the GIL; S3 reads wait on
 the network)."""
+PARQUET = pads.ParquetFileFormat()
+"""A file read in the driver is one dataset fragment: its footer is read once, for both
+its stored columns and the row groups the key filter skips by their statistics."""
 
 
 @dataclass(frozen=True)
@@ -137,9 +140,10 @@ def read_in_driver(plan: LookupPlan, columns: Sequence[str] | None = None) -> pa
 
     def read(base: BaseFile) -> pa.Table:
         with storage.open_input(base.path) as stream:
-            stored = pq.ParquetFile(stream).schema_arrow.names
+            fragment = PARQUET.make_fragment(stream)  # its footer read once, here
+            stored = fragment.physical_schema.names
             needed = [name for name in read_schema.names if name in stored]
-            return conform(pq.read_table(stream, columns=needed, filters=candidates), read_schema)
+            return conform(fragment.to_table(columns=needed, filter=candidates), read_schema)
 
     pieces = list(_readers().map(read, plan.snapshot.files))
     rows = pa.concat_tables(pieces) if pieces else read_schema.empty_table()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from jvm_archive import class_archive
 
 from tidemark.storage.s3 import s3_client
 from tidemark.testing.s3local import FaultProxy, LocalS3Server
@@ -30,6 +31,24 @@ fixture's session, which runs a worker's tests for many minutes, starts without 
 26.1 min so, 30.4 with the flags on every JVM, 33.1 without. Jobs outside the suite keep
 the JVM's defaults."""
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jvm_class_archive(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The flag mapping the class archive of tests/jvm_archive.py into every driver the
+    suite starts (added to ``SPARK_SUBMIT_OPTS``), or "" when the run selects no Spark test,
+    ``SPARK_SUBMIT_OPTS`` was set outside, or no archive can be made."""
+    ours = os.environ.get("SPARK_SUBMIT_OPTS") == TEST_JVM_OPTIONS
+    tiers = ("spark", "slow")
+    wanted = any(item.get_closest_marker(tier) for item in request.session.items for tier in tiers)
+    archive = class_archive(TEST_JVM_OPTIONS) if ours and wanted else None
+    if archive is None:
+        yield ""
+        return
+    flag = f"-XX:SharedArchiveFile={archive}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_SUBMIT_OPTS", f"{TEST_JVM_OPTIONS} {flag}")
+        yield flag
 
 
 @pytest.fixture(scope="session")
@@ -80,15 +99,16 @@ def local_root(tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark(s3_server: str) -> Iterator[SparkSession]:
+def spark(s3_server: str, jvm_class_archive: str) -> Iterator[SparkSession]:
     """One local SparkSession for all Spark tests (started after the S3 server so executors
-    inherit its AWS_* settings); ``local[2,4]`` = two cores, four attempts per task.
-    pyspark is imported here, not at the top, so tests without Spark never load it."""
+    inherit its AWS_* settings); ``local[2,4]`` = two cores, four attempts per task; the
+    class archive but not the other test flags. pyspark is imported here, not at the top,
+    so tests without Spark never load it."""
     from tidemark.jobs.session import build_session
 
     with pytest.MonkeyPatch.context() as patch:
-        if os.environ.get("SPARK_SUBMIT_OPTS") == TEST_JVM_OPTIONS:
-            patch.delenv("SPARK_SUBMIT_OPTS")
+        if os.environ.get("SPARK_SUBMIT_OPTS", "").startswith(TEST_JVM_OPTIONS):
+            patch.setenv("SPARK_SUBMIT_OPTS", jvm_class_archive)
         session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
     master = session.sparkContext.master
     assert master == "local[2,4]", f"another test left a {master} session (no task retries)"
