@@ -35,9 +35,11 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 @pytest.fixture(scope="session", autouse=True)
 def jvm_class_archive(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The flag mapping the class archive of tests/jvm_archive.py into every driver the
+    """The flags mapping the class archive of tests/jvm_archive.py into every driver the
     suite starts (added to ``SPARK_SUBMIT_OPTS``), or "" when the run selects no Spark test,
-    ``SPARK_SUBMIT_OPTS`` was set outside, or no archive can be made."""
+    ``SPARK_SUBMIT_OPTS`` was set outside, or no archive can be made. A JVM on other jars
+    (a test's own virtualenv) runs without the archive; its CDS log is off, or it would say
+    so on stdout, which tests parse."""
     ours = os.environ.get("SPARK_SUBMIT_OPTS") == TEST_JVM_OPTIONS
     tiers = ("spark", "slow")
     wanted = any(item.get_closest_marker(tier) for item in request.session.items for tier in tiers)
@@ -45,10 +47,10 @@ def jvm_class_archive(request: pytest.FixtureRequest) -> Iterator[str]:
     if archive is None:
         yield ""
         return
-    flag = f"-XX:SharedArchiveFile={archive}"
+    flags = f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPARK_SUBMIT_OPTS", f"{TEST_JVM_OPTIONS} {flag}")
-        yield flag
+        patch.setenv("SPARK_SUBMIT_OPTS", f"{TEST_JVM_OPTIONS} {flags}")
+        yield flags
 
 
 @pytest.fixture(scope="session")
