@@ -6,8 +6,9 @@ one file per partition of ten, then a record index; ``ts`` is a hash of the key,
 file spans its whole range) and a copy of it clustered by ``ts`` are queried: a full scan
 (sum of the keys), a count, one partition, a 1% range of ``ts``, one key and
 ``--keys`` keys. Tidemark prunes files in the driver (partitions, record index, column
-statistics) and hands the rest to Spark's Parquet reader, except that the key lookup
-reads the few files the index names in the driver itself (``tidemark.jobs.lookup``);
+statistics) and reads what is left in the driver when it is a few small files
+(``tidemark.jobs.driver_read``: the key lookup, a point query, a range over clustered
+files), else hands it to Spark's Parquet reader;
 ``spark.read.parquet`` is given every file of the snapshot and filters with its own
 row-group statistics; hudi-rs reads the snapshot to Arrow (its partition filter passed
 down) and pyarrow computes the answer.
@@ -40,8 +41,10 @@ from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.driver_read import fits_driver
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.lookup import plan_lookup
+from tidemark.jobs.read import where_filters
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.storage.uri import hadoop_uri
 from tidemark.table.table import HoodieTable
@@ -214,10 +217,17 @@ def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[
         if len(answers) != 1:
             raise RuntimeError(f"{uri}: the readers disagree on {name}: {sorted(answers)}")
         report[name] = {label: min(runs_s) for label, runs_s in timings.items()}
-        report[name]["files_read"] = len(ours().inputFiles())
-    planned = plan_lookup(uri, keys)  # rows read in the driver: Spark lists no input files
-    report["keys"]["files_read"] = len(planned.snapshot.files)
-    report["keys"]["in_driver"] = planned.in_driver("auto")
+    plans = {  # the files each query reads (rows read in the driver: Spark lists none)
+        "full scan": plan_snapshot(uri),
+        "partition": plan_snapshot(uri, where_filters({"part": PARTITION})),
+        "range": plan_snapshot(uri, between),
+        "point": plan_snapshot(uri, where_filters({"id": keys[0]})),
+        "keys": plan_lookup(uri, keys).snapshot,
+    }
+    plans["count"] = plans["full scan"]
+    for name, plan in plans.items():
+        report[name]["files_read"] = len(plan.files)
+        report[name]["in_driver"] = fits_driver(plan.files)
     return report
 
 
@@ -248,7 +258,7 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     plain, clustered = result["tables"]["table"], result["tables"]["clustered"]
     size = f"{result['rows']:,} rows in {result['files']:,} files"
     full, keys = plain["full scan"], plain["keys"]
-    reader = "in the driver" if keys["in_driver"] else "by Spark"
+    reader = _where_read(keys)
     return [
         (
             f"read: full scan, {size} (best s)",
@@ -264,11 +274,16 @@ def readme_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         ),
         (
             f"read: 1% range of ts, clustered by it ({result['clustered_files']} files)",
-            f"{clustered['range']['tidemark_s']:.2f} s ({clustered['range']['files_read']} files)",
+            f"{clustered['range']['tidemark_s']:.2f} s ({clustered['range']['files_read']} files, "
+            f"read {_where_read(clustered['range'])})",
             f"{plain['range']['tidemark_s']:.2f} s (same, not clustered)",
             times(plain["range"]["tidemark_s"], clustered["range"]["tidemark_s"]),
         ),
     ]
+
+
+def _where_read(query: dict[str, Any]) -> str:
+    return "in the driver" if query["in_driver"] else "by Spark"
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -279,14 +294,15 @@ def format_report(result: dict[str, Any]) -> str:
     for table, report in result["tables"].items():
         lines.append(f"{table} ({report['files']} files)")
         lines.append(
-            f"  {'query':12} {'tidemark':>10} {'files':>6} {'parquet':>10} {'hudi-rs':>10} "
-            f"{'parquet/tidemark':>17}"
+            f"  {'query':12} {'tidemark':>10} {'files':>6} {'read':>7} {'parquet':>10} "
+            f"{'hudi-rs':>10} {'parquet/tidemark':>17}"
         )
         for name, row in report.items():
             if name == "files":
                 continue
             lines.append(
                 f"  {name:12} {row['tidemark_s']:>10.3f} {row['files_read']:>6} "
+                f"{'driver' if row['in_driver'] else 'spark':>7} "
                 f"{row['parquet_s']:>10.3f} {row['hudi_rs_s']:>10.3f} "
                 f"{times(row['parquet_s'], row['tidemark_s']):>17}"
             )

@@ -3,61 +3,34 @@ the rows are read where that is cheapest.
 
 A Spark scan costs a job (a few hundred milliseconds) plus a few milliseconds per file
 however few rows match, which for a handful of keys is nearly all of the lookup. So when
-the index leaves few files (``DRIVER_MAX_FILES``, ``DRIVER_MAX_BYTES``), the driver reads
-them itself with pyarrow, through ``tidemark.storage``, keeping only the rows whose key
-columns match (row groups whose statistics exclude every key are skipped), and hands Spark
-the rows as a local relation: no Spark job. Past those bounds the files go to the readers
+the index leaves few files (within ``tidemark.jobs.driver_read``'s bounds), the driver
+reads them itself with pyarrow, through ``tidemark.storage``, keeping only the rows whose
+key columns match (row groups whose statistics exclude every key are skipped), and hands
+Spark the rows as a local relation: no Spark job. Past those bounds the files go to the readers
 of ``tidemark.jobs.read.scan``. Every reader gives the same rows in the snapshot's schema.
 """
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import SnapshotPlan, plan_snapshot
-from tidemark.jobs.base_file import conform
-from tidemark.jobs.read import READERS, scan
-from tidemark.jobs.task import storage_for
-from tidemark.table.fsview import BaseFile
+from tidemark.jobs.driver_read import fits_driver, local_frame, read_files
+from tidemark.jobs.read import READ_READERS, scan
 from tidemark.table.keys import record_keys
 from tidemark.table.reader import snapshot_schema
 from tidemark.table.table import HoodieTable
 
 log = structlog.get_logger(__name__)
-
-LOOKUP_READERS = (*READERS, "driver")
-"""``driver``: pyarrow in the driver, the rows handed to Spark as a local relation;
-``auto``: the driver for lookups within the bounds below, else ``scan``'s ``auto``."""
-DRIVER_MAX_FILES = 256
-"""At most this many files are read in the driver by an ``auto`` lookup: a file costs
-the driver about 2 ms of two cores, so past a few hundred the driver takes longer than
-Spark's job, whose executors share the files."""
-DRIVER_MAX_BYTES = 64 * 1024 * 1024
-"""Nor more than this many bytes of files: the driver decodes every column of each row
-group that may hold a key (about 12 ms a MB on two cores), where Spark's scan, after its
-job's fixed cost, decodes only the columns the query keeps, on every executor
-(100 keys of ``python -m benchmarks read``: in 90 files of 18 MB, 0.28-0.34 s in the
-driver; in 42 files of 66 MB, 0.61 s, against 0.75 s through Spark's scan)."""
-DRIVER_THREADS = 8
-"""Files the driver reads at once (pyarrow decodes without the GIL; S3 reads wait on
-the network)."""
-PARQUET = pads.ParquetFileFormat()
-"""A file read in the driver is one dataset fragment: its footer is read once, for both
-its stored columns and the row groups the key filter skips by their statistics."""
 
 
 @dataclass(frozen=True)
@@ -70,9 +43,7 @@ class LookupPlan:
 
     def in_driver(self, reader: str) -> bool:
         """Whether ``reader`` reads this lookup's files in the driver."""
-        files = self.snapshot.files
-        small = len(files) <= DRIVER_MAX_FILES and sum(f.size for f in files) <= DRIVER_MAX_BYTES
-        return reader == "driver" or (reader == "auto" and small)
+        return reader == "driver" or (reader == "auto" and fits_driver(self.snapshot.files))
 
 
 def lookup_dataframe(
@@ -87,9 +58,9 @@ def lookup_dataframe(
     """The rows visible at ``as_of`` (default latest) with the given record keys: ``keys``
     a list of values of the key field (tuples of the key fields' values for a composite
     key) or a DataFrame with a column per key field. ``reader``: one of
-    ``LOOKUP_READERS``."""
-    if reader not in LOOKUP_READERS:
-        raise InvalidArgumentError(f"use one of {', '.join(LOOKUP_READERS)}", field="reader")
+    ``tidemark.jobs.read.READ_READERS``."""
+    if reader not in READ_READERS:
+        raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
     plan = plan_lookup(table_uri, keys, as_of=as_of)
     for name in columns or ():
         if name not in plan.snapshot.schema.names:
@@ -103,8 +74,7 @@ def lookup_dataframe(
         reader="driver" if in_driver else reader,
     )
     if in_driver:
-        rows = read_in_driver(plan, columns)
-        return spark.createDataFrame(rows, from_arrow_schema(rows.schema))
+        return local_frame(spark, read_in_driver(plan, columns))
     frame = _matching(scan(spark, plan.snapshot, reader), plan.keys)
     return frame.select(*columns) if columns else frame
 
@@ -130,34 +100,18 @@ def read_in_driver(plan: LookupPlan, columns: Sequence[str] | None = None) -> pa
     ``columns``, when given), in one chunk. Only the columns asked and the key fields are
     decoded."""
     keys = plan.keys
-    candidates = functools.reduce(
-        operator.and_, (pc.field(name).isin(keys.column(name)) for name in keys.column_names)
-    )
-    storage = storage_for(plan.snapshot.uri)
     schema = plan.snapshot.schema
     names = list(dict.fromkeys([*keys.column_names, *columns])) if columns else schema.names
-    read_schema = pa.schema([schema.field(name) for name in names])
-
-    def read(base: BaseFile) -> pa.Table:
-        with storage.open_input(base.path) as stream:
-            fragment = PARQUET.make_fragment(stream)  # its footer read once, here
-            stored = fragment.physical_schema.names
-            needed = [name for name in read_schema.names if name in stored]
-            return conform(fragment.to_table(columns=needed, filter=candidates), read_schema)
-
-    pieces = list(_readers().map(read, plan.snapshot.files))
-    rows = pa.concat_tables(pieces) if pieces else read_schema.empty_table()
+    candidates = [(name, pc.field(name).isin(keys.column(name))) for name in keys.column_names]
+    rows = read_files(
+        plan.snapshot.uri,
+        plan.snapshot.files,
+        pa.schema([schema.field(name) for name in names]),
+        candidates,
+    )
     if keys.num_columns > 1:
         rows = rows.join(keys, keys=keys.column_names, join_type="left semi")
-    rows = rows.select(list(columns) if columns else schema.names)
-    return rows.combine_chunks()  # PySpark 4.3's createDataFrame stops at an empty chunk
-
-
-@functools.cache
-def _readers() -> ThreadPoolExecutor:
-    """The driver's reading threads, started by its first lookup and kept: starting
-    threads costs more than reading a few files."""
-    return ThreadPoolExecutor(DRIVER_THREADS, thread_name_prefix="tidemark-lookup")
+    return rows.select(list(columns) if columns else schema.names).combine_chunks()
 
 
 def _matching(frame: DataFrame, keys: pa.Table) -> DataFrame:

@@ -1,6 +1,7 @@
 """Snapshot reads of a table as Spark DataFrames: the driver resolves the files
-(``tidemark.index.pruning.plan_snapshot``: partitions, record index, column statistics),
-Spark scans what is left.
+(``tidemark.index.pruning.plan_snapshot``: partitions, record index, column statistics);
+when few and small files are left it reads them itself (``tidemark.jobs.driver_read``),
+else Spark scans them.
 
 Spark's own Parquet reader scans them when it can reach the table (``spark.read.parquet``
 over the listed files, with the snapshot's schema: vectorised, row-group pushdown, column
@@ -30,6 +31,13 @@ from pyspark.sql.types import StructType
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.base_file import conform
+from tidemark.jobs.driver_read import (
+    RowsOverBoundError,
+    fits_driver,
+    local_frame,
+    prefilter,
+    read_files,
+)
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
 from tidemark.table.fsview import BaseFile
@@ -39,8 +47,13 @@ log = structlog.get_logger(__name__)
 
 S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 READERS = ("auto", "spark", "storage")
-"""``spark``: Spark's Parquet reader; ``storage``: pyarrow through tidemark.storage;
-``auto``: Spark's whenever the session can reach the table."""
+"""Of a scan: ``spark``: Spark's Parquet reader; ``storage``: pyarrow through
+tidemark.storage in Spark tasks; ``auto``: Spark's whenever the session can reach the
+table."""
+READ_READERS = (*READERS, "driver", "scan")
+"""Of a read: a scan's, ``driver``: pyarrow in the driver (``tidemark.jobs.driver_read``),
+or ``scan``: a scan's ``auto``. A read's ``auto`` reads in the driver the files within its
+bounds whose rows kept stay within its bound, else scans."""
 
 
 def read_dataframe(
@@ -56,14 +69,40 @@ def read_dataframe(
     """Rows visible at ``as_of`` (default latest) meeting ``filters`` (``(column, op,
     value)``: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``, ``is null``,
     ``is not null``) and ``where`` (``column == value``; a list or tuple: ``column in
-    value``); meta columns included unless ``columns`` says otherwise."""
+    value``); meta columns included unless ``columns`` says otherwise. ``reader``: one of
+    ``READ_READERS``."""
+    if reader not in READ_READERS:
+        raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
     conditions = [*filters, *where_filters(where or {})]
     plan = plan_snapshot(table_uri, conditions, as_of=as_of)
     for name in columns or ():
         if name not in plan.schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
-    frame = apply_filters(scan(spark, plan, reader), plan)
+    frame = _in_driver(spark, plan, columns, reader)
+    if frame is None:
+        frame = scan(spark, plan, "auto" if reader in ("auto", "scan") else reader)
+    frame = apply_filters(frame, plan)
     return frame.select(*columns) if columns else frame
+
+
+def _in_driver(
+    spark: SparkSession, plan: SnapshotPlan, columns: Sequence[str] | None, reader: str
+) -> DataFrame | None:
+    """The plan's files read in the driver, when ``reader`` has it read there: the columns
+    asked for and those filtered on, the rows its filters certainly drop left out (Spark
+    applies them all again); None when the scan should read them."""
+    if not (reader == "driver" or (reader == "auto" and fits_driver(plan.files))):
+        return None
+    wanted = set(columns or plan.schema.names) | {name for name, _, _ in plan.filters}
+    schema = pa.schema([field for field in plan.schema if field.name in wanted])
+    keep = prefilter(plan.filters, plan.schema)
+    try:
+        rows = read_files(plan.uri, plan.files, schema, keep, bounded=reader == "auto")
+    except RowsOverBoundError as over:
+        log.debug("read.driver_gave_up", table=plan.uri, reason=str(over))
+        return None
+    log.debug("read.driver", table=plan.uri, files=len(plan.files), rows=rows.num_rows)
+    return local_frame(spark, rows)
 
 
 def where_filters(where: Mapping[str, Any]) -> list[Filter]:

@@ -175,14 +175,21 @@ def read(
     where: Mapping[str, Any] | None = None,
     columns: Sequence[str] | None = None,
     as_of: str | None = None,
+    reader: str = "auto",
 ) -> DataFrame:
     """The snapshot of the table at ``table`` (at instant ``as_of``, default the latest),
-    meta columns first, read by Spark's own Parquet reader from the files the driver
-    resolved: ``filters`` (``(column, op, value)``) and ``where`` (``{column: value or
-    list}``) prune partitions, files by the record index (``=``/``IN`` on the key) and by
-    column statistics before the scan, and are applied to the rows. A path without a
-    table is a ``NotFoundError`` before Spark plans anything."""
-    return read_dataframe(spark, table, where=where, filters=filters, columns=columns, as_of=as_of)
+    meta columns first, from the files the driver resolved: ``filters`` (``(column, op,
+    value)``) and ``where`` (``{column: value or list}``) prune partitions, files by the
+    record index (``=``/``IN`` on the key) and by column statistics before the read, and
+    are applied to the rows. ``reader="auto"`` reads up to ``DRIVER_MAX_FILES`` files
+    (``DRIVER_MAX_BYTES``) in the driver, answering without a Spark job, unless the rows
+    kept pass ``DRIVER_MAX_ROW_BYTES``, and more with Spark's own Parquet reader;
+    ``"driver"``, ``"scan"`` (Spark's reader, or pyarrow in Spark tasks on S3 without
+    S3A), ``"spark"`` or ``"storage"`` choose. A path without a table is a
+    ``NotFoundError`` before Spark plans anything."""
+    return read_dataframe(
+        spark, table, where=where, filters=filters, columns=columns, as_of=as_of, reader=reader
+    )
 
 
 def lookup(
@@ -212,8 +219,10 @@ def register_view(
     as_of: str | None = None,
 ) -> DataFrame:
     """Make ``read(spark, table, filters=filters, as_of=as_of)`` the temporary view
-    ``name`` for SQL; the view is that snapshot: call again to see later commits."""
-    frame = read(spark, table, filters=filters, as_of=as_of)
+    ``name`` for SQL; the view is that snapshot: call again to see later commits. Its
+    files are always scanned by Spark (never read into the driver), which prunes them again
+    for each query's own filters."""
+    frame = read(spark, table, filters=filters, as_of=as_of, reader="scan")
     frame.createOrReplaceTempView(name)
     return frame
 

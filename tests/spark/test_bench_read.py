@@ -35,6 +35,7 @@ def test_bench_read_prints_a_table_and_a_json_line(
     assert all(plain[q]["tidemark_s"] > 0 and plain[q]["hudi_rs_s"] > 0 for q in QUERIES)
     rows = readme_rows(result)
     assert [len(row) for row in rows] == [4, 4, 4]
+    assert plain["point"]["in_driver"] and "read in the driver" in rows[2][1]
 
 
 def test_bench_read_refuses_more_keys_than_rows(capsys: pytest.CaptureFixture[str]) -> None:

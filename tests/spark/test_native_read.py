@@ -20,9 +20,9 @@ from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.index import pruning
 from tidemark.index.pruning import plan_snapshot
 from tidemark.index.record_index import RecordIndex
-from tidemark.jobs import lookup as lookup_module
+from tidemark.jobs import driver_read
 from tidemark.jobs.lookup import plan_lookup
-from tidemark.jobs.read import glob_of_names, scan, spark_reaches
+from tidemark.jobs.read import filter_column, glob_of_names, scan, spark_reaches
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
@@ -67,7 +67,7 @@ def test_read_is_spark_parquet_scan_of_the_snapshot(spark: SparkSession, table_u
         "id int, name string, part string, ts long, note string",
     )  # 3 leaves partition a; the column note is added
     write(spark, moves, table_uri, "upsert")
-    frame = tidemark.spark.read(spark, table_uri)
+    frame = tidemark.spark.read(spark, table_uri, reader="spark")
     plan = scan_nodes(frame)
     assert "FileScan parquet" in plan and "Python" not in plan and "Arrow" not in plan
     assert frame.columns == snapshot(table_uri).column_names
@@ -77,9 +77,104 @@ def test_read_is_spark_parquet_scan_of_the_snapshot(spark: SparkSession, table_u
     assert ours == rows_by_key(hudi_rs_table(table_uri), columns)
     assert ours["1"]["note"] == "new" and ours["5"]["note"] is None and len(ours) == 12
     assert ours["3"]["_hoodie_partition_path"] == "b"
-    old = tidemark.spark.read(spark, table_uri, as_of=first.timestamp, where={"id": [1, 3]})
+    old = tidemark.spark.read(
+        spark, table_uri, as_of=first.timestamp, where={"id": [1, 3]}, reader="spark"
+    )
     assert data_rows(old) == {MODEL[1], MODEL[3]}
     assert "note" not in old.columns
+
+
+READ_CASES = [
+    ("n", "=", 3),
+    ("n", "<", 2.5),
+    ("n", ">=", 7.5),
+    ("n", "in", [1, 4, 12]),
+    ("n", "not in", [1, 4]),
+    ("n", "!=", 5),
+    ("n", "=", None),
+    ("x", "<=", 3),
+    ("x", ">", 4.5),
+    ("x", "in", [1.5, 3]),
+    ("f", "<", 0.5),
+    ("f", ">", 0.30000001),
+    ("s", "=", ""),
+    ("s", ">", "s4"),
+    ("s", "in", ["s1", "", "s9"]),
+    ("s", "not in", ["s1"]),
+    ("s", "is null", None),
+    ("s", "is not null", None),
+    ("d", ">=", "2026-11-05"),
+    ("d", "=", datetime.date(2026, 11, 2)),
+    ("d", "<", datetime.datetime(2026, 11, 3, 12)),
+    ("at", ">", datetime.datetime(2026, 11, 5, 11, 30)),
+    ("b", "=", True),
+    ("part", "=", "q"),
+]
+"""A filter of each kind on columns of each type with nulls, values of the column's own kind
+and of others (floats on an integer column, a datetime on a date column, a naive datetime on
+a timestamp column): the driver must keep exactly the rows Spark's filter keeps of all the
+rows Spark's scan reads."""
+
+
+def test_small_reads_are_answered_in_the_driver_as_spark_answers_them(
+    spark: SparkSession, table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def value(k: int, made: object) -> object:
+        return None if k % 4 == 3 else made
+
+    def row(k: int) -> tuple:
+        return (
+            k,
+            value(k, k % 9),
+            value(k + 1, k * 0.75),
+            value(k + 2, k / 10),
+            value(k, "" if k % 5 == 0 else f"s{k}"),
+            value(k + 3, datetime.date(2026, 11, 1 + k % 9)),
+            datetime.datetime(2026, 11, 1 + k % 9, 12, tzinfo=datetime.UTC),
+            value(k + 1, k % 2 == 0),
+            "pq"[k % 2],
+        )
+
+    columns = "id int, n long, x double, f float, s string, d date, at timestamp, b boolean"
+    frame = spark.createDataFrame([row(k) for k in range(16)], f"{columns}, part string")
+    options = WriteOptions(record_key_fields=["id"], partition_fields=["part"])
+    write(spark, frame.repartition(2), table_uri, "bulk_insert", options)
+    changed = spark.createDataFrame([(*row(2), "changed")], f"{columns}, part string, name string")
+    write(spark, changed, table_uri, "upsert")  # a column added: null in the other rows
+    scanned = tidemark.spark.read(spark, table_uri, reader="spark")
+    assert "FileScan parquet" in scan_nodes(scanned)
+    everything = spark.createDataFrame(scanned.toArrow())  # Spark's filters, on Spark's rows
+    for condition in READ_CASES:
+        driver = tidemark.spark.read(spark, table_uri, filters=[condition])
+        assert "LocalTableScan" in scan_nodes(driver), condition
+        plan = plan_snapshot(table_uri, [condition])
+        (checked,) = plan.filters
+        expected = everything.where(filter_column(checked, plan.schema)).collect()
+        assert {tuple(r) for r in driver.collect()} == {tuple(r) for r in expected}, condition
+    both = [("n", ">", 1), ("s", "!=", "s6"), ("part", "=", "p")]
+    picked, native = (
+        tidemark.spark.read(spark, table_uri, filters=both, columns=["id", "x"], reader=reader)
+        for reader in ("auto", "spark")
+    )
+    assert picked.columns == ["id", "x"]
+    assert sorted(picked.collect()) == sorted(native.collect()) and picked.count() > 0
+    point = tidemark.spark.read(spark, table_uri, where={"id": 2})
+    assert [(r["id"], r["name"]) for r in point.collect()] == [(2, "changed")]
+    assert "FileScan parquet" in scan_nodes(tidemark.spark.read(spark, table_uri, reader="scan"))
+    one_row = point.toArrow().nbytes
+    monkeypatch.setattr(driver_read, "DRIVER_MAX_ROW_BYTES", 4 * one_row)  # rows kept, not files
+    assert "LocalTableScan" in scan_nodes(tidemark.spark.read(spark, table_uri, where={"id": 2}))
+    over = tidemark.spark.read(spark, table_uri, filters=[("n", ">=", 0)])
+    assert "FileScan parquet" in scan_nodes(over)
+    assert {tuple(r) for r in over.collect()} == {
+        tuple(r) for r in everything.where(sf.col("n") >= 0).collect()
+    }
+    monkeypatch.setattr(driver_read, "DRIVER_MAX_FILES", 1)
+    assert "FileScan parquet" in scan_nodes(tidemark.spark.read(spark, table_uri))
+    assert "LocalTableScan" in scan_nodes(tidemark.spark.read(spark, table_uri, reader="driver"))
+    with pytest.raises(InvalidArgumentError) as bad:
+        tidemark.spark.read(spark, table_uri, reader="executor")
+    assert bad.value.field == "reader"
 
 
 def spark_jobs(spark: SparkSession) -> list[int]:
@@ -100,7 +195,7 @@ def test_scan_lists_partition_folders_without_a_listing_job(
     try:
         assert len(latest) > 3
         before = spark_jobs(spark)
-        frame = tidemark.spark.read(spark, table_uri)
+        frame = tidemark.spark.read(spark, table_uri, reader="spark")
         assert spark_jobs(spark) == before
     finally:
         spark.conf.unset(threshold)
@@ -146,7 +241,7 @@ def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(
     keys = [1, 4, 6]
     holders = {located[str(k)][1] for k in keys}
     assert len(files_in_view(table_uri)) > len(holders)
-    by_filter = tidemark.spark.read(spark, table_uri, filters=[("id", "in", keys)])
+    by_filter = tidemark.spark.read(spark, table_uri, filters=[("id", "in", keys)], reader="spark")
     assert file_ids(by_filter, table_uri) == holders
     assert data_rows(by_filter) == {MODEL[k] for k in keys}
     listed = tidemark.spark.lookup(spark, table_uri, keys, reader="spark")
@@ -234,10 +329,10 @@ def test_lookups_read_in_the_driver_what_the_spark_scan_reads(
         r["_hoodie_file_name"] for r in latest.values()
     )
     assert "LocalTableScan" in scan_nodes(tidemark.spark.lookup(spark, table_uri, keys))
-    monkeypatch.setattr(lookup_module, "DRIVER_MAX_FILES", 1)
+    monkeypatch.setattr(driver_read, "DRIVER_MAX_FILES", 1)
     assert "FileScan parquet" in scan_nodes(tidemark.spark.lookup(spark, table_uri, keys))
-    monkeypatch.setattr(lookup_module, "DRIVER_MAX_FILES", 100)
-    monkeypatch.setattr(lookup_module, "DRIVER_MAX_BYTES", 1)
+    monkeypatch.setattr(driver_read, "DRIVER_MAX_FILES", 100)
+    monkeypatch.setattr(driver_read, "DRIVER_MAX_BYTES", 1)
     assert "FileScan parquet" in scan_nodes(tidemark.spark.lookup(spark, table_uri, keys))
 
 
@@ -280,7 +375,7 @@ def test_date_partitions_are_listed_only_when_asked(spark: SparkSession, table_u
     assert one.pruned["listed"] == 1 and {f.partition_path for f in one.files} == {"2026-11-02"}
     later = plan_snapshot(table_uri, [("day", ">=", days[1])])
     assert later.pruned["listed"] == 3 and later.pruned["partitions"] == 2
-    read = tidemark.spark.read(spark, table_uri, filters=[("day", "in", days[1:])])
+    read = tidemark.spark.read(spark, table_uri, filters=[("day", "in", days[1:])], reader="spark")
     theirs = hudi_rs_table(table_uri)
     assert theirs is not None
     expected = {r["id"] for r in theirs.to_pylist() if r["day"] in days[1:]}
@@ -386,9 +481,14 @@ def test_s3_tables_resolve_and_read_without_s3a(spark: SparkSession, s3_bucket: 
     assert not spark_reaches(spark, s3_bucket)
     plan = plan_snapshot(s3_bucket, [("id", "=", 4)])
     assert [f.file_id for f in plan.files] == [located["4"][1]]
-    frame = tidemark.spark.read(spark, s3_bucket)
+    frame = tidemark.spark.read(spark, s3_bucket, reader="storage")
     columns = [*META_COLUMNS, *DATA_COLUMNS]
     assert rows_by_key(frame.toArrow(), columns) == rows_by_key(hudi_rs_table(s3_bucket), columns)
+    in_driver = tidemark.spark.read(spark, s3_bucket, where={"part": "b"})
+    assert "LocalTableScan" in scan_nodes(in_driver)
+    assert rows_by_key(in_driver.toArrow(), columns) == rows_by_key(
+        frame.where(sf.col("part") == "b").toArrow(), columns
+    )
     assert data_rows(tidemark.spark.lookup(spark, s3_bucket, [4, 5])) == {MODEL[4], MODEL[5]}
     driver = tidemark.spark.lookup(spark, s3_bucket, [4, 5, 99], reader="driver")
     tasks = tidemark.spark.lookup(spark, s3_bucket, [4, 5, 99], reader="storage")

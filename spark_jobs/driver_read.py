@@ -1,0 +1,156 @@
+"""Reading a few files in the driver: pyarrow through ``tidemark.storage``, the rows
+handed to Spark as a local relation.
+
+A Spark scan costs a job (a few hundred milliseconds) plus a few milliseconds per file
+however few rows match; when pruning leaves a few small files (``DRIVER_MAX_FILES``,
+``DRIVER_MAX_BYTES``) that is nearly all of a read. The driver then reads them itself,
+several at a time, decoding only the columns asked for and skipping the row groups whose
+statistics exclude the rows wanted, and collecting the result runs no Spark job.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from tidemark.jobs.base_file import conform
+from tidemark.jobs.task import storage_for
+from tidemark.table.fsview import BaseFile
+from tidemark.table.reader import Filter
+
+DRIVER_MAX_FILES = 256
+"""At most this many files are read in the driver by an ``auto`` read: a file costs
+the driver about 2 ms of two cores, so past a few hundred the driver takes longer than
+Spark's job, whose executors share the files."""
+DRIVER_MAX_BYTES = 64 * 1024 * 1024
+"""Nor more than this many bytes of files: the driver decodes every column asked for of
+each row group that may hold a wanted row (about 12 ms a MB on two cores), where Spark's
+scan, after its job's fixed cost, decodes on every executor (100 keys of
+``python -m benchmarks read``: in 90 files of 18 MB, 0.28-0.34 s in the driver; in 42
+files of 66 MB, 0.61 s, against 0.75 s through Spark's scan)."""
+DRIVER_MAX_ROW_BYTES = 64 * 1024 * 1024
+"""Nor are more rows than this in memory handed to Spark by an ``auto`` read (a filter
+that keeps most rows of the files): past it, Spark scans the files instead. Rows of a
+local relation live in the driver for the DataFrame's life, as a broadcast's do."""
+DRIVER_THREADS = 8
+"""Files the driver reads at once (pyarrow decodes without the GIL; S3 reads wait on
+the network)."""
+PARQUET = pads.ParquetFileFormat()
+"""A file read in the driver is one dataset fragment: its footer is read once, for both
+its stored columns and the row groups the filter skips by their statistics."""
+_COMPARISONS = {"=": "__eq__", "<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+Condition = tuple[str, pc.Expression]
+"""A condition pyarrow applies while reading, and the column it reads."""
+
+
+class RowsOverBoundError(Exception):
+    """The files held more rows than a read in the driver may keep: scan them instead."""
+
+
+def fits_driver(files: Sequence[BaseFile]) -> bool:
+    """Whether ``files`` are few and small enough for an ``auto`` read in the driver."""
+    return len(files) <= DRIVER_MAX_FILES and sum(f.size for f in files) <= DRIVER_MAX_BYTES
+
+
+def read_files(
+    table_uri: str,
+    files: Sequence[BaseFile],
+    schema: pa.Schema,
+    keep: Sequence[Condition],
+    *,
+    bounded: bool = False,
+) -> pa.Table:
+    """The rows of ``files`` meeting every condition of ``keep`` on a column the file has
+    (a file without the column has only nulls there, which Spark's filter drops), as
+    ``schema``'s columns (those a file lacks are null), in one chunk. ``bounded``: raises
+    ``RowsOverBoundError`` once they pass ``DRIVER_MAX_ROW_BYTES`` in memory (the files
+    left are not read)."""
+    storage = storage_for(table_uri)
+    too_many = threading.Event()
+
+    def read(base: BaseFile) -> pa.Table:
+        if too_many.is_set():
+            return schema.empty_table()
+        with storage.open_input(base.path) as stream:
+            fragment = PARQUET.make_fragment(stream)  # its footer read once, here
+            stored = fragment.physical_schema.names
+            needed = [name for name in schema.names if name in stored]
+            kept = [condition for name, condition in keep if name in stored]
+            where = functools.reduce(operator.and_, kept) if kept else None
+            return conform(fragment.to_table(columns=needed, filter=where), schema)
+
+    pieces: list[pa.Table] = []
+    held = 0
+    for piece in _readers().map(read, files):
+        pieces.append(piece)
+        held += piece.nbytes
+        if bounded and held > DRIVER_MAX_ROW_BYTES:
+            too_many.set()
+            raise RowsOverBoundError(f"{held} bytes of rows after {len(pieces)} files")
+    rows = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    return rows.combine_chunks()  # PySpark 4.3's createDataFrame stops at an empty chunk
+
+
+def local_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
+    """``rows`` as a DataFrame over a local relation (its actions run no Spark job)."""
+    return spark.createDataFrame(rows, from_arrow_schema(rows.schema))
+
+
+def prefilter(filters: Sequence[Filter], schema: pa.Schema) -> list[Condition]:
+    """The filters pyarrow applies exactly as Spark does: comparisons and ``in`` whose
+    values are of their column's own kind (integers in its range, strings, booleans, dates;
+    floats on double columns, as a float column's values are compared in double by Spark;
+    not timestamps, whose naive values Spark reads in the session's time zone). Spark
+    applies every filter again to what is read: these only let the driver skip row groups
+    and rows, never keep fewer rows than Spark would."""
+    kept: list[Condition] = []
+    for name, op, value in filters:
+        if name in schema.names and op in (*_COMPARISONS, "in"):
+            condition = _condition(name, op, value, schema.field(name).type)
+            if condition is not None:
+                kept.append((name, condition))
+    return kept
+
+
+def _condition(name: str, op: str, value: Any, kind: pa.DataType) -> pc.Expression | None:
+    values = list(value) if op == "in" else [value]
+    if not values or not all(_same_kind(member, kind) for member in values):
+        return None
+    try:
+        typed = pa.array(values, type=kind)
+    except (pa.ArrowInvalid, OverflowError):  # an integer out of the column's range
+        return None
+    column = pc.field(name)
+    if op == "in":
+        return column.isin(typed)
+    return getattr(column, _COMPARISONS[op])(typed[0])
+
+
+def _same_kind(value: Any, kind: pa.DataType) -> bool:
+    if isinstance(value, bool):
+        return pa.types.is_boolean(kind)
+    if pa.types.is_integer(kind):
+        return isinstance(value, int)
+    if pa.types.is_float64(kind):
+        return isinstance(value, int | float)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return isinstance(value, str)
+    return pa.types.is_date(kind) and isinstance(value, date) and not isinstance(value, datetime)
+
+
+@functools.cache
+def _readers() -> ThreadPoolExecutor:
+    """The driver's reading threads, started by its first read and kept: starting
+    threads costs more than reading a few files."""
+    return ThreadPoolExecutor(DRIVER_THREADS, thread_name_prefix="tidemark-driver-read")
