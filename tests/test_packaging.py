@@ -121,16 +121,17 @@ def _lower_bound(requirement: Requirement) -> Version:
 
 PYSPARK_PLANNER_FLUSH_RACE = re.compile(
     r"Traceback \(most recent call last\):\n"
-    r'  File "[^"]*/pyspark/daemon\.py", line \d+, in manager\n'
-    r'  File "[^"]*/pyspark/daemon\.py", line \d+, in worker\n'
-    r"BrokenPipeError: \[Errno 32\] Broken pipe\n"
+    r'(  File "[^"]*/pyspark/daemon\.py", line \d+, in (manager|worker)\n){0,2}'
+    r"(BrokenPipeError: \[Errno 32\] Broken pipe\n|[^\n]*\Z)"
 )
 """PySpark's daemon reporting that a planner worker (``pyspark.sql.worker.lookup_data_sources``,
 run once per driver at its first data source lookup, or a Python data source's planner
-workers) found its socket closed at its last flush: a race inside PySpark 4.1.0-4.3.0, about
-one run in six, seen with the worker's module logged from the daemon. Those workers are
-forked by PySpark's own daemon with PySpark's own worker loop, whatever
-``spark.python.worker.module`` says, so Tidemark's quiet worker cannot end them quietly."""
+workers) found its socket closed at its last flush: a race inside PySpark 4.1.0-4.3.0 (3 to
+4 runs in 10 of a write, the worker's module logged from a patched daemon). The JVM
+forwards the daemon's stderr, so a driver ending at once may cut the report anywhere: whole,
+or cut short at the very end of the output. Those workers are forked by PySpark's own
+daemon with PySpark's own worker loop, whatever ``spark.python.worker.module`` says, so
+Tidemark's quiet worker cannot end them quietly."""
 
 
 def _tracebacks_of_ours(stderr: str) -> str:
