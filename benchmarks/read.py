@@ -41,7 +41,7 @@ from tidemark.commands.args import positive_int
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.cluster import run_clustering
-from tidemark.jobs.driver_read import fits_driver
+from tidemark.jobs.driver_read import read_pays_in_driver
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.lookup import plan_lookup
 from tidemark.jobs.read import where_filters
@@ -217,17 +217,19 @@ def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[
         if len(answers) != 1:
             raise RuntimeError(f"{uri}: the readers disagree on {name}: {sorted(answers)}")
         report[name] = {label: min(runs_s) for label, runs_s in timings.items()}
-    plans = {  # the files each query reads (rows read in the driver: Spark lists none)
+    plans = {  # the files each read opens (rows read in the driver: Spark lists none)
         "full scan": plan_snapshot(uri),
         "partition": plan_snapshot(uri, where_filters({"part": PARTITION})),
         "range": plan_snapshot(uri, between),
         "point": plan_snapshot(uri, where_filters({"id": keys[0]})),
-        "keys": plan_lookup(uri, keys).snapshot,
     }
     plans["count"] = plans["full scan"]
     for name, plan in plans.items():
         report[name]["files_read"] = len(plan.files)
-        report[name]["in_driver"] = fits_driver(plan.files)
+        report[name]["in_driver"] = read_pays_in_driver(plan)
+    looked_up = plan_lookup(uri, keys)
+    report["keys"]["files_read"] = len(looked_up.snapshot.files)
+    report["keys"]["in_driver"] = looked_up.in_driver("auto")
     return report
 
 

@@ -33,10 +33,10 @@ from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.base_file import conform
 from tidemark.jobs.driver_read import (
     RowsOverBoundError,
-    fits_driver,
     local_frame,
     prefilter,
     read_files,
+    read_pays_in_driver,
 )
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
@@ -52,8 +52,9 @@ tidemark.storage in Spark tasks; ``auto``: Spark's whenever the session can reac
 table."""
 READ_READERS = (*READERS, "driver", "scan")
 """Of a read: a scan's, ``driver``: pyarrow in the driver (``tidemark.jobs.driver_read``),
-or ``scan``: a scan's ``auto``. A read's ``auto`` reads in the driver the files within its
-bounds whose rows kept stay within its bound, else scans."""
+or ``scan``: a scan's ``auto``. A read's ``auto`` reads in the driver when that pays
+(``driver_read.read_pays_in_driver``: by key, or a few MiB of files) and the rows kept stay
+within its bound, else scans."""
 
 
 def read_dataframe(
@@ -91,7 +92,7 @@ def _in_driver(
     """The plan's files read in the driver, when ``reader`` has it read there: the columns
     asked for and those filtered on, the rows its filters certainly drop left out (Spark
     applies them all again); None when the scan should read them."""
-    if not (reader == "driver" or (reader == "auto" and fits_driver(plan.files))):
+    if not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
         return None
     wanted = set(columns or plan.schema.names) | {name for name, _, _ in plan.filters}
     schema = pa.schema([field for field in plan.schema if field.name in wanted])

@@ -181,9 +181,10 @@ def read(
     meta columns first, from the files the driver resolved: ``filters`` (``(column, op,
     value)``) and ``where`` (``{column: value or list}``) prune partitions, files by the
     record index (``=``/``IN`` on the key) and by column statistics before the read, and
-    are applied to the rows. ``reader="auto"`` reads up to ``DRIVER_MAX_FILES`` files
-    (``DRIVER_MAX_BYTES``) in the driver, answering without a Spark job, unless the rows
-    kept pass ``DRIVER_MAX_ROW_BYTES``, and more with Spark's own Parquet reader;
+    are applied to the rows. ``reader="auto"`` reads in the driver, answering without a
+    Spark job, a read by key of up to ``DRIVER_MAX_FILES`` files (``DRIVER_MAX_BYTES``) or
+    ``DRIVER_SMALL_READ_BYTES`` of files, unless the rows kept pass
+    ``DRIVER_MAX_ROW_BYTES``, and the rest with Spark's own Parquet reader;
     ``"driver"``, ``"scan"`` (Spark's reader, or pyarrow in Spark tasks on S3 without
     S3A), ``"spark"`` or ``"storage"`` choose. A path without a table is a
     ``NotFoundError`` before Spark plans anything."""

@@ -169,6 +169,9 @@ def test_small_reads_are_answered_in_the_driver_as_spark_answers_them(
     assert {tuple(r) for r in over.collect()} == {
         tuple(r) for r in everything.where(sf.col("n") >= 0).collect()
     }
+    monkeypatch.setattr(driver_read, "DRIVER_SMALL_READ_BYTES", 0)  # larger files: by key only
+    assert "FileScan parquet" in scan_nodes(tidemark.spark.read(spark, table_uri, filters=both))
+    assert "LocalTableScan" in scan_nodes(tidemark.spark.read(spark, table_uri, where={"id": 2}))
     monkeypatch.setattr(driver_read, "DRIVER_MAX_FILES", 1)
     assert "FileScan parquet" in scan_nodes(tidemark.spark.read(spark, table_uri))
     assert "LocalTableScan" in scan_nodes(tidemark.spark.read(spark, table_uri, reader="driver"))

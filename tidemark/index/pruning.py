@@ -96,6 +96,8 @@ def plan_snapshot(
     pruned["partitions"] = len(files)
     if keys is None:
         keys = keys_from_filters(table.config, schema, checked)
+    if keys is not None:
+        pruned["keys"] = len(keys)
     if as_of is None and keys is not None:
         files = files_holding(table.uri, files, set(keys), index_locator(table.storage))
     pruned["record index"] = len(files)
