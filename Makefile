@@ -1,8 +1,8 @@
 # Two commands do all the set-up (see README): `make demo` and `make test` (or `make test-fast`).
 PYTHON_BOOTSTRAP ?= python3.11
 VENV := .venv
-# pytest processes: the suite mostly waits (Spark, servers, S3: about a third of its wall time is
-# CPU), so three workers on two cores cut its wall time; TEST_WORKERS=0 runs it in one process.
+# pytest processes: three workers keep two cores busy (vmstat during the suite: under 1% idle),
+# each filling the others' waits on servers and child processes; TEST_WORKERS=0 runs one process.
 TEST_WORKERS ?= 3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
