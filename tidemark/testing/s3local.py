@@ -10,6 +10,7 @@ default), so retry behaviour is exercised against a real server, not a mock.
 from __future__ import annotations
 
 import http.client
+import random
 import re
 import socket
 import struct
@@ -23,6 +24,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
@@ -40,11 +42,31 @@ HOP_BY_HOP_HEADERS = frozenset(
 )
 
 
+FIXED_PORTS_FROM = 10000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    """A currently unused loopback TCP port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A currently unused loopback TCP port below the kernel's ephemeral range: a port the
+    kernel hands out for port 0 may go to any outgoing connection (a busy suite's gRPC
+    channels, S3 and Spark clients) before the caller binds it, as one did in a run of the
+    whole suite. Where the range is unknown, the kernel's choice."""
+    try:
+        ephemeral_from = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_from = FIXED_PORTS_FROM
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            wanted = (
+                random.randrange(FIXED_PORTS_FROM, ephemeral_from)
+                if ephemeral_from > FIXED_PORTS_FROM
+                else 0
+            )
+            try:
+                probe.bind(("127.0.0.1", wanted))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
 
 
 class LocalS3Server(Closing):
