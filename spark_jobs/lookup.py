@@ -25,7 +25,7 @@ from pyspark.sql import functions as sf
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.driver_read import fits_driver, local_frame, read_files
-from tidemark.jobs.read import READ_READERS, scan
+from tidemark.jobs.read import READ_READERS, scan, scan_reader
 from tidemark.table.keys import record_keys
 from tidemark.table.reader import snapshot_schema
 from tidemark.table.table import HoodieTable
@@ -75,7 +75,7 @@ def lookup_dataframe(
     )
     if in_driver:
         return local_frame(spark, read_in_driver(plan, columns))
-    frame = _matching(scan(spark, plan.snapshot, reader), plan.keys)
+    frame = _matching(scan(spark, plan.snapshot, scan_reader(reader)), plan.keys)
     return frame.select(*columns) if columns else frame
 
 

@@ -81,7 +81,7 @@ def read_dataframe(
             raise InvalidArgumentError("no such column in the table", field=name)
     frame = _in_driver(spark, plan, columns, reader)
     if frame is None:
-        frame = scan(spark, plan, "auto" if reader in ("auto", "scan") else reader)
+        frame = scan(spark, plan, scan_reader(reader))
     frame = apply_filters(frame, plan)
     return frame.select(*columns) if columns else frame
 
@@ -104,6 +104,11 @@ def _in_driver(
         return None
     log.debug("read.driver", table=plan.uri, files=len(plan.files), rows=rows.num_rows)
     return local_frame(spark, rows)
+
+
+def scan_reader(reader: str) -> str:
+    """The scan's reader for one of ``READ_READERS`` not read in the driver."""
+    return "auto" if reader in ("auto", "scan") else reader
 
 
 def where_filters(where: Mapping[str, Any]) -> list[Filter]:
