@@ -2,17 +2,23 @@
 against the same batches written one ``tidemark.spark.write`` at a time.
 
 A table of ``--rows`` rows (ten partitions) gets a record index; then ``--batches``
-generated batches of ``--batch-rows`` upserts of existing keys, spread over the whole
-table, are written in turns: batch i through ``tidemark.spark.stream_writer`` (services
+generated batches of ``--batch-rows`` upserts of existing keys are written in turns:
+batch i through ``tidemark.spark.stream_writer`` (services
 kept up for the query's life, as a ``foreachBatch`` query calls it) and then the same
 rows, as batch i of another query, through ``tidemark.spark.write`` with the idempotency
 key a user's ``foreachBatch`` function would give it (an embedded marker and index
 service started and stopped per write). Both see the same table, taking turns (which
 goes first alternates), so neither runs on a timeline the other did not also have.
-Generated batches stand in for a rate source: the same rows reach both sides. Reported:
+Generated batches stand in for a rate source: the same rows reach both sides. ``--keys``
+says which keys a batch updates: ``recent`` (the default), a change stream's usual
+pattern: the table is partitioned by the tenth of the key range a key was created in (as
+events are by day) and each batch updates keys among the newest 1%, so a batch touches
+the file groups holding them; ``spread``: keys over the whole table (partitioned by the
+key modulo ten), copy-on-write's worst case: every file group is rewritten each batch,
+whatever the batch's size. Reported:
 each side's batch commit latency (call to return) p50 and p99 and rows per second, the
-stream side's stage medians, and the load average before and after (the machine may be
-shared).
+stream side's stage medians and the files a batch rewrote, and the load average before
+and after (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -31,10 +37,14 @@ import tidemark.spark
 from benchmarks.report import ReadmeRow, run_in_temp_root, times
 from benchmarks.write import PARTITIONS, bulk_insert_generated, generate
 from tidemark.commands.args import positive_int
+from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.jobs.write_options import WriteOptions
 
 SIDES = ("stream", "one_at_a_time")
+KEY_PATTERNS = ("recent", "spread")
+RECENT_SHARE = 100
+"""``recent`` batches update keys among the newest 1/RECENT_SHARE of the table."""
 
 
 def register(bench_subparsers: Any) -> None:
@@ -46,23 +56,43 @@ def register(bench_subparsers: Any) -> None:
     parser.add_argument("--rows", type=positive_int, default=5_000_000, help="table rows")
     parser.add_argument("--batches", type=positive_int, default=100, help="batches per side")
     parser.add_argument("--batch-rows", type=positive_int, default=5_000, help="upserts a batch")
+    parser.add_argument(
+        "--keys", choices=KEY_PATTERNS, default="recent", help="which keys a batch updates"
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=run)
 
 
-def batch(spark: SparkSession, rows: int, size: int, number: int) -> DataFrame:
-    """``size`` distinct existing keys spread over the table (a stride of rows/size from an
-    offset that moves with ``number``), with a new version."""
-    stride = max(1, rows // size)
-    offset = (number * 7919) % stride
-    return generate(spark, min(size, rows), version=number + 1).select(
-        ((sf.col("id") * stride + offset) % rows).alias("id"),
-        (((sf.col("id") * stride + offset) % rows) % PARTITIONS).cast("int").alias("part"),
-        sf.col("name"),
-        sf.col("amount"),
-        sf.col("version"),
-    )
+def table_rows(spark: SparkSession, rows: int, keys: str) -> DataFrame:
+    """The table's rows; ``recent`` partitions them by the tenth of the key range a key
+    was created in."""
+    return _with_partition(generate(spark, rows), rows, keys)
+
+
+def batch(spark: SparkSession, rows: int, size: int, number: int, keys: str) -> DataFrame:
+    """``size`` distinct existing keys with a new version: for ``recent``, consecutive keys
+    among the newest 1/RECENT_SHARE of the table (the next ones each batch); for
+    ``spread``, keys a stride apart (at most rows/size, one more than a multiple of the
+    partitions, so consecutive keys go to every partition) from an offset that moves with
+    ``number``."""
+    size = min(size, rows)
+    if keys == "recent":
+        window = max(size, rows // RECENT_SHARE)
+        first = rows - window + (number * size) % (window - size + 1)
+        key = sf.col("id") + first
+    else:
+        stride = rows // size
+        stride = max(1, stride - (stride - 1) % PARTITIONS)
+        key = sf.col("id") * stride + (number * 7919) % stride
+    updates = generate(spark, size, version=number + 1).withColumn("id", key)
+    return _with_partition(updates, rows, keys)
+
+
+def _with_partition(frame: DataFrame, rows: int, keys: str) -> DataFrame:
+    """``part`` of each row as the key pattern lays the table out."""
+    part = sf.col("id") * PARTITIONS / rows if keys == "recent" else sf.col("id") % PARTITIONS
+    return frame.withColumn("part", sf.floor(part).cast("int"))
 
 
 def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -70,14 +100,15 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     table = str(root / "table")
     load_before = os.getloadavg()
     started = time.perf_counter()
-    bulk_insert_generated(spark, generate(spark, args.rows), table)
+    bulk_insert_generated(spark, table_rows(spark, args.rows, args.keys), table)
     tidemark.spark.index_build(spark, table)
     setup_s = time.perf_counter() - started
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
     stages: list[dict[str, float]] = []
+    files_written: list[int] = []
     with tidemark.spark.stream_writer(table, query_id="bench-stream") as writer:
         for number in range(args.batches):
-            rows = batch(spark, args.rows, args.batch_rows, number).cache()
+            rows = batch(spark, args.rows, args.batch_rows, number, args.keys).cache()
             rows.count()
             for side in SIDES if number % 2 == 0 else reversed(SIDES):
                 began = time.perf_counter()
@@ -89,11 +120,15 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     tidemark.spark.write(rows, table, "upsert", options=options)
                 seconds[side].append(time.perf_counter() - began)
             stages.append(writer.results[-1].stage_seconds)
+            files_written.append(writer.results[-1].files_written)
             rows.unpersist()
     report: dict[str, Any] = {
         "rows": args.rows,
         "batches": args.batches,
         "batch_rows": args.batch_rows,
+        "keys": args.keys,
+        "files": len(plan_snapshot(table).files),
+        "files_written_median": statistics.median(files_written),
         "master": spark.sparkContext.master,
         "setup_s": round(setup_s, 1),
         "load_average_before": [round(x, 2) for x in load_before],
@@ -122,7 +157,9 @@ def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
     measured in one run, taking turns on one table."""
     setting = (
         f"`bench stream --rows {result['rows']} --batches {result['batches']} --batch-rows "
-        f"{result['batch_rows']}` (record index, {result['master']}; 1-minute load average "
+        f"{result['batch_rows']} --keys {result['keys']}` ({result['files']} file groups, "
+        f"{result['files_written_median']:g} rewritten a batch, record index, "
+        f"{result['master']}; 1-minute load average "
         f"{result['load_average_before'][0]:.0f} before, {result['load_average_after'][0]:.0f} "
         "after)"
     )
@@ -147,8 +184,10 @@ def readme_rows(result: dict[str, Any]) -> list[ReadmeRow]:
 
 def format_report(report: dict[str, Any]) -> str:
     lines = [
-        f"stream bench: {report['batches']} batches of {report['batch_rows']:,} upserts per "
-        f"side over a {report['rows']:,}-row table with the record index "
+        f"stream bench: {report['batches']} batches of {report['batch_rows']:,} upserts of "
+        f"{report['keys']} keys per side over a {report['rows']:,}-row table "
+        f"({report['files']} file groups, {report['files_written_median']:g} rewritten a "
+        "batch) with the record index "
         f"(master {report['master']}; load average {report['load_average_before']} before, "
         f"{report['load_average_after']} after)",
         f"{'side':16} {'p50 s':>8} {'p99 s':>8} {'rows/s':>10}",

@@ -15,8 +15,9 @@ the rows by Spark.
 from __future__ import annotations
 
 import heapq
+import operator
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -187,6 +188,18 @@ def apply_filters(frame: DataFrame, plan: SnapshotPlan) -> DataFrame:
     return frame
 
 
+COMPARISONS: dict[str, Callable[[Column, Column], Column]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+"""A filter's comparison operators as Spark's (only the one asked for is built: each
+Column operation is a round of calls to the JVM)."""
+
+
 def filter_column(condition: Filter, schema: pa.Schema) -> Column:
     """A checked filter as a Spark condition, with ``tidemark.table.reader.row_mask``'s
     meaning: equality with None matches nulls (and, on a string column, empty strings:
@@ -203,15 +216,7 @@ def filter_column(condition: Filter, schema: pa.Schema) -> Column:
     if op in ("in", "not in"):
         hit = column.isin(list(value))
         return ~hit if op == "not in" else hit
-    literal = sf.lit(value)
-    return {
-        "=": column == literal,
-        "!=": column != literal,
-        "<": column < literal,
-        "<=": column <= literal,
-        ">": column > literal,
-        ">=": column >= literal,
-    }[op]
+    return COMPARISONS[op](column, sf.lit(value))
 
 
 def pack(files: Sequence[BaseFile], tasks: int) -> list[list[str]]:
