@@ -75,7 +75,7 @@ def register(bench_subparsers: Any) -> None:
         help="about how many files clustering by ts leaves",
     )
     parser.add_argument("--keys", type=positive_int, default=100, help="keys in the key query")
-    parser.add_argument("--runs", type=positive_int, default=2, help="alternating rounds")
+    parser.add_argument("--runs", type=positive_int, default=3, help="alternating rounds")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     parser.set_defaults(handler=_handle)

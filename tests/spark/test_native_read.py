@@ -209,8 +209,8 @@ def test_scan_lists_partition_folders_without_a_listing_job(
 
 def test_scan_reads_exactly_the_planned_files(spark: SparkSession, table_uri: str) -> None:
     """A file in a listed folder named like a planned file of another folder (a copy the
-    plan left out) is not read; a planned file deleted before the scan is a NotFoundError
-    naming it."""
+    plan left out) is not read; a planned file deleted before the scan (or a read in the
+    driver) is a NotFoundError naming it."""
     indexed_table(spark, table_uri)
     plan = plan_snapshot(table_uri)
     copied = next(f for f in plan.files if f.partition_path == "a")
@@ -226,6 +226,9 @@ def test_scan_reads_exactly_the_planned_files(spark: SparkSession, table_uri: st
     with pytest.raises(NotFoundError) as gone:
         scan(spark, plan)
     assert gone.value.field == copied.path
+    with pytest.raises(NotFoundError) as gone:  # read in the driver
+        driver_read.read_files(table_uri, plan.files, plan.schema, [])
+    assert gone.value.field == "path" and copied.path in str(gone.value)
 
 
 def test_glob_of_names_matches_exactly_the_names(spark: SparkSession) -> None:

@@ -83,6 +83,13 @@ class LocalStorage(Storage):
             self._check_inside(full, path)
         return full
 
+    def local_file(self, path: str) -> Path:
+        """The file holding object ``path`` (checked inside the root, as every request),
+        for a reader that opens it itself: pyarrow reads a file it opened without holding
+        Python's lock, where reading a Python stream takes it for every read."""
+        self.requests.add("get")
+        return self._full(path)
+
     def _folder(self, directory: str) -> Path:
         full = self.root / directory
         self._check_folder(full, directory)
