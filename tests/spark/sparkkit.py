@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
 from table.table_testkit import hudi_rs_builder
 
+from benchmarks.__main__ import main as bench_main
 from tidemark.cli import main
 from tidemark.storage import open_storage
 from tidemark.table.keys import META_COLUMNS, RECORD_KEY
@@ -20,6 +24,17 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "hudi-v6"
 SCHEMA = "id int, name string, part string, ts long"
 TABLE_VERSIONS = (6, 8, 9)
 """Every Hudi table version a write creates (docs/hudi-versions.md)."""
+
+
+def run_bench(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], *argv: str
+) -> tuple[list[str], dict[str, Any]]:
+    """``python -m benchmarks`` with ``argv`` on the tests' Spark master and ``--json``: the
+    report's lines and the JSON line."""
+    master = str(spark.sparkContext.master)
+    assert bench_main([*argv, "--master", master, "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    return lines[:-1], json.loads(lines[-1])
 
 
 def hudi_rs_table(uri: str) -> pa.Table | None:

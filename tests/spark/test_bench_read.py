@@ -4,13 +4,12 @@ than the snapshot has, a report and one JSON line."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from pyspark.sql import SparkSession
 
 from benchmarks.__main__ import main
 from benchmarks.read import readme_rows
+from spark.sparkkit import run_bench
 
 QUERIES = {"full scan", "count", "partition", "range", "point", "keys"}
 
@@ -18,12 +17,9 @@ QUERIES = {"full scan", "count", "partition", "range", "point", "keys"}
 def test_bench_read_prints_a_table_and_a_json_line(
     spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    master = str(spark.sparkContext.master)
     argv = ["read", "--rows", "2000", "--files", "20", "--clustered-files", "2", "--keys", "3"]
-    assert main([*argv, "--runs", "1", "--master", master, "--json"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    result = json.loads(lines[-1])
-    assert "parquet/tidemark" in "\n".join(lines[:-1])
+    report, result = run_bench(spark, capsys, *argv, "--runs", "1")
+    assert "parquet/tidemark" in "\n".join(report)
     assert (result["rows"], result["keys"], result["files"]) == (2000, 3, 20)
     plain, clustered = result["tables"]["table"], result["tables"]["clustered"]
     assert set(plain) - {"files"} == set(clustered) - {"files"} == QUERIES

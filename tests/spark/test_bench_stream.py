@@ -4,25 +4,20 @@ holds distinct existing keys, the newest ones or spread over every partition."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from pyspark.sql import SparkSession
 
-from benchmarks.__main__ import main
 from benchmarks.stream import batch, readme_rows, table_rows
 from benchmarks.write import PARTITIONS
+from spark.sparkkit import run_bench
 
 
 def test_bench_stream_prints_a_table_and_a_json_line(
     spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    master = str(spark.sparkContext.master)
     argv = ["stream", "--rows", "2000", "--batches", "2", "--batch-rows", "20"]
-    assert main([*argv, "--master", master, "--json"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    result = json.loads(lines[-1])
-    assert "upserts of recent keys" in lines[0]
+    report, result = run_bench(spark, capsys, *argv)
+    assert "upserts of recent keys" in report[0]
     assert (result["rows"], result["batches"], result["keys"]) == (2000, 2, "recent")
     assert result["files"] >= PARTITIONS  # one file group or more a partition
     assert result["files_written_median"] == 1  # the one holding the newest keys

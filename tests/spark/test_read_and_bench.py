@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from benchmarks.__main__ import main
 from benchmarks.write import readme_rows
-from spark.sparkkit import SCHEMA, snapshot
+from spark.sparkkit import SCHEMA, run_bench, snapshot
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.rollback import rollback_table
@@ -69,12 +67,10 @@ def test_rollback_job_rolls_back_a_pending_write(spark: SparkSession, table_uri:
 def test_bench_write_prints_a_json_line(
     spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    master = str(spark.sparkContext.master)
     argv = ["write", "--rows", "2000", "--repeats", "2", "--cold-first", "plain"]
-    assert main([*argv, "--master", master, "--json"]) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    assert any("partitionBy" in line for line in out[:-1])
-    result = json.loads(out[-1])
+    report, result = run_bench(spark, capsys, *argv)
+    assert any("partitionBy" in line for line in report)
+    master = str(spark.sparkContext.master)
     assert result["rows"] == 2000
     assert (result["master"], result["cold_first"], result["partitions"]) == (master, "plain", 10)
     assert len(result["plain_parquet_runs_s"]) == len(result["bulk_insert_runs_s"]) == 3

@@ -4,15 +4,13 @@ the model expects after each."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from benchmarks.__main__ import main as bench_main
 from benchmarks.write import readme_rows
-from spark.sparkkit import SCHEMA, assert_readers_agree
+from spark.sparkkit import SCHEMA, assert_readers_agree, run_bench
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -62,12 +60,9 @@ def test_writes_at_each_version_read_by_hudi_rs(
 def test_bench_write_compares_a_table_version_with_6(
     spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    master = str(spark.sparkContext.master)
     argv = ["write", "--rows", "2000", "--repeats", "1", "--table-version", "8"]
-    assert bench_main([*argv, "--master", master, "--json"]) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    assert any("table version 8 beside 6" in line for line in out[:-1])
-    result = json.loads(out[-1])
+    report, result = run_bench(spark, capsys, *argv)
+    assert any("table version 8 beside 6" in line for line in report)
     assert result["table_version"] == 8
     assert {len(runs) for runs in result["versions_bulk_insert_runs_s"].values()} == {2}
     assert result["version_vs_6_bulk_insert_ratio"] > 0
