@@ -127,8 +127,8 @@ def _arrow_input(storage: Storage, path: str) -> BinaryIO | pa.NativeFile:
     if isinstance(storage, LocalStorage):
         try:
             return pa.OSFile(str(storage.local_file(path)))
-        except FileNotFoundError:
-            pass  # the storage's own error, below
+        except OSError:
+            pass  # gone since planning (or not a file): the storage's own error, below
     return storage.open_input(path)
 
 
