@@ -3,22 +3,24 @@ against the same batches written one ``tidemark.spark.write`` at a time.
 
 A table of ``--rows`` rows (ten partitions) gets a record index; then ``--batches``
 generated batches of ``--batch-rows`` upserts of existing keys are written in turns:
-batch i through ``tidemark.spark.stream_writer`` (services
-kept up for the query's life, as a ``foreachBatch`` query calls it) and then the same
-rows, as batch i of another query, through ``tidemark.spark.write`` with the idempotency
-key a user's ``foreachBatch`` function would give it (an embedded marker and index
-service started and stopped per write). Both see the same table, taking turns (which
-goes first alternates), so neither runs on a timeline the other did not also have.
-Generated batches stand in for a rate source: the same rows reach both sides. ``--keys``
-says which keys a batch updates: ``recent`` (the default), a change stream's usual
-pattern: the table is partitioned by the tenth of the key range a key was created in (as
-events are by day) and each batch updates keys among the newest 1%, so a batch touches
-the file groups holding them; ``spread``: keys over the whole table (partitioned by the
-key modulo ten), copy-on-write's worst case: every file group is rewritten each batch,
-whatever the batch's size. Reported:
-each side's batch commit latency (call to return) p50 and p99 and rows per second, the
-stream side's stage medians and the files a batch rewrote, and the load average before
-and after (the machine may be shared).
+batch i through ``tidemark.spark.stream_writer`` (services kept up for the query's life,
+as a ``foreachBatch`` query calls it) and then the same rows, as batch i of another
+query, through ``tidemark.spark.write`` with the idempotency key a user's
+``foreachBatch`` function would give it (an embedded marker and index service started
+and stopped per write). Both see the same table, taking turns (which goes first
+alternates), so neither runs on a timeline the other did not also have. Generated
+batches stand in for a rate source: the same rows reach both sides.
+
+``--keys`` says which keys a batch updates: ``recent`` (the default), a change stream's
+usual pattern: the table is partitioned by the tenth of the key range a key was created
+in (as events are by day) and each batch updates keys among the newest 1%, so a batch
+rewrites the file group or two holding them; ``spread``: keys over the whole table
+(partitioned by the key modulo ten), copy-on-write's worst case: a batch of a few
+thousand keys lands in every file group, so each batch rewrites the whole table.
+
+Reported: each side's batch commit latency (call to return) p50 and p99 and rows per
+second, the stream side's stage medians and the files a batch rewrote, and the load
+average before and after (the machine may be shared).
 """
 
 from __future__ import annotations
