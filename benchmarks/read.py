@@ -141,7 +141,8 @@ def run_benchmark(
 
 
 def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[str, Any]:
-    files = [f"{hadoop_uri(uri)}/{f.path}" for f in plan_snapshot(uri).files]
+    snapshot = plan_snapshot(uri)
+    files = [f"{hadoop_uri(uri)}/{f.path}" for f in snapshot.files]
     low, high = RANGE
     between = [("ts", ">=", low), ("ts", "<", high)]
 
@@ -152,34 +153,26 @@ def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[
         return spark.read.parquet(*files)
 
     queries: dict[str, tuple[Callable[[], DataFrame], Callable[[], DataFrame], Any]] = {
-        "full scan": (
-            lambda: tidemark_spark.read(spark, uri),
-            lambda: spark.read.parquet(*files),
-            None,
-        ),
-        "count": (
-            lambda: tidemark_spark.read(spark, uri),
-            lambda: spark.read.parquet(*files),
-            None,
-        ),
+        "full scan": (whole, parquet, None),
+        "count": (whole, parquet, None),
         "partition": (
             lambda: tidemark_spark.read(spark, uri, where={"part": PARTITION}),
-            lambda: spark.read.parquet(*files).where(sf.col("part") == PARTITION),
+            lambda: parquet().where(sf.col("part") == PARTITION),
             ("part", PARTITION),
         ),
         "range": (
             lambda: tidemark_spark.read(spark, uri, filters=between),
-            lambda: spark.read.parquet(*files).where(sf.col("ts").between(low, high - 1)),
+            lambda: parquet().where(sf.col("ts").between(low, high - 1)),
             None,
         ),
         "point": (
             lambda: tidemark_spark.read(spark, uri, where={"id": keys[0]}),
-            lambda: spark.read.parquet(*files).where(sf.col("id") == keys[0]),
+            lambda: parquet().where(sf.col("id") == keys[0]),
             None,
         ),
         "keys": (
             lambda: tidemark_spark.lookup(spark, uri, keys),
-            lambda: spark.read.parquet(*files).where(sf.col("id").isin(keys)),
+            lambda: parquet().where(sf.col("id").isin(keys)),
             None,
         ),
     }
@@ -218,7 +211,7 @@ def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[
             raise RuntimeError(f"{uri}: the readers disagree on {name}: {sorted(answers)}")
         report[name] = {label: min(runs_s) for label, runs_s in timings.items()}
     plans = {  # the files each read opens (rows read in the driver: Spark lists none)
-        "full scan": plan_snapshot(uri),
+        "full scan": snapshot,
         "partition": plan_snapshot(uri, where_filters({"part": PARTITION})),
         "range": plan_snapshot(uri, between),
         "point": plan_snapshot(uri, where_filters({"id": keys[0]})),
