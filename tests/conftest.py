@@ -22,14 +22,15 @@ if TYPE_CHECKING:
 pytest_plugins = ["pytester"]  # tests/test_tiers.py runs the collection hook on its own files
 
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""JVM flags of the ``tidemark`` processes tests start (they inherit the environment;
-spark-submit reads ``SPARK_SUBMIT_OPTS``): such a JVM lives seconds to a minute on tiny
-data, where the optimising compiler and parallel GC threads only take the two cores from
-the other workers (tests/spark/test_concurrency.py 295 s instead of 518 s). The ``spark``
-fixture's session, which runs a worker's tests for many minutes, starts without them
-(in-process Spark files ran 20-50% slower with them). The whole suite, idle machine:
-26.1 min so, 30.4 with the flags on every JVM, 33.1 without. Jobs outside the suite keep
-the JVM's defaults."""
+"""JVM flags of every Spark driver the suite starts, its shared sessions and the
+``tidemark`` processes tests start (they inherit the environment; spark-submit reads
+``SPARK_SUBMIT_OPTS``): on tiny data the optimising compiler and the parallel GC threads
+cost more CPU than they save, and the suite is CPU-bound (two cores, three workers).
+Measured on an idle machine, in-process Spark files (CPU seconds from /proc/stat, wall):
+test_native_read + test_schema_promotion 123 s / 84 s with the flags against 154 s / 91 s
+without; test_write_validation + test_input_formats 97 s / 80 s against 138-150 s /
+87-96 s; a ``tidemark`` child: tests/spark/test_concurrency.py 295 s instead of 518 s.
+Jobs outside the suite keep the JVM's defaults."""
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 
@@ -103,15 +104,12 @@ def local_root(tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def spark(s3_server: str, jvm_class_archive: str) -> Iterator[SparkSession]:
     """One local SparkSession for all Spark tests (started after the S3 server so executors
-    inherit its AWS_* settings); ``local[2,4]`` = two cores, four attempts per task; the
-    class archive but not the other test flags. pyspark is imported here, not at the top,
-    so tests without Spark never load it."""
+    inherit its AWS_* settings); ``local[2,4]`` = two cores, four attempts per task; its JVM
+    runs with ``TEST_JVM_OPTIONS`` and the class archive, as every driver of the suite.
+    pyspark is imported here, not at the top, so tests without Spark never load it."""
     from tidemark.jobs.session import build_session
 
-    with pytest.MonkeyPatch.context() as patch:
-        if os.environ.get("SPARK_SUBMIT_OPTS", "").startswith(TEST_JVM_OPTIONS):
-            patch.setenv("SPARK_SUBMIT_OPTS", jvm_class_archive)
-        session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
+    session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
     master = session.sparkContext.master
     assert master == "local[2,4]", f"another test left a {master} session (no task retries)"
     yield session

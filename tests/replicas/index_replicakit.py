@@ -4,7 +4,6 @@ its name), and what each one served, from its /metrics."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -14,18 +13,19 @@ from index.servicekit import scrape
 from tidemark.clients.index_replicas import ranking
 from tidemark.index.sharding import shard_of
 from tidemark.rpc.process import ServeProcess
+from tidemark.testing.s3local import free_port
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports (all held open while choosing)."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
+    """``count`` distinct free ports below the kernel's ephemeral range (``free_port``: one
+    the kernel hands out for port 0 may go to any outgoing connection of a busy suite before
+    the replica binds it, and the replica then exits without a word)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 class Replica:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from spark.sparkkit import SCHEMA, hudi_rs_table
+from spark.sparkkit import SCHEMA, hudi_rs_table, local_frame
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
@@ -67,7 +67,7 @@ def assert_index_agrees(uri: str) -> dict[str, tuple[str, str]]:
 
 
 def rows(spark: SparkSession, *values: tuple[int, str, str, int]) -> DataFrame:
-    return spark.createDataFrame(list(values), SCHEMA)
+    return local_frame(spark, list(values), SCHEMA)
 
 
 def indexed_table(spark: SparkSession, uri: str, shards: int = 3) -> dict[str, tuple[str, str]]:

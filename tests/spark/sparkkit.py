@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from table.table_testkit import hudi_rs_builder
 
 from benchmarks.__main__ import main as bench_main
@@ -24,6 +24,17 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "hudi-v6"
 SCHEMA = "id int, name string, part string, ts long"
 TABLE_VERSIONS = (6, 8, 9)
 """Every Hudi table version a write creates (docs/hudi-versions.md)."""
+
+
+def local_frame(spark: SparkSession, data: Any, schema: Any = None) -> DataFrame:
+    """``spark.createDataFrame(data, schema)`` computed once into Spark's block manager
+    (``localCheckpoint``). A DataFrame made from Python objects is a Python RDD whose rows
+    pass through Python workers in every job; a write's emptiness check stops those tasks
+    after a row, and PySpark kills a worker whose task stopped early, so every write made
+    that way forked and imported four new workers (tests/spark/test_write_operations.py:
+    86 forked workers -> 4, CPU 76 s -> 57 s). Inputs of pandas or Arrow are local
+    relations already: they need no helper."""
+    return spark.createDataFrame(data, schema).localCheckpoint()
 
 
 def run_bench(

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import assert_readers_agree
+from spark.sparkkit import assert_readers_agree, local_frame
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.jobs.bulk import SORT_MODES
 from tidemark.jobs.write import write
@@ -25,7 +25,7 @@ KEYS: dict[str, Any] = {"record_key_fields": ["id"], "partition_fields": ["part"
 def _bulk_insert(spark: SparkSession, table_uri: str, sort_mode: str) -> None:
     """Keys and partitions interleaved over four input partitions."""
     rows = [(i, f"n{i}", PARTS[i % len(PARTS)], 0) for i in range(ROWS)]
-    data = spark.createDataFrame(rows, "id int, name string, part string, ts long")
+    data = local_frame(spark, rows, "id int, name string, part string, ts long")
     write(
         spark,
         data.repartition(INPUT_PARTITIONS),

@@ -28,6 +28,7 @@ from spark.sparkkit import (
     data_files,
     files_in_view,
     hudi_rs_table,
+    local_frame,
     table_bytes,
 )
 from tidemark.cli import main
@@ -77,7 +78,7 @@ def source_table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) 
         (i, (i * 7919) % 1000 - 500, f"shared-prefix-00000/{(i * 104729) % 977:05d}", f"p{i % 2}")
         for i in range(ROWS)
     ]
-    df = spark.createDataFrame(rows, "id long, a int, b string, part string").repartition(6)
+    df = local_frame(spark, rows, "id long, a int, b string, part string").repartition(6)
     write(
         spark,
         df,
@@ -467,7 +468,7 @@ def test_hudi_written_tables_cluster_with_the_same_rows(
 def bulk_insert_four_files(spark: SparkSession, uri: str, *, rows: int, partitions: int) -> None:
     """``rows`` rows keyed by ``id`` over ``partitions`` partitions, in four tasks' files."""
     data = [(i, i % 7, f"name-{i}", f"p{i % partitions}") for i in range(rows)]
-    df = spark.createDataFrame(data, "id long, a int, b string, part string").repartition(4)
+    df = local_frame(spark, data, "id long, a int, b string, part string").repartition(4)
     options = WriteOptions(record_key_fields=["id"], partition_fields=["part"])
     write(spark, df, uri, "bulk_insert", options)
 

@@ -30,7 +30,7 @@ from faults.faultkit import (
 from pyspark.sql import SparkSession
 
 from spark.indexkit import assert_index_agrees
-from spark.sparkkit import assert_readers_agree, hudi_rs_table, table_bytes
+from spark.sparkkit import assert_readers_agree, hudi_rs_table, local_frame, table_bytes
 from tidemark.clients.index import IndexClient
 from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.faults import HOLD_AT_ENV, REACHED_FILE, RESUME_FILE
@@ -317,7 +317,7 @@ def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str
     dead = StorageLease(
         open_storage(table), "a dead writer", lease_s=SHORT_LEASE_S, heartbeat=False
     )
-    frame = spark.createDataFrame([(7, "v9", "p3", 9)], SCHEMA)
+    frame = local_frame(spark, [(7, "v9", "p3", 9)], SCHEMA)
     with structlog.testing.capture_logs() as logs:
         result = write(
             spark,
@@ -360,7 +360,7 @@ def test_writes_during_an_index_build_are_caught_up(
                 WriteOptions(index="record", lock_wait_s=0),
             )
         assert [e["event"] for e in logs].count("write.index_being_built") == 1
-        deleted = spark.createDataFrame([(i, "x", "p3", 9) for i in range(3, 400, 8)], SCHEMA)
+        deleted = local_frame(spark, [(i, "x", "p3", 9) for i in range(3, 400, 8)], SCHEMA)
         write(spark, deleted, plain_table, "delete", WriteOptions(lock_wait_s=0))
         code, out, err = resume(hold, builder)
     finally:

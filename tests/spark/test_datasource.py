@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSource
 import pyspark_tidemark
 import tidemark.spark
 from spark.indexkit import indexed_table, rows
-from spark.sparkkit import files_in_view, hudi_rs_table, rows_by_key, snapshot
+from spark.sparkkit import files_in_view, hudi_rs_table, local_frame, rows_by_key, snapshot
 from tidemark.errors import NotFoundError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -92,8 +92,8 @@ def test_files_are_packed_into_few_tasks(spark: SparkSession, table_uri: str) ->
 
 def test_timestamps_are_read(spark: SparkSession, table_uri: str) -> None:
     moments = [datetime.datetime(2026, 11, d, 12, tzinfo=datetime.UTC) for d in (1, 2)]
-    frame = spark.createDataFrame(
-        [(1, moments[0], "a"), (2, moments[1], "b")], "id long, at timestamp, part string"
+    frame = local_frame(
+        spark, [(1, moments[0], "a"), (2, moments[1], "b")], "id long, at timestamp, part string"
     )
     write(
         spark,

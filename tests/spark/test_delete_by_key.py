@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, assert_readers_agree, cli_write, table_bytes
+from spark.sparkkit import SCHEMA, assert_readers_agree, cli_write, local_frame, table_bytes
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -34,7 +34,7 @@ def table(spark: SparkSession, local_or_s3_uri: str) -> str:
     options: dict[str, Any] = {"record_key_fields": ["id"], "partition_fields": ["part"]}
     write(
         spark,
-        spark.createDataFrame(ROWS, SCHEMA),
+        local_frame(spark, ROWS, SCHEMA),
         local_or_s3_uri,
         "bulk_insert",
         WriteOptions(precombine_field="ts", **options),
@@ -53,8 +53,8 @@ def test_a_csv_of_keys_alone_deletes_them(spark: SparkSession, table: str, tmp_p
 def test_partition_and_other_columns_are_ignored(spark: SparkSession, table: str) -> None:
     """The key is found where the table holds it, whatever partition value the input says;
     a column whose type differs from the table's does not matter to a delete."""
-    df = spark.createDataFrame(
-        [(2, "b", 7), (3, "b", 8), (3, "a", 9)], "id int, part string, name int"
+    df = local_frame(
+        spark, [(2, "b", 7), (3, "b", 8), (3, "a", 9)], "id int, part string, name int"
     )
     result = write(spark, df, table, "delete")
     assert result.rows_deleted == 2
@@ -66,7 +66,7 @@ def test_an_empty_delete_deletes_nothing(spark: SparkSession, table: str) -> Non
     """No rows, by key alone or with every column: nothing deleted, nothing left pending
     (an empty input once failed in validation's sum of no rows)."""
     for schema in ("id int", SCHEMA):
-        result = write(spark, spark.createDataFrame([], schema), table, "delete")
+        result = write(spark, local_frame(spark, [], schema), table, "delete")
         assert result.rows_deleted == 0
     assert data_of(assert_readers_agree(table, DATA)) == model()
     assert HoodieTable.open(table).timeline.pending() == []
@@ -77,12 +77,12 @@ def test_composite_keys_are_deleted_by_their_key_columns(
 ) -> None:
     write(
         spark,
-        spark.createDataFrame(ROWS, SCHEMA),
+        local_frame(spark, ROWS, SCHEMA),
         table_uri,
         "bulk_insert",
         WriteOptions(record_key_fields=["id", "name"], partition_fields=["part"]),
     )
-    keys = spark.createDataFrame([(0, "n0"), (5, "n5"), (5, "other")], "id int, name string")
+    keys = local_frame(spark, [(0, "n0"), (5, "n5"), (5, "other")], "id int, name string")
     assert write(spark, keys, table_uri, "delete").rows_deleted == 2
     rows = assert_readers_agree(table_uri, DATA)
     assert {row["id"] for row in rows.values()} == {1, 2, 3, 4}
@@ -93,7 +93,7 @@ def test_a_delete_without_the_key_column_is_refused_and_changes_nothing(
 ) -> None:
     before = table_bytes(table)
     with pytest.raises(InvalidArgumentError) as raised:
-        write(spark, spark.createDataFrame([("a",)], "part string"), table, "delete")
+        write(spark, local_frame(spark, [("a",)], "part string"), table, "delete")
     assert raised.value.field == "record_key_fields"
     assert "'id'" in str(raised.value)
     assert table_bytes(table) == before
@@ -106,7 +106,7 @@ def test_a_delete_creating_the_table_needs_its_layout_columns(
     with pytest.raises(InvalidArgumentError) as raised:
         write(
             spark,
-            spark.createDataFrame([(1,)], "id int"),
+            local_frame(spark, [(1,)], "id int"),
             table_uri,
             "delete",
             WriteOptions(record_key_fields=["id"], partition_fields=["part"]),

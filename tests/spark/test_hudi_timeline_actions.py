@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from table.hudi_archive import archived_commit, write_archive
 
-from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
+from spark.sparkkit import copy_fixture, hudi_rs_table, local_frame, snapshot
 from tidemark.jobs.write import write
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.table import HoodieTable
@@ -63,7 +63,7 @@ def test_writes_over_archived_cleaned_and_failed_instants(
     assert _names(hudi_rs_table(uri)) == model
     before = snapshot(uri)
 
-    first = write(spark, spark.createDataFrame(_row(before, 2, "Bobby")), uri, "upsert")
+    first = write(spark, local_frame(spark, _row(before, 2, "Bobby")), uri, "upsert")
     model[2] = "Bobby"
     timeline = HoodieTable.open(uri).timeline
     actions = {(i.timestamp, i.action) for i in timeline.instants() if i.is_completed}
@@ -72,7 +72,7 @@ def test_writes_over_archived_cleaned_and_failed_instants(
     assert not any(i.timestamp == FAILED for i in timeline.pending())
     assert timeline.is_completed(first.instant)
 
-    write(spark, spark.createDataFrame(_row(before, 5, "Eve")), uri, "upsert")
+    write(spark, local_frame(spark, _row(before, 5, "Eve")), uri, "upsert")
     model[5] = "Eve"
     assert _names(snapshot(uri)) == model
     assert _names(hudi_rs_table(uri)) == model

@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees, indexed_table, rows
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
-from spark.sparkkit import SCHEMA, files_in_view
+from spark.sparkkit import SCHEMA, files_in_view, local_frame
 from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
@@ -227,7 +227,7 @@ def test_executors_stage_whole_shards_and_a_refused_bulk_insert_stages_nothing(
         write(spark, rows(spark, *fresh, (1500, "again", "b", 4)), table_uri, "bulk_insert")
     assert sorted(info.path for info in storage.list(f"{layout.ROOT}/")) == before
     assert assert_index_agrees(table_uri) == located
-    empty = write(spark, spark.createDataFrame([], SCHEMA), table_uri, "bulk_insert")
+    empty = write(spark, local_frame(spark, [], SCHEMA), table_uri, "bulk_insert")
     assert empty.rows_written == 0 and assert_index_agrees(table_uri) == located
 
 
@@ -256,8 +256,8 @@ def test_index_changes_that_disagree_with_the_files_fail_before_the_commit(
     storage = open_storage(table_uri)
     keys = pa.array(["0", "900", "901"])
     answers = RecordIndex.open(storage).lookup(keys)
-    new_keys = spark.createDataFrame([("900", "a", "f1"), ("901", "a", "f1")], CHANGES_DDL)
-    tombstone = spark.createDataFrame([("0", None, None)], CHANGES_DDL)
+    new_keys = local_frame(spark, [("900", "a", "f1"), ("901", "a", "f1")], CHANGES_DDL)
+    tombstone = local_frame(spark, [("0", None, None)], CHANGES_DDL)
     refusals = [
         (new_keys, [_stat("f1", 1, 0)], False, "hold 2 new locations but the files hold 1"),
         (tombstone, [_stat("f2", 0, 2)], True, "hold 1 tombstones but the files hold 2"),

@@ -11,7 +11,14 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import cli_write, hudi_rs_table, rows_by_key, table_bytes, write_csv
+from spark.sparkkit import (
+    cli_write,
+    hudi_rs_table,
+    local_frame,
+    rows_by_key,
+    table_bytes,
+    write_csv,
+)
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 
@@ -43,8 +50,8 @@ def test_csv_and_json_values_are_read_as_the_tables_column_types(
     """A zip code column stays a string (inference would make 02134 the int 2134), a JSON
     number lands in the int key as an int (inference says long), text in a binary column
     is written as its UTF-8 bytes."""
-    df = spark.createDataFrame(
-        [(1, "0150", 1.5, b"\x00")], "id int, zip string, amount double, raw binary"
+    df = local_frame(
+        spark, [(1, "0150", 1.5, b"\x00")], "id int, zip string, amount double, raw binary"
     )
     write(spark, df, local_or_s3_uri, "bulk_insert", WriteOptions(record_key_fields=["id"]))
     batch = write_csv(
@@ -68,7 +75,7 @@ def test_csv_and_json_values_are_read_as_the_tables_column_types(
 
 @pytest.fixture
 def existing(spark: SparkSession, local_or_s3_uri: str) -> str:
-    df = spark.createDataFrame([(1, "a", "p")], "id int, name string, part string")
+    df = local_frame(spark, [(1, "a", "p")], "id int, name string, part string")
     write(spark, df, local_or_s3_uri, "bulk_insert", WriteOptions(record_key_fields=["id"]))
     return local_or_s3_uri
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
+from spark.sparkkit import copy_fixture, hudi_rs_table, local_frame, snapshot
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
 from tidemark.jobs.write import write
@@ -82,7 +82,7 @@ def test_write_is_refused_and_changes_nothing(
     before = _tree(root)
     batch = _update(snapshot(str(root)))
     with pytest.raises(FailedPreconditionError) as raised:
-        write(spark, spark.createDataFrame(batch), str(root), "upsert")
+        write(spark, local_frame(spark, batch), str(root), "upsert")
     assert raised.value.field == "hoodie.table.metadata.partitions"
     assert "--disable-hudi-metadata-table" in str(raised.value)
     source = tmp_path / "batch.parquet"
@@ -101,7 +101,7 @@ def test_option_removes_the_metadata_table_and_commits(spark: SparkSession, tmp_
     batch = _update(snapshot(str(root)))
     result = write(
         spark,
-        spark.createDataFrame(batch),
+        local_frame(spark, batch),
         str(root),
         "upsert",
         WriteOptions(disable_hudi_metadata_table=True),
@@ -125,6 +125,6 @@ def test_interrupted_removal_is_finished_by_the_next_write(
     assert not any(key.startswith("hoodie.table.metadata") for key in _props(root))
     assert (root / next(iter(METADATA_FILES))).exists()
     batch = _update(snapshot(str(root)))
-    write(spark, spark.createDataFrame(batch), str(root), "upsert")
+    write(spark, local_frame(spark, batch), str(root), "upsert")
     _assert_removed(root)
     assert {row["name"] for row in snapshot(str(root)).to_pylist()} >= {"Bobby"}

@@ -14,7 +14,7 @@ from pyspark.sql import functions as sf
 
 import tidemark.spark
 from spark.indexkit import indexed_table, rows
-from spark.sparkkit import files_in_view, hudi_rs_table, rows_by_key, snapshot
+from spark.sparkkit import files_in_view, hudi_rs_table, local_frame, rows_by_key, snapshot
 from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.index import pruning
@@ -62,7 +62,8 @@ def test_read_is_spark_parquet_scan_of_the_snapshot(spark: SparkSession, table_u
     indexed_table(spark, table_uri)
     first = HoodieTable.open(table_uri).timeline.last_completed()
     assert first is not None
-    moves = spark.createDataFrame(
+    moves = local_frame(
+        spark,
         [(1, "updated", "b", 2, "new"), (3, "moved", "b", 2, None)],
         "id int, name string, part string, ts long, note string",
     )  # 3 leaves partition a; the column note is added
@@ -136,10 +137,10 @@ def test_small_reads_are_answered_in_the_driver_as_spark_answers_them(
         )
 
     columns = "id int, n long, x double, f float, s string, d date, at timestamp, b boolean"
-    frame = spark.createDataFrame([row(k) for k in range(16)], f"{columns}, part string")
+    frame = local_frame(spark, [row(k) for k in range(16)], f"{columns}, part string")
     options = WriteOptions(record_key_fields=["id"], partition_fields=["part"])
     write(spark, frame.repartition(2), table_uri, "bulk_insert", options)
-    changed = spark.createDataFrame([(*row(2), "changed")], f"{columns}, part string, name string")
+    changed = local_frame(spark, [(*row(2), "changed")], f"{columns}, part string, name string")
     write(spark, changed, table_uri, "upsert")  # a column added: null in the other rows
     scanned = tidemark.spark.read(spark, table_uri, reader="spark")
     assert "FileScan parquet" in scan_nodes(scanned)
@@ -254,7 +255,7 @@ def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(
     assert file_ids(listed, table_uri) == holders
     assert data_rows(listed) == {MODEL[k] for k in keys}
     assert {f.file_id for f in plan_lookup(table_uri, keys).snapshot.files} == holders
-    frame_keys = spark.createDataFrame([(4,), (7,), (7,), (99,)], "id int")
+    frame_keys = local_frame(spark, [(4,), (7,), (7,), (99,)], "id int")
     for reader in ("spark", "driver"):
         joined = tidemark.spark.lookup(
             spark, table_uri, frame_keys, columns=DATA_COLUMNS, reader=reader
@@ -264,7 +265,7 @@ def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(
     assert file_ids(joined, table_uri) == {located["4"][1], located["7"][1]}
     assert tidemark.spark.read(spark, table_uri, where={"id": 100}).count() == 0
     with pytest.raises(InvalidArgumentError) as refused:
-        tidemark.spark.lookup(spark, table_uri, spark.createDataFrame([(1,)], "key int"))
+        tidemark.spark.lookup(spark, table_uri, local_frame(spark, [(1,)], "key int"))
     assert refused.value.field == "keys"
     with pytest.raises(InvalidArgumentError) as typed:
         tidemark.spark.read(spark, table_uri, filters=[("id", "=", "abc")])
@@ -293,7 +294,8 @@ def test_lookups_read_in_the_driver_what_the_spark_scan_reads(
     first = HoodieTable.open(table_uri).timeline.last_completed()
     assert first is not None
     assert tidemark.spark.lookup(spark, table_uri, [20]).count() == 0
-    moves = spark.createDataFrame(
+    moves = local_frame(
+        spark,
         [(1, "updated", "b", 2, "new"), (3, "moved", "b", 2, None), (20, "new", "c", 2, "x")],
         "id int, name string, part string, ts long, note string",
     )
@@ -346,7 +348,8 @@ def test_composite_key_lookups_agree_with_timestamps_and_nulls(
     spark: SparkSession, table_uri: str
 ) -> None:
     moments = [datetime.datetime(2026, 11, d, 12, tzinfo=datetime.UTC) for d in (1, 2, 3)]
-    frame = spark.createDataFrame(
+    frame = local_frame(
+        spark,
         [
             (k % 3, f"n{k}", moments[k % 3], None if k % 2 else k * 1.5, "ab"[k % 2])
             for k in range(10)
@@ -364,7 +367,7 @@ def test_composite_key_lookups_agree_with_timestamps_and_nulls(
     assert lookup_rows(driver, columns) == rows
     assert set(rows) == {"id:0,name:n0", "id:1,name:n1", "id:2,name:n5"}
     assert rows["id:1,name:n1"]["amount"] is None and rows["id:1,name:n1"]["at"] == moments[1]
-    frame_keys = spark.createDataFrame(keys, "id long, name string")
+    frame_keys = local_frame(spark, keys, "id long, name string")
     assert lookup_rows(tidemark.spark.lookup(spark, table_uri, frame_keys), columns) == rows
     with pytest.raises(InvalidArgumentError) as arity:
         tidemark.spark.lookup(spark, table_uri, [(0, "n0", "extra")])
@@ -373,8 +376,8 @@ def test_composite_key_lookups_agree_with_timestamps_and_nulls(
 
 def test_date_partitions_are_listed_only_when_asked(spark: SparkSession, table_uri: str) -> None:
     days = [datetime.date(2026, 11, d) for d in (1, 2, 3)]
-    frame = spark.createDataFrame(
-        [(k, days[k % 3], k) for k in range(9)], "id long, day date, ts long"
+    frame = local_frame(
+        spark, [(k, days[k % 3], k) for k in range(9)], "id long, day date, ts long"
     ).repartition(1)
     write(spark, frame, table_uri, "bulk_insert", keyed_by_id("day"))
     one = plan_snapshot(table_uri, [("day", "=", days[1])])
@@ -391,7 +394,8 @@ def test_date_partitions_are_listed_only_when_asked(spark: SparkSession, table_u
 
 def test_column_statistics_skip_files(spark: SparkSession, table_uri: str) -> None:
     """ids 0-3 in partition a, 4-7 in b, 8-11 in c (one file each); one null name in c."""
-    frame = spark.createDataFrame(
+    frame = local_frame(
+        spark,
         [(k, None if k == 9 else f"v{k}", "abc"[k // 4], k) for k in range(12)],
         "id int, name string, part string, ts long",
     ).repartition(1)

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, refused_in_one_line
-from spark.sparkkit import SCHEMA, assert_readers_agree, timeline_listing
+from spark.sparkkit import SCHEMA, assert_readers_agree, local_frame, timeline_listing
 from tidemark.clustering.strategy import PartitionFilter, PlanOptions
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.jobs.write import WriteResult, write
@@ -33,7 +33,7 @@ CREATE: dict[str, Any] = {
 def _write(
     spark: SparkSession, uri: str, op: str, rows: list[tuple], **options: Any
 ) -> WriteResult:
-    return write(spark, spark.createDataFrame(rows, SCHEMA), uri, op, WriteOptions(**options))
+    return write(spark, local_frame(spark, rows, SCHEMA), uri, op, WriteOptions(**options))
 
 
 def _schedule(uri: str, partition: str) -> PendingPlan:

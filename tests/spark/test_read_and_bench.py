@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from benchmarks.write import readme_rows
-from spark.sparkkit import SCHEMA, run_bench, snapshot
+from spark.sparkkit import SCHEMA, local_frame, run_bench, snapshot
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.rollback import rollback_table
@@ -30,12 +30,12 @@ def test_read_dataframe_filters_prunes_and_time_travels(
 ) -> None:
     first = write(
         spark,
-        spark.createDataFrame([(1, "a", "p", 0), (2, "b", "q", 0)], SCHEMA),
+        local_frame(spark, [(1, "a", "p", 0), (2, "b", "q", 0)], SCHEMA),
         table_uri,
         "bulk_insert",
         WriteOptions(**CREATE),
     )
-    write(spark, spark.createDataFrame([(1, "a2", "p", 1)], SCHEMA), table_uri, "upsert")
+    write(spark, local_frame(spark, [(1, "a2", "p", 1)], SCHEMA), table_uri, "upsert")
     everything = read_dataframe(spark, table_uri)
     assert sorted(r["name"] for r in everything.collect()) == ["a2", "b"]
     assert everything.columns == snapshot(table_uri).column_names
@@ -51,7 +51,7 @@ def test_read_dataframe_filters_prunes_and_time_travels(
 def test_rollback_job_rolls_back_a_pending_write(spark: SparkSession, table_uri: str) -> None:
     write(
         spark,
-        spark.createDataFrame([(1, "a", "p", 0)], SCHEMA),
+        local_frame(spark, [(1, "a", "p", 0)], SCHEMA),
         table_uri,
         "bulk_insert",
         WriteOptions(**CREATE),

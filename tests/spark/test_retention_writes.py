@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, refused_in_one_line
-from spark.sparkkit import SCHEMA, assert_readers_agree, data_files
+from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, local_frame
 from tidemark import spark as api
 from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
@@ -30,7 +30,7 @@ CREATE: dict[str, Any] = {
 def _write(
     spark: SparkSession, uri: str, op: str, rows: list[tuple], **options: Any
 ) -> WriteResult:
-    return write(spark, spark.createDataFrame(rows, SCHEMA), uri, op, WriteOptions(**options))
+    return write(spark, local_frame(spark, rows, SCHEMA), uri, op, WriteOptions(**options))
 
 
 def test_every_write_cleans_outside_its_retention_and_reads_stay_exact(

@@ -17,6 +17,7 @@ from spark.sparkkit import (
     assert_readers_agree,
     cli_write,
     hudi_rs_table,
+    local_frame,
     rows_by_key,
     table_bytes,
     write_csv,
@@ -48,9 +49,7 @@ def latest_file_types(uri: str, column: str) -> set[pa.DataType]:
 def test_whole_numbers_in_csv_are_written_to_a_double_column_as_doubles(
     spark: SparkSession, local_or_s3_uri: str, tmp_path: Path
 ) -> None:
-    df = spark.createDataFrame(
-        [(1, 1.5, "p"), (2, 2.25, "q")], "id int, amount double, part string"
-    )
+    df = local_frame(spark, [(1, 1.5, "p"), (2, 2.25, "q")], "id int, amount double, part string")
     write(spark, df, local_or_s3_uri, "bulk_insert", WriteOptions(**KEYED))
     batch = write_csv(
         tmp_path / "batch.csv",
@@ -69,7 +68,7 @@ def test_every_numeric_promotion_hudi_makes(spark: SparkSession, table_uri: str)
     columns = "l long, f float, d double, ld double, lf float, fd double"
     write(
         spark,
-        spark.createDataFrame([(1, 1, 1.5, 1.5, 1.5, 1.5, 1.5)], f"id int, {columns}"),
+        local_frame(spark, [(1, 1, 1.5, 1.5, 1.5, 1.5, 1.5)], f"id int, {columns}"),
         table_uri,
         "bulk_insert",
         WriteOptions(record_key_fields=["id"]),
@@ -77,7 +76,7 @@ def test_every_numeric_promotion_hudi_makes(spark: SparkSession, table_uri: str)
     incoming = "id int, l int, f int, d int, ld long, lf long, fd float"
     write(
         spark,
-        spark.createDataFrame([(2, 7, 7, 7, 2**40, 2**20, 0.5)], incoming),
+        local_frame(spark, [(2, 7, 7, 7, 2**40, 2**20, 0.5)], incoming),
         table_uri,
         "upsert",
     )
@@ -95,7 +94,8 @@ ADDRESS = "struct<city: string, n: bigint>"
 
 @pytest.fixture
 def nested(spark: SparkSession, local_or_s3_uri: str) -> str:
-    df = spark.createDataFrame(
+    df = local_frame(
+        spark,
         [(1, ("Oslo", 10), "p"), (2, ("Rome", 20), "q")],
         f"id int, address {ADDRESS}, part string",
     )
@@ -104,7 +104,8 @@ def nested(spark: SparkSession, local_or_s3_uri: str) -> str:
 
 
 def test_a_field_added_inside_a_struct_is_accepted(spark: SparkSession, nested: str) -> None:
-    df = spark.createDataFrame(
+    df = local_frame(
+        spark,
         [(2, ("Roma", 21, "00100"), "q"), (3, ("Bern", 30, "3000"), "q")],
         "id int, address struct<city: string, n: int, zip: string>, part string",
     )

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 import tidemark.spark
 from spark.indexkit import assert_index_agrees, indexed_table, rows
 from spark.killed_stream import QUERY_ID, run_query
-from spark.sparkkit import SCHEMA, assert_readers_agree, timeline_listing
+from spark.sparkkit import SCHEMA, assert_readers_agree, local_frame, timeline_listing
 from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
@@ -58,7 +58,7 @@ def _keys_committed(uri: str) -> list[str]:
 def test_an_empty_input_writes_no_instant(spark: SparkSession, table_uri: str) -> None:
     indexed_table(spark, table_uri)
     before = timeline_listing(table_uri)
-    empty = spark.createDataFrame([], SCHEMA)
+    empty = local_frame(spark, [], SCHEMA)
     for operation in ("upsert", "insert", "delete", "bulk_insert", "insert_overwrite"):
         result = tidemark.spark.write(empty, table_uri, operation)
         assert result.empty_input and result.instant == "" and result.rows_written == 0

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, Row, refused_in_one_line, table_state
-from spark.sparkkit import hudi_rs_table
+from spark.sparkkit import hudi_rs_table, local_frame
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.validation import InputCounts, validate_input
 from tidemark.table.keys import RECORD_KEY
@@ -129,11 +129,11 @@ def test_validation_counts_distinct_keys_across_partitions(spark: SparkSession) 
         key_generator_class=TableConfig.default_key_generator(("id",), ("p",)),
     )
     schema = "id int, p string, ts long"
-    unique = spark.createDataFrame([(1, "a", 1), (2, "a", 1), (3, "b", 1)], schema)
+    unique = local_frame(spark, [(1, "a", 1), (2, "a", 1), (3, "b", 1)], schema)
     assert validate_input(unique, config, "upsert", None) == InputCounts(3, 3, frozenset("ab"))
-    spread = spark.createDataFrame([(1, "a", 1), (1, "b", 2), (2, "b", 1)], schema)
+    spread = local_frame(spark, [(1, "a", 1), (1, "b", 2), (2, "b", 1)], schema)
     assert validate_input(spread, config, "upsert", None) == InputCounts(3, 2, frozenset("ab"))
-    bad = spark.createDataFrame([(1, "a", 1), (1, "a/", 0)], schema)
+    bad = local_frame(spark, [(1, "a", 1), (1, "a/", 0)], schema)
     with pytest.raises(InvalidArgumentError) as refused:
         validate_input(bad, config, "upsert", None)
     assert refused.value.field == "p"

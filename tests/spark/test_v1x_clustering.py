@@ -24,7 +24,7 @@ from table.table_testkit import file_tree, set_property
 from table.v1x_testkit import PARQUET_TABLES, unzip_fixture
 
 from spark.indexkit import assert_index_agrees
-from spark.sparkkit import SCHEMA, hudi_rs_table, snapshot
+from spark.sparkkit import SCHEMA, hudi_rs_table, local_frame, snapshot
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
 from tidemark.jobs.index_build import build_index
@@ -75,7 +75,7 @@ class Case:
             precombine_field="ts",
             table_version=self.version,
         )
-        write(spark, spark.createDataFrame(first, SCHEMA), uri, "bulk_insert", options)
+        write(spark, local_frame(spark, first, SCHEMA), uri, "bulk_insert", options)
         return uri
 
 

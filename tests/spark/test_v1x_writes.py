@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from benchmarks.write import readme_rows
-from spark.sparkkit import SCHEMA, assert_readers_agree, run_bench
+from spark.sparkkit import SCHEMA, assert_readers_agree, local_frame, run_bench
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -32,12 +32,12 @@ def test_writes_at_each_version_read_by_hudi_rs(
         table_version=version,
     )
     first = [(k, f"v{k}", "ab"[k % 2], 1) for k in range(6)]
-    write(spark, spark.createDataFrame(first, SCHEMA), uri, "insert", layout)
+    write(spark, local_frame(spark, first, SCHEMA), uri, "insert", layout)
     model = {str(k): (k, f"v{k}", "ab"[k % 2], 1) for k in range(6)}
     upsert = [(1, "one", "a", 2), (7, "seven", "b", 2)]  # key 1 moves from b to a
-    write(spark, spark.createDataFrame(upsert, SCHEMA), uri, "upsert")
+    write(spark, local_frame(spark, upsert, SCHEMA), uri, "upsert")
     model |= {str(row[0]): row for row in upsert}
-    delete = spark.createDataFrame([(2, "", "a", 3)], SCHEMA)
+    delete = local_frame(spark, [(2, "", "a", 3)], SCHEMA)
     result = write(spark, delete, uri, "delete", WriteOptions(retain_commits=1))
     del model["2"]
     assert result.retention is not None  # the inline clean runs on every version
@@ -54,7 +54,7 @@ def test_writes_at_each_version_read_by_hudi_rs(
     with pytest.raises(InvalidArgumentError, match="the table is at version"):
         other = 8 if version == 6 else 6
         options = WriteOptions(table_version=other)
-        write(spark, spark.createDataFrame([(9, "x", "a", 1)], SCHEMA), uri, "upsert", options)
+        write(spark, local_frame(spark, [(9, "x", "a", 1)], SCHEMA), uri, "upsert", options)
 
 
 def test_bench_write_compares_a_table_version_with_6(

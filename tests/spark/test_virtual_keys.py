@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
+from spark.sparkkit import copy_fixture, hudi_rs_table, local_frame, snapshot
 from tidemark.cli import main
 from tidemark.jobs.write import WriteResult, write
 from tidemark.storage import open_storage
@@ -67,7 +67,7 @@ def _assert_meta_columns_null(uri: str) -> None:
 
 
 def _write(spark: SparkSession, batch: pa.Table, uri: str, op: str) -> WriteResult:
-    return write(spark, spark.createDataFrame(batch), uri, op)
+    return write(spark, local_frame(spark, batch), uri, op)
 
 
 @pytest.fixture

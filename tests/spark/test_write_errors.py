@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, timeline_listing
+from spark.sparkkit import SCHEMA, local_frame, timeline_listing
 from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
 from tidemark.jobs.errors import run_spark_action
@@ -24,7 +24,7 @@ CREATE: dict[str, Any] = {"record_key_fields": ["id"], "partition_fields": ["par
 def existing(spark: SparkSession, table_uri: str) -> str:
     write(
         spark,
-        spark.createDataFrame([(1, "a", "p", 0)], SCHEMA),
+        local_frame(spark, [(1, "a", "p", 0)], SCHEMA),
         table_uri,
         "bulk_insert",
         WriteOptions(**CREATE),
@@ -61,15 +61,13 @@ def test_bad_input_leaves_the_timeline_unchanged(
 ) -> None:
     before = timeline_listing(existing)
     with pytest.raises(InvalidArgumentError) as raised:
-        write(
-            spark, spark.createDataFrame(rows, schema), existing, operation, WriteOptions(**options)
-        )
+        write(spark, local_frame(spark, rows, schema), existing, operation, WriteOptions(**options))
     assert raised.value.field == field
     assert timeline_listing(existing) == before
 
 
 def test_unknown_fields_and_missing_tables(spark: SparkSession, tmp_path: Path) -> None:
-    df = spark.createDataFrame([(1, "a", "p", 0)], SCHEMA)
+    df = local_frame(spark, [(1, "a", "p", 0)], SCHEMA)
     missing = str(tmp_path / "missing")
     with pytest.raises(NotFoundError) as raised:
         write(spark, df, missing, "upsert")

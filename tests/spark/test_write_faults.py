@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
+from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view, local_frame
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
@@ -51,12 +51,12 @@ def test_retried_attempts_leave_no_stray_files(
 ) -> None:
     bulk = write(
         spark,
-        spark.createDataFrame(_rows(6, "v1", 1), SCHEMA),
+        local_frame(spark, _rows(6, "v1", 1), SCHEMA),
         any_uri,
         "bulk_insert",
         WriteOptions(**CREATE),
     )
-    upsert = write(spark, spark.createDataFrame(_rows(8, "v2", 2), SCHEMA), any_uri, "upsert")
+    upsert = write(spark, local_frame(spark, _rows(8, "v2", 2), SCHEMA), any_uri, "upsert")
     assert bulk.files_reconciled >= 1
     assert upsert.files_reconciled >= 1
     rows = assert_readers_agree(any_uri, DATA)
@@ -78,7 +78,7 @@ def test_killed_writer_is_rolled_back_by_the_next_write(
 ) -> None:
     write(
         spark,
-        spark.createDataFrame(_rows(4, "v1", 1), SCHEMA),
+        local_frame(spark, _rows(4, "v1", 1), SCHEMA),
         table_uri,
         "bulk_insert",
         WriteOptions(**CREATE),
@@ -98,7 +98,7 @@ def test_killed_writer_is_rolled_back_by_the_next_write(
     pending = HoodieTable.open(table_uri).timeline.pending()
     assert [i.action for i in pending] == ["commit"]
     # the next write waits for the dead writer's lease to run out, then takes over
-    write(spark, spark.createDataFrame([(3, "v3", "p", 3)], SCHEMA), table_uri, "upsert")
+    write(spark, local_frame(spark, [(3, "v3", "p", 3)], SCHEMA), table_uri, "upsert")
     timeline = HoodieTable.open(table_uri).timeline
     assert not timeline.pending()
     assert [i.action for i in timeline.completed()] == ["commit", "rollback", "commit"]

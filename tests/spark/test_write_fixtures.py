@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import copy_fixture, hudi_rs_table, snapshot
+from spark.sparkkit import copy_fixture, hudi_rs_table, local_frame, snapshot
 from tidemark.jobs.write import write
 from tidemark.table.keys import FILE_NAME, META_COLUMNS
 
@@ -39,7 +39,7 @@ def test_upsert_into_hudi_written_table(spark: SparkSession, tmp_path: Path, nam
     uri = copy_fixture(name, tmp_path)
     before = snapshot(uri)
     batch = _batch(before)
-    write(spark, spark.createDataFrame(batch), uri, "upsert")
+    write(spark, local_frame(spark, batch), uri, "upsert")
     after = hudi_rs_table(uri)
     assert after is not None
     rows = {row["id"]: row for row in after.to_pylist()}

@@ -11,7 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, TABLE_VERSIONS, assert_readers_agree, data_files, files_in_view
+from spark.sparkkit import (
+    SCHEMA,
+    TABLE_VERSIONS,
+    assert_readers_agree,
+    data_files,
+    files_in_view,
+    local_frame,
+)
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 
@@ -85,7 +92,7 @@ def test_writes_match_the_model(
                 continue
             result = write(
                 spark,
-                spark.createDataFrame(batch, SCHEMA),
+                local_frame(spark, batch, SCHEMA),
                 uri,
                 operation,
                 WriteOptions(

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view
+from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view, local_frame
 from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
@@ -20,7 +20,7 @@ DATA = ["id", "name", "part", "ts"]
 def _write(
     spark: SparkSession, uri: str, op: str, rows: list[tuple], **options: Any
 ) -> WriteResult:
-    return write(spark, spark.createDataFrame(rows, SCHEMA), uri, op, WriteOptions(**options))
+    return write(spark, local_frame(spark, rows, SCHEMA), uri, op, WriteOptions(**options))
 
 
 def _names(uri: str) -> dict[str, str]:

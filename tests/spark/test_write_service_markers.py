@@ -15,6 +15,7 @@ from faults.faultkit import StageHook
 from pyspark.sql import SparkSession
 
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
+from spark.sparkkit import local_frame
 from tidemark.cli import main
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.write import write
@@ -69,9 +70,9 @@ def test_service_markers_commit_rows_and_reconcile_retried_attempts(
     service = _service_markers(marker_service)
     spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, "0")
     try:
-        rows_v1 = spark.createDataFrame(_rows(6, "v1", 1), SCHEMA)
+        rows_v1 = local_frame(spark, _rows(6, "v1", 1), SCHEMA)
         bulk = write(spark, rows_v1, any_uri, "bulk_insert", WriteOptions(**KEYS, **service))
-        rows_v2 = spark.createDataFrame(_rows(8, "v2", 2), SCHEMA)
+        rows_v2 = local_frame(spark, _rows(8, "v2", 2), SCHEMA)
         upsert = write(spark, rows_v2, any_uri, "upsert", WriteOptions(**service))
     finally:
         spark.sparkContext.setLocalProperty(FAIL_TASK_ATTEMPT_PROPERTY, None)  # type: ignore[arg-type]
@@ -94,7 +95,7 @@ def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     spark: SparkSession, table_uri: str, marker_service: EmbeddedMarkerService
 ) -> None:
     service = _service_markers(marker_service)
-    rows_v1 = spark.createDataFrame(_rows(4, "v1", 1), SCHEMA)
+    rows_v1 = local_frame(spark, _rows(4, "v1", 1), SCHEMA)
     write(spark, rows_v1, table_uri, "bulk_insert", WriteOptions(**KEYS, **service))
     committed = data_files(table_uri)
     script = Path(__file__).with_name("killed_writer.py")
@@ -114,7 +115,7 @@ def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     assert {m.split(".marker.")[0] for m in markers} == orphans
     assert any(p.rsplit("/", 1)[1].startswith("MARKERS") for p in _temp_objects(table_uri))
     time.sleep(1.5 * KILLED_LEASE_S)  # the dead writer's table lock and marker dir lease run out
-    rows_v3 = spark.createDataFrame([(3, "v3", "p", 3)], SCHEMA)
+    rows_v3 = local_frame(spark, [(3, "v3", "p", 3)], SCHEMA)
     write(spark, rows_v3, table_uri, "upsert", WriteOptions(**service))
     timeline = HoodieTable.open(table_uri).timeline
     assert [i.action for i in timeline.completed()] == ["commit", "rollback", "commit"]
@@ -145,7 +146,7 @@ def _failed_upsert(
         assert not any(".marker." in name for name in names)  # no direct marker objects
         raise InjectedCommitFailureError(pending.timestamp)
 
-    df = spark.createDataFrame([(key, "failed", "p", 9) for key in keys], SCHEMA)
+    df = local_frame(spark, [(key, "failed", "p", 9) for key in keys], SCHEMA)
     with pytest.raises(InjectedCommitFailureError):
         write(
             spark,
@@ -171,7 +172,7 @@ def test_service_markers_and_rollbacks_on_layout_two(
     files and markers exist is rolled back by `tidemark rollback`, another by the next
     write, each on `.hoodie/timeline/` and from the markers the service wrote."""
     service = _service_markers(marker_service)
-    rows_v1 = spark.createDataFrame(_rows(4, "v1", 1), SCHEMA)
+    rows_v1 = local_frame(spark, _rows(4, "v1", 1), SCHEMA)
     options = WriteOptions(**KEYS, **service, table_version=version)
     write(spark, rows_v1, table_uri, "bulk_insert", options)
     assert marker_service.storage_requests().get("put", 0) >= 1
@@ -186,7 +187,7 @@ def test_service_markers_and_rollbacks_on_layout_two(
 
     instant, marked = _failed_upsert(spark, table_uri, service, [0, 11])
     assert marked and marked == data_files(table_uri) - committed
-    write(spark, spark.createDataFrame([(3, "v3", "p", 3)], SCHEMA), table_uri, "upsert")
+    write(spark, local_frame(spark, [(3, "v3", "p", 3)], SCHEMA), table_uri, "upsert")
     table = HoodieTable.open(table_uri)
     completed = table.timeline.completed()
     assert [i.action for i in completed] == ["commit", "rollback", "rollback", "commit"]
