@@ -199,51 +199,25 @@ def write(
 
     The outcome is the completed instant: once it is published the write returns it,
     whatever clean-up fails afterwards. An empty ``df`` (an empty micro-batch) writes
-    nothing: one ``isEmpty`` job, before any service starts or the table is read. A
-    ``memo`` carries what one write learned about the table to the next."""
+    nothing: the validation pass counts its rows, and with none the write returns before
+    any service starts. (A separate emptiness check would stop the input's tasks after one
+    row, and PySpark replaces every Python worker whose task stopped early.) A ``memo``
+    carries what one write learned about the table to the next."""
     check_operation(operation)
-    if df.isEmpty():
-        log.info("write.empty_input", table=table_uri, operation=operation)
-        return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
-    with serving_markers(options.markers, options.marker_service_address) as address:
-        return _write(
-            spark,
-            df,
-            table_uri,
-            operation,
-            options.with_marker_service(address),
-            listener,
-            memo or TableMemo(),
-        )
-
-
-def _write(
-    spark: SparkSession,
-    df: DataFrame,
-    table_uri: str,
-    operation: str,
-    options: WriteOptions,
-    listener: StageListener | None,
-    memo: TableMemo,
-) -> WriteResult:
-    marker_options = MarkerOptions(
-        options.markers, options.marker_service_address, options.marker_fallback_direct
-    )
-    retention = (
-        RetentionSettings(CleanSettings(retain_commits=options.retain_commits))
-        if options.auto_clean
-        else None
-    )
     if options.allow_duplicates and operation not in DUPLICATING_OPERATIONS:
         raise InvalidArgumentError(
             f"only {' and '.join(DUPLICATING_OPERATIONS)} can keep duplicate keys, not {operation}",
             field="allow_duplicates",
         )
     table_uri = canonical_uri(table_uri)
-    marker_options.check_reachable()
+    if options.marker_service_address:  # else an embedded service, started after prepare
+        MarkerOptions(
+            options.markers, options.marker_service_address, options.marker_fallback_direct
+        ).check_reachable()
     check_executors_import(df.sparkSession)
     if options.index_service_address:
         IndexClient(options.index_service_address, table_uri).check_reachable()
+    memo = memo or TableMemo()
     clock = StageClock(listener)
     request = TableRequest(
         tuple(options.record_key_fields),
@@ -257,8 +231,51 @@ def _write(
     given = _Input(options.allow_duplicates, options.index, frozenset(memo.partitions))
     with clock.stage("prepare"):
         prepared = _prepare(df, table_uri, operation, request, given)
+    if prepared.row_count == 0:
+        log.info("write.empty_input", table=table_uri, operation=operation)
+        return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
+    with serving_markers(options.markers, options.marker_service_address) as address:
+        return _write(
+            spark,
+            _Request(df, table_uri, operation, request, given),
+            prepared,
+            options.with_marker_service(address),
+            clock,
+            memo,
+        )
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What the caller asked for, kept to prepare the input again when another writer
+    created the table meanwhile."""
+
+    df: DataFrame
+    table_uri: str
+    operation: str
+    table: TableRequest
+    given: _Input
+
+
+def _write(
+    spark: SparkSession,
+    asked: _Request,
+    prepared: _Prepared,
+    options: WriteOptions,
+    clock: StageClock,
+    memo: TableMemo,
+) -> WriteResult:
+    operation = asked.operation
+    marker_options = MarkerOptions(
+        options.markers, options.marker_service_address, options.marker_fallback_direct
+    )
+    retention = (
+        RetentionSettings(CleanSettings(retain_commits=options.retain_commits))
+        if options.auto_clean
+        else None
+    )
     try:
-        table, prepared = _create_or_join(df, table_uri, operation, request, prepared, given)
+        table, prepared = _create_or_join(asked, prepared)
         with (
             index_client(
                 table.uri, prepared.indexed, options.index_service_address
@@ -350,29 +367,22 @@ def check_operation(operation: str) -> None:
     require_one_of("operation", operation, OPERATION_TYPES, "operation")
 
 
-def _create_or_join(
-    df: DataFrame,
-    table_uri: str,
-    operation: str,
-    request: TableRequest,
-    prepared: _Prepared,
-    given: _Input,
-) -> tuple[HoodieTable, _Prepared]:
+def _create_or_join(asked: _Request, prepared: _Prepared) -> tuple[HoodieTable, _Prepared]:
     """The table to write: the existing one, a new one, or, when another writer created
     it concurrently, that one (the input checked again against its layout)."""
     if prepared.table is not None:
         return prepared.table, prepared
     try:
-        table = HoodieTable.create(table_uri, prepared.config)
+        table = HoodieTable.create(asked.table_uri, prepared.config)
     except AlreadyExistsError:
-        log.info("write.table_created_concurrently", table=table_uri)
+        log.info("write.table_created_concurrently", table=asked.table_uri)
     else:
         if prepared.indexed:  # --index record on a new table: its index starts with it
             create_empty_index(table.storage, shard_count_for(prepared.row_count))
         return table, prepared
     prepared.rows.unpersist()
     try:
-        joined = _prepare(df, table_uri, operation, request, given)
+        joined = _prepare(asked.df, asked.table_uri, asked.operation, asked.table, asked.given)
     except InvalidArgumentError as error:
         raise with_note(
             error, "another writer created the table concurrently with a different layout"
@@ -425,7 +435,8 @@ def _prepare(
 ) -> _Prepared:
     """Validate everything that can be validated without the lock; nothing is written.
     Rows with duplicate keys are reduced to one per key (``keying.dedupe``) unless
-    ``allow_duplicates``; a batch without duplicates is not shuffled."""
+    ``allow_duplicates``; a batch without duplicates is not shuffled. An empty input
+    (``row_count`` 0) is returned as given, nothing persisted."""
     data = data_columns(df)
     check_column_names(arrow_schema(data.schema, data.sparkSession))
     table = _open_existing(table_uri, request)
@@ -459,7 +470,9 @@ def _prepare(
     )
     deduplicate = counts.has_duplicate_keys and not given.allow_duplicates
     row_count = counts.keys if deduplicate else counts.rows
-    if operation == "bulk_insert":
+    if row_count == 0:
+        rows = data
+    elif operation == "bulk_insert":
         rows = without_deleted(dedupe(data, config) if deduplicate else data)
     else:
         if operation == "delete":
