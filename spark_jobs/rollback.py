@@ -18,21 +18,24 @@ from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.locked import changing
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.table import HoodieTable
+from tidemark.table.write_lease import check_not_writing, forget_write
 
 
 def rollback_table(
     table: HoodieTable, instant: str | None = None, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
 ) -> list[RollbackResult]:
-    """Roll back ``instant``, or every failed write when it is None (the table lock is
-    waited for up to ``lock_wait_s``)."""
+    """Roll back ``instant`` (refused while its writer holds its lease), or every failed
+    write when it is None (the table lock is waited for up to ``lock_wait_s``)."""
     markers = StorageMarkerReader(table.storage)
     with changing(table, "rollback", wait_s=lock_wait_s):
         if instant is None:
             results = rollback_failed_writes(table, markers, lock_held=True)
         else:
+            check_not_writing(table.storage, instant)
             results = [rollback(table, instant, markers)]
         for result in results:
             discard_staged(table.storage, result.rolled_back.timestamp)
+            forget_write(table.storage, result.rolled_back.timestamp)
         return results
 
 

@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -92,20 +92,24 @@ from tidemark.storage import Storage, open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering
 from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
+from tidemark.table.clustering_plan import CLUSTER_OPERATION
 from tidemark.table.commit import (
     IDEMPOTENCY_KEY,
     committed_with_key,
     complete_commit,
     delete_stale_marker_dirs,
+    other_writes,
+    rollback,
     rollback_failed_writes,
 )
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
 from tidemark.table.fsview import BaseFile, FileSystemView
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT, new_instant_time
+from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, new_instant_time
 from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
-from tidemark.table.lock import LockHolder
-from tidemark.table.locked import changing
+from tidemark.table.lock import StorageLease
+from tidemark.table.locked import changing, holding, owner_name, release_quietly
+from tidemark.table.markers import MarkerReader
 from tidemark.table.names import check_column_names, table_name_from_uri
 from tidemark.table.plan_run import live_run
 from tidemark.table.properties import TableConfig
@@ -113,6 +117,7 @@ from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
 from tidemark.table.write_checks import check_writable
+from tidemark.table.write_lease import forget_write, write_lease
 
 log = structlog.get_logger(__name__)
 
@@ -284,43 +289,20 @@ def _write(
         ):
             if operation == "insert_overwrite" and index_service is not None:
                 _check_overwrite_keys(table, prepared.rows, index_service)
-            plan_wait_ends = time.monotonic() + options.lock_wait_s
-            while True:
-                try:
-                    with changing(
-                        table,
-                        "write",
-                        wait_s=options.lock_wait_s,
-                        lease_s=options.lock_lease_s,
-                        on_lost=cancel,
-                    ) as lock:
-                        if prepared.table is not None:
-                            remove_hudi_metadata_table(
-                                table, disable=options.disable_hudi_metadata_table
-                            )
-                        result = _write_locked(
-                            spark,
-                            table,
-                            prepared,
-                            operation,
-                            _Options(
-                                marker_options,
-                                options.target_file_bytes,
-                                options.small_file_limit_bytes,
-                                options.sort_mode,
-                                options.idempotency_key,
-                                lock.holder,
-                                prepared.tagging,
-                                index_service,
-                                options.on_pending_clustering,
-                                memo,
-                            ),
-                            clock,
-                        )
-                        result.lock_wait_s = lock.waited_s
-                    break
-                except pending_clustering.PlanRunningError as running:
-                    _await_plan(table, running, plan_wait_ends)
+            job = _Options(
+                marker_options,
+                options.target_file_bytes,
+                options.small_file_limit_bytes,
+                options.sort_mode,
+                options.idempotency_key,
+                prepared.tagging,
+                index_service,
+                options.on_pending_clustering,
+                memo,
+                _Locking(options.lock_wait_s, options.lock_lease_s, cancel),
+                options.disable_hudi_metadata_table,
+            )
+            result = _write_retrying(spark, table, prepared, operation, job, clock)
     finally:
         prepared.rows.unpersist()
     if retention is not None and not result.already_committed:
@@ -392,17 +374,40 @@ def _create_or_join(asked: _Request, prepared: _Prepared) -> tuple[HoodieTable, 
 
 
 @dataclass(frozen=True)
+class _Locking:
+    """How a write takes the table lock and keeps its own lease: the wait for a holder, the
+    lease, and what to do when a lease is lost (cancel the write's Spark jobs)."""
+
+    wait_s: float
+    lease_s: float
+    cancel: Callable[[], None]
+
+
+@dataclass(frozen=True)
 class _Options:
     markers: MarkerOptions
     target_file_bytes: int
     small_file_limit_bytes: int
     sort_mode: str
     idempotency_key: str | None
-    lock_holder: LockHolder | None
     tagging: str
     index_client: IndexClient | None
     on_pending_clustering: str
     memo: TableMemo
+    locking: _Locking
+    disable_hudi_metadata_table: bool
+
+    @contextmanager
+    def locked(self, table: HoodieTable, wait_s: float | None = None) -> Iterator[StorageLease]:
+        """The table lock for one of the write's two short steps (begin, commit)."""
+        with changing(
+            table,
+            "write",
+            wait_s=self.locking.wait_s if wait_s is None else wait_s,
+            lease_s=self.locking.lease_s,
+            on_lost=self.locking.cancel,
+        ) as lock:
+            yield lock
 
 
 @dataclass(frozen=True)
@@ -537,7 +542,15 @@ def _latest_file_schema(table: HoodieTable) -> pa.Schema | None:
         return pq.read_schema(stream)
 
 
-def _write_locked(
+class _RolledBackError(Exception):
+    """A write that conflicted at its commit with one completed meanwhile, rolled back."""
+
+    def __init__(self, conflict: ConflictError) -> None:
+        super().__init__(conflict.message)
+        self.conflict = conflict
+
+
+def _write_retrying(
     spark: SparkSession,
     table: HoodieTable,
     prepared: _Prepared,
@@ -545,6 +558,82 @@ def _write_locked(
     options: _Options,
     clock: StageClock,
 ) -> WriteResult:
+    """Begin, write and commit; a write rolled back for a conflict begins again (tagged
+    and planned against the table as it now is) until ``lock_wait_s`` has passed, then
+    fails with the conflict."""
+    ends = time.monotonic() + options.locking.wait_s
+    while True:
+        begun = _begin_unless_planned(spark, table, prepared, operation, options, clock)
+        if isinstance(begun, WriteResult):
+            return begun
+        try:
+            return _finish(spark, table, prepared, operation, options, begun, clock)
+        except _RolledBackError as rolled_back:
+            instant = begun.context.instant
+            if time.monotonic() >= ends:
+                note = f"instant {instant} was rolled back; retried until lock_wait_s passed"
+                raise with_note(rolled_back.conflict, note) from rolled_back
+            log.info(
+                "write.retrying_after_conflict",
+                table=table.uri,
+                instant=instant,
+                conflict=rolled_back.conflict.message,
+            )
+
+
+@dataclass
+class _Begun:
+    """A write begun under the table lock: its instant requested and inflight (the
+    inflight names its file groups, Hudi's workload profile), its own lease held. Its
+    files are written after the lock is released."""
+
+    context: WriteContext
+    lease: StorageLease
+    stats_df: DataFrame
+    tagged: DataFrame | None
+    routed: tuple[DataFrame, WritePlan] | None
+    replaced: dict[str, list[str]]
+    pending_at_start: frozenset[str]
+    """The instants pending when the write began: on table version 6 (no completion
+    times) the writes that may complete while it runs, with those requested after it."""
+    lock_wait_s: float = 0.0
+
+
+def _begin_unless_planned(
+    spark: SparkSession,
+    table: HoodieTable,
+    prepared: _Prepared,
+    operation: str,
+    options: _Options,
+    clock: StageClock,
+) -> _Begun | WriteResult:
+    """Begin the write under the table lock; a write touching a running clustering plan
+    (``replan``) waits, without the lock, for the run to end and begins again."""
+    plan_wait_ends = time.monotonic() + options.locking.wait_s
+    while True:
+        try:
+            with options.locked(table) as lock:
+                if prepared.table is not None:
+                    remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
+                begun = _begin(spark, table, prepared, operation, options, lock, clock)
+                begun.lock_wait_s = lock.waited_s
+                return begun
+        except pending_clustering.PlanRunningError as running:
+            _await_plan(table, running, plan_wait_ends)
+
+
+def _begin(
+    spark: SparkSession,
+    table: HoodieTable,
+    prepared: _Prepared,
+    operation: str,
+    options: _Options,
+    lock: StorageLease,
+    clock: StageClock,
+) -> _Begun | WriteResult:
+    """Under the table lock: refuse what changed since prepare, honour the idempotency
+    key, roll back failed writes (pending writes whose writers hold no live lease), tag
+    and plan, take the write's lease and request its instant."""
     if options.index_client is None and RecordIndex.exists(table.storage):
         raise ConflictError(
             "a record index was built while this write prepared; nothing was written, retry",
@@ -552,18 +641,13 @@ def _write_locked(
         )
     if options.idempotency_key is not None:
         earlier = committed_with_key(table, options.idempotency_key)
-        if earlier is not None:
-            log.info("write.already_committed", instant=earlier, key=options.idempotency_key)
-            return replace(
-                _result(earlier, operation, [], {}, clock, table.storage), already_committed=True
-            )
-    reader = options.markers.reader(table, options.lock_holder)
+        if earlier is not None:  # its writer may have died before deleting its lease
+            _forget_lease_quietly(table, earlier)
+            return _already_committed(table, earlier, operation, options, clock)
     with clock.stage("rollback failed writes"):
-        rolled_back = rollback_failed_writes(table, reader, lock_held=True)
-        if options.index_client is not None:
-            for undone in rolled_back:
-                options.index_client.discard(undone.rolled_back.timestamp)
+        _roll_back_failed_writes(table, options.markers.reader(table, lock.holder), options)
         delete_stale_marker_dirs(table)
+    pending_at_start = frozenset(i.timestamp for i in table.timeline.pending())
     action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
     replaced: dict[str, list[str]] = {}
     tagged: DataFrame | None = None
@@ -586,42 +670,272 @@ def _write_locked(
         routed = route(tagged, plan, deleting=operation == "delete"), plan
         stats_df = write_buckets(routed[0], plan, context)
     instant = context.instant
-    table.timeline.create_requested(instant, action)
+    lease = write_lease(
+        table.storage,
+        instant,
+        owner_name("write"),
+        options.locking.lease_s,
+        on_lost=options.locking.cancel,
+    )
+    lease.acquire()
     try:
-        table.timeline.transition_inflight(instant, action)
-        log.info("write.started", table=table.uri, instant=instant, operation=operation)
-        try:
-            with clock.stage("write files"):
-                stats = stats_from_rows(run_spark_action(stats_df.collect))
-            if options.index_client is not None:
-                with clock.stage("stage index changes"):
-                    _stage_index_changes(
-                        spark, table, instant, operation, stats, routed, replaced, options
-                    )
-        finally:
-            if tagged is not None:
-                tagged.unpersist()
-        faults.exit_if_requested("before_commit")
-        metadata = CommitMetadata.from_write_stats(
-            stats,
-            OPERATION_TYPES[operation],
-            prepared.avro_schema,
-            replaced,
-            extra_metadata=(
-                {IDEMPOTENCY_KEY: options.idempotency_key}
-                if options.idempotency_key is not None
-                else None
-            ),
+        table.timeline.create_requested(instant, action)
+        profile = _workload_profile(routed[1] if routed else None, operation, replaced)
+        table.timeline.transition_inflight(
+            instant, action, table.timeline.encode_metadata(profile, action)
         )
-        with clock.stage("commit"):
-            reconciled = complete_commit(table, instant, action, metadata, reader)
-        options.memo.partitions.update(metadata.partition_to_write_stats)
-    except TidemarkError as error:
-        raise with_note(error, _outcome_of_failed_write(table, instant)) from error
-    result = _result(instant, operation, stats, replaced, clock, table.storage)
-    result.files_reconciled = len(reconciled)
+    except BaseException:
+        release_quietly(lease)
+        if tagged is not None:
+            tagged.unpersist()
+        raise
+    log.info("write.started", table=table.uri, instant=instant, operation=operation)
+    return _Begun(context, lease, stats_df, tagged, routed, replaced, pending_at_start)
+
+
+def _workload_profile(
+    plan: WritePlan | None, operation: str, replaced: dict[str, list[str]]
+) -> CommitMetadata:
+    """What the inflight instant says the write will touch, as Hudi's writers put it
+    there: one stat per planned file group (the planner leaves those groups out of new
+    plans while the write runs), and the groups an insert_overwrite replaces."""
+    stats = [
+        WriteStat(b.file_id, "", b.prev_commit, 0, 0, 0, 0, 0, 0, b.partition_path)
+        for b in (plan.buckets if plan else [])
+    ]
+    return CommitMetadata.from_write_stats(stats, OPERATION_TYPES[operation], "", replaced)
+
+
+def _finish(
+    spark: SparkSession,
+    table: HoodieTable,
+    prepared: _Prepared,
+    operation: str,
+    options: _Options,
+    begun: _Begun,
+    clock: StageClock,
+) -> WriteResult:
+    """Write the files and stage the index changes without the table lock (the write's
+    lease fences them), then commit under it."""
+    instant = begun.context.instant
+    with holding(begun.lease):
+        try:
+            try:
+                with clock.stage("write files"):
+                    stats = stats_from_rows(run_spark_action(begun.stats_df.collect))
+                if options.index_client is not None:
+                    with clock.stage("stage index changes"):
+                        _stage_index_changes(
+                            spark,
+                            table,
+                            instant,
+                            operation,
+                            stats,
+                            begun.routed,
+                            begun.replaced,
+                            options,
+                        )
+                faults.exit_if_requested("before_commit")
+                faults.hold_if_requested("before_commit")
+                metadata = CommitMetadata.from_write_stats(
+                    stats,
+                    OPERATION_TYPES[operation],
+                    prepared.avro_schema,
+                    begun.replaced,
+                    extra_metadata=(
+                        {IDEMPOTENCY_KEY: options.idempotency_key}
+                        if options.idempotency_key is not None
+                        else None
+                    ),
+                )
+                with clock.stage("commit"):
+                    committed = _commit(spark, table, begun, metadata, options)
+            finally:
+                if begun.tagged is not None:
+                    begun.tagged.unpersist()
+        except TidemarkError as error:
+            raise with_note(error, _outcome_of_failed_write(table, instant)) from error
+    _forget_lease_quietly(table, instant)
+    if isinstance(committed, str):
+        return _already_committed(table, committed, operation, options, clock)
+    options.memo.partitions.update(metadata.partition_to_write_stats)
+    result = _result(instant, operation, stats, begun.replaced, clock, table.storage)
+    result.files_reconciled = len(committed)
     result.tagging = options.tagging
+    result.lock_wait_s = begun.lock_wait_s
     return result
+
+
+def _forget_lease_quietly(table: HoodieTable, instant: str) -> None:
+    """Delete the lease of a write that is decided; a failure is a warning, as the next
+    write deletes the leases of instants that are not pending."""
+    try:
+        forget_write(table.storage, instant)
+    except TidemarkError as error:
+        log.warning("write.lease_left", table=table.uri, instant=instant, error=str(error))
+
+
+def _already_committed(
+    table: HoodieTable, earlier: str, operation: str, options: _Options, clock: StageClock
+) -> WriteResult:
+    log.info("write.already_committed", instant=earlier, key=options.idempotency_key)
+    return replace(
+        _result(earlier, operation, [], {}, clock, table.storage), already_committed=True
+    )
+
+
+def _commit(
+    spark: SparkSession,
+    table: HoodieTable,
+    begun: _Begun,
+    metadata: CommitMetadata,
+    options: _Options,
+) -> list[str] | str:
+    """Publish the write under the table lock. On table version 6, which records no
+    completion times, writes complete in instant order (Hudi 0.x's incremental readers
+    assume it): while a write requested earlier still runs, the commit waits without the
+    lock, up to ``lock_wait_s`` in all. Returns the stray files reconcile deleted, or the
+    instant that already carries this write's idempotency key (``_commit_locked``)."""
+    instant = begun.context.instant
+    ends = time.monotonic() + options.locking.wait_s
+    waiting_for = None
+    while True:
+        with options.locked(table, wait_s=max(0.0, ends - time.monotonic())) as lock:
+            begun.lease.check()
+            running, failed = other_writes(table, instant)
+            if failed:  # their writers died while this one ran
+                reader = options.markers.reader(table, lock.holder)
+                _roll_back_failed_writes(table, reader, options, exclude=instant)
+            ordered = table.timeline.LAYOUT == 1
+            earlier = [other for other in running if ordered and other.timestamp < instant]
+            if not earlier:
+                return _commit_locked(spark, table, begun, metadata, options, lock)
+        if time.monotonic() >= ends:
+            raise ConflictError(
+                f"write {earlier[0].timestamp}, requested before this one, did not complete "
+                "within lock_wait_s (table version 6 completes writes in instant order)",
+                field="instant",
+            )
+        if waiting_for != earlier[0].timestamp:
+            waiting_for = earlier[0].timestamp
+            log.info("write.waiting_for_earlier_write", instant=instant, earlier=waiting_for)
+        time.sleep(PLAN_POLL_S)
+
+
+def _commit_locked(
+    spark: SparkSession,
+    table: HoodieTable,
+    begun: _Begun,
+    metadata: CommitMetadata,
+    options: _Options,
+    lock: StorageLease,
+) -> list[str] | str:
+    """Under the table lock, against the writes that completed since this one began: one
+    carrying its idempotency key means this batch is in the table already (this instant
+    is rolled back, that one returned); a shared file group or a key both inserted is a
+    conflict (this instant is rolled back, ConflictError(field="instant"): retry)."""
+    instant, action = begun.context.instant, begun.context.action
+    reader = options.markers.reader(table, lock.holder)
+    try:
+        if options.index_client is None and RecordIndex.exists(table.storage):
+            raise ConflictError(
+                "a record index was built while this write ran, which staged nothing in it; retry",
+                field="index",
+            )
+        concurrent = table.timeline.concurrent_writes(instant, begun.pending_at_start)
+        done = _carrying_key(table, concurrent, options.idempotency_key)
+        if done is not None:
+            _roll_back_own(table, instant, reader, options)
+            return done
+        _check_keys_not_inserted(spark, table, begun, metadata, concurrent, options)
+        return complete_commit(
+            table, instant, action, metadata, reader, pending_at_start=begun.pending_at_start
+        )
+    except ConflictError as conflict:
+        if conflict.field == "lock":
+            raise
+        _roll_back_own(table, instant, reader, options)
+        raise _RolledBackError(conflict) from conflict
+
+
+def _roll_back_failed_writes(
+    table: HoodieTable, reader: MarkerReader, options: _Options, exclude: str | None = None
+) -> None:
+    """Roll back the failed writes (``commit.rollback_failed_writes``) and discard the index
+    changes they staged."""
+    undone = rollback_failed_writes(
+        table, reader, lock_held=True, exclude=() if exclude is None else (exclude,)
+    )
+    if options.index_client is not None:
+        for result in undone:
+            options.index_client.discard(result.rolled_back.timestamp)
+
+
+def _roll_back_own(
+    table: HoodieTable, instant: str, reader: MarkerReader, options: _Options
+) -> None:
+    rollback(table, instant, reader)
+    if options.index_client is not None:
+        options.index_client.discard(instant)
+    forget_write(table.storage, instant)
+
+
+def _carrying_key(table: HoodieTable, writes: list[Instant], key: str | None) -> str | None:
+    """The write among ``writes`` whose extraMetadata carries idempotency key ``key``."""
+    for instant in writes:
+        if (
+            key is not None
+            and table.timeline.read_metadata(instant).extra_metadata.get(IDEMPOTENCY_KEY) == key
+        ):
+            return instant.timestamp
+    return None
+
+
+def _check_keys_not_inserted(
+    spark: SparkSession,
+    table: HoodieTable,
+    begun: _Begun,
+    metadata: CommitMetadata,
+    concurrent: list[Instant],
+    options: _Options,
+) -> None:
+    """No key this write inserts as new was inserted by a write that completed meanwhile
+    (in another file group: the table would hold it twice). Upserts and every write to a
+    table with a record index keep keys unique; inserts into a table without one do not
+    look keys up even when run one after another. Reads the keys of the other writes'
+    files only when there are some; clustering commits insert no key."""
+    operation = metadata.operation_type
+    unique = operation == OPERATION_TYPES["upsert"] or options.index_client is not None
+    if operation == OPERATION_TYPES["delete"] or not unique:
+        return
+    if not any(stat.num_inserts for stat in metadata.write_stats):
+        return
+    written = [
+        file
+        for other in concurrent
+        for other_metadata in [table.timeline.read_metadata(other)]
+        if other_metadata.operation_type != CLUSTER_OPERATION
+        for file in new_files(other_metadata.write_stats, other.timestamp)
+    ]
+    if not written:
+        return
+    if begun.tagged is not None:
+        ours = begun.tagged.where(sf.col(OLD_FILE_ID).isNull()).select(RECORD_KEY)
+    else:  # a bulk_insert: every key it wrote is new
+        mine = new_files(metadata.write_stats, begun.context.instant)
+        ours = existing_keys(spark, table.uri, table.config, mine).select(RECORD_KEY)
+    theirs = existing_keys(spark, table.uri, table.config, written)
+    [clash] = run_spark_action(
+        theirs.join(ours, RECORD_KEY, "left_semi")
+        .agg(sf.count(sf.lit(1)).alias("keys"), sf.min(RECORD_KEY).alias("key"))
+        .collect
+    )
+    if clash["keys"]:
+        raise ConflictError(
+            f"key {clash['key']!r} ({clash['keys']} keys in all) was inserted by a write that "
+            "completed while this one ran; retry the write",
+            field="instant",
+        )
 
 
 def _context(
@@ -645,6 +959,8 @@ def _outcome_of_failed_write(table: HoodieTable, instant: str) -> str:
     try:
         table.timeline.reload()
         committed = table.timeline.find(instant).is_completed
+    except NotFoundError:
+        return f"instant {instant} was rolled back"
     except TidemarkError:
         return (
             f"whether instant {instant} committed is unknown (the timeline cannot be read); "

@@ -6,8 +6,10 @@ A pending write (a commit, or a replacecommit without a clustering plan) names i
 groups in its markers (``<partition>/<fileId>_<token>_<instant>.parquet.marker.<IO>``) and,
 when Hudi wrote it, in its inflight metadata (the workload profile's write stats; JSON on
 table version 6, Avro on 8 and 9). An insert_overwrite replaces whole partitions, so every
-live file group of the partitions it names is busy. Read under the table lock, so no write
-is running: pending writes here are failed ones the next writer rolls back.
+live file group of the partitions it names is busy. Read under the table lock: a pending
+write is a running one (a Tidemark write names its planned file groups in its inflight
+before it releases the lock, and writes its files without it) or a failed one the next
+writer rolls back; both keep their groups out of new plans.
 """
 
 from __future__ import annotations

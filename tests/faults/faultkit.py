@@ -37,6 +37,7 @@ from tidemark.table.lock import LOCK_DIR
 from tidemark.table.markers import MARKER_LEASE_ROOT, TEMP_DIR
 from tidemark.table.naming import is_base_file_name, parse_base_file_name
 from tidemark.table.table import HoodieTable
+from tidemark.table.write_lease import WRITES_DIR, live_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -317,14 +318,11 @@ def has_markers(uri: str) -> bool:
     return any(True for _ in open_storage(uri).list(f"{TEMP_DIR}/"))
 
 
-def wait_for_lease_expiry(uri: str) -> None:
-    """Until the newest lock generation's lease ran out (its holder stopped renewing)."""
-
-    def expired() -> bool:
-        lease = StoredLease.latest(uri)
-        return lease is not None and lease.expires_at < time.time()
-
-    wait_for(expired, "the lock lease to expire")
+def wait_for_write_lease_expiry(uri: str, instant: str) -> None:
+    """Until the lease of write ``instant`` ran out (its writer stopped renewing): from
+    then on the next write rolls it back."""
+    storage = open_storage(uri)
+    wait_for(lambda: live_writer(storage, instant) is None, f"write {instant}'s lease to expire")
 
 
 @dataclass(frozen=True)
@@ -383,10 +381,12 @@ def temporary_data_files(uri: str) -> list[str]:
 
 
 def assert_clean(uri: str) -> None:
-    """No marker dir, marker-dir lease or temporary file anywhere in the table."""
+    """No marker dir, marker-dir lease, write lease or temporary file anywhere in the
+    table."""
     storage = open_storage(uri)
     assert list(storage.list(f"{TEMP_DIR}/")) == []
     assert list(storage.list(f"{MARKER_LEASE_ROOT}/")) == []
+    assert list(storage.list(f"{WRITES_DIR}/")) == []
     assert temporary_files(uri) == []
 
 

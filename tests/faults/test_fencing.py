@@ -1,10 +1,12 @@
-"""A writer that loses its lock never publishes, and nothing it wrote becomes readable.
+"""A writer that loses its write's lease never publishes, and nothing it wrote becomes
+readable.
 
 Each scenario runs a ``tidemark write`` child process against the local S3 server (or a
-local table), breaks it (503s on the lock, SIGSTOP past its lease, SIGKILL), lets a second
-writer in this process take over, and ends with one more write, after which both readers
-return exactly the committed rows and no pending instant, marker, lease or temporary file
-of the broken writer is left.
+local table), breaks it while it writes its files (503s on its lease, SIGSTOP past its
+lease, SIGKILL), lets a second writer in this process roll it back once its lease ran
+out, and ends with one more write, after which both readers return exactly the committed
+rows and no pending instant, marker, lease or temporary file of the broken writer is
+left.
 """
 
 from __future__ import annotations
@@ -30,15 +32,16 @@ from faults.faultkit import (
     newest_pending,
     temporary_data_files,
     wait_for,
-    wait_for_lease_expiry,
+    wait_for_write_lease_expiry,
     write_input,
 )
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.testing.s3local import FaultProxy
 
-LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
-"""The lock's objects and listings in request targets (list prefixes are URL-encoded)."""
+LEASE_REQUESTS = r"\.tidemark(/|%2F)(lock|writes)"
+"""The table lock's and the writes' lease objects and listings in request targets (list
+prefixes are URL-encoded)."""
 DATA_FILE_UPLOADS = r"\.parquet$"
 FAULT_S = 12.0
 
@@ -65,10 +68,10 @@ def _visible_rows(uri: str) -> dict[str, dict]:
     }
 
 
-def _assert_lost_lock(writer: Writer) -> None:
+def _assert_lost_lease(writer: Writer, instant: str) -> None:
     code, out, err = writer.finish()
     assert code == 2, out + err[-3000:]
-    assert "lost the table lock" in error_line(err)
+    assert f"lost the write {instant} lock" in error_line(err)
     assert "Traceback" not in err
     assert "committed instant" not in out
 
@@ -106,16 +109,16 @@ def _assert_fenced_off(
     model: dict[str, dict[str, Any]],
     third: range,
 ) -> None:
-    """``writer`` exits having lost the lock, its instant ``failed`` never completed and
+    """``writer`` exits having lost its lease, its instant ``failed`` never completed and
     readers see ``model``; after one more write (``third``) exactly the committed rows."""
-    _assert_lost_lock(writer)
+    _assert_lost_lease(writer, failed)
     assert failed not in completed_instants(uri)
     assert _visible_rows(uri) == model
     model = model | _write(spark, uri, tmp_path, third, "third", "upsert")
     assert_exactly_committed(uri, model)
 
 
-def test_lock_renewals_failing_for_12_s_never_publish(
+def test_lease_renewals_failing_for_12_s_never_publish(
     spark: SparkSession,
     s3_bucket: str,
     tmp_path: Path,
@@ -125,9 +128,9 @@ def test_lock_renewals_failing_for_12_s_never_publish(
     uri = s3_bucket
     first_input = write_input(tmp_path / "first.parquet", range(200_000), "first")
     first, failed = start_slow_writer(first_input, "first")
-    writer_proxy.fail_always(path_pattern=LOCK_REQUESTS)
+    writer_proxy.fail_always(path_pattern=LEASE_REQUESTS)
     faulted = time.monotonic()
-    wait_for_lease_expiry(uri)
+    wait_for_write_lease_expiry(uri, failed)
     model = _write(spark, uri, tmp_path, range(1_000_000, 1_000_500), "second", "bulk_insert")
     time.sleep(max(0.0, FAULT_S - (time.monotonic() - faulted)))
     writer_proxy.clear()
@@ -142,7 +145,7 @@ def test_writer_paused_past_its_lease_never_publishes(
     paused_input = write_input(tmp_path / "paused.parquet", range(1_000, 200_000), "paused")
     paused, failed = start_slow_writer(paused_input, "paused")
     paused.signal_tree(signal.SIGSTOP)
-    wait_for_lease_expiry(uri)
+    wait_for_write_lease_expiry(uri, failed)
     model |= _write(spark, uri, tmp_path, range(100), "second", "upsert")
     paused.signal_tree(signal.SIGCONT)
     _assert_fenced_off(spark, uri, tmp_path, paused, failed, model, range(100, 200))
@@ -164,6 +167,6 @@ def test_killed_writer_leaves_temporary_files_the_next_write_removes(
     killed.finish()
     assert temporary_data_files(uri) != []
     assert _visible_rows(uri) == model
-    wait_for_lease_expiry(uri)
+    wait_for_write_lease_expiry(uri, newest_pending(uri))
     model |= _write(spark, uri, tmp_path, range(500, 600), "second", "upsert")
     assert_exactly_committed(uri, model)

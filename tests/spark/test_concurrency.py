@@ -1,9 +1,13 @@
-"""Writers beside table services, with real processes: a ``cluster run`` holds the table
+"""Writers beside each other and beside table services, with real processes and threads: a
+write holds the table lock only to begin and to commit, so a second write begins and
+writes its files while the first is held at its commit point, and completes after it
+(table version 6 completes writes in instant order); a write whose file group or new key
+was taken meanwhile is rolled back and written again; a ``cluster run`` holds the table
 lock only to start and to commit, so writes commit during its rewrite; a runner paused
 past its run lease never commits and a second runner completes the plan; writers started
-together both commit, one after the other; a writer waiting on a dead holder takes over
-once its lease ran out; an index service killed during a build serves the built index once
-restarted. Everything is checked exactly (hudi-rs, the record index)."""
+together both commit; a writer waiting on a dead holder takes over once its lease ran
+out; an index service killed during a build serves the built index once restarted.
+Everything is checked exactly (hudi-rs, the record index)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,9 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator, MutableMapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +46,8 @@ from tidemark.index.build import build_lease
 from tidemark.jobs.cluster import run_clustering
 from tidemark.jobs.index_build import build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
-from tidemark.jobs.write import write
+from tidemark.jobs.rollback import rollback_table
+from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
@@ -57,6 +65,7 @@ from tidemark.table.locked import changing
 from tidemark.table.naming import new_file_id
 from tidemark.table.plan_run import RUNS_DIR, run_lock
 from tidemark.table.table import HoodieTable
+from tidemark.table.write_lease import WRITES_DIR
 
 PLANNED = "p0"
 """The partition the plan clusters; the others take writes during the run."""
@@ -309,6 +318,147 @@ def test_two_writers_started_together_both_commit(table: str, tmp_path: Path) ->
     model = model_rows(range(400), "v1") | model_rows(range(500, 520), "a")
     assert_exact(table, model | model_rows(range(520, 540), "b"))
     assert HoodieTable.open(table).timeline.pending() == []
+
+
+@contextmanager
+def held_at_commit(
+    spark: SparkSession,
+    monkeypatch: pytest.MonkeyPatch,
+    folder: Path,
+    rows: list[tuple[int, str, str, int]],
+    table: str,
+    operation: str = "upsert",
+) -> Iterator[Future[WriteResult]]:
+    """A write of ``rows`` in a thread of this process, held at its commit point (files
+    written, index changes staged, no table lock) until the block ends; the hold applies
+    to this write only."""
+    folder.mkdir()
+    monkeypatch.setenv(HOLD_AT_ENV, f"before_commit:{folder}")
+    with ThreadPoolExecutor(1) as pool:
+        frame = local_frame(spark, rows, SCHEMA)
+        held = pool.submit(write, spark, frame, table, operation)
+        wait_for(lambda: (folder / REACHED_FILE).exists() or held.done(), "the commit point")
+        monkeypatch.delenv(HOLD_AT_ENV)
+        try:
+            yield held
+        finally:
+            (folder / RESUME_FILE).touch()
+
+
+def logged(logs: list[MutableMapping[str, Any]], event: str) -> list[MutableMapping[str, Any]]:
+    return [entry for entry in logs if entry["event"] == event]
+
+
+def test_a_write_runs_while_another_waits_to_commit_and_completes_after_it(
+    spark: SparkSession, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held write keeps no table lock: the second begins, writes its files in other
+    file groups, then waits for the earlier instant to complete before its own."""
+    with (
+        structlog.testing.capture_logs() as logs,
+        ThreadPoolExecutor(1) as pool,
+        held_at_commit(spark, monkeypatch, tmp_path / "hold", [(0, "a", "p0", 2)], table) as a,
+    ):
+        frame = local_frame(spark, [(1, "b", "p1", 2), (900, "b", "p1", 2)], SCHEMA)
+        b = pool.submit(write, spark, frame, table, "upsert")
+        wait_for(
+            lambda: bool(logged(logs, "write.waiting_for_earlier_write")) or b.done(),
+            "the second write to wait for the first",
+        )
+        assert not a.done() and not b.done()
+        pending = HoodieTable.open(table).timeline.pending()
+        assert [i.state for i in pending] == [State.INFLIGHT, State.INFLIGHT]
+        assert logged(logs, "rollback.running_write_left")  # the held one was left alone
+        with pytest.raises(
+            FailedPreconditionError, match=f"write {pending[0].timestamp} is running"
+        ):
+            rollback_table(HoodieTable.open(table), pending[0].timestamp)
+    first, second = a.result(), b.result()
+    assert first.instant < second.instant and (first.rows_updated, second.rows_inserted) == (1, 1)
+    timeline = HoodieTable.open(table).timeline
+    assert timeline.pending() == [] and timeline.rollbacks() == []
+    assert list(open_storage(table).list(f"{WRITES_DIR}/")) == []
+    model = model_rows(range(400), "v1")
+    model["0"] |= {"name": "a", "ts": 2}
+    model["1"] |= {"name": "b", "ts": 2}
+    assert_exact(table, model | {"900": {"id": 900, "name": "b", "part": "p1", "ts": 2}})
+
+
+def test_a_write_whose_file_group_was_rewritten_meanwhile_is_written_again(
+    spark: SparkSession, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both update key 0's file group; the later write finds the earlier's commit on it,
+    is rolled back (its files and staged index changes) and written again on top."""
+    with (
+        structlog.testing.capture_logs() as logs,
+        ThreadPoolExecutor(1) as pool,
+        held_at_commit(spark, monkeypatch, tmp_path / "hold", [(0, "a", "p0", 2)], table),
+    ):
+        frame = local_frame(spark, [(0, "b", "p0", 3), (4, "b", "p0", 3)], SCHEMA)
+        b = pool.submit(write, spark, frame, table, "upsert")
+        wait_for(
+            lambda: bool(logged(logs, "write.waiting_for_earlier_write")) or b.done(),
+            "the second write to wait for the first",
+        )
+    second = b.result()
+    [retry] = logged(logs, "write.retrying_after_conflict")
+    assert "was written by commit" in retry["conflict"]
+    timeline = HoodieTable.open(table).timeline
+    [(_, rolled_back)] = timeline.rollbacks()
+    assert [info.commit_time for info in rolled_back.instants_rollback] == [retry["instant"]]
+    assert second.instant > retry["instant"] and second.rows_updated == 2
+    model = model_rows(range(400), "v1")
+    model["0"] |= {"name": "b", "ts": 3}
+    model["4"] |= {"name": "b", "ts": 3}
+    assert_exact(table, model)
+
+
+def test_a_key_inserted_by_two_writes_at_once_is_held_once(
+    spark: SparkSession, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both insert key 900, in different partitions (so different file groups); the later
+    write finds the key committed meanwhile, is rolled back, and its retry moves the key
+    (the record index is global)."""
+    first_rows = [(900, "a", "p0", 2)]
+    with (
+        structlog.testing.capture_logs() as logs,
+        ThreadPoolExecutor(1) as pool,
+        held_at_commit(spark, monkeypatch, tmp_path / "hold", first_rows, table, "insert"),
+    ):
+        frame = local_frame(spark, [(900, "b", "p2", 3)], SCHEMA)
+        b = pool.submit(write, spark, frame, table, "insert")
+        wait_for(
+            lambda: bool(logged(logs, "write.waiting_for_earlier_write")) or b.done(),
+            "the second write to wait for the first",
+        )
+    b.result()
+    [retry] = logged(logs, "write.retrying_after_conflict")
+    assert "key '900' (1 keys in all) was inserted by a write" in retry["conflict"]
+    model = model_rows(range(400), "v1")
+    assert_exact(table, model | {"900": {"id": 900, "name": "b", "part": "p2", "ts": 3}})
+
+
+def test_a_write_that_may_not_wait_for_an_earlier_one_fails_and_is_rolled_back(
+    spark: SparkSession, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lock_wait_s=0``: the later write refuses to complete before the earlier one; its
+    instant is left without a lease and the next write rolls it back."""
+    hold = tmp_path / "hold"
+    with held_at_commit(spark, monkeypatch, hold, [(0, "a", "p0", 2)], table) as held:
+        frame = local_frame(spark, [(1, "b", "p1", 2)], SCHEMA)
+        with pytest.raises(ConflictError, match="requested before this one, did not complete"):
+            write(spark, frame, table, "upsert", WriteOptions(lock_wait_s=0))
+    later = write(spark, local_frame(spark, [(2, "c", "p2", 2)], SCHEMA), table, "upsert")
+    timeline = HoodieTable.open(table).timeline
+    assert timeline.pending() == [] and len(timeline.rollbacks()) == 1
+    model = model_rows(range(400), "v1")
+    model["0"] |= {"name": "a", "ts": 2}
+    model["2"] |= {"name": "c", "ts": 2}
+    assert_exact(table, model)
+    assert [i.timestamp for i in timeline.completed(frozenset({COMMIT}))][-2:] == [
+        held.result().instant,
+        later.instant,
+    ]
 
 
 def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str) -> None:

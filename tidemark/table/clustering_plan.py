@@ -402,7 +402,7 @@ def pending_plans(table: HoodieTable, *, reload: bool = True) -> list[PendingPla
     action (on table versions 8 and 9, ``clustering``) holding a plan."""
     timeline = table.timeline
     if reload:
-        timeline.reload()
+        timeline.refresh()
     pending = []
     for instant in timeline.pending():
         plan = plan_of(table, instant)

@@ -53,6 +53,7 @@ from tidemark.table.markers import (
 )
 from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
 from tidemark.table.table import HoodieTable
+from tidemark.table.write_lease import WRITES_DIR, forget_write, live_writer
 
 log = structlog.get_logger(__name__)
 
@@ -94,9 +95,13 @@ def complete_commit(
     action: str,
     metadata: CommitMetadata,
     markers: MarkerReader,
+    *,
+    pending_at_start: Collection[str] | None = None,
 ) -> list[str]:
     """Reconcile, write partition metadata, publish the instant, drop the markers.
-    Returns the stray files reconcile deleted."""
+    Returns the stray files reconcile deleted. ``pending_at_start``: the instants pending
+    when a write that ran without the table lock began, for the conflict check of table
+    version 6 (``Timeline.check_concurrent``)."""
     if action not in (COMMIT, REPLACE_COMMIT):
         raise InvalidArgumentError(f"cannot complete a {action!r} as a write", field="action")
     for stat in metadata.write_stats:
@@ -106,7 +111,7 @@ def complete_commit(
                 f"in partition {stat.partition_path!r}",
                 field="write_stats",
             )
-    table.timeline.check_concurrent(instant, metadata)
+    table.timeline.check_concurrent(instant, metadata, pending_at_start)
     deleted = reconcile(table.storage, instant, metadata.write_stats, markers)
     with ThreadPoolExecutor(PARTITION_METADATA_WRITERS) as pool:
         list(
@@ -155,7 +160,7 @@ def _publish(table: HoodieTable, instant: str, action: str, metadata: CommitMeta
 def committed_with_key(table: HoodieTable, key: str) -> str | None:
     """The completed write on the active timeline whose extraMetadata carries idempotency
     key ``key`` (newest first), or None."""
-    table.timeline.reload()
+    table.timeline.refresh()
     for instant in reversed(table.timeline.completed(frozenset({COMMIT, REPLACE_COMMIT}))):
         if table.timeline.read_metadata(instant).extra_metadata.get(IDEMPOTENCY_KEY) == key:
             return instant.timestamp
@@ -164,9 +169,10 @@ def committed_with_key(table: HoodieTable, key: str) -> str | None:
 
 def delete_stale_marker_dirs(table: HoodieTable) -> list[str]:
     """Delete marker dirs and marker-dir leases of instants that are not pending: commits
-    whose clean-up failed, rolled-back writes a late task wrote into. Run under the table
-    lock after rolling back failed writes; returns the instants cleaned."""
-    table.timeline.reload()
+    whose clean-up failed, rolled-back writes a late task wrote into; and the leases of
+    writes no longer pending. Run under the table lock after rolling back failed writes;
+    returns the instants whose marker dirs were cleaned."""
+    table.timeline.refresh()
     pending = {instant.timestamp for instant in table.timeline.pending()}
     stale = sorted(
         {
@@ -181,6 +187,9 @@ def delete_stale_marker_dirs(table: HoodieTable) -> list[str]:
             delete_marker_dir(table.storage, instant)
     if stale:
         log.info("commit.stale_marker_dirs_deleted", table=table.uri, instants=stale)
+    leases = {folder.rpartition("/")[2] for folder in table.storage.list_dir(WRITES_DIR).dirs}
+    for instant in sorted(leases - pending):
+        forget_write(table.storage, instant)
     return stale
 
 
@@ -249,8 +258,9 @@ def rollback_failed_writes(
     *,
     exclude: Collection[str] = (),
 ) -> list[RollbackResult]:
-    """Roll back every pending write except ``exclude``; run under the table lock before a
-    write. Pending replacecommits carrying a clustering plan are left alone (an
+    """Roll back every failed write except ``exclude``: a pending write whose writer holds
+    no live lease (``write_lease``); run under the table lock before a write. Pending
+    replacecommits carrying a clustering plan are left alone (an
     insert_overwrite's requested replacecommit, empty or Hudi's plan-less one, is a write),
     and interrupted rollbacks are discarded (their target is rolled back afresh)."""
     if not lock_held:
@@ -258,17 +268,39 @@ def rollback_failed_writes(
             "rolling back failed writes requires holding the table lock", field="lock"
         )
     timeline = table.timeline
-    timeline.reload()
+    timeline.refresh()
     for instant in timeline.pending():
         if instant.action == ROLLBACK:
             timeline.delete_pending(instant)
     results = []
     for instant in timeline.pending():
-        if instant.timestamp in exclude or not _is_failed_write(table, instant):
+        if instant.timestamp in exclude or not _is_write(table, instant):
+            continue
+        writer = live_writer(table.storage, instant.timestamp)
+        if writer is not None:
+            log.info(
+                "rollback.running_write_left",
+                table=table.uri,
+                instant=instant.timestamp,
+                writer=writer.owner,
+            )
             continue
         results.append(rollback(table, instant.timestamp, markers))
+        forget_write(table.storage, instant.timestamp)
     remove_rolled_back_leftovers(table)
     return results
+
+
+def other_writes(table: HoodieTable, instant: str) -> tuple[list[Instant], list[Instant]]:
+    """The pending writes other than ``instant`` (the timeline as last loaded): those whose
+    writers hold their leases, and failed ones."""
+    running: list[Instant] = []
+    failed: list[Instant] = []
+    for other in table.timeline.pending():
+        if other.timestamp != instant and _is_write(table, other):
+            live = live_writer(table.storage, other.timestamp) is not None
+            (running if live else failed).append(other)
+    return running, failed
 
 
 LEFTOVERS_WATERMARK = ".hoodie/.tidemark/leftovers-watermark"
@@ -350,7 +382,7 @@ def _written_by_any(storage: Storage, instants: set[str], partition: str) -> lis
     return sorted(base_files) + partials
 
 
-def _is_failed_write(table: HoodieTable, instant: Instant) -> bool:
+def _is_write(table: HoodieTable, instant: Instant) -> bool:
     """A pending commit, or a pending replacecommit without a clustering plan (a pending
     clustering, on versions 8 and 9 the action ``clustering``, is a plan to run)."""
     if instant.action == COMMIT:

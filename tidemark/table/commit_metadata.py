@@ -130,6 +130,16 @@ class CommitMetadata:
             partition_to_replace_file_ids=partition_to_replace_file_ids or {},
         )
 
+    def touched_file_groups(self) -> set[tuple[str, str]]:
+        """(partition, file id) of every file group the write wrote or replaced."""
+        written = {(stat.partition_path, stat.file_id) for stat in self.write_stats}
+        replaced = {
+            (partition, file_id)
+            for partition, file_ids in self.partition_to_replace_file_ids.items()
+            for file_id in file_ids
+        }
+        return written | replaced
+
     def to_json(self) -> bytes:
         data: dict[str, Any] = {
             "partitionToWriteStats": {

@@ -98,6 +98,11 @@ class Lease:
     def is_live(self, now: float) -> bool:
         return not self.released and self.expires_at > now
 
+    @property
+    def ends(self) -> str:
+        """When the lease ends, in UTC, as errors and logs print it."""
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.expires_at))
+
 
 @dataclass(frozen=True)
 class LockHolder:
@@ -267,8 +272,7 @@ class StorageLease:
         now = self._clock.now()
         if lease is not None and lease.is_live(now):
             raise ConflictError(
-                f"{self._subject} is locked by {lease.owner!r} until "
-                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(lease.expires_at))}",
+                f"{self._subject} is locked by {lease.owner!r} until {lease.ends}",
                 field=self._field,
             )
         claim = generation + 1

@@ -44,6 +44,7 @@ def changing(
     table.timeline.fence = lock
     try:
         with holding(lock):
+            table.timeline.reload()  # what the holders before changed; then ``refresh`` skips
             yield lock
     finally:
         table.timeline.fence = None

@@ -9,7 +9,6 @@ taken over once the lease expires.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from tidemark.errors import FailedPreconditionError
@@ -54,7 +53,7 @@ def check_not_running(storage: Storage, instant: str) -> None:
     if lease is not None:
         raise FailedPreconditionError(
             f"clustering plan {instant} is being run by {lease.owner!r} (its run lease ends "
-            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(lease.expires_at))})",
+            f"{lease.ends})",
             field="instant",
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from typing import Protocol
 
 import structlog
@@ -91,14 +92,27 @@ class Timeline:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.fence: Fence | None = None
+        self._loaded_under: Fence | None = None
         self._instants: list[Instant] = []
         self._sizes: dict[str, int] = {}
         """Size of each instant file as last listed (metadata cache keys)."""
         self.reload()
 
+    def refresh(self) -> None:
+        """Reload unless the timeline was loaded under the table lock that fences it now:
+        while a party holds the lock only it changes the timeline, through this object,
+        whose instants follow every change it makes, so a reload would list the same.
+        (``locked.changing`` loads it as it takes the lock.)"""
+        if self.fence is None or self._loaded_under is not self.fence:
+            self.reload()
+
     def reload(self) -> None:
         """List only the top level of ``.hoodie/``: marker dirs below ``.temp`` can hold
         hundreds of thousands of objects and must not be listed on every reload."""
+        self._loaded_under = self.fence
+        self._list()
+
+    def _list(self) -> None:
         latest: dict[tuple[str, str], Instant] = {}
         sizes: dict[str, int] = {}
         for info in self.storage.list_dir(TIMELINE_DIR).files:
@@ -151,7 +165,7 @@ class Timeline:
     def create_requested(self, timestamp: str, action: str, payload: bytes = b"") -> Instant:
         validate_instant_time(timestamp)
         self._check_action(action)
-        self.reload()
+        self.refresh()
         if any(instant.timestamp == timestamp for instant in self._instants):
             raise AlreadyExistsError(f"instant {timestamp} already exists", field="instant")
         latest = self.latest_timestamp()
@@ -172,9 +186,45 @@ class Timeline:
         self._expect_state(timestamp, action, State.INFLIGHT)
         return self._create(Instant(timestamp, action, State.COMPLETED), metadata)
 
-    def check_concurrent(self, timestamp: str, metadata: CommitMetadata) -> None:
-        """The 1.x conflict check before a write completes (layout 2); layout 1 records no
-        completion times, and Tidemark's writers complete one at a time under the lock."""
+    def check_concurrent(
+        self,
+        timestamp: str,
+        metadata: CommitMetadata,
+        pending_at_start: Collection[str] | None = None,
+    ) -> None:
+        """The conflict check, run by the lock holder just before it completes the write
+        requested at ``timestamp``: no write that completed after it started
+        (``concurrent_writes``) wrote or replaced a file group this one writes or
+        replaces; ConflictError naming that write otherwise, and nothing is published."""
+        mine = metadata.touched_file_groups()
+        for other in self.concurrent_writes(timestamp, pending_at_start):
+            shared = sorted(mine & self.read_metadata(other).touched_file_groups())
+            if shared:
+                partition, file_id = shared[0]
+                completed = f" at {other.completion_time}" if other.completion_time else ""
+                raise ConflictError(
+                    f"file group {file_id} (partition {partition!r}) was written by "
+                    f"{other.action} {other.timestamp}, completed{completed} after this "
+                    f"write started at {timestamp}; retry the write",
+                    field="instant",
+                )
+
+    def concurrent_writes(
+        self, timestamp: str, pending_at_start: Collection[str] | None = None
+    ) -> list[Instant]:
+        """Completed writes that completed after the write requested at ``timestamp``
+        started. Layout 1 records no completion times: they are the writes pending when it
+        started (``pending_at_start``) or requested after it. None without
+        ``pending_at_start``: that write held the table lock throughout."""
+        if pending_at_start is None:
+            return []
+        self.refresh()
+        return [
+            other
+            for other in self.completed(WRITE_ACTIONS)
+            if other.timestamp != timestamp
+            and (other.timestamp in pending_at_start or other.timestamp > timestamp)
+        ]
 
     def encode_metadata(self, metadata: CommitMetadata, action: str) -> bytes:
         """A completed write's file content: JSON on layout 1 (Avro on layout 2)."""

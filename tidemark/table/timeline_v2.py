@@ -9,10 +9,11 @@ completes, so completion times only move forward across writers.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import structlog
 
 from tidemark.errors import (
-    ConflictError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -52,7 +53,7 @@ class LayoutTwoTimeline(Timeline):
         instant's (a completed clustering's ``clustering.requested``)."""
         super().__init__(storage)
 
-    def reload(self) -> None:
+    def _list(self) -> None:
         """One instant per requested time (Hudi never reuses one across actions), in its
         latest state: a clustering's ``clustering`` files give way to its completed
         ``replacecommit``."""
@@ -112,27 +113,17 @@ class LayoutTwoTimeline(Timeline):
         done = Instant(timestamp, action, State.COMPLETED, completion, layout=2)
         return self._create(done, metadata)
 
-    def check_concurrent(self, timestamp: str, metadata: CommitMetadata) -> None:
-        """The 1.0 spec's check, run by the lock holder just before it completes the write
-        requested at ``timestamp``: every action that completed after the write started
-        (its requested time is later than every time on the timeline when it was
-        requested, so a later completion time means a concurrent action) must not have
-        written or replaced a file group this write writes or replaces; ConflictError
-        naming that action otherwise, and nothing is published."""
-        mine = touched_file_groups(metadata)
-        self.reload()
-        for other in self.completed(WRITE_ACTIONS):
-            if other.timestamp == timestamp or other.completed_at <= timestamp:
-                continue
-            shared = sorted(mine & touched_file_groups(self.read_metadata(other)))
-            if shared:
-                partition, file_id = shared[0]
-                raise ConflictError(
-                    f"file group {file_id} (partition {partition!r}) was written by "
-                    f"{other.action} {other.timestamp}, completed at {other.completion_time} "
-                    f"after this write started at {timestamp}; retry the write",
-                    field="instant",
-                )
+    def concurrent_writes(
+        self, timestamp: str, pending_at_start: Collection[str] | None = None
+    ) -> list[Instant]:
+        """The 1.0 spec's rule: the write requested at ``timestamp`` was requested after
+        every time on the timeline, so an action completed later than that ran beside it."""
+        self.refresh()
+        return [
+            other
+            for other in self.completed(WRITE_ACTIONS)
+            if other.timestamp != timestamp and other.completed_at > timestamp
+        ]
 
     def encode_metadata(self, metadata: CommitMetadata, action: str) -> bytes:
         return commit_metadata_to_avro(metadata, action)
@@ -163,7 +154,7 @@ class LayoutTwoTimeline(Timeline):
         as a completed file's name holds a completion time no probe can guess."""
         validate_instant_time(timestamp)
         self._check_action(action)
-        self.reload()
+        self.refresh()
         found = next((i for i in self._instants if i.timestamp == timestamp), None)
         if found is None or not _same_action(found.action, action):
             raise NotFoundError(f"no {state.name} {action} instant {timestamp}", field="instant")
@@ -196,17 +187,6 @@ class LayoutTwoTimeline(Timeline):
     def _check_action(action: str) -> None:
         if action not in LAYOUT2_ACTIONS:
             raise InvalidArgumentError(f"unknown timeline action {action!r}", field="action")
-
-
-def touched_file_groups(metadata: CommitMetadata) -> set[tuple[str, str]]:
-    """(partition, file id) of every file group a write wrote or replaced."""
-    written = {(stat.partition_path, stat.file_id) for stat in metadata.write_stats}
-    replaced = {
-        (partition, file_id)
-        for partition, file_ids in metadata.partition_to_replace_file_ids.items()
-        for file_id in file_ids
-    }
-    return written | replaced
 
 
 def _same_action(found: str, wanted: str) -> bool:

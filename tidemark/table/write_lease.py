@@ -1,0 +1,64 @@
+"""The lease of a running write (``.hoodie/.tidemark/writes/<instant>/``).
+
+A write holds the table lock only to begin (roll back failed writes, tag, plan, request
+its instant) and to commit; in between its files are written without it, so its instant
+holds a lease of its own (``StorageLease``'s generations, renewed by a heartbeat): another
+writer's start rolls back only pending writes whose lease is not live, and a writer paused
+past its lease finds it lost and commits nothing (Hudi's heartbeats of a write client,
+``.hoodie/.heartbeat/<instant>``, with the table lock's fencing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tidemark.errors import FailedPreconditionError
+from tidemark.storage.base import Storage
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, Lease, StorageLease
+
+WRITES_DIR = ".hoodie/.tidemark/writes"
+
+
+def write_lease(
+    storage: Storage,
+    instant: str,
+    owner: str,
+    lease_s: float = DEFAULT_LOCK_LEASE_S,
+    *,
+    on_lost: Callable[[], None] | None = None,
+    heartbeat: bool = True,
+) -> StorageLease:
+    """The lease of write ``instant`` (taken under the table lock, before the instant is
+    requested, so a pending write without a live lease is a failed one)."""
+    return StorageLease(
+        storage,
+        owner,
+        lease_s,
+        heartbeat=heartbeat,
+        on_lost=on_lost,
+        lock_dir=f"{WRITES_DIR}/{instant}",
+        subject=f"write {instant}",
+        field="instant",
+    )
+
+
+def live_writer(storage: Storage, instant: str) -> Lease | None:
+    """The lease of write ``instant`` while its writer is alive, else None."""
+    return write_lease(storage, instant, "write-check", heartbeat=False).live_lease()
+
+
+def check_not_writing(storage: Storage, instant: str) -> None:
+    """FailedPreconditionError(field="instant") while write ``instant`` runs: rolling it
+    back would pull its files from under it."""
+    lease = live_writer(storage, instant)
+    if lease is not None:
+        raise FailedPreconditionError(
+            f"write {instant} is running ({lease.owner!r}, its lease ends {lease.ends}); "
+            "a failed write is rolled back once its lease has run out",
+            field="instant",
+        )
+
+
+def forget_write(storage: Storage, instant: str) -> None:
+    """Delete the lease of a write that completed or was rolled back."""
+    storage.delete_prefix(f"{WRITES_DIR}/{instant}/")
