@@ -1,9 +1,11 @@
 """The write job: bulk_insert, insert, upsert, delete and insert_overwrite into a COW table.
 
 The driver validates the input and prepares keyed rows before touching the table, so bad
-input leaves the timeline untouched. Then, under the table lock, it rolls back failed
-writes, plans file groups, requests an instant, lets executors write base files through
-storage (each behind its marker), and completes the commit (reconcile, publish, drop the
+input leaves the timeline untouched. It tags the keys with their file groups; then, under
+the table lock, it rolls back failed writes, plans file groups and requests an instant
+(holding a lease of its own from then on); without the lock, executors write base files
+through storage (each behind its marker); under the lock again it checks for conflicts
+with writes completed meanwhile and completes the commit (reconcile, publish, drop the
 markers). Run from Python (``write``), ``tidemark write`` or ``spark-submit
 spark_jobs/write.py``.
 """
@@ -116,6 +118,7 @@ from tidemark.table.properties import TableConfig
 from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
 from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
+from tidemark.table.timeline import WRITE_ACTIONS
 from tidemark.table.write_checks import check_writable
 from tidemark.table.write_lease import forget_write, write_lease
 
@@ -558,14 +561,33 @@ def _write_retrying(
     options: _Options,
     clock: StageClock,
 ) -> WriteResult:
-    """Begin, write and commit; a write rolled back for a conflict begins again (tagged
-    and planned against the table as it now is) until ``lock_wait_s`` has passed, then
-    fails with the conflict."""
+    """Tag without the table lock, begin under it, write without it, commit under it. A
+    write rolled back for a conflict at its commit, or one whose file groups a running
+    clustering plan holds (``replan``: it waits for the run to end), is tagged and begun
+    again against the table as it now is, until ``lock_wait_s`` has passed."""
     ends = time.monotonic() + options.locking.wait_s
     while True:
-        begun = _begin_unless_planned(spark, table, prepared, operation, options, clock)
+        tagged = None
+        if operation != "bulk_insert":
+            with clock.stage("index lookup and sizing"):
+                tagged = _tag(spark, table, prepared.rows, operation, options)
+        try:
+            with options.locked(table) as lock:
+                if prepared.table is not None:
+                    remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
+                begun = _begin(spark, table, prepared, operation, options, lock, clock, tagged)
+                begun_wait_s = lock.waited_s
+        except pending_clustering.PlanRunningError as running:
+            _release(tagged)
+            _await_plan(table, running, ends)
+            continue
+        except BaseException:
+            _release(tagged)
+            raise
         if isinstance(begun, WriteResult):
+            _release(tagged)
             return begun
+        begun.lock_wait_s = begun_wait_s
         try:
             return _finish(spark, table, prepared, operation, options, begun, clock)
         except _RolledBackError as rolled_back:
@@ -581,6 +603,11 @@ def _write_retrying(
             )
 
 
+def _release(tagged: _Tagged | None) -> None:
+    if tagged is not None:
+        tagged.rows.unpersist()
+
+
 @dataclass
 class _Begun:
     """A write begun under the table lock: its instant requested and inflight (the
@@ -593,33 +620,10 @@ class _Begun:
     tagged: DataFrame | None
     routed: tuple[DataFrame, WritePlan] | None
     replaced: dict[str, list[str]]
-    pending_at_start: frozenset[str]
-    """The instants pending when the write began: on table version 6 (no completion
-    times) the writes that may complete while it runs, with those requested after it."""
+    seen: frozenset[str]
+    """The writes completed when the batch was tagged: any other that completes before
+    this one commits ran beside it."""
     lock_wait_s: float = 0.0
-
-
-def _begin_unless_planned(
-    spark: SparkSession,
-    table: HoodieTable,
-    prepared: _Prepared,
-    operation: str,
-    options: _Options,
-    clock: StageClock,
-) -> _Begun | WriteResult:
-    """Begin the write under the table lock; a write touching a running clustering plan
-    (``replan``) waits, without the lock, for the run to end and begins again."""
-    plan_wait_ends = time.monotonic() + options.locking.wait_s
-    while True:
-        try:
-            with options.locked(table) as lock:
-                if prepared.table is not None:
-                    remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
-                begun = _begin(spark, table, prepared, operation, options, lock, clock)
-                begun.lock_wait_s = lock.waited_s
-                return begun
-        except pending_clustering.PlanRunningError as running:
-            _await_plan(table, running, plan_wait_ends)
 
 
 def _begin(
@@ -630,10 +634,12 @@ def _begin(
     options: _Options,
     lock: StorageLease,
     clock: StageClock,
+    tagged: _Tagged | None,
 ) -> _Begun | WriteResult:
     """Under the table lock: refuse what changed since prepare, honour the idempotency
-    key, roll back failed writes (pending writes whose writers hold no live lease), tag
-    and plan, take the write's lease and request its instant."""
+    key, roll back failed writes (pending writes whose writers hold no live lease), size
+    the tagged batch (or a bulk_insert), take the write's lease and request its
+    instant."""
     if options.index_client is None and RecordIndex.exists(table.storage):
         raise ConflictError(
             "a record index was built while this write prepared; nothing was written, retry",
@@ -647,12 +653,11 @@ def _begin(
     with clock.stage("rollback failed writes"):
         _roll_back_failed_writes(table, options.markers.reader(table, lock.holder), options)
         delete_stale_marker_dirs(table)
-    pending_at_start = frozenset(i.timestamp for i in table.timeline.pending())
     action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
     replaced: dict[str, list[str]] = {}
-    tagged: DataFrame | None = None
     routed: tuple[DataFrame, WritePlan] | None = None
-    if operation == "bulk_insert":
+    if tagged is None:
+        seen = frozenset(i.timestamp for i in table.timeline.completed(WRITE_ACTIONS))
         context = _context(table, prepared, options, action)
         expected_bytes = prepared.row_count * average_record_size(_recent_commits(table))
         stats_df = bulk_insert(
@@ -664,10 +669,10 @@ def _begin(
             options.sort_mode,
         )
     else:
-        with clock.stage("index lookup and sizing"):
-            tagged, plan, replaced = _plan(spark, table, prepared.rows, operation, options)
+        seen = tagged.seen
+        plan, replaced = _size(table, prepared.rows, tagged, operation, options)
         context = _context(table, prepared, options, action)  # after rolling back clustering plans
-        routed = route(tagged, plan, deleting=operation == "delete"), plan
+        routed = route(tagged.rows, plan, deleting=operation == "delete"), plan
         stats_df = write_buckets(routed[0], plan, context)
     instant = context.instant
     lease = write_lease(
@@ -686,11 +691,10 @@ def _begin(
         )
     except BaseException:
         release_quietly(lease)
-        if tagged is not None:
-            tagged.unpersist()
         raise
     log.info("write.started", table=table.uri, instant=instant, operation=operation)
-    return _Begun(context, lease, stats_df, tagged, routed, replaced, pending_at_start)
+    rows = tagged.rows if tagged is not None else None
+    return _Begun(context, lease, stats_df, rows, routed, replaced, seen)
 
 
 def _workload_profile(
@@ -842,15 +846,13 @@ def _commit_locked(
                 "a record index was built while this write ran, which staged nothing in it; retry",
                 field="index",
             )
-        concurrent = table.timeline.concurrent_writes(instant, begun.pending_at_start)
+        concurrent = table.timeline.concurrent_writes(instant, begun.seen)
         done = _carrying_key(table, concurrent, options.idempotency_key)
         if done is not None:
             _roll_back_own(table, instant, reader, options)
             return done
         _check_keys_not_inserted(spark, table, begun, metadata, concurrent, options)
-        return complete_commit(
-            table, instant, action, metadata, reader, pending_at_start=begun.pending_at_start
-        )
+        return complete_commit(table, instant, action, metadata, reader, seen=begun.seen)
     except ConflictError as conflict:
         if conflict.field == "lock":
             raise
@@ -1034,18 +1036,34 @@ def _check_new_keys(
     check_new_keys(client, keys, {f for ids in replaced.values() for f in ids}, as_of)
 
 
-def _plan(
+@dataclass(frozen=True)
+class _Tagged:
+    """A batch's keys tagged with their file groups, without the table lock: ``seen``
+    are the writes completed when it was tagged (a write completed later may conflict),
+    ``touched`` the latest base files of the groups its keys are in, ``inserts`` the new
+    rows per partition, ``latest`` the base files of the partitions it goes to or comes
+    from."""
+
+    rows: DataFrame
+    seen: frozenset[str]
+    latest: list[BaseFile]
+    touched: list[BaseFile]
+    inserts: dict[str, int]
+
+
+def _tag(
     spark: SparkSession,
     table: HoodieTable,
     keyed: DataFrame,
     operation: str,
     options: _Options,
-) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
-    """Tag keys with their file groups (upsert, delete) and size the output files; file
-    groups in pending clustering plans are refused or their plans rolled back. Tagged by
-    the record index, only the partitions the batch goes to or comes from are listed: the
-    file view costs what the batch touches, not the table."""
-    clustering = pending_clustering.PendingClustering.load(table)
+) -> _Tagged:
+    """Tag keys with their file groups (upsert, delete; insert too with a record index),
+    as of the latest completed write, and count what goes where; runs without the table
+    lock. Tagged by the record index, only the partitions the batch goes to or comes from
+    are listed: the file view costs what the batch touches, not the table."""
+    table.timeline.refresh()
+    seen = frozenset(i.timestamp for i in table.timeline.completed(WRITE_ACTIONS))
     view = table.view()
     looked_up = ("upsert", "delete", "insert") if options.index_client else ("upsert", "delete")
     latest: list[BaseFile] | None = None
@@ -1065,26 +1083,23 @@ def _plan(
         )
     tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _sized(table, keyed, tagged, view, latest, clustering, operation, options)
+        return _profiled(table, tagged, seen, view, latest, operation)
     except BaseException:
         tagged.unpersist()
         raise
 
 
-def _sized(
+def _profiled(
     table: HoodieTable,
-    keyed: DataFrame,
     tagged: DataFrame,
+    seen: frozenset[str],
     view: FileSystemView,
     latest: list[BaseFile] | None,
-    clustering: pending_clustering.PendingClustering,
     operation: str,
-    options: _Options,
-) -> tuple[DataFrame, WritePlan, dict[str, list[str]]]:
-    """``_plan`` once keys are tagged: which file groups the write touches (pending plans
-    holding them resolved by ``options.on_pending_clustering``) and the file sizing.
-    ``latest``: the table's latest base files when tagging listed them already, else the
-    partitions the batch's rows go to and come from are listed here."""
+) -> _Tagged:
+    """``_tag`` once keys are tagged: the file groups the write touches and its inserts
+    per partition. ``latest``: the table's latest base files when tagging listed them
+    already, else the partitions the batch's rows go to and come from are listed here."""
     profile = run_spark_action(
         tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
     )
@@ -1117,35 +1132,49 @@ def _sized(
         if operation != "delete" and (old_file is None or moved):
             partition = row[PARTITION_PATH]
             inserts[partition] = inserts.get(partition, 0) + row["count"]
+    return _Tagged(tagged, seen, latest, touched, inserts)
+
+
+def _size(
+    table: HoodieTable,
+    keyed: DataFrame,
+    tagged: _Tagged,
+    operation: str,
+    options: _Options,
+) -> tuple[WritePlan, dict[str, list[str]]]:
+    """Under the table lock: the file groups the write touches (pending plans holding them
+    resolved by ``options.on_pending_clustering``) and the file sizing. A write that
+    completed since the tagging and changed one of these groups is found at the commit."""
+    clustering = pending_clustering.PendingClustering.load(table)
     replaced: dict[str, list[str]] = {}
     small: list[BaseFile] = []
     if operation == "insert_overwrite":
-        for base in latest:
-            if base.partition_path in inserts:
+        for base in tagged.latest:
+            if base.partition_path in tagged.inserts:
                 replaced.setdefault(base.partition_path, []).append(base.file_id)
     elif operation in ("insert", "upsert"):
         small = [
             f
-            for f in clustering.small_files(latest)
-            if f.partition_path in inserts and f.size < options.small_file_limit_bytes
+            for f in clustering.small_files(tagged.latest)
+            if f.partition_path in tagged.inserts and f.size < options.small_file_limit_bytes
         ]
     if operation == "insert_overwrite" and options.index_client is not None:
         # decided before any file is written: no instant is left for the next write
         keys = keyed.select(sf.col(RECORD_KEY).alias("key"))
         _check_new_keys(table, keys, replaced, options.index_client)
-    changed = [(f.partition_path, f.file_id) for f in touched]
+    changed = [(f.partition_path, f.file_id) for f in tagged.touched]
     changed += [(partition, file_id) for partition, ids in replaced.items() for file_id in ids]
     for plan_instant in clustering.resolve(changed, options.on_pending_clustering):
         if options.index_client is not None:  # what a dead run of the plan staged
             options.index_client.discard(plan_instant)
     plan = plan_writes(
-        touched_files=touched,
-        inserts_per_partition=inserts,
+        touched_files=tagged.touched,
+        inserts_per_partition=tagged.inserts,
         small_files=small,
         record_size=average_record_size(_recent_commits(table)),
         target_file_bytes=options.target_file_bytes,
     )
-    return tagged, plan, replaced
+    return plan, replaced
 
 
 def _recent_commits(table: HoodieTable) -> list[CommitMetadata]:

@@ -96,12 +96,12 @@ def complete_commit(
     metadata: CommitMetadata,
     markers: MarkerReader,
     *,
-    pending_at_start: Collection[str] | None = None,
+    seen: Collection[str] | None = None,
 ) -> list[str]:
     """Reconcile, write partition metadata, publish the instant, drop the markers.
-    Returns the stray files reconcile deleted. ``pending_at_start``: the instants pending
-    when a write that ran without the table lock began, for the conflict check of table
-    version 6 (``Timeline.check_concurrent``)."""
+    Returns the stray files reconcile deleted. ``seen``: the writes completed when a write
+    that ran without the table lock read the table, for the conflict check
+    (``Timeline.check_concurrent``)."""
     if action not in (COMMIT, REPLACE_COMMIT):
         raise InvalidArgumentError(f"cannot complete a {action!r} as a write", field="action")
     for stat in metadata.write_stats:
@@ -111,7 +111,7 @@ def complete_commit(
                 f"in partition {stat.partition_path!r}",
                 field="write_stats",
             )
-    table.timeline.check_concurrent(instant, metadata, pending_at_start)
+    table.timeline.check_concurrent(instant, metadata, seen)
     deleted = reconcile(table.storage, instant, metadata.write_stats, markers)
     with ThreadPoolExecutor(PARTITION_METADATA_WRITERS) as pool:
         list(

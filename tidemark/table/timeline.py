@@ -190,14 +190,14 @@ class Timeline:
         self,
         timestamp: str,
         metadata: CommitMetadata,
-        pending_at_start: Collection[str] | None = None,
+        seen: Collection[str] | None = None,
     ) -> None:
         """The conflict check, run by the lock holder just before it completes the write
-        requested at ``timestamp``: no write that completed after it started
+        requested at ``timestamp``: no write that completed while it ran
         (``concurrent_writes``) wrote or replaced a file group this one writes or
         replaces; ConflictError naming that write otherwise, and nothing is published."""
         mine = metadata.touched_file_groups()
-        for other in self.concurrent_writes(timestamp, pending_at_start):
+        for other in self.concurrent_writes(timestamp, seen):
             shared = sorted(mine & self.read_metadata(other).touched_file_groups())
             if shared:
                 partition, file_id = shared[0]
@@ -210,20 +210,19 @@ class Timeline:
                 )
 
     def concurrent_writes(
-        self, timestamp: str, pending_at_start: Collection[str] | None = None
+        self, timestamp: str, seen: Collection[str] | None = None
     ) -> list[Instant]:
-        """Completed writes that completed after the write requested at ``timestamp``
-        started. Layout 1 records no completion times: they are the writes pending when it
-        started (``pending_at_start``) or requested after it. None without
-        ``pending_at_start``: that write held the table lock throughout."""
-        if pending_at_start is None:
+        """Completed writes that completed while the write requested at ``timestamp`` ran:
+        those not among ``seen``, the writes completed when it read the table. Without
+        ``seen`` (a party that held the table lock from its read on) layout 1 has none,
+        as it records no completion times (layout 2 reads them)."""
+        if seen is None:
             return []
         self.refresh()
         return [
             other
             for other in self.completed(WRITE_ACTIONS)
-            if other.timestamp != timestamp
-            and (other.timestamp in pending_at_start or other.timestamp > timestamp)
+            if other.timestamp != timestamp and other.timestamp not in seen
         ]
 
     def encode_metadata(self, metadata: CommitMetadata, action: str) -> bytes:

@@ -114,10 +114,13 @@ class LayoutTwoTimeline(Timeline):
         return self._create(done, metadata)
 
     def concurrent_writes(
-        self, timestamp: str, pending_at_start: Collection[str] | None = None
+        self, timestamp: str, seen: Collection[str] | None = None
     ) -> list[Instant]:
-        """The 1.0 spec's rule: the write requested at ``timestamp`` was requested after
-        every time on the timeline, so an action completed later than that ran beside it."""
+        """With ``seen``, as on layout 1; else the 1.0 spec's rule: the write requested
+        at ``timestamp`` was requested after every time on the timeline, so an action
+        completed later than that ran beside it."""
+        if seen is not None:
+            return super().concurrent_writes(timestamp, seen)
         self.refresh()
         return [
             other
