@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.storage.base import Storage
+from tidemark.table.instant_lease import instant_lease, live_holder
 from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, Lease, StorageLease
 
 RUNS_DIR = ".hoodie/.tidemark/runs"
@@ -29,21 +30,20 @@ def run_lock(
 ) -> StorageLease:
     """The lease of plan ``instant``'s run (``acquire()`` raises ConflictError(field=
     "instant") naming the runner)."""
-    return StorageLease(
+    return instant_lease(
         storage,
+        f"{RUNS_DIR}/{instant}",
+        f"clustering plan {instant}",
         owner,
         lease_s,
-        heartbeat=heartbeat,
         on_lost=on_lost,
-        lock_dir=f"{RUNS_DIR}/{instant}",
-        subject=f"clustering plan {instant}",
-        field="instant",
+        heartbeat=heartbeat,
     )
 
 
 def live_run(storage: Storage, instant: str) -> Lease | None:
     """The run lease of plan ``instant`` while a live runner executes it, else None."""
-    return run_lock(storage, instant, "run-check", heartbeat=False).live_lease()
+    return live_holder(storage, f"{RUNS_DIR}/{instant}", f"clustering plan {instant}")
 
 
 def check_not_running(storage: Storage, instant: str) -> None:

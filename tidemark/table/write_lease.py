@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.storage.base import Storage
+from tidemark.table.instant_lease import instant_lease, live_holder
 from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, Lease, StorageLease
 
 WRITES_DIR = ".hoodie/.tidemark/writes"
@@ -26,25 +27,16 @@ def write_lease(
     lease_s: float = DEFAULT_LOCK_LEASE_S,
     *,
     on_lost: Callable[[], None] | None = None,
-    heartbeat: bool = True,
 ) -> StorageLease:
     """The lease of write ``instant`` (taken under the table lock, before the instant is
     requested, so a pending write without a live lease is a failed one)."""
-    return StorageLease(
-        storage,
-        owner,
-        lease_s,
-        heartbeat=heartbeat,
-        on_lost=on_lost,
-        lock_dir=f"{WRITES_DIR}/{instant}",
-        subject=f"write {instant}",
-        field="instant",
-    )
+    folder = f"{WRITES_DIR}/{instant}"
+    return instant_lease(storage, folder, f"write {instant}", owner, lease_s, on_lost=on_lost)
 
 
 def live_writer(storage: Storage, instant: str) -> Lease | None:
     """The lease of write ``instant`` while its writer is alive, else None."""
-    return write_lease(storage, instant, "write-check", heartbeat=False).live_lease()
+    return live_holder(storage, f"{WRITES_DIR}/{instant}", f"write {instant}")
 
 
 def check_not_writing(storage: Storage, instant: str) -> None:
