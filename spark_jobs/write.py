@@ -834,7 +834,7 @@ def _commit_locked(
     options: _Options,
     lock: StorageLease,
 ) -> list[str] | str:
-    """Under the table lock, against the writes that completed since this one began: one
+    """Under the table lock, against the writes completed since the batch was tagged: one
     carrying its idempotency key means this batch is in the table already (this instant
     is rolled back, that one returned); a shared file group or a key both inserted is a
     conflict (this instant is rolled back, ConflictError(field="instant"): retry)."""
