@@ -576,7 +576,6 @@ def _write_retrying(
                 if prepared.table is not None:
                     remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
                 begun = _begin(spark, table, prepared, operation, options, lock, clock, tagged)
-                begun_wait_s = lock.waited_s
         except pending_clustering.PlanRunningError as running:
             _release(tagged)
             _await_plan(table, running, ends)
@@ -587,7 +586,6 @@ def _write_retrying(
         if isinstance(begun, WriteResult):
             _release(tagged)
             return begun
-        begun.lock_wait_s = begun_wait_s
         try:
             return _finish(spark, table, prepared, operation, options, begun, clock)
         except _RolledBackError as rolled_back:
@@ -608,7 +606,7 @@ def _release(tagged: _Tagged | None) -> None:
         tagged.rows.unpersist()
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Begun:
     """A write begun under the table lock: its instant requested and inflight (the
     inflight names its file groups, Hudi's workload profile), its own lease held. Its
@@ -623,7 +621,8 @@ class _Begun:
     seen: frozenset[str]
     """The writes completed when the batch was tagged: any other that completes before
     this one commits ran beside it."""
-    lock_wait_s: float = 0.0
+    lock_wait_s: float
+    """How long the begin waited for the table lock."""
 
 
 def _begin(
@@ -694,7 +693,7 @@ def _begin(
         raise
     log.info("write.started", table=table.uri, instant=instant, operation=operation)
     rows = tagged.rows if tagged is not None else None
-    return _Begun(context, lease, stats_df, rows, routed, replaced, seen)
+    return _Begun(context, lease, stats_df, rows, routed, replaced, seen, lock.waited_s)
 
 
 def _workload_profile(
