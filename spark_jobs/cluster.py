@@ -62,7 +62,7 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
-from tidemark.index.record_index import RecordIndex
+from tidemark.index.record_index import COMPACT_AFTER_DELTAS, RecordIndex
 from tidemark.jobs.base_file import BaseFileWriter, conform
 from tidemark.jobs.cluster_options import (
     DEFAULT_CLUSTER_OPTIONS,
@@ -181,7 +181,29 @@ def run_clustering(
                 tried.add(pending.timestamp)
                 results.append(runner.run(pending.timestamp, only=instant is not None))
             plans = replacements(table, tried)
-    return [result for result in results if result is not None]
+        done = [result for result in results if result is not None]
+        if index is not None and done:
+            _fold_moved_keys(index, table.uri)
+    return done
+
+
+def _fold_moved_keys(index: IndexClient, table_uri: str) -> None:
+    """Compact the shards of the record index whose deltas now rival their bases
+    (``record_index.COMPACT_AT_DELTA_SHARE``: a run moves every key of its groups, a
+    clustering of the whole table every key of the table), so reads after the job neither
+    search them beside the bases nor compact them first. The moves are committed either
+    way: another compaction running, or a failure, leaves them to the next one."""
+    try:
+        done = index.compact(COMPACT_AFTER_DELTAS)
+    except TidemarkError as error:
+        log.warning("cluster.index_not_compacted", table=table_uri, error=str(error))
+        return
+    log.info(
+        "cluster.index_compacted",
+        table=table_uri,
+        shards=done.shards_compacted,
+        deltas_folded=done.deltas_folded,
+    )
 
 
 def replacements(table: HoodieTable, of: set[str]) -> list[PendingPlan]:

@@ -4,9 +4,10 @@ merges at most about ``compact_deltas`` files (and is cheap to rebuild when they
 
 A daemon thread checks the open tables every ``compact_interval_s``, and sooner when a
 stage call wakes it (a commit staging its changes means earlier ones may have completed,
-making their deltas visible). A table whose busiest shard has ``compact_deltas`` visible
-deltas is compacted (``RecordIndex.compact``); another process compacting it already
-(``ConflictError``) or a storage failure only postpones it to the next check.
+making their deltas visible). A table with a shard that has ``compact_deltas`` visible
+deltas, or deltas as large as its base (``RecordIndex.needs_compaction``), is compacted
+(``RecordIndex.compact``); another process compacting it already (``ConflictError``) or
+a storage failure only postpones it to the next check.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Compactor:
             if self._stop.is_set():
                 break
             try:
-                if index.max_deltas() < self.min_deltas:
+                if not index.needs_compaction(self.min_deltas):
                     continue
                 done = index.compact(self.min_deltas, owner=self._owner)
             except ConflictError:

@@ -14,6 +14,7 @@ from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.build import build_index, shard_count_for
 from tidemark.index.record_index import RecordIndex
+from tidemark.index.sharding import shard_of
 from tidemark.storage import Storage, open_storage
 
 from .indexkit import Commits, uuid_keys
@@ -161,6 +162,34 @@ def test_compaction_folds_visible_deltas_and_keeps_pending_ones(indexed: Indexed
     assert deltas and all(pending in path for path in deltas)
     commits.complete(pending)
     assert answers(index, [keys[5]], as_of=pending) == {keys[5]: None}
+
+
+def test_a_delta_as_large_as_its_base_is_compacted_however_few_deltas(indexed: Indexed) -> None:
+    """One write moving every key of a shard (as a clustering of the whole table does)
+    makes that shard due, far from ``COMPACT_AFTER_DELTAS`` deltas; a shard with a small
+    delta is left as it is, and lookups answer the same after."""
+    storage, commits, entries = indexed
+    keys = list(entries)
+    shards = shard_of(pa.array(keys, pa.string()), 10).tolist()
+    heavy = next(shard for shard in shards if shard != shards[0])
+    index = RecordIndex.open(storage)
+    small = commits.start()
+    index.stage(small, changes({keys[0]: ("p", "f-small")}))
+    commits.complete(small)
+    index.refresh()
+    assert not index.needs_compaction()
+    moved = commits.start()
+    in_heavy = [key for key, shard in zip(keys, shards, strict=True) if shard == heavy]
+    index.stage(moved, changes(dict.fromkeys(in_heavy, ("p", "f-moved"))))
+    commits.complete(moved)
+    index.refresh()
+    assert index.needs_compaction() and index.max_deltas() == 1
+    before = answers(index, keys)
+
+    assert index.compact().shards == (heavy,)
+    assert answers(RecordIndex.open(storage), keys) == before
+    assert before[keys[0]] == ("p", "f-small", small)
+    assert not index.needs_compaction()
 
 
 def test_a_single_use_index_searches_deltas_in_turn_with_the_same_answers(

@@ -63,6 +63,20 @@ def test_uuid_keys_round_trip_across_many_blocks() -> None:
     assert reader.info.min_key == min(keys) and reader.info.max_key == max(keys)
 
 
+def test_columns_in_chunks_write_the_same_file() -> None:
+    """Columns of a table (a compaction's merge, a stage's changes) come in chunks: the
+    file is byte for byte the one written from whole arrays."""
+    keys = uuid_keys(1_000)
+    columns = {"keys": pa.array(keys), **locations(len(keys))}
+
+    def chunked(array: pa.Array) -> pa.ChunkedArray:
+        return pa.chunked_array([array.slice(0, 300), array.slice(300)])
+
+    whole = write_shard(**columns, as_of=INSTANT)
+    in_chunks = {name: chunked(array) for name, array in columns.items()}
+    assert write_shard(**in_chunks, as_of=INSTANT) == whole
+
+
 def test_awkward_keys_round_trip() -> None:
     keys = [
         "a", "ab", "abc", "abd", "b",  # prefixes of each other

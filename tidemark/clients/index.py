@@ -195,7 +195,8 @@ class IndexClient:
         )
 
     def compact(self, min_deltas: int = 1) -> Compaction:
-        """Fold the visible deltas of shards with at least ``min_deltas`` of them now."""
+        """Fold the visible deltas of shards with at least ``min_deltas`` of them now, or
+        with deltas as large as their base (``RecordIndex.compact``)."""
         request = pb.CompactRequest(table=self._table, min_deltas=min_deltas)
         response = self._on_table(lambda c: c.call(c.stub.Compact, request))
         return Compaction(

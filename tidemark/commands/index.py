@@ -93,7 +93,10 @@ def _add_compact(commands: Any) -> None:
         "--min-deltas",
         type=int,
         default=1,
-        help="compact only shards with at least this many deltas (default 1: every one)",
+        help=(
+            "compact only shards with at least this many deltas (default 1: every one), "
+            "and those whose deltas hold as many entries as their base"
+        ),
     )
     compact.add_argument("--json", action="store_true", help="one JSON object on one line")
     compact.set_defaults(handler=run_compact)

@@ -19,7 +19,7 @@ import pyarrow as pa
 from tidemark.errors import InvalidArgumentError
 from tidemark.index import layout
 from tidemark.index.record_index import delta_files, write_stage
-from tidemark.index.shard_file import KIND_BASE, write_shard
+from tidemark.index.shard_file import KIND_BASE, contiguous, write_shard
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
 from tidemark.table.instant import validate_instant_time
@@ -154,7 +154,7 @@ def build_index(
     for shard in range(shards):
         rows = pa.array(order[bounds[shard] : bounds[shard + 1]])
         key, partition, file_id, instant = (
-            pa.array(column).take(rows) for column in (keys, partitions, file_ids, instants)
+            contiguous(column).take(rows) for column in (keys, partitions, file_ids, instants)
         )
         write_base_shard(storage, shard, shards, key, partition, file_id, instant, as_of)
     publish_index(storage, shards, as_of)

@@ -41,9 +41,10 @@ from tidemark.table.reader import (
 from tidemark.table.table import HoodieTable
 
 READ_COMPACT_AFTER_DELTAS = 4
-"""A read that finds a shard of the record index with this many deltas compacts them
-first: every lookup reads each delta of the shards it asks, and a job's short-lived
-embedded services never run the index service's own compaction."""
+"""A read that finds a shard of the record index with this many deltas (or deltas as large
+as its base: ``record_index.COMPACT_AT_DELTA_SHARE``) compacts them first: every lookup
+reads each delta of the shards it asks, and a job's short-lived embedded services never
+run the index service's own compaction."""
 
 READ_INDEXES_KEPT = 4
 """Record indexes of this many tables are kept open between reads in a process."""
@@ -109,9 +110,9 @@ def plan_snapshot(
 
 def index_locator(storage: Storage) -> Locator | None:
     """A ``Locator`` over the table's record index as it is now; None for a table without
-    one. Before a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard
-    is compacted (unless another compaction is running, or the reader may not write: then
-    it is read as is)."""
+    one. Before a lookup, an index with ``READ_COMPACT_AFTER_DELTAS`` deltas in a shard,
+    or deltas as large as its base, is compacted (unless another compaction is running,
+    or the reader may not write: then it is read as is)."""
     try:
         properties = layout.IndexProperties.read(storage)
     except NotFoundError:
@@ -140,7 +141,7 @@ def _kept_index(uri: str, properties: layout.IndexProperties) -> RecordIndex:
 
 
 def _compact_piled_up(index: RecordIndex) -> None:
-    if index.max_deltas() < READ_COMPACT_AFTER_DELTAS:
+    if not index.needs_compaction(READ_COMPACT_AFTER_DELTAS):
         return
     try:
         done = index.compact(1, owner="read")
