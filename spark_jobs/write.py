@@ -156,7 +156,7 @@ class WriteResult:
     tagging: str = "simple"
     """How keys were tagged: ``record`` (the record index) or ``simple`` (a join)."""
     lock_wait_s: float = 0.0
-    """Time spent waiting for the table lock."""
+    """Time spent waiting for the table lock, to begin and to commit."""
     retention: RetentionResult | None = None
     """The inline clean and archival after the commit (None when off or failed)."""
     empty_input: bool = False
@@ -759,13 +759,13 @@ def _finish(
         except TidemarkError as error:
             raise with_note(error, _outcome_of_failed_write(table, instant)) from error
     _forget_lease_quietly(table, instant)
-    if isinstance(committed, str):
-        return _already_committed(table, committed, operation, options, clock)
+    if isinstance(committed.outcome, str):
+        return _already_committed(table, committed.outcome, operation, options, clock)
     options.memo.partitions.update(metadata.partition_to_write_stats)
     result = _result(instant, operation, stats, begun.replaced, clock, table.storage)
-    result.files_reconciled = len(committed)
+    result.files_reconciled = len(committed.outcome)
     result.tagging = options.tagging
-    result.lock_wait_s = begun.lock_wait_s
+    result.lock_wait_s = begun.lock_wait_s + committed.lock_wait_s
     return result
 
 
@@ -787,23 +787,34 @@ def _already_committed(
     )
 
 
+@dataclass(frozen=True)
+class _Committed:
+    """The commit's outcome: the stray files reconcile deleted, or the instant that
+    already carries this write's idempotency key (``_commit_locked``); and how long it
+    waited for the table lock."""
+
+    outcome: list[str] | str
+    lock_wait_s: float
+
+
 def _commit(
     spark: SparkSession,
     table: HoodieTable,
     begun: _Begun,
     metadata: CommitMetadata,
     options: _Options,
-) -> list[str] | str:
+) -> _Committed:
     """Publish the write under the table lock. On table version 6, which records no
     completion times, writes complete in instant order (Hudi 0.x's incremental readers
     assume it): while a write requested earlier still runs, the commit waits without the
-    lock, up to ``lock_wait_s`` in all. Returns the stray files reconcile deleted, or the
-    instant that already carries this write's idempotency key (``_commit_locked``)."""
+    lock, up to ``lock_wait_s`` in all."""
     instant = begun.context.instant
     ends = time.monotonic() + options.locking.wait_s
     waiting_for = None
+    waited_s = 0.0
     while True:
         with options.locked(table, wait_s=max(0.0, ends - time.monotonic())) as lock:
+            waited_s += lock.waited_s
             begun.lease.check()
             running, failed = other_writes(table, instant)
             if failed:  # their writers died while this one ran
@@ -812,7 +823,8 @@ def _commit(
             ordered = table.timeline.LAYOUT == 1
             earlier = [other for other in running if ordered and other.timestamp < instant]
             if not earlier:
-                return _commit_locked(spark, table, begun, metadata, options, lock)
+                outcome = _commit_locked(spark, table, begun, metadata, options, lock)
+                return _Committed(outcome, waited_s)
         if time.monotonic() >= ends:
             raise ConflictError(
                 f"write {earlier[0].timestamp}, requested before this one, did not complete "

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, MutableMapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -488,6 +489,28 @@ def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str
     assert read is not None
     names = dict(zip(read.column("id").to_pylist(), read.column("name").to_pylist(), strict=True))
     assert names[7] == "v9" and len(names) == 400
+
+
+def test_the_result_counts_the_commits_wait_for_the_table_lock(
+    spark: SparkSession, table: str
+) -> None:
+    """Another holder takes the table lock as the write's files are done and keeps it two
+    seconds: the write's ``lock_wait_s`` counts that wait at its commit, not only the
+    begin's (which found the lock free)."""
+    holder = StorageLease(open_storage(table), "another writer", lease_s=RUN_LEASE_S)
+    released: list[threading.Timer] = []
+
+    def hold_two_seconds() -> None:
+        holder.acquire()
+        released.append(threading.Timer(2.0, holder.release))
+        released[0].start()
+
+    frame = local_frame(spark, [(7, "v9", "p3", 9)], SCHEMA)
+    hook = StageHook(finished={"write files": hold_two_seconds})
+    result = write(spark, frame, table, "upsert", listener=hook)
+    released[0].join()
+    assert result.lock_wait_s >= 1.0
+    assert HoodieTable.open(table).timeline.find(result.instant).is_completed
 
 
 def test_writes_during_an_index_build_are_caught_up(
