@@ -57,7 +57,7 @@ COMPACT_AT_DELTA_SHARE = 1.0
 a lookup searches the deltas as well as the base, and a change of most keys at once (a
 clustering of the whole table moves every key) leaves a base whose entries are nearly all
 superseded (100 keys of ``python -m benchmarks read``'s clustered copy, two deltas per
-shard as large as its base: planned in 0.14 s before compaction, 0.01 s after)."""
+shard as large as its base: planned in 0.14 s before compaction, 0.02 s after)."""
 COMPACTION_LEASE_S = 60.0
 """Lease of the compaction lock: a killed compactor blocks the next one at most this long."""
 MAX_STALENESS_S = 1.0
