@@ -5,9 +5,10 @@ merges at most about ``compact_deltas`` files (and is cheap to rebuild when they
 A daemon thread checks the open tables every ``compact_interval_s``, and sooner when a
 stage call wakes it (a commit staging its changes means earlier ones may have completed,
 making their deltas visible). A table with a shard that has ``compact_deltas`` visible
-deltas, or deltas as large as its base (``RecordIndex.needs_compaction``), is compacted
-(``RecordIndex.compact``); another process compacting it already (``ConflictError``) or
-a storage failure only postpones it to the next check.
+deltas is compacted (``RecordIndex.compact``; by count alone: the service's lookups
+search a shard's deltas merged once, so their size costs it that merge, not every
+lookup); another process compacting it already (``ConflictError``) or a storage failure
+only postpones it to the next check.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ class Compactor:
             if self._stop.is_set():
                 break
             try:
-                if not index.needs_compaction(self.min_deltas):
+                if not index.needs_compaction(self.min_deltas, delta_share=None):
                     continue
-                done = index.compact(self.min_deltas, owner=self._owner)
+                done = index.compact(self.min_deltas, delta_share=None, owner=self._owner)
             except ConflictError:
                 continue  # another process compacts this table right now
             except TidemarkError as error:

@@ -27,8 +27,7 @@ class IndexConfig:
     compact_deltas: int = 8
     """Visible deltas in one shard that make the background compactor fold that shard's
     deltas into a new base: a lookup searches them as one merged view, which holds at most
-    about this many files' entries and is rebuilt (a scan of them) when they change.
-    Deltas as large as the shard's base make it fold however few they are."""
+    about this many files' entries and is rebuilt (a scan of them) when they change."""
     compact_interval_s: float = 10.0
     """How often the background compactor checks the open tables (a stage call also wakes
     it)."""

@@ -53,11 +53,13 @@ from tidemark.table.timeline import WRITE_ACTIONS, Timeline
 COMPACT_AFTER_DELTAS = 8
 """A shard is compacted once it has this many visible deltas."""
 COMPACT_AT_DELTA_SHARE = 1.0
-"""Or once its visible deltas hold this share of its base's entries, however few they are:
-a lookup searches the deltas as well as the base, and a change of most keys at once (a
-clustering of the whole table moves every key) leaves a base whose entries are nearly all
-superseded (100 keys of ``python -m benchmarks read``'s clustered copy, two deltas per
-shard as large as its base: planned in 0.14 s before compaction, 0.02 s after)."""
+"""Or, for readers that search each delta in turn (``single_use``: a job's reads), once its
+visible deltas hold this share of its base's entries, however few they are: a change of
+most keys at once (a clustering of the whole table moves every key) leaves a base whose
+entries are nearly all superseded, and every lookup searches the deltas too (100 keys of
+``python -m benchmarks read``'s clustered copy, two deltas per shard as large as its base:
+planned in 0.14 s before compaction, 0.02 s after). The index service merges a shard's
+deltas once for all its lookups, so its background compaction goes by their count."""
 COMPACTION_LEASE_S = 60.0
 """Lease of the compaction lock: a killed compactor blocks the next one at most this long."""
 MAX_STALENESS_S = 1.0
@@ -373,12 +375,13 @@ class RecordIndex:
         self,
         min_deltas: int = COMPACT_AFTER_DELTAS,
         *,
+        delta_share: float | None = COMPACT_AT_DELTA_SHARE,
         owner: str = "record-index compaction",
         lease_s: float = COMPACTION_LEASE_S,
     ) -> Compaction:
         """Fold visible deltas into new bases for shards with at least ``min_deltas`` of
-        them, or with deltas holding ``COMPACT_AT_DELTA_SHARE`` of their base's entries
-        (only deltas before the earliest pending instant), then delete what the new
+        them, or with deltas holding ``delta_share`` of their base's entries (None: by
+        count alone) (only deltas before the earliest pending instant), then delete what the new
         bases made useless: folded deltas, fully folded and rolled-back manifests, old and
         orphaned bases, killed writers' temporaries. One compaction per table at a time,
         across processes (a lease lock in ``compaction-lock/``): ConflictError(field=
@@ -408,7 +411,7 @@ class RecordIndex:
                 for shard, count in enumerate(view.delta_counts())
                 if count
                 and (deltas := view.deltas(shard, before))
-                and self._due(view, shard, deltas, min_deltas)
+                and self._due(view, shard, deltas, min_deltas, delta_share)
             }
             bases = list(view.bases)
             for shard, deltas in plan.items():
@@ -531,28 +534,39 @@ class RecordIndex:
         """The most visible deltas any shard has now (what a lookup reads past its base)."""
         return max(self._current_view(None).delta_counts(), default=0)
 
-    def needs_compaction(self, min_deltas: int = COMPACT_AFTER_DELTAS) -> bool:
-        """Whether ``compact(min_deltas)`` would fold a shard now (pending instants
-        aside): one has ``min_deltas`` visible deltas, or deltas holding
-        ``COMPACT_AT_DELTA_SHARE`` of its base's entries."""
+    def needs_compaction(
+        self,
+        min_deltas: int = COMPACT_AFTER_DELTAS,
+        *,
+        delta_share: float | None = COMPACT_AT_DELTA_SHARE,
+    ) -> bool:
+        """Whether ``compact(min_deltas, delta_share=delta_share)`` would fold a shard now
+        (pending instants aside)."""
         view = self._current_view(None)
         return any(
-            count and self._due(view, shard, view.deltas(shard), min_deltas)
+            count and self._due(view, shard, view.deltas(shard), min_deltas, delta_share)
             for shard, count in enumerate(view.delta_counts())
         )
 
     def _due(
-        self, view: _View, shard: int, deltas: list[layout.StageManifest], min_deltas: int
+        self,
+        view: _View,
+        shard: int,
+        deltas: list[layout.StageManifest],
+        min_deltas: int,
+        delta_share: float | None,
     ) -> bool:
         """Whether ``shard`` is compacted with ``deltas`` (visible, past its base): enough
         of them, or enough entries in them (each file's count is in its footer)."""
         if len(deltas) >= min_deltas:
             return True
+        if delta_share is None:
+            return False
         held = sum(
             self._reader(layout.delta_path(shard, m.instant, m.stage_id)).entries for m in deltas
         )
         base = self._reader(layout.base_path(shard, view.bases[shard])).entries
-        return held >= COMPACT_AT_DELTA_SHARE * base
+        return held >= delta_share * base
 
     def stats(self) -> IndexStats:
         """Entries count what a lookup sees: a shard with deltas is merged (newest entry
