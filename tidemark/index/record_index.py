@@ -381,11 +381,11 @@ class RecordIndex:
     ) -> Compaction:
         """Fold visible deltas into new bases for shards with at least ``min_deltas`` of
         them, or with deltas holding ``delta_share`` of their base's entries (None: by
-        count alone) (only deltas before the earliest pending instant), then delete what the new
-        bases made useless: folded deltas, fully folded and rolled-back manifests, old and
-        orphaned bases, killed writers' temporaries. One compaction per table at a time,
-        across processes (a lease lock in ``compaction-lock/``): ConflictError(field=
-        "table") while another one runs.
+        count alone); only deltas before the earliest pending instant are folded. Then
+        delete what the new bases made useless: folded deltas, fully folded and
+        rolled-back manifests, old and orphaned bases, killed writers' temporaries. One
+        compaction per table at a time, across processes (a lease lock in
+        ``compaction-lock/``): ConflictError(field="table") while another one runs.
 
         Crash safety comes from the order: new base files (each written atomically, named
         by the newest folded instant; unreferenced until published), then the ``bases/``
