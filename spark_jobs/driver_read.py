@@ -34,15 +34,16 @@ from tidemark.table.fsview import BaseFile
 from tidemark.table.reader import Filter
 
 DRIVER_MAX_FILES = 256
-"""At most this many files are read in the driver by an ``auto`` read: a file costs
-the driver about 2 ms of two cores, so past a few hundred the driver takes longer than
-Spark's job, whose executors share the files."""
+"""At most this many files are read in the driver by an ``auto`` read: a file costs the
+driver about 1 ms of two cores, so past a few hundred the driver takes longer than Spark's
+job, whose executors share the files."""
 DRIVER_MAX_BYTES = 64 * 1024 * 1024
 """Nor more than this many bytes of files: the driver decodes every column asked for of
-each row group that may hold a wanted row (about 12 ms a MB on two cores), where Spark's
-scan, after its job's fixed cost, decodes on every executor (100 keys of
-``python -m benchmarks read``: in 90 files of 18 MB, 0.28-0.34 s in the driver; in 42
-files of 66 MB, 0.61 s, against 0.75 s through Spark's scan)."""
+each row group that may hold a wanted row, where Spark's scan, after its job's fixed
+cost, decodes only the columns the query keeps (100 keys of ``python -m benchmarks
+read``: 90 files of 18 MB, the whole lookup 0.13 s in the driver; 42 files of 66 MB,
+0.25 s against 0.30 s for ``spark.read.parquet``'s filtered scan; at ``--rows
+10000000``, 85 files past the bound, Spark's scan 0.33 s)."""
 DRIVER_SMALL_READ_BYTES = 4 * 1024 * 1024
 """A read not by key is read in the driver only from files this small all told: the driver
 reads every column of every row group a filter may keep, where Spark's scan decodes only
