@@ -1,7 +1,8 @@
 """A local S3-compatible server for tests and benchmarks, and a fault-injecting proxy.
 
 ``LocalS3Server`` runs moto's standalone server as a child process on a free loopback
-port (``sys.executable -m moto.server`` so it works in any virtualenv). ``FaultProxy``
+port (``sys.executable -m tidemark.testing.moto_server``: moto's app as ``moto.server``
+serves it, with conditional writes atomic as on S3; any virtualenv). ``FaultProxy``
 is a small thread-per-connection HTTP reverse proxy placed in front of any S3 endpoint
 to add latency and answer chosen requests with S3-style errors (503 SlowDown by
 default), so retry behaviour is exercised against a real server, not a mock.
@@ -77,7 +78,7 @@ class LocalS3Server(Closing):
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._log: IO[bytes] = tempfile.TemporaryFile(prefix="moto-server-")  # noqa: SIM115 (closed by close())
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "tidemark.testing.moto_server", "--port", str(self.port)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
