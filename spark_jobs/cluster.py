@@ -95,6 +95,7 @@ from tidemark.table.lock import StorageLease
 from tidemark.table.locked import changing, holding, owner_name
 from tidemark.table.markers import MarkerReader
 from tidemark.table.naming import new_file_id, parse_base_file_name
+from tidemark.table.pending_clustering import find_pending_plan
 from tidemark.table.plan_run import forget_runs, run_lock
 from tidemark.table.table import HoodieTable
 from tidemark.table.write_checks import check_clusterable
@@ -224,7 +225,7 @@ def plans_to_run(table: HoodieTable, instant: str | None) -> list[PendingPlan]:
         return pending_plans(table)
     validate_instant_time(instant)
     followed = replacements(table, {instant})
-    return followed or [pending_plan(table, instant)]
+    return followed or [find_pending_plan(table, instant)]
 
 
 def checked_plans(table: HoodieTable, instant: str | None) -> list[PendingPlan]:

@@ -22,17 +22,15 @@ from pyspark.sql import DataFrame
 from tidemark.closing import Closing
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import TableMemo, WriteResult, check_operation, write
-from tidemark.jobs.write_options import MAX_IDEMPOTENCY_KEY_CHARS, WriteOptions
+from tidemark.jobs.write_options import DEFAULT_OPTIONS, MAX_IDEMPOTENCY_KEY_CHARS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
-from tidemark.table import pending_clustering
 
 log = structlog.get_logger(__name__)
 
-STREAM_OPTIONS = WriteOptions(on_pending_clustering=pending_clustering.REPLAN)
-"""A stream's defaults: a write's, except that a batch touching a pending clustering plan's
-file groups takes them from the plan, or waits for the plan's running commit, instead of
-failing the query."""
+STREAM_OPTIONS = DEFAULT_OPTIONS
+"""A stream's defaults: a write's (a batch touching a pending clustering plan's file groups
+takes them from the plan, or waits for the plan's running or protected commit)."""
 
 MAX_QUERY_ID_CHARS = MAX_IDEMPOTENCY_KEY_CHARS - 24
 """Room left in an idempotency key for ``-<batch id>`` (a long's 19 digits and more)."""

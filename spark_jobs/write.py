@@ -332,20 +332,28 @@ PLAN_POLL_S = 0.5
 
 
 def _await_plan(
-    table: HoodieTable, running: pending_clustering.PlanRunningError, ends: float
-) -> None:
-    """Wait, without the table lock, until the running clustering plan a ``replan`` write
-    touches is no longer running (committed, or failed and rolled back to a plan the
-    write then replans); past ``ends`` (the write's ``lock_wait_s``) the write fails,
-    untouched."""
-    log.info("write.waiting_for_clustering", table=table.uri, plan=running.instant)
+    table: HoodieTable, waiting: pending_clustering.PlanRunningError, ends: float
+) -> bool:
+    """Wait, without the table lock, until the clustering plan a ``replan`` write touches
+    is no longer running (committed, or failed and rolled back to a plan the write then
+    replans) or, for a protected plan, no longer pending. Past ``ends`` (the write's
+    ``lock_wait_s``) a protected plan whose run never started is given up (False); a run
+    still going fails the write, untouched."""
+    protected = isinstance(waiting, pending_clustering.PlanProtectedError)
+    log.info(
+        "write.waiting_for_clustering", table=table.uri, plan=waiting.instant, protected=protected
+    )
     while time.monotonic() < ends:
         time.sleep(PLAN_POLL_S)
         table.timeline.reload()
-        pending = any(i.timestamp == running.instant for i in table.timeline.pending())
-        if not pending or live_run(table.storage, running.instant) is None:
-            return
-    raise with_note(running, "it did not commit within lock_wait_s; nothing was written")
+        if not any(i.timestamp == waiting.instant for i in table.timeline.pending()):
+            return True
+        if not protected and live_run(table.storage, waiting.instant) is None:
+            return True
+    if protected and live_run(table.storage, waiting.instant) is None:
+        log.warning("write.protected_plan_not_run", table=table.uri, plan=waiting.instant)
+        return False
+    raise with_note(waiting, "it did not commit within lock_wait_s; nothing was written")
 
 
 def check_operation(operation: str) -> None:
@@ -566,6 +574,7 @@ def _write_retrying(
     clustering plan holds (``replan``: it waits for the run to end), is tagged and begun
     again against the table as it now is, until ``lock_wait_s`` has passed."""
     ends = time.monotonic() + options.locking.wait_s
+    abandoned: set[str] = set()
     while True:
         tagged = None
         if operation != "bulk_insert":
@@ -575,10 +584,13 @@ def _write_retrying(
             with options.locked(table) as lock:
                 if prepared.table is not None:
                     remove_hudi_metadata_table(table, disable=options.disable_hudi_metadata_table)
-                begun = _begin(spark, table, prepared, operation, options, lock, clock, tagged)
-        except pending_clustering.PlanRunningError as running:
+                begun = _begin(
+                    spark, table, prepared, operation, options, lock, clock, tagged, abandoned
+                )
+        except pending_clustering.PlanRunningError as waiting:
             _release(tagged)
-            _await_plan(table, running, ends)
+            if not _await_plan(table, waiting, ends):
+                abandoned.add(waiting.instant)
             continue
         except BaseException:
             _release(tagged)
@@ -621,6 +633,8 @@ class _Begun:
     seen: frozenset[str]
     """The writes completed when the batch was tagged: any other that completes before
     this one commits ran beside it."""
+    given_up: tuple[pending_clustering.GivenUp, ...]
+    """The clustering plans this write took file groups from (its commit records them)."""
     lock_wait_s: float
     """How long the begin waited for the table lock."""
 
@@ -634,6 +648,7 @@ def _begin(
     lock: StorageLease,
     clock: StageClock,
     tagged: _Tagged | None,
+    abandoned: set[str],
 ) -> _Begun | WriteResult:
     """Under the table lock: refuse what changed since prepare, honour the idempotency
     key, roll back failed writes (pending writes whose writers hold no live lease), size
@@ -654,6 +669,7 @@ def _begin(
         delete_stale_marker_dirs(table)
     action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
     replaced: dict[str, list[str]] = {}
+    given_up: list[pending_clustering.GivenUp] = []
     routed: tuple[DataFrame, WritePlan] | None = None
     if tagged is None:
         seen = frozenset(i.timestamp for i in table.timeline.completed(WRITE_ACTIONS))
@@ -669,7 +685,9 @@ def _begin(
         )
     else:
         seen = tagged.seen
-        plan, replaced = _size(table, prepared.rows, tagged, operation, options)
+        plan, replaced, given_up = _size(
+            table, prepared.rows, tagged, operation, options, abandoned
+        )
         context = _context(table, prepared, options, action)  # after rolling back clustering plans
         routed = route(tagged.rows, plan, deleting=operation == "delete"), plan
         stats_df = write_buckets(routed[0], plan, context)
@@ -684,7 +702,7 @@ def _begin(
     lease.acquire()
     try:
         table.timeline.create_requested(instant, action)
-        profile = _workload_profile(routed[1] if routed else None, operation, replaced)
+        profile = _workload_profile(routed[1] if routed else None, operation, replaced, given_up)
         table.timeline.transition_inflight(
             instant, action, table.timeline.encode_metadata(profile, action)
         )
@@ -693,20 +711,32 @@ def _begin(
         raise
     log.info("write.started", table=table.uri, instant=instant, operation=operation)
     rows = tagged.rows if tagged is not None else None
-    return _Begun(context, lease, stats_df, rows, routed, replaced, seen, lock.waited_s)
+    return _Begun(
+        context, lease, stats_df, rows, routed, replaced, seen, tuple(given_up), lock.waited_s
+    )
 
 
 def _workload_profile(
-    plan: WritePlan | None, operation: str, replaced: dict[str, list[str]]
+    plan: WritePlan | None,
+    operation: str,
+    replaced: dict[str, list[str]],
+    given_up: list[pending_clustering.GivenUp],
 ) -> CommitMetadata:
     """What the inflight instant says the write will touch, as Hudi's writers put it
     there: one stat per planned file group (the planner leaves those groups out of new
-    plans while the write runs), and the groups an insert_overwrite replaces."""
+    plans while the write runs), the groups an insert_overwrite replaces, and the
+    clustering plans it took groups from."""
     stats = [
         WriteStat(b.file_id, "", b.prev_commit, 0, 0, 0, 0, 0, 0, b.partition_path)
         for b in (plan.buckets if plan else [])
     ]
-    return CommitMetadata.from_write_stats(stats, OPERATION_TYPES[operation], "", replaced)
+    return CommitMetadata.from_write_stats(
+        stats,
+        OPERATION_TYPES[operation],
+        "",
+        replaced,
+        extra_metadata=pending_clustering.encode_given_up(given_up),
+    )
 
 
 def _finish(
@@ -745,11 +775,14 @@ def _finish(
                     OPERATION_TYPES[operation],
                     prepared.avro_schema,
                     begun.replaced,
-                    extra_metadata=(
-                        {IDEMPOTENCY_KEY: options.idempotency_key}
-                        if options.idempotency_key is not None
-                        else None
-                    ),
+                    extra_metadata={
+                        **pending_clustering.encode_given_up(begun.given_up),
+                        **(
+                            {IDEMPOTENCY_KEY: options.idempotency_key}
+                            if options.idempotency_key is not None
+                            else {}
+                        ),
+                    },
                 )
                 with clock.stage("commit"):
                     committed = _commit(spark, table, begun, metadata, options)
@@ -1152,7 +1185,8 @@ def _size(
     tagged: _Tagged,
     operation: str,
     options: _Options,
-) -> tuple[WritePlan, dict[str, list[str]]]:
+    abandoned: set[str],
+) -> tuple[WritePlan, dict[str, list[str]], list[pending_clustering.GivenUp]]:
     """Under the table lock: the file groups the write touches (pending plans holding them
     resolved by ``options.on_pending_clustering``) and the file sizing. A write that
     completed since the tagging and changed one of these groups is found at the commit."""
@@ -1175,9 +1209,10 @@ def _size(
         _check_new_keys(table, keys, replaced, options.index_client)
     changed = [(f.partition_path, f.file_id) for f in tagged.touched]
     changed += [(partition, file_id) for partition, ids in replaced.items() for file_id in ids]
-    for plan_instant in clustering.resolve(changed, options.on_pending_clustering):
-        if options.index_client is not None:  # what a dead run of the plan staged
-            options.index_client.discard(plan_instant)
+    given_up = clustering.resolve(changed, options.on_pending_clustering, abandoned=abandoned)
+    if options.index_client is not None:  # what a dead run of the plans staged
+        for gone in given_up:
+            options.index_client.discard(gone.plan)
     plan = plan_writes(
         touched_files=tagged.touched,
         inserts_per_partition=tagged.inserts,
@@ -1185,7 +1220,7 @@ def _size(
         record_size=average_record_size(_recent_commits(table)),
         target_file_bytes=options.target_file_bytes,
     )
-    return plan, replaced
+    return plan, replaced, given_up
 
 
 def _recent_commits(table: HoodieTable) -> list[CommitMetadata]:

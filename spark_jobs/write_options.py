@@ -73,9 +73,11 @@ class WriteOptions:
     index_service_address: str | None = None
     """``host:port`` of a ``tidemark serve index`` for a table with a record index; None
     starts an embedded one in the driver."""
-    on_pending_clustering: str = pending_clustering.REJECT
-    """A write touching a pending clustering plan's file groups is refused (``reject``) or
-    rolls the plan back first (``rollback``)."""
+    on_pending_clustering: str = pending_clustering.REPLAN
+    """A write touching a pending clustering plan's file groups takes them from the plan
+    (``replan``: the rest is saved as a new plan; a running or protected plan is waited
+    for), is refused as Hudi's copy-on-write writers do (``reject``), or rolls the plan back
+    first (``rollback``)."""
     auto_clean: bool = True
     """After the commit, clean (KEEP_LATEST_COMMITS) and archive inline, as Hudi does by
     default (``hoodie.clean.automatic``); ``--no-auto-clean`` turns both off."""

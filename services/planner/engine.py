@@ -6,7 +6,10 @@ commits, unknown or unorderable sort columns), then takes the table lock, waitin
 ``lock_wait_s`` for a writer or another planner, and inside it reads the pending plans
 and pending writes again, plans, and saves the plan with the lock's fencing check. Two
 schedulers of one table, in one process or in two, therefore never plan the same file
-group. Every operation is blocking (storage); the servicer runs them in threads.
+group. Once writers have given up ``PROTECT_AFTER_GIVE_UPS`` plans since the table's last
+clustering, the next plan is saved protected: writers wait for its run instead of taking
+its file groups, so clustering gets its turn beside a stream that touches every group.
+Every operation is blocking (storage); the servicer runs them in threads.
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ from tidemark.table.commit import RollbackResult, rollback
 from tidemark.table.lock import StorageLease
 from tidemark.table.locked import changing, owner_name
 from tidemark.table.markers import StorageMarkerReader
+from tidemark.table.pending_clustering import (
+    PROTECT_AFTER_GIVE_UPS,
+    GivenUpTo,
+    given_up_plans,
+    given_up_since_clustering,
+    protected,
+)
 from tidemark.table.plan_run import check_not_running, forget_runs
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -65,6 +75,9 @@ class PlannerEngine:
         """Outcomes by name (``scheduled.<trigger>``, ``nothing.<trigger>``, ``cancelled``),
         read by the metrics collector."""
         self._counts_lock = threading.Lock()
+        self._given_up_seen: dict[str, set[str]] = {}
+        """Table -> the given-up plans already counted (``given_up``), those on its active
+        timeline only."""
         self.retention_runs: Counter[str] = Counter()
         """Retention runs by trigger (``request``, ``commits``, ``periodic``) and
         ``files_deleted``, ``instants_archived``, read by the metrics collector."""
@@ -100,7 +113,18 @@ class PlannerEngine:
                 table.timeline.reload()
                 outcome = _plan(table, options)
                 if outcome.plan is not None:
-                    instant = save_plan(table, outcome.plan)
+                    starved = given_up_since_clustering(table)
+                    self._note_given_up(table.uri, given_up_plans(table))
+                    plan = outcome.plan
+                    if len(starved) >= PROTECT_AFTER_GIVE_UPS:
+                        plan = protected(plan)
+                        log.info(
+                            "planner.plan_protected",
+                            table=table.uri,
+                            given_up=[gone.record.plan for gone in starved],
+                        )
+                    outcome = replace(outcome, plan=plan)
+                    instant = save_plan(table, plan)
                     faults.hold_if_requested("planner_plan_saved")
         if outcome.plan is None:  # nothing changed: no lock was taken, or none is left
             self._count(f"nothing.{trigger}")
@@ -109,8 +133,12 @@ class PlannerEngine:
         self._count(f"scheduled.{trigger}")
         return ScheduleResult(PendingPlan(instant, outcome.plan))
 
-    def list_plans(self, table_uri: str) -> list[PendingPlan]:
-        return pending_plans(HoodieTable.open(table_uri))
+    def list_plans(self, table_uri: str) -> tuple[list[PendingPlan], list[GivenUpTo]]:
+        """The pending plans and the plans given up to writers on the active timeline."""
+        table = HoodieTable.open(table_uri)
+        given_up = given_up_plans(table)
+        self._note_given_up(table.uri, given_up)
+        return pending_plans(table, reload=False), given_up
 
     def get_plan(self, table_uri: str, instant: str) -> PendingPlan:
         return pending_plan(HoodieTable.open(table_uri), instant)
@@ -187,6 +215,24 @@ class PlannerEngine:
             reason=result.reason or None,
         )
         return result
+
+    def _note_given_up(self, table_uri: str, given_up: list[GivenUpTo]) -> None:
+        """Count and log the plans given up to writers that this engine had not seen."""
+        plans = {gone.record.plan: gone for gone in given_up}
+        with self._counts_lock:
+            seen = self._given_up_seen.get(table_uri, set())
+            new = [gone for plan, gone in plans.items() if plan not in seen]
+            self._given_up_seen[table_uri] = set(plans)
+            self.counts["given_up"] += len(new)
+        for gone in new:
+            log.info(
+                "planner.plan_given_up",
+                table=table_uri,
+                plan=gone.record.plan,
+                write=gone.write,
+                file_groups=gone.record.file_groups,
+                replacement=gone.record.replacement,
+            )
 
     def _count(self, name: str) -> None:
         with self._counts_lock:

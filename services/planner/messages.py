@@ -8,6 +8,7 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.services.planner.policy import TriggerPolicy
 from tidemark.table.clustering_plan import PendingPlan
 from tidemark.table.instant import State
+from tidemark.table.pending_clustering import GivenUpTo, is_protected
 
 
 def plan_message(pending: PendingPlan) -> pb.Plan:
@@ -35,6 +36,16 @@ def plan_message(pending: PendingPlan) -> pb.Plan:
         num_files=plan.num_slices,
         size_bytes=plan.size_bytes,
         num_output_file_groups=plan.num_output_file_groups,
+        protected=is_protected(plan),
+    )
+
+
+def given_up_message(gone: GivenUpTo) -> pb.GivenUpPlan:
+    return pb.GivenUpPlan(
+        instant_time=gone.record.plan,
+        write_instant_time=gone.write,
+        file_groups_taken=gone.record.file_groups,
+        replacement_instant_time=gone.record.replacement or "",
     )
 
 

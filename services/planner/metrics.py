@@ -1,6 +1,6 @@
 """Prometheus view of the planner engine: plans scheduled and "nothing to cluster"
-answers by trigger, plans cancelled, and the tables whose policies it follows. Read from
-the engine's counters at scrape time."""
+answers by trigger, plans cancelled or given up to writers, and the tables whose policies
+it follows. Read from the engine's counters at scrape time."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from tidemark.services.planner.engine import PlannerEngine
 
 
+_PLAIN_COUNTS = frozenset({"cancelled", "given_up"})
+"""Engine counts that are metrics of their own, not schedule outcomes."""
+
+
 class PlannerMetrics(Collector):
     def __init__(self, engine: PlannerEngine) -> None:
         self.engine = engine
@@ -25,16 +29,23 @@ class PlannerMetrics(Collector):
             "(request, commits, periodic).",
             labels=["outcome", "trigger"],
         )
-        cancelled = 0
-        for name, count in sorted(self.engine.counts.copy().items()):
-            if name == "cancelled":
-                cancelled = count
+        counts = self.engine.counts.copy()
+        for name, count in sorted(counts.items()):
+            if name in _PLAIN_COUNTS:
                 continue
             outcome, _, trigger = name.partition(".")
             outcomes.add_metric([outcome, trigger], count)
         yield outcomes
         yield CounterMetricFamily(
-            "tidemark_planner_cancelled", "Plans cancelled (rolled back).", value=cancelled
+            "tidemark_planner_cancelled",
+            "Plans cancelled (rolled back).",
+            value=counts["cancelled"],
+        )
+        yield CounterMetricFamily(
+            "tidemark_planner_plans_given_up",
+            "Plans writers rolled back to take their file groups, as this service found them "
+            "in the writers' commits (when scheduling or listing).",
+            value=counts["given_up"],
         )
         runs = CounterMetricFamily(
             "tidemark_planner_retention_runs",

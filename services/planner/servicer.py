@@ -40,8 +40,11 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         self, request: pb.ListPlansRequest, context: Context
     ) -> pb.ListPlansResponse:
         table = requests.table(request.table.base_path, self.config)
-        plans = await asyncio.to_thread(self.engine.list_plans, table)
-        return pb.ListPlansResponse(plans=[messages.plan_message(plan) for plan in plans])
+        plans, given_up = await asyncio.to_thread(self.engine.list_plans, table)
+        return pb.ListPlansResponse(
+            plans=[messages.plan_message(plan) for plan in plans],
+            given_up=[messages.given_up_message(gone) for gone in given_up],
+        )
 
     async def GetPlan(  # noqa: N802 (gRPC method name)
         self, request: pb.GetPlanRequest, context: Context

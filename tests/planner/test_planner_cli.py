@@ -61,7 +61,7 @@ def test_schedule_list_cancel_json(
     }
 
     code, out, _ = run(capsys, "list", "--table", uri, "--json")
-    assert code == 0 and json.loads(out) == {"plans": [scheduled]}
+    assert code == 0 and json.loads(out) == {"plans": [scheduled], "given_up": []}
 
     code, out, _ = run(capsys, "cancel", "--table", uri, "--instant", plan.timestamp)
     assert code == 0 and out.startswith(f"cancelled clustering plan {plan.timestamp} (rollback ")

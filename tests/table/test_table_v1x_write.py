@@ -30,7 +30,7 @@ from tidemark.table.instant import REPLACE_COMMIT
 from tidemark.table.lock import StorageLease
 from tidemark.table.markers import StorageMarkerReader
 from tidemark.table.ordering import newer_than_stored
-from tidemark.table.pending_clustering import REJECT, ROLLBACK, PendingClustering
+from tidemark.table.pending_clustering import REJECT, ROLLBACK, GivenUp, PendingClustering
 from tidemark.table.properties import read_properties
 from tidemark.table.reader import read_snapshot
 from tidemark.table.table import HoodieTable
@@ -172,7 +172,7 @@ def test_writers_honour_a_pending_plan_on_every_version(version: int, tmp_path: 
         assert pending.planned == {touched[0]: planned.timestamp}
         with pytest.raises(FailedPreconditionError, match=f"clustering plan {planned.timestamp}"):
             pending.resolve(touched, REJECT)
-        assert pending.resolve(touched, ROLLBACK) == [planned.timestamp]
+        assert pending.resolve(touched, ROLLBACK) == [GivenUp(planned.timestamp, 1, None)]
     table.timeline.reload()
     assert table.timeline.pending() == [] and pending_plans(table) == []
     assert not list((Path(uri) / ".hoodie").rglob(f"{planned.timestamp}.*"))

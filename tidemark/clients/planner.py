@@ -96,8 +96,13 @@ class PlannerClient:
         )
 
     def list_plans(self, table: str) -> list[pb.Plan]:
+        """The pending plans, oldest first."""
+        return list(self.list_all(table).plans)
+
+    def list_all(self, table: str) -> pb.ListPlansResponse:
+        """The pending plans and the plans given up to writers, oldest first."""
         request = pb.ListPlansRequest(table=_table(table))
-        return list(self._client.call(self._client.stub.ListPlans, request).plans)
+        return self._client.call(self._client.stub.ListPlans, request)
 
     def get_plan(self, table: str, instant: str) -> pb.Plan:
         request = pb.GetPlanRequest(table=_table(table), instant_time=instant)

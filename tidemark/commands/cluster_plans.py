@@ -121,17 +121,25 @@ def run_schedule(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     with planner_client(args.planner_service) as client:
-        plans = [plan_summary(plan) for plan in client.list_plans(args.table)]
+        listed = client.list_all(args.table)
+    plans = [plan_summary(plan) for plan in listed.plans]
+    given_up = [given_up_summary(gone) for gone in listed.given_up]
     if args.json:
-        print(json.dumps({"plans": plans}))
+        print(json.dumps({"plans": plans, "given_up": given_up}))
         return 0
     if not plans:
         print("no pending clustering plans")
     for plan in plans:
         print(
-            f"{plan['instant']} {plan['state']}: {plan['groups']} groups, {plan['files']} "
-            f"files, {plan['bytes']} bytes -> {plan['output_files']} files in "
-            f"{', '.join(plan['partitions']) or '(root)'}"
+            f"{plan['instant']} {plan['state']}{' (protected)' if plan['protected'] else ''}: "
+            f"{plan['groups']} groups, {plan['files']} files, {plan['bytes']} bytes -> "
+            f"{plan['output_files']} files in {', '.join(plan['partitions']) or '(root)'}"
+        )
+    for gone in given_up:
+        rest = f"the rest in plan {gone['replacement']}" if gone["replacement"] else "none left"
+        print(
+            f"{gone['instant']} given up: write {gone['write']} took "
+            f"{gone['file_groups_taken']} file groups, {rest}"
         )
     return 0
 
@@ -178,6 +186,16 @@ def plan_summary(plan: pb.Plan) -> dict[str, Any]:
         "sort_columns": list(plan.sort_columns),
         "layout": LAYOUT_NAMES.get(plan.layout, "linear"),
         "target_file_bytes": plan.target_file_bytes,
+        "protected": plan.protected,
+    }
+
+
+def given_up_summary(gone: pb.GivenUpPlan) -> dict[str, Any]:
+    return {
+        "instant": gone.instant_time,
+        "write": gone.write_instant_time,
+        "file_groups_taken": gone.file_groups_taken,
+        "replacement": gone.replacement_instant_time or None,
     }
 
 

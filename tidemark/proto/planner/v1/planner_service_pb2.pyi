@@ -101,7 +101,7 @@ class PlanGroup(_message.Message):
     def __init__(self, partition_path: _Optional[str] = ..., slices: _Optional[_Iterable[_Union[PlanSlice, _Mapping]]] = ..., num_output_file_groups: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("instant_time", "state", "groups", "sort_columns", "layout", "target_file_bytes", "num_files", "size_bytes", "num_output_file_groups")
+    __slots__ = ("instant_time", "state", "groups", "sort_columns", "layout", "target_file_bytes", "num_files", "size_bytes", "num_output_file_groups", "protected")
     INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class Plan(_message.Message):
     NUM_FILES_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     NUM_OUTPUT_FILE_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PROTECTED_FIELD_NUMBER: _ClassVar[int]
     instant_time: str
     state: PlanState
     groups: _containers.RepeatedCompositeFieldContainer[PlanGroup]
@@ -120,7 +121,20 @@ class Plan(_message.Message):
     num_files: int
     size_bytes: int
     num_output_file_groups: int
-    def __init__(self, instant_time: _Optional[str] = ..., state: _Optional[_Union[PlanState, str]] = ..., groups: _Optional[_Iterable[_Union[PlanGroup, _Mapping]]] = ..., sort_columns: _Optional[_Iterable[str]] = ..., layout: _Optional[_Union[Layout, str]] = ..., target_file_bytes: _Optional[int] = ..., num_files: _Optional[int] = ..., size_bytes: _Optional[int] = ..., num_output_file_groups: _Optional[int] = ...) -> None: ...
+    protected: bool
+    def __init__(self, instant_time: _Optional[str] = ..., state: _Optional[_Union[PlanState, str]] = ..., groups: _Optional[_Iterable[_Union[PlanGroup, _Mapping]]] = ..., sort_columns: _Optional[_Iterable[str]] = ..., layout: _Optional[_Union[Layout, str]] = ..., target_file_bytes: _Optional[int] = ..., num_files: _Optional[int] = ..., size_bytes: _Optional[int] = ..., num_output_file_groups: _Optional[int] = ..., protected: _Optional[bool] = ...) -> None: ...
+
+class GivenUpPlan(_message.Message):
+    __slots__ = ("instant_time", "write_instant_time", "file_groups_taken", "replacement_instant_time")
+    INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    WRITE_INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    FILE_GROUPS_TAKEN_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    instant_time: str
+    write_instant_time: str
+    file_groups_taken: int
+    replacement_instant_time: str
+    def __init__(self, instant_time: _Optional[str] = ..., write_instant_time: _Optional[str] = ..., file_groups_taken: _Optional[int] = ..., replacement_instant_time: _Optional[str] = ...) -> None: ...
 
 class SchedulePlanRequest(_message.Message):
     __slots__ = ("table", "options")
@@ -145,10 +159,12 @@ class ListPlansRequest(_message.Message):
     def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ...) -> None: ...
 
 class ListPlansResponse(_message.Message):
-    __slots__ = ("plans",)
+    __slots__ = ("plans", "given_up")
     PLANS_FIELD_NUMBER: _ClassVar[int]
+    GIVEN_UP_FIELD_NUMBER: _ClassVar[int]
     plans: _containers.RepeatedCompositeFieldContainer[Plan]
-    def __init__(self, plans: _Optional[_Iterable[_Union[Plan, _Mapping]]] = ...) -> None: ...
+    given_up: _containers.RepeatedCompositeFieldContainer[GivenUpPlan]
+    def __init__(self, plans: _Optional[_Iterable[_Union[Plan, _Mapping]]] = ..., given_up: _Optional[_Iterable[_Union[GivenUpPlan, _Mapping]]] = ...) -> None: ...
 
 class GetPlanRequest(_message.Message):
     __slots__ = ("table", "instant_time")
