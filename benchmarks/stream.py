@@ -19,8 +19,11 @@ rewrites the file group or two holding them; ``spread``: keys over the whole tab
 thousand keys lands in every file group, so each batch rewrites the whole table.
 
 Reported: each side's batch commit latency (call to return) p50 and p99 and rows per
-second, the stream side's stage medians and the files a batch rewrote, and the load
-average before and after (the machine may be shared).
+second, the stream side's stage medians and the files a batch rewrote, what a long stream
+must keep flat (``benchmarks.drift``: memory, the longest string handed to Spark, batch
+latency; first against last tenth of the batches), and the load average before and after
+(the machine may be shared). ``--sides stream`` runs the stream writer alone (a long
+endurance run); ``--target-file-kb`` makes the table of many small files.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +40,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 import tidemark.spark
+from benchmarks.drift import Drift, format_drift
 from benchmarks.report import ReadmeRow, run_in_temp_root, times
-from benchmarks.write import PARTITIONS, bulk_insert_generated, generate
+from benchmarks.write import DEFAULT_TARGET_FILE_BYTES, PARTITIONS, bulk_insert_generated, generate
 from tidemark.commands.args import positive_int
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
@@ -46,6 +51,8 @@ from tidemark.jobs.write_options import WriteOptions
 SIDES = ("stream", "one_at_a_time")
 KEY_PATTERNS = ("recent", "spread")
 RECENT_SHARE = 100
+PROGRESS_EVERY = 10
+"""Batches between progress lines on stderr."""
 """``recent`` batches update keys among the newest 1/RECENT_SHARE of the table."""
 
 
@@ -60,6 +67,15 @@ def register(bench_subparsers: Any) -> None:
     parser.add_argument("--batch-rows", type=positive_int, default=5_000, help="upserts a batch")
     parser.add_argument(
         "--keys", choices=KEY_PATTERNS, default="recent", help="which keys a batch updates"
+    )
+    parser.add_argument(
+        "--sides", choices=("both", "stream"), default="both", help="stream: no baseline side"
+    )
+    parser.add_argument(
+        "--target-file-kb",
+        type=positive_int,
+        default=DEFAULT_TARGET_FILE_BYTES // 1024,
+        help="the table's file size (a small one makes many files)",
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
@@ -102,17 +118,24 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     table = str(root / "table")
     load_before = os.getloadavg()
     started = time.perf_counter()
-    bulk_insert_generated(spark, table_rows(spark, args.rows, args.keys), table)
+    bulk_insert_generated(
+        spark,
+        table_rows(spark, args.rows, args.keys),
+        table,
+        target_file_bytes=args.target_file_kb * 1024,
+    )
     tidemark.spark.index_build(spark, table)
     setup_s = time.perf_counter() - started
-    seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+    sides = SIDES if args.sides == "both" else SIDES[:1]
+    seconds: dict[str, list[float]] = {side: [] for side in sides}
     stages: list[dict[str, float]] = []
     files_written: list[int] = []
+    drift = Drift(spark)
     with tidemark.spark.stream_writer(table, query_id="bench-stream") as writer:
         for number in range(args.batches):
             rows = batch(spark, args.rows, args.batch_rows, number, args.keys).cache()
             rows.count()
-            for side in SIDES if number % 2 == 0 else reversed(SIDES):
+            for side in sides if number % 2 == 0 else reversed(sides):
                 began = time.perf_counter()
                 if side == "stream":
                     writer(rows, number)
@@ -121,6 +144,13 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     options = WriteOptions(idempotency_key=key)
                     tidemark.spark.write(rows, table, "upsert", options=options)
                 seconds[side].append(time.perf_counter() - began)
+            drift.batch_done(seconds["stream"][-1])
+            if (number + 1) % PROGRESS_EVERY == 0:
+                print(
+                    f"batch {number + 1}/{args.batches}: {drift.last()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             stages.append(writer.results[-1].stage_seconds)
             files_written.append(writer.results[-1].files_written)
             rows.unpersist()
@@ -129,6 +159,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "batches": args.batches,
         "batch_rows": args.batch_rows,
         "keys": args.keys,
+        "sides": args.sides,
         "files": len(plan_snapshot(table).files),
         "files_written_median": statistics.median(files_written),
         "master": spark.sparkContext.master,
@@ -140,12 +171,14 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             for stage in stages[-1]
         },
     }
-    for side in SIDES:
+    for side in sides:
         runs = sorted(seconds[side])
         report[f"{side}_p50_s"] = round(_percentile(runs, 0.5), 3)
         report[f"{side}_p99_s"] = round(_percentile(runs, 0.99), 3)
         report[f"{side}_rows_per_s"] = round(args.batch_rows * len(runs) / sum(runs))
-    report["p50_ratio"] = round(report["one_at_a_time_p50_s"] / report["stream_p50_s"], 2)
+    if args.sides == "both":
+        report["p50_ratio"] = round(report["one_at_a_time_p50_s"] / report["stream_p50_s"], 2)
+    report["drift"] = drift.report()
     return report
 
 
@@ -194,17 +227,21 @@ def format_report(report: dict[str, Any]) -> str:
         f"{report['load_average_after']} after)",
         f"{'side':16} {'p50 s':>8} {'p99 s':>8} {'rows/s':>10}",
     ]
-    for side in SIDES:
+    sides = SIDES if report.get("sides", "both") == "both" else SIDES[:1]
+    for side in sides:
         lines.append(
             f"{side:16} {report[f'{side}_p50_s']:>8.3f} {report[f'{side}_p99_s']:>8.3f} "
             f"{report[f'{side}_rows_per_s']:>10,}"
         )
-    lines.append(
-        "p50 one at a time / stream: "
-        + times(report["one_at_a_time_p50_s"], report["stream_p50_s"])
-    )
+    if "p50_ratio" in report:
+        lines.append(
+            "p50 one at a time / stream: "
+            + times(report["one_at_a_time_p50_s"], report["stream_p50_s"])
+        )
     stages = ", ".join(f"{k} {v:.2f} s" for k, v in report["stream_stage_median_s"].items())
     lines.append(f"stream stages (medians): {stages}")
+    if "drift" in report:
+        lines += format_drift(report["drift"])
     return "\n".join(lines)
 
 

@@ -8,6 +8,13 @@ the marker and index services are started at the first batch and kept until ``cl
 (an embedded service keeps its index shards and block cache warm between batches), and
 an empty batch returns at once without touching the table, and the partitions earlier
 batches wrote are not listed again to check a batch's partition paths (``TableMemo``).
+
+A batch that fails fails the query with a short error (``BatchFailedError``) naming the
+batch and the cause; the whole error is logged and kept in ``failure``. Spark reads the
+text of an error raised in ``foreachBatch``: when the query is stopping it matches
+``(.|\r\n|\r|\n)*`` against it, one stack frame per character, so a traceback carrying a
+Java stack trace (tens of KB) overflowed the stream thread's stack and the query ended
+with no exception at all (``query.exception()`` None).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import structlog
 from pyspark.sql import DataFrame
 
 from tidemark.closing import Closing
-from tidemark.errors import InvalidArgumentError
+from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.jobs.write import TableMemo, WriteResult, check_operation, write
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, MAX_IDEMPOTENCY_KEY_CHARS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
@@ -34,6 +41,26 @@ takes them from the plan, or waits for the plan's running or protected commit)."
 
 MAX_QUERY_ID_CHARS = MAX_IDEMPOTENCY_KEY_CHARS - 24
 """Room left in an idempotency key for ``-<batch id>`` (a long's 19 digits and more)."""
+MAX_CAUSE_CHARS = 400
+"""Of a failed batch's cause, what its ``BatchFailedError`` quotes (the first line)."""
+
+
+class BatchFailedError(TidemarkError):
+    """Micro-batch ``batch`` of a stream writer failed; ``cause`` is the error itself (the
+    message quotes its first line only, so what Spark scans of it stays small)."""
+
+    def __init__(self, query_id: str, batch: int, cause: BaseException) -> None:
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        if len(first_line) > MAX_CAUSE_CHARS:
+            first_line = first_line[:MAX_CAUSE_CHARS] + "..."
+        super().__init__(
+            f"batch {batch} of query {query_id!r} failed, nothing of it committed: "
+            f"{type(cause).__name__}: {first_line} (the stream writer's log and its "
+            "`failure` have the whole error)",
+            field="batch",
+        )
+        self.batch = batch
+        self.cause = cause
 
 
 class StreamWriter(Closing):
@@ -62,6 +89,8 @@ class StreamWriter(Closing):
         self._lock = threading.Lock()
         self.results: list[WriteResult] = []
         """The last batches' results (the newest last), for a query's progress."""
+        self.failure: BatchFailedError | None = None
+        """The batch that failed the query, with its whole error (``cause``)."""
 
     @property
     def options(self) -> WriteOptions | None:
@@ -76,10 +105,19 @@ class StreamWriter(Closing):
         """Write micro-batch ``batch_id``: nothing for an empty one, nothing again for one
         the table already committed (its result is appended to ``results``)."""
         with self._lock:
-            options = replace(self._started(), idempotency_key=self.idempotency_key(batch_id))
-            result = write(
-                df.sparkSession, df, self.table_uri, self.operation, options, memo=self._memo
-            )
+            try:
+                result = self._write(df, batch_id)
+            except Exception as error:
+                failure = BatchFailedError(self.query_id, batch_id, error)
+                log.error(
+                    "stream.batch_failed",
+                    table=self.table_uri,
+                    query=self.query_id,
+                    batch=batch_id,
+                    exc_info=error,
+                )
+                self.failure = failure
+                raise failure from None
             self.results = [*self.results[-99:], result]
         log.info(
             "stream.batch_written",
@@ -91,6 +129,10 @@ class StreamWriter(Closing):
             already_committed=result.already_committed,
             empty=result.empty_input,
         )
+
+    def _write(self, df: DataFrame, batch_id: int) -> WriteResult:
+        options = replace(self._started(), idempotency_key=self.idempotency_key(batch_id))
+        return write(df.sparkSession, df, self.table_uri, self.operation, options, memo=self._memo)
 
     def _started(self) -> WriteOptions:
         """The options with the services' addresses, the embedded ones started at the

@@ -25,6 +25,7 @@ from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.stream import MAX_CAUSE_CHARS, BatchFailedError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.planner.config import PlannerConfig
@@ -313,3 +314,52 @@ def test_upserts_and_clustering_both_progress(spark: SparkSession, table_uri: st
     assert set(clustered) <= {i.timestamp for i in timeline.completed(frozenset({REPLACE_COMMIT}))}
     assert _names(table_uri) == expected
     assert_index_agrees(table_uri)
+
+
+def test_a_failed_batch_fails_the_query_naming_the_batch(
+    spark: SparkSession, table_uri: str, tmp_path: Path
+) -> None:
+    """A batch whose write fails stops the query with an exception naming the batch and
+    the cause's first line (``query.exception()``, not a silent end), keeps the whole error
+    in ``writer.failure``, and commits nothing of it."""
+    indexed_table(spark, table_uri)
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    source.mkdir()
+    _batch_file(source, 0, [(1, "s0", "a", 2)])
+    _batch_file(source, 1, [(2, "s1", "a", 2), (None, "s1", "a", 2)])  # type: ignore[list-item]
+    with tidemark.spark.stream_writer(table_uri, query_id="failing") as writer:
+        query = (
+            spark.readStream.schema(SCHEMA)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(str(source))
+            .writeStream.foreachBatch(writer)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        with pytest.raises(Exception, match="batch 1 of query 'failing' failed"):
+            query.awaitTermination()
+    assert not query.isActive
+    failure = writer.failure
+    assert failure is not None and failure.batch == 1
+    assert isinstance(failure.cause, InvalidArgumentError)
+    assert str(failure.cause).splitlines()[0][:60] in str(query.exception())
+    assert _keys_committed(table_uri)[-1] == "failing-0"
+    assert _names(table_uri)["2"] == "v2"
+
+
+def test_a_batch_failure_quotes_one_bounded_line() -> None:
+    """What Spark scans of a failed batch stays short whatever the cause carries: a
+    Py4J error with a Java stack trace (tens of KB) is quoted by its first line, cut."""
+    java_trace = "\n".join(f"\tat org.apache.spark.Frame{i}(Frame.java:{i})" for i in range(3000))
+    cause = RuntimeError(
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o93.collectToPython"
+        + "x" * 1000
+        + "\n: org.apache.spark.SparkException: Job 7 cancelled\n"
+        + java_trace
+    )
+    failure = BatchFailedError("orders", 12, cause)
+    assert failure.field == "batch" and failure.cause is cause
+    assert len(str(failure)) < MAX_CAUSE_CHARS + 300 and "\n" not in str(failure)
+    assert str(failure).startswith("batch: batch 12 of query 'orders' failed")
+    assert "RuntimeError: py4j.protocol.Py4JJavaError" in str(failure)

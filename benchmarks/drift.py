@@ -1,0 +1,76 @@
+"""What a long stream must keep flat, sampled once per batch: the driver's and the JVM's
+resident memory and the longest command the driver sent to the JVM (every string handed
+to Spark goes through one: a DataFrame option, a job tag, a plan). Reported as the medians
+of the first and the last tenth of the batches, and their ratio."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+SAMPLES = ("driver_rss_mib", "jvm_rss_mib", "longest_command_chars", "batch_s")
+
+
+def resident_mib(pid: int | str = "self") -> float:
+    """VmRSS of a process (Linux ``/proc``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+class Drift:
+    """Per-batch samples; ``watch(spark)`` starts counting the commands sent to its JVM."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.samples: dict[str, list[float]] = {name: [] for name in SAMPLES}
+        self._longest = 0
+        self._jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+        client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+        send: Callable[..., Any] = client.send_command
+
+        def measured(command: str, *args: Any, **kwargs: Any) -> Any:
+            self._longest = max(self._longest, len(command))
+            return send(command, *args, **kwargs)
+
+        client.send_command = measured
+
+    def batch_done(self, seconds: float) -> None:
+        """Sample after a batch: memory now, the longest command since the last sample."""
+        self.samples["driver_rss_mib"].append(resident_mib())
+        self.samples["jvm_rss_mib"].append(resident_mib(self._jvm_pid))
+        self.samples["longest_command_chars"].append(self._longest)
+        self.samples["batch_s"].append(seconds)
+        self._longest = 0
+
+    def last(self) -> str:
+        """The last batch's samples, for a progress line."""
+        return ", ".join(f"{name} {values[-1]:,.2f}" for name, values in self.samples.items())
+
+    def report(self) -> dict[str, Any]:
+        """Each sample's first- and last-tenth medians and last/first ratio."""
+        result: dict[str, Any] = {}
+        for name, values in self.samples.items():
+            tenth = max(1, len(values) // 10)
+            first, last = statistics.median(values[:tenth]), statistics.median(values[-tenth:])
+            result[name] = {
+                "first_tenth": round(first, 3),
+                "last_tenth": round(last, 3),
+                "ratio": round(last / first, 3) if first else None,
+            }
+        return result
+
+
+def format_drift(drift: dict[str, Any]) -> list[str]:
+    lines = [f"{'per batch':24} {'first tenth':>12} {'last tenth':>12} {'last/first':>10}"]
+    for name, figures in drift.items():
+        ratio = "-" if figures["ratio"] is None else f"{figures['ratio']:.2f}x"
+        lines.append(
+            f"{name:24} {figures['first_tenth']:>12,.3f} {figures['last_tenth']:>12,.3f} "
+            f"{ratio:>10}"
+        )
+    return lines
