@@ -122,7 +122,9 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         .option("rowsPerSecond", max(1, args.batch_rows // args.trigger_s))
         .load()
         .select(
-            ((sf.col("value") * stride + sf.col("value") // args.rows) % args.rows).alias("id"),
+            ((sf.col("value") * stride + sf.floor(sf.col("value") / args.rows)) % args.rows).alias(
+                "id"
+            ),
             (sf.col("value") + 1).alias("ts"),
         )
         .select(
@@ -154,7 +156,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         while query.isActive and time.monotonic() < ends:
             query.awaitTermination(10)
             print(f"{len(latencies)} batches, clustering {clusterer.outcomes}", file=sys.stderr)
-        alive = query.isActive
+        alive, failed = query.isActive, query.exception()
         clusterer.stop_asked.set()
         query.stop()
         clusterer.join()
@@ -167,7 +169,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "batch_rows": args.batch_rows,
         "master": spark.sparkContext.master,
         "query_alive_at_end": alive,
-        "query_exception": str(query.exception()) if query.exception() else None,
+        "query_exception": str(failed).splitlines()[0] if failed else None,
         "batches": len(latencies),
         "batch_p50_s": round(statistics.median(latencies), 2) if latencies else None,
         "batch_p99_s": round(sorted(latencies)[int(0.99 * (len(latencies) - 1))], 2)
