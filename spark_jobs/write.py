@@ -236,7 +236,12 @@ def write(
         options.disable_hudi_metadata_table,
         options.table_version,
     )
-    given = _Input(options.allow_duplicates, options.index, frozenset(memo.partitions))
+    given = _Input(
+        options.allow_duplicates,
+        options.index,
+        frozenset(memo.partitions),
+        options.set_null_for_missing_columns,
+    )
     with clock.stage("prepare"):
         prepared = _prepare(df, table_uri, operation, request, given)
     if prepared.row_count == 0:
@@ -429,6 +434,7 @@ class _Input:
     allow_duplicates: bool = False
     index: str | None = None
     known_partitions: frozenset[str] = frozenset()
+    set_null_for_missing_columns: bool = False
 
 
 @contextmanager
@@ -478,6 +484,7 @@ def _prepare(
             data,
             table.current_avro_schema(),
             protected_fields=(*config.record_key_fields, *config.partition_fields),
+            fill_missing=given.set_null_for_missing_columns,
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
     storage = table.storage if table is not None else open_storage(table_uri)
@@ -1290,6 +1297,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bulk_insert and insert: write every row of a key that comes several times "
         "(Hudi's hoodie.combine.before.insert=false); default: one row per key, the largest "
         "precombine value, ties to the last in input order",
+    )
+    parser.add_argument(
+        "--set-null-for-missing-columns",
+        action="store_true",
+        help="write the table's columns the input lacks as nulls (Hudi's "
+        "hoodie.write.set.null.for.missing.columns); default: such an input is refused",
     )
     parser.add_argument(
         "--index",
