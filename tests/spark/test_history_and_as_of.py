@@ -1,8 +1,11 @@
-"""Time travel (issue 53): a write's result names its requested and completion times,
-either reads that write's snapshot as hudi-rs reads it, a time before the first commit is
-refused, and the retention floor is the oldest instant whose files the cleaner kept."""
+"""History and time travel (issue 53): a write's result names its requested and completion
+times, ``history`` and ``tidemark show --json`` list them, either time reads that write's
+snapshot as hudi-rs reads it, a time before the first commit is refused, and the retention
+floor is the oldest instant whose files the cleaner kept."""
 
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 import pytest
@@ -12,6 +15,7 @@ from table.table_testkit import hudi_rs_builder
 
 import tidemark.spark
 from spark.sparkkit import local_frame, rows_by_key
+from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.jobs.write import WriteResult
 from tidemark.spark import WriteOptions
@@ -70,6 +74,33 @@ def test_as_of_before_the_first_commit_is_an_error(
         tidemark.spark.read(spark, table_uri, as_of="20000101000000000")
     assert error.value.field == "as_of"
     assert result.instant in str(error.value) or result.completion_time in str(error.value)
+
+
+def test_history_and_show_json_list_each_write(
+    spark: SparkSession, table_uri: str, table_version: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    options = WriteOptions(record_key_fields=["id"], table_version=table_version)
+    first = _write(spark, table_uri, [(1, "ann"), (2, "bob"), (3, "cy")], options)
+    second = _write(spark, table_uri, [(2, "bo")], options)
+    rows = [row.asDict() for row in tidemark.spark.history(spark, table_uri).collect()]
+    writes = [row for row in rows if row["action"] == "commit"]
+    assert [(w["requested"], w["completed"]) for w in writes] == [
+        (first.instant, first.completion_time),
+        (second.instant, second.completion_time),
+    ]
+    assert [(w["operation"], w["rows_written"], w["files_written"]) for w in writes] == [
+        ("UPSERT", 3, first.files_written),
+        ("UPSERT", 3, second.files_written),  # the file group rewritten whole
+    ]
+    assert {w["state"] for w in writes} == {"COMPLETED"} and not any(w["archived"] for w in rows)
+    capsys.readouterr()  # the writes' log lines
+    assert main(["show", "--table", table_uri, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["instants"] == rows
+    assert shown["table_version"] == table_version
+    assert {g["file_id"] for g in shown["file_groups"]} == {
+        f.file_id for f in HoodieTable.open(table_uri).view().latest_base_files()
+    }
 
 
 @pytest.mark.parametrize("version", [6, 9])
