@@ -43,6 +43,7 @@ def test_history_lists_active_and_archived_instants(table_uri: str, version: int
         # Hudi's numWrites: the rows of the files written (us's file group grows by one)
         n = writes.index(entry.requested)
         assert (entry.operation, entry.rows_written, entry.files_written) == ("UPSERT", n + 2, 2)
+    assert all(e.operation is None and e.rows_written is None for e in archived)
     for entry in (e for e in active if e.action == "clean"):
         assert (entry.operation, entry.rows_written, entry.files_written) == (None, None, None)
 

@@ -4,8 +4,8 @@ wrote, as Delta's ``DESCRIBE HISTORY`` and pyiceberg's ``table.history()`` list 
 Completion times are recorded by table versions 8 and 9; version 6 records none, so its
 instants carry their requested time there, the time its readers order writes by and the
 one ``as_of`` resolves them at. Archived instants (optional) come from Hudi 0.x's archived
-timeline (requested time and action only: Tidemark does not decode the commit metadata
-kept there) or from 1.x's LSM history (with their commit metadata).
+timeline or 1.x's LSM history with their times and action only: the commit metadata kept
+there is not decoded (a history of a year of writes would read every commit's).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from tidemark.table.timeline import WRITE_ACTIONS
 @dataclass(frozen=True)
 class HistoryEntry:
     """One instant. ``completed`` is None while pending; ``operation``, ``rows_written``
-    and ``files_written`` are None for instants that write no rows (clean, rollback) and
-    for pending or v6-archived writes."""
+    (Hudi's ``numWrites``: the rows of the files written) and ``files_written`` are None
+    for instants that write no rows (clean, rollback) and for pending or archived writes."""
 
     requested: str
     completed: str | None
@@ -62,10 +62,9 @@ def _entry(
     action: str,
     state: str,
     metadata: CommitMetadata | None,
-    archived: bool = False,
 ) -> HistoryEntry:
     if metadata is None:
-        return HistoryEntry(requested, completed, action, state, archived=archived)
+        return HistoryEntry(requested, completed, action, state)
     stats = metadata.write_stats
     return HistoryEntry(
         requested,
@@ -75,7 +74,6 @@ def _entry(
         metadata.operation_type,
         sum(stat.num_writes for stat in stats),
         len(stats),
-        archived,
     )
 
 
@@ -83,20 +81,11 @@ def _archived_entries(table: HoodieTable) -> list[HistoryEntry]:
     archive = table.archive
     if isinstance(archive, LsmTimeline):
         return [
-            _entry(
-                i.timestamp,
-                i.completion_time,
-                i.action,
-                COMPLETED,
-                table.timeline.decode_metadata(i.metadata)
-                if i.metadata is not None and i.action in WRITE_ACTIONS
-                else None,
-                archived=True,
-            )
+            HistoryEntry(i.timestamp, i.completion_time, i.action, COMPLETED, archived=True)
             for i in archive.instants()
         ]
     return [
-        _entry(i.timestamp, i.timestamp, i.action, i.state, None, archived=True)
+        HistoryEntry(i.timestamp, i.timestamp, i.action, i.state, archived=True)
         for i in archived_log(archive).instants()
         if i.state == COMPLETED
     ]
