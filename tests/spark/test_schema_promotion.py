@@ -141,7 +141,8 @@ def test_a_refused_nested_change_names_the_field_path(
     batch.write_text(json.dumps({"id": 4, "address": address, "part": "p"}) + "\n")
     before = table_bytes(nested)
     assert cli_write(nested, batch, "upsert") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"tidemark write: error: {message}"
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"tidemark write: error: {message}")  # then what to do
     assert table_bytes(nested) == before
 
 
