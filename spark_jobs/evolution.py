@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from pyspark.sql import DataFrame
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_type
 
 from tidemark.jobs.keying import arrow_schema, column
@@ -18,19 +20,27 @@ from tidemark.table.schema import evolve_schema
 
 
 def conform_to_table(
-    data: DataFrame, table_avro: str, *, protected_fields: Collection[str] = ()
+    data: DataFrame,
+    table_avro: str,
+    *,
+    protected_fields: Collection[str] = (),
+    fill_missing: bool = False,
 ) -> DataFrame:
-    """``data`` with each column cast to the type ``evolve_schema`` gives it; raises the
-    evolution error (naming the nested field) when Hudi would refuse the change."""
+    """``data`` with each column cast to the type ``evolve_schema`` gives it, and with
+    ``fill_missing`` the table's columns it lacks added as nulls; raises the evolution
+    error (naming the nested field) when Hudi would refuse the change."""
     incoming = arrow_schema(data.schema, data.sparkSession)
-    target = evolve_schema(table_avro, incoming, protected_fields=protected_fields)
+    target = evolve_schema(
+        table_avro, incoming, protected_fields=protected_fields, fill_missing=fill_missing
+    )
     if target == incoming:
         return data
-    return data.select(
-        *[
-            column(field.name)
-            if field.type == incoming.field(field.name).type
-            else column(field.name).cast(from_arrow_type(field.type)).alias(field.name)
-            for field in target
-        ]
-    )
+    return data.select(*[_conformed(field, incoming) for field in target])
+
+
+def _conformed(field: pa.Field, incoming: pa.Schema) -> Column:
+    if field.name not in incoming.names:
+        return sf.lit(None).cast(from_arrow_type(field.type)).alias(field.name)
+    if field.type == incoming.field(field.name).type:
+        return column(field.name)
+    return column(field.name).cast(from_arrow_type(field.type)).alias(field.name)

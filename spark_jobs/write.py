@@ -90,7 +90,7 @@ from tidemark.jobs.validation import TableRequest, check_layout, validate_input
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.retention import RetentionResult, RetentionSettings, run_retention
 from tidemark.rpc.embedded import start_embedded_service
-from tidemark.storage import Storage, open_storage
+from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import pending_clustering
 from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
@@ -105,7 +105,7 @@ from tidemark.table.commit import (
     rollback_failed_writes,
 )
 from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.fsview import BaseFile, FileSystemView
+from tidemark.table.fsview import BaseFile, FileSystemView, completion_times
 from tidemark.table.hudi_metadata import remove_hudi_metadata_table
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, new_instant_time
 from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
@@ -139,7 +139,10 @@ _RECENT_COMMITS = 5
 @dataclass
 class WriteResult:
     """What a write did; ``stage_seconds`` in run order, request counts of the driver.
-    ``already_committed``: the idempotency key was found on ``instant``, nothing written."""
+    ``already_committed``: the idempotency key was found on ``instant``, nothing written.
+    ``instant`` is the write's requested time, ``completion_time`` when it completed
+    (table versions 8 and 9 record it; on version 6, which records none, the requested
+    time, by which version 6 readers order writes); ``as_of`` takes either."""
 
     instant: str
     operation: str
@@ -161,6 +164,7 @@ class WriteResult:
     """The inline clean and archival after the commit (None when off or failed)."""
     empty_input: bool = False
     """The input had no rows: nothing was written and no instant made (``instant`` is "")."""
+    completion_time: str = ""
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,12 @@ def write(
         options.disable_hudi_metadata_table,
         options.table_version,
     )
-    given = _Input(options.allow_duplicates, options.index, frozenset(memo.partitions))
+    given = _Input(
+        options.allow_duplicates,
+        options.index,
+        frozenset(memo.partitions),
+        options.set_null_for_missing_columns,
+    )
     with clock.stage("prepare"):
         prepared = _prepare(df, table_uri, operation, request, given)
     if prepared.row_count == 0:
@@ -429,6 +438,7 @@ class _Input:
     allow_duplicates: bool = False
     index: str | None = None
     known_partitions: frozenset[str] = frozenset()
+    set_null_for_missing_columns: bool = False
 
 
 @contextmanager
@@ -478,6 +488,7 @@ def _prepare(
             data,
             table.current_avro_schema(),
             protected_fields=(*config.record_key_fields, *config.partition_fields),
+            fill_missing=given.set_null_for_missing_columns,
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
     storage = table.storage if table is not None else open_storage(table_uri)
@@ -795,7 +806,7 @@ def _finish(
     if isinstance(committed.outcome, str):
         return _already_committed(table, committed.outcome, operation, options, clock)
     options.memo.partitions.update(metadata.partition_to_write_stats)
-    result = _result(instant, operation, stats, begun.replaced, clock, table.storage)
+    result = _result(instant, operation, stats, begun.replaced, clock, table)
     result.files_reconciled = len(committed.outcome)
     result.tagging = options.tagging
     result.lock_wait_s = begun.lock_wait_s + committed.lock_wait_s
@@ -815,9 +826,7 @@ def _already_committed(
     table: HoodieTable, earlier: str, operation: str, options: _Options, clock: StageClock
 ) -> WriteResult:
     log.info("write.already_committed", instant=earlier, key=options.idempotency_key)
-    return replace(
-        _result(earlier, operation, [], {}, clock, table.storage), already_committed=True
-    )
+    return replace(_result(earlier, operation, [], {}, clock, table), already_committed=True)
 
 
 @dataclass(frozen=True)
@@ -1234,10 +1243,11 @@ def _result(
     stats: list[WriteStat],
     replaced: dict[str, list[str]],
     clock: StageClock,
-    storage: Storage,
+    table: HoodieTable,
 ) -> WriteResult:
     return WriteResult(
         instant=instant,
+        completion_time=completion_times(table.timeline)(instant),
         operation=operation,
         rows_written=sum(s.num_writes for s in stats),
         rows_inserted=sum(s.num_inserts for s in stats),
@@ -1246,7 +1256,7 @@ def _result(
         files_written=len(stats),
         replaced_file_groups=sum(len(ids) for ids in replaced.values()),
         stage_seconds=dict(clock.seconds),
-        storage_requests=storage.requests.snapshot(),
+        storage_requests=table.storage.requests.snapshot(),
     )
 
 
@@ -1290,6 +1300,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bulk_insert and insert: write every row of a key that comes several times "
         "(Hudi's hoodie.combine.before.insert=false); default: one row per key, the largest "
         "precombine value, ties to the last in input order",
+    )
+    parser.add_argument(
+        "--set-null-for-missing-columns",
+        action="store_true",
+        help="write the table's columns the input lacks as nulls (Hudi's "
+        "hoodie.write.set.null.for.missing.columns); default: such an input is refused",
     )
     parser.add_argument(
         "--index",

@@ -67,6 +67,10 @@ class WriteOptions:
     """Remove Hudi's metadata table, which Tidemark does not update (refused otherwise)."""
     allow_duplicates: bool = False
     """bulk_insert and insert keep every row of a key that comes several times."""
+    set_null_for_missing_columns: bool = False
+    """Write the table's top-level columns the input lacks as nulls (Hudi's
+    ``hoodie.write.set.null.for.missing.columns``, default false: such an input is refused,
+    the error saying both ways on)."""
     index: str | None = None
     """How keys are tagged: ``record`` (the record index; the default once the table has
     one) or ``simple`` (a join with the latest base files)."""
@@ -126,6 +130,7 @@ class WriteOptions:
             idempotency_key=args.idempotency_key,
             disable_hudi_metadata_table=args.disable_hudi_metadata_table,
             allow_duplicates=args.allow_duplicates,
+            set_null_for_missing_columns=args.set_null_for_missing_columns,
             index=args.index,
             index_service_address=args.index_service,
             on_pending_clustering=args.on_pending_clustering,

@@ -2,7 +2,8 @@
 
 Everything ``tidemark`` does from the command line, with the same defaults: ``write`` (its
 options are one ``WriteOptions``, the object the CLI builds from its flags),
-``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``; reads through Spark's
+``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``; ``history`` (the
+table's instants, as Delta's DESCRIBE HISTORY); reads through Spark's
 own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
 ``register_view``); ``clean`` and ``archive`` (retention); ``index_compact`` and
 ``stats_rebuild`` for the structures that prune;
@@ -14,6 +15,7 @@ handed down to the job.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +44,7 @@ from tidemark.table.archival import ArchiveResult, ArchiveSettings
 from tidemark.table.clean import CleanResult
 from tidemark.table.clean_planner import CleanSettings
 from tidemark.table.commit import RollbackResult
+from tidemark.table.history import table_history
 from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
 from tidemark.table.reader import Filter
 from tidemark.table.table import HoodieTable
@@ -57,6 +60,7 @@ __all__ = [
     "clean",
     "cluster_run",
     "cluster_schedule",
+    "history",
     "index_build",
     "index_compact",
     "lookup",
@@ -209,6 +213,24 @@ def lookup(
     the driver, answering without a Spark job, and more with Spark's Parquet reader;
     ``"driver"``, ``"spark"`` or ``"storage"`` (pyarrow in Spark tasks) choose."""
     return lookup_dataframe(spark, table, keys, columns=columns, as_of=as_of, reader=reader)
+
+
+HISTORY_SCHEMA = (
+    "requested string, completed string, action string, state string, operation string, "
+    "rows_written long, files_written long, archived boolean"
+)
+"""The columns of ``history``'s DataFrame (``tidemark.table.history.HistoryEntry``)."""
+
+
+def history(spark: SparkSession, table: str, *, archived: bool = False) -> DataFrame:
+    """The table's instants, oldest first, one row each, as Delta's ``DESCRIBE HISTORY``:
+    ``requested`` (the instant ``WriteResult.instant`` names), ``completed`` (version 6
+    records none: its requested time), ``action``, ``state``, and for completed writes
+    ``operation``, ``rows_written`` and ``files_written``; ``archived`` adds the archived
+    instants first (flagged ``archived``). Either time of a completed write is an
+    ``as_of`` that reads its snapshot."""
+    entries = table_history(_open(table), archived=archived)
+    return spark.createDataFrame([dataclasses.astuple(e) for e in entries], HISTORY_SCHEMA)
 
 
 def register_view(

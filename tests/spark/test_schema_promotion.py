@@ -5,6 +5,7 @@ table left byte-identical. Read back by hudi-rs against a dict model, locally an
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+import tidemark.spark
 from spark.sparkkit import (
     assert_readers_agree,
     cli_write,
@@ -22,6 +24,7 @@ from spark.sparkkit import (
     table_bytes,
     write_csv,
 )
+from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
@@ -138,5 +141,82 @@ def test_a_refused_nested_change_names_the_field_path(
     batch.write_text(json.dumps({"id": 4, "address": address, "part": "p"}) + "\n")
     before = table_bytes(nested)
     assert cli_write(nested, batch, "upsert") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"tidemark write: error: {message}"
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"tidemark write: error: {message}")  # then what to do
     assert table_bytes(nested) == before
+
+
+def test_a_column_missing_from_a_write_is_refused_with_the_ways_on_or_written_as_null(
+    spark: SparkSession, table_uri: str, tmp_path: Path
+) -> None:
+    """Issue 53: an upsert added ``extra`` by mistake; later batches without it are refused
+    with what to do, and written with ``--set-null-for-missing-columns``."""
+    write(
+        spark,
+        local_frame(spark, [(1, "a", "p"), (2, "b", "q")], "id int, name string, part string"),
+        table_uri,
+        "bulk_insert",
+        WriteOptions(**KEYED),
+    )
+    with_extra = local_frame(
+        spark, [(2, "b2", "x", "q")], "id int, name string, extra string, part string"
+    )
+    write(spark, with_extra, table_uri, "upsert")
+    without = local_frame(spark, [(3, "c", "p")], "id int, name string, part string")
+    before = table_bytes(table_uri)
+    with pytest.raises(InvalidArgumentError) as refused:
+        write(spark, without, table_uri, "upsert")
+    assert refused.value.field == "extra"
+    assert "set_null_for_missing_columns=True" in str(refused.value)
+    assert table_bytes(table_uri) == before
+    batch = write_csv(tmp_path / "batch.csv", [{"id": 3, "name": "c", "part": "p"}])
+    assert cli_write(table_uri, batch, "upsert", "--set-null-for-missing-columns") == 0
+    rows = assert_readers_agree(table_uri, ["id", "name", "extra", "part"])
+    assert {key: row["extra"] for key, row in rows.items()} == {"1": None, "2": "x", "3": None}
+
+
+def test_decimals_are_cast_up_to_the_table_or_widen_it_as_hudi_allows(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """Issue 53: a pandas-made decimal(4,2) into a decimal(12,2) column is written as
+    decimal(12,2); a decimal(14,2) batch widens the column (Hudi's rule: more precision
+    at the same scale); every file reads back exactly, by Spark and by hudi-rs."""
+    write(
+        spark,
+        local_frame(
+            spark, [(1, Decimal("1234567890.12"), "p")], "id int, amount decimal(12,2), part string"
+        ),
+        table_uri,
+        "bulk_insert",
+        WriteOptions(**KEYED),
+    )
+    narrow = local_frame(
+        spark, [(2, Decimal("12.34"), "q")], "id int, amount decimal(4,2), part string"
+    )
+    write(spark, narrow, table_uri, "upsert")
+    assert latest_file_types(table_uri, "amount") == {pa.decimal128(12, 2)}
+    wide = local_frame(
+        spark, [(3, Decimal("123456789012.34"), "q")], "id int, amount decimal(14,2), part string"
+    )
+    write(spark, wide, table_uri, "upsert")
+    expected = {
+        "1": Decimal("1234567890.12"),
+        "2": Decimal("12.34"),
+        "3": Decimal("123456789012.34"),
+    }
+    rows = assert_readers_agree(table_uri, ["id", "amount", "part"])
+    assert {key: row["amount"] for key, row in rows.items()} == expected
+    ours = tidemark.spark.read(spark, table_uri, reader="spark")
+    assert ours.schema["amount"].dataType.simpleString() == "decimal(14,2)"
+    assert {str(r["id"]): r["amount"] for r in ours.collect()} == expected
+    with pytest.raises(
+        InvalidArgumentError, match=r"type change decimal\(14,2\) -> decimal\(14,4\)"
+    ):
+        write(
+            spark,
+            local_frame(
+                spark, [(4, Decimal("1.0000"), "q")], "id int, amount decimal(14,4), part string"
+            ),
+            table_uri,
+            "upsert",
+        )

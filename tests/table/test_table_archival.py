@@ -236,9 +236,10 @@ def test_a_clean_killed_after_some_deletes_is_finished_by_the_next(
     assert pending.action == CLEAN
     assert hudi_rs_rows(any_table_uri) == expected
     assert len(table.view().committed_base_files()) == 6  # eu cleaned, us not yet
-    *_, before_retained, retained = table.timeline.completed(WRITE_ACTIONS)
-    with pytest.raises(FailedPreconditionError, match=f"still readable is {retained.completed_at}"):
-        table.view(as_of=before_retained.completed_at)
+    *_, older, floor, _ = table.timeline.completed(WRITE_ACTIONS)
+    assert table.view(as_of=floor.completed_at).latest_base_files()  # its slices are kept
+    with pytest.raises(FailedPreconditionError, match=f"still readable is {floor.completed_at}"):
+        table.view(as_of=older.completed_at)
 
     result = clean(HoodieTable.open(any_table_uri), CleanSettings(retain_commits=1))
 
@@ -310,7 +311,8 @@ def test_retention_after_every_write_bounds_the_timeline_and_keeps_reads_exact(
     floor = earliest_readable(table.timeline)
     assert floor is not None
     readable = [i for i in active if i.completed_at >= floor]
-    assert len(readable) == SMALL_RETENTION.clean.retain_commits
+    # the retained commits and the write before them, whose slices the cleaner keeps
+    assert len(readable) == SMALL_RETENTION.clean.retain_commits + 1
     for write in readable:
         as_of = sorted_rows(read_snapshot(table_uri, as_of=write.completed_at))
         assert [_data(r) for r in as_of] == snapshots[write.timestamp]

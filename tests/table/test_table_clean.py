@@ -45,7 +45,7 @@ def test_keep_latest_commits_keeps_every_snapshot_from_the_earliest_commit_to_re
 ) -> None:
     first = people.commit(rows((1, "a", "eu", 0.0), (2, "b", "us", 0.0)))
     instants = [first, *upserts(people, 5)]
-    snapshots = {i: sorted_rows(read_snapshot(table_uri, as_of=i)) for i in instants[-3:]}
+    snapshots = {i: sorted_rows(read_snapshot(table_uri, as_of=i)) for i in instants[-4:]}
     before = hudi_rs_rows(table_uri)
 
     result = clean(HoodieTable.open(table_uri), CleanSettings(retain_commits=3))
@@ -56,12 +56,12 @@ def test_keep_latest_commits_keeps_every_snapshot_from_the_earliest_commit_to_re
     assert [name.rsplit("_", 1)[1][:17] for name in files_in(table_uri, "eu")] == instants[-4:]
     assert len(files_in(table_uri, "us")) == 1  # a group's latest slice stays
     assert hudi_rs_rows(table_uri) == before
-    for instant, expected in snapshots.items():
+    for instant, expected in snapshots.items():  # the write before retain's is whole too
         assert sorted_rows(read_snapshot(table_uri, as_of=instant)) == expected
     with pytest.raises(
-        FailedPreconditionError, match=f"earliest instant still readable is {retain}"
+        FailedPreconditionError, match=f"earliest instant still readable is {instants[-4]}"
     ):
-        read_snapshot(table_uri, as_of=instants[-4])
+        read_snapshot(table_uri, as_of=instants[-5])
 
     table = HoodieTable.open(table_uri)
     (done,) = table.timeline.completed(frozenset({CLEAN}))
@@ -174,7 +174,7 @@ def test_layout_two_counts_retained_commits_by_completion_time(
     be B, and us's first slice would stay)."""
     people = Writer(HoodieTable.create(table_uri, people_config(table_version=version)))
     first = people.commit(rows((1, "a", "eu", 0.0), (2, "b", "us", 0.0)))
-    people.commit(rows((1, "a1", "eu", 1.0)))
+    second = people.commit(rows((1, "a1", "eu", 1.0)))
     late, early = people.begin(), people.begin()
     people.finish(early, people.write_files(early, rows((2, "b2", "us", 2.0))))
     people.finish(late, people.write_files(late, rows((1, "a2", "eu", 2.0))))
@@ -183,6 +183,7 @@ def test_layout_two_counts_retained_commits_by_completion_time(
     done = {i.timestamp: i.completed_at for i in table.timeline.completed()}
     assert late < early and done[early] < done[late]
     at_late = sorted_rows(read_snapshot(table_uri, as_of=done[late]))
+    at_early = sorted_rows(read_snapshot(table_uri, as_of=done[early]))
     before = hudi_rs_rows(table_uri)
 
     result = clean(table, CleanSettings(retain_commits=2))
@@ -196,8 +197,10 @@ def test_layout_two_counts_retained_commits_by_completion_time(
     }
     assert hudi_rs_rows(table_uri) == before
     assert sorted_rows(read_snapshot(table_uri, as_of=done[late])) == at_late
-    with pytest.raises(FailedPreconditionError, match=f"still readable is {done[late]}"):
-        read_snapshot(table_uri, as_of=done[early])
+    # early completed just before late: every slice it shows was kept
+    assert sorted_rows(read_snapshot(table_uri, as_of=done[early])) == at_early
+    with pytest.raises(FailedPreconditionError, match=f"still readable is {done[early]}"):
+        read_snapshot(table_uri, as_of=done[second])
     timeline = HoodieTable.open(table_uri).timeline
     (cleaned,) = timeline.completed(frozenset({CLEAN}))
     assert cleaned.path == f".hoodie/timeline/{cleaned.timestamp}_{cleaned.completion_time}.clean"

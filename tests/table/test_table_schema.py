@@ -123,7 +123,7 @@ _ADDRESS = pa.struct([("city", pa.string()), ("zip", pa.string()), ("geo", _GEO)
             "address.geo.lat",
             "dropped",
         ),
-        (pa.string(), "address", "record -> string"),
+        (pa.string(), "address", "struct<city,zip,geo> -> string"),
     ],
 )
 def test_nested_refusals_name_the_field_path(
@@ -203,3 +203,73 @@ def test_naive_timestamps_are_refused_and_zoned_ones_never_relabelled() -> None:
     assert avro_to_arrow_schema(hudi_local).field("at").type == pa.timestamp("us")
     with pytest.raises(InvalidArgumentError, match="column holds local date-times"):
         evolve_schema(hudi_local, zoned)
+
+
+def test_type_refusals_name_full_types() -> None:
+    """Issue 53: "decimal -> decimal" named neither precision nor scale."""
+    old = arrow_to_avro_schema(
+        pa.schema([("amount", pa.decimal128(12, 2)), ("tags", pa.list_(pa.int32()))]), "t"
+    )
+    for new, message in (
+        (
+            pa.schema([("amount", pa.decimal128(12, 4)), ("tags", pa.list_(pa.int32()))]),
+            "amount: type change decimal(12,2) -> decimal(12,4) is not allowed; cast the "
+            "input's column to decimal(12,2)",
+        ),
+        (
+            pa.schema([("amount", pa.decimal128(12, 2)), ("tags", pa.int32())]),
+            "tags: type change array<int> -> int is not allowed",
+        ),
+    ):
+        with pytest.raises(InvalidArgumentError) as error:
+            evolve_schema(old, new)
+        assert message in str(error.value)
+    with pytest.raises(InvalidArgumentError, match=r"\(decimal\(12,2\) -> decimal\(14,2\)\)"):
+        evolve_schema(
+            old,
+            pa.schema([("amount", pa.decimal128(14, 2)), ("tags", pa.list_(pa.int32()))]),
+            protected_fields={"amount"},
+        )
+
+
+@pytest.mark.parametrize(
+    ("table", "incoming", "written"),
+    [
+        ((12, 2), (4, 2), (12, 2)),  # the input cast up to the table's type
+        ((12, 2), (10, 1), (12, 2)),
+        ((12, 2), (14, 2), (14, 2)),  # the table's type widened, as Hudi does
+        ((12, 2), (13, 3), (13, 3)),
+    ],
+)
+def test_decimals_are_promoted_or_widened_as_hudi_allows(
+    table: tuple[int, int], incoming: tuple[int, int], written: tuple[int, int]
+) -> None:
+    old = arrow_to_avro_schema(pa.schema([("amount", pa.decimal128(*table))]), "t")
+    evolved = evolve_schema(old, pa.schema([("amount", pa.decimal128(*incoming))]))
+    assert evolved.field("amount").type == pa.decimal128(*written)
+
+
+@pytest.mark.parametrize("incoming", [(12, 3), (11, 0), (4, 3)])
+def test_decimals_losing_digits_are_refused(incoming: tuple[int, int]) -> None:
+    old = arrow_to_avro_schema(pa.schema([("amount", pa.decimal128(12, 2))]), "t")
+    with pytest.raises(InvalidArgumentError, match="decimal\\(12,2\\) -> decimal") as error:
+        evolve_schema(old, pa.schema([("amount", pa.decimal128(*incoming))]))
+    assert error.value.field == "amount"
+
+
+def test_a_missing_column_is_refused_with_both_ways_on_or_filled() -> None:
+    old = arrow_to_avro_schema(
+        pa.schema([("id", pa.int64()), ("extra", pa.string()), ("n", pa.int32())]), "t"
+    )
+    incoming = pa.schema([("id", pa.int64()), ("n", pa.int64())])
+    with pytest.raises(InvalidArgumentError) as error:
+        evolve_schema(old, incoming)
+    assert error.value.field == "extra"
+    for hint in (
+        "set_null_for_missing_columns=True",
+        "--set-null-for-missing-columns",
+        "rewriting",
+    ):
+        assert hint in str(error.value)
+    filled = evolve_schema(old, incoming, fill_missing=True)
+    assert filled == pa.schema([("id", pa.int64()), ("n", pa.int64()), ("extra", pa.string())])

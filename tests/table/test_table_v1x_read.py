@@ -12,7 +12,7 @@ from hudi import HudiReadOptions, HudiTableBuilder
 from table.table_testkit import file_tree, hudi_rs_table, set_property, sorted_rows
 from table.v1x_testkit import LANCE, LIVE_ROWS, PARQUET_TABLES, unzip_fixture
 from tidemark.cli import main
-from tidemark.errors import FailedPreconditionError
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table.clustering_plan import pending_plans
 from tidemark.table.instant import CLUSTERING, REPLACE_COMMIT, State
 from tidemark.table.lsm_timeline import HistoryInstant, write_history
@@ -54,18 +54,25 @@ def test_time_travel_to_each_completion_equals_hudi_rs(name: str, tmp_path: Path
         assert same_rows(ours, hudi_rs_as_of(root, instant.completion_time)), instant
 
 
-def test_a_write_is_visible_from_its_completion_time_not_its_requested_time(
+def test_a_write_is_visible_from_its_completion_time_or_as_of_its_own_instant(
     tmp_path: Path,
 ) -> None:
+    """A time while the write ran does not show it; its completion time and its own
+    requested instant (issue 53: ``as_of=result.instant``) do, as in hudi-rs."""
     root = unzip_fixture("v8_simplekeygen_nonhivestyle", tmp_path)
     first, second = HoodieTable.open(str(root)).timeline.completed()
     assert second.completion_time is not None and first.completion_time is not None
-    running = read_snapshot(str(root), as_of=second.timestamp)  # requested, not yet done
+    while_running = str(int(second.timestamp) + 1)
+    assert while_running < second.completion_time
+    running = read_snapshot(str(root), as_of=while_running)
     before = read_snapshot(str(root), as_of=first.completion_time)
     assert sorted_rows(running) == sorted_rows(before)
     assert set(running.column("_hoodie_commit_time").to_pylist()) == {first.timestamp}
     after = read_snapshot(str(root), as_of=second.completion_time)
     assert second.timestamp in set(after.column("_hoodie_commit_time").to_pylist())
+    own = read_snapshot(str(root), as_of=second.timestamp)
+    assert sorted_rows(own) == sorted_rows(after)
+    assert same_rows(own, hudi_rs_as_of(root, second.timestamp))
 
 
 def test_clustering_is_pending_as_clustering_and_completes_as_replacecommit(
@@ -118,7 +125,8 @@ def test_archived_writes_are_read_through_the_lsm_history(tmp_path: Path) -> Non
     assert sorted_rows(read_snapshot(str(root))) == latest
     assert sorted_rows(read_snapshot(str(root), as_of=first.completion_time)) == oldest
     (root / ".hoodie/timeline/history/manifest_1").write_text('{"files": []}')
-    assert read_snapshot(str(root), as_of=first.completion_time).num_rows == 0
+    with pytest.raises(InvalidArgumentError, match="before the table's first commit"):
+        read_snapshot(str(root), as_of=first.completion_time)
 
 
 def test_an_unreadable_history_is_one_error_naming_the_file(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -23,6 +24,8 @@ from tidemark.jobs.job_options import add_lock_options, add_lock_wait_option
 from tidemark.jobs.rollback import rollback_table
 from tidemark.table import column_stats
 from tidemark.table.commit import rollback_target
+from tidemark.table.fsview import BaseFile
+from tidemark.table.history import HistoryEntry, table_history
 from tidemark.table.keys import META_COLUMNS
 from tidemark.table.names import check_write_schema, table_name_from_uri
 from tidemark.table.properties import TableConfig
@@ -77,16 +80,29 @@ def register(subparsers: Any) -> None:
         metavar="INSTANT",
         help="time travel: the rows of the writes completed at or before this time "
         "(17 digits yyyyMMddHHmmssSSS; table versions 8 and 9 record completion times, "
-        "on version 6 the requested time stands in); refused when older than the "
-        "earliest instant the cleaner kept readable",
+        "on version 6 the requested time stands in); a completed write's own instant "
+        "reads that write's snapshot; refused before the table's first commit and when "
+        "older than the earliest instant the cleaner kept readable",
     )
     read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
     read.add_argument("--output", metavar="PATH", help="write to PATH.parquet or PATH.json")
     read.set_defaults(handler=run_read)
 
-    show = subparsers.add_parser("show", help="print the timeline and live file groups")
+    show = subparsers.add_parser(
+        "show", help="print the table's history (its instants) and live file groups"
+    )
     show.add_argument("--table", required=True, help="table base URI")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the table's layout, its instants (requested and "
+        "completion times, action, state, operation, rows and files written) and its "
+        "file groups",
+    )
+    show.add_argument(
+        "--archived", action="store_true", help="list the archived instants too, first"
+    )
     show.set_defaults(handler=run_show)
 
     undo = subparsers.add_parser("rollback", help="roll back a pending (failed) write")
@@ -171,6 +187,11 @@ def run_stats_rebuild(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
     config = table.config
+    instants = table_history(table, archived=args.archived)
+    groups = table.view().latest_base_files()
+    if args.json:
+        print(json.dumps(_show_document(table, instants, groups)))
+        return 0
     console = _console()
     console.print(f"table {config.name} at {table.uri}")
     console.print(
@@ -180,24 +201,53 @@ def run_show(args: argparse.Namespace) -> int:
     )
     console.print(f"table version: {config.table_version}")
     timeline = Table(title="timeline")
-    for header in ("instant", "action", "state", "completed at"):
+    headers = ("instant", "completed at", "action", "state", "operation", "rows", "files")
+    for header in headers:
         timeline.add_column(header)
-    for instant in table.timeline.instants():
-        completed = instant.completion_time or ("" if instant.layout == 2 else "(not recorded)")
-        timeline.add_row(instant.timestamp, instant.action, instant.state.name, completed)
+    for entry in instants:
+        row = (entry.requested, entry.completed, entry.action, entry.state, entry.operation)
+        counts = (entry.rows_written, entry.files_written)
+        timeline.add_row(
+            *(value or "" for value in row), *("" if n is None else str(n) for n in counts)
+        )
     console.print(timeline)
-    groups = Table(title="file groups")
+    listing = Table(title="file groups")
     for header in ("partition", "file id", "instant", "bytes"):
-        groups.add_column(header)
-    for base_file in table.view().latest_base_files():
-        groups.add_row(
+        listing.add_column(header)
+    for base_file in groups:
+        listing.add_row(
             base_file.partition_path or "(root)",
             base_file.file_id,
             base_file.instant,
             str(base_file.size),
         )
-    console.print(groups)
+    console.print(listing)
     return 0
+
+
+def _show_document(
+    table: HoodieTable, instants: list[HistoryEntry], groups: list[BaseFile]
+) -> dict[str, Any]:
+    """What ``show --json`` prints: the layout, the instants and the live file groups."""
+    config = table.config
+    return {
+        "table": table.uri,
+        "name": config.name,
+        "table_version": config.table_version,
+        "record_key_fields": list(config.record_key_fields),
+        "partition_fields": list(config.partition_fields),
+        "hive_style": config.hive_style,
+        "instants": [dataclasses.asdict(entry) for entry in instants],
+        "file_groups": [
+            {
+                "partition": f.partition_path,
+                "file_id": f.file_id,
+                "instant": f.instant,
+                "bytes": f.size,
+            }
+            for f in groups
+        ],
+    }
 
 
 def run_rollback(args: argparse.Namespace) -> int:

@@ -51,7 +51,8 @@ def _handle(args: argparse.Namespace) -> int:
         )
         return 0
     print(
-        f"{result.operation} committed instant {result.instant}: "
+        f"{result.operation} committed instant {result.instant} (completed "
+        f"{result.completion_time}): "
         f"{result.rows_inserted} inserted, {result.rows_updated} updated, "
         f"{result.rows_deleted} deleted, {result.files_written} files written"
     )

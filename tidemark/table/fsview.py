@@ -6,8 +6,10 @@ groups replaced by a completed replacecommit.
 
 ``as_of`` is a completion time: a write is visible once it completed at or before it
 (table versions 8 and 9 record when each instant completed; on version 6 the requested
-time stands in, as Hudi 0.x does). A file group's latest base file is the one with the
-greatest requested time among the visible ones (the 1.0 spec's reader rule).
+time stands in, as Hudi 0.x does). The requested time of a completed write stands for
+its completion time (``resolve_as_of``), so a write's own instant reads that write's
+snapshot on every version. A file group's latest base file is the one with the greatest
+requested time among the visible ones (the 1.0 spec's reader rule).
 
 Committed means completed on the active timeline, or older than the active timeline and
 listed by Hudi's archived timeline as a completed commit or replacecommit
@@ -24,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from tidemark.errors import FailedPreconditionError
+from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import FileInfo, ListDirResult, Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.archived_timeline import META_FOLDER, ArchivedTimeline
@@ -37,7 +39,10 @@ from tidemark.table.naming import (
     partition_of,
 )
 from tidemark.table.table_versions import Archive
-from tidemark.table.timeline import Timeline
+from tidemark.table.timeline import WRITE_ACTIONS, Timeline
+
+FILE_VERSIONS_POLICY = "KEEP_LATEST_FILE_VERSIONS"
+"""The cleaner policy (``clean_planner.CleanPolicy``) whose recorded instant is the floor."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,7 @@ class FileSystemView:
         self.storage = storage
         self.timeline = timeline
         self.archive = archive or ArchivedTimeline(storage)
-        self.as_of = validate_instant_time(as_of, field="as_of") if as_of else None
-        if self.as_of is not None:
-            check_readable(timeline, self.as_of)
+        self.as_of = resolve_as_of(timeline, self.archive, as_of) if as_of else None
         instants = timeline.instants()
         self._completed = {
             i.timestamp for i in instants if i.is_completed and self._in_range(i.completed_at)
@@ -168,21 +171,61 @@ def completion_times(timeline: Timeline) -> Callable[[str], str]:
     return lambda timestamp: done.get(timestamp, timestamp)
 
 
+def resolve_as_of(timeline: Timeline, archive: Archive, as_of: str) -> str:
+    """``as_of`` as the completion time a snapshot is read at: the requested time of a
+    completed write on the active timeline is that write's completion time (on version 6
+    the same time), any other time is taken as a completion time. InvalidArgumentError
+    before the table's first commit, FailedPreconditionError below the retention floor
+    (``check_readable``); both name ``as_of``."""
+    validate_instant_time(as_of, field="as_of")
+    writes = timeline.completed(WRITE_ACTIONS)
+    resolved = next((i.completed_at for i in writes if i.timestamp == as_of), as_of)
+    first = min((i.completed_at for i in writes), default=None)
+    if first is None or resolved < first:
+        archived = min(archive.completed_writes(), default=None)
+        first = archived or first
+    if first is None or resolved < first:
+        raise InvalidArgumentError(
+            f"as_of {as_of} is before the table's first commit"
+            + (f" ({first})" if first else " (it has none)"),
+            field="as_of",
+        )
+    check_readable(timeline, resolved)
+    return resolved
+
+
 def earliest_readable(timeline: Timeline) -> str | None:
-    """The oldest ``as_of`` whose snapshot is whole: when the earliest commit to retain
-    of the newest clean completed, a pending clean included (its deletes may be under
-    way; cleans keep the value monotonic); None when nothing was ever cleaned."""
-    retained: str | None = None
+    """The oldest ``as_of`` whose snapshot is whole; None when nothing was ever cleaned.
+    It is read from the newest clean, a pending one included (its deletes may be under
+    way; cleans keep it monotonic): under the commit-based policies the cleaner keeps
+    each file group's latest slice completed before the earliest commit to retain, so
+    the write completed just before that commit is whole too (when it is still on the
+    active timeline); under KEEP_LATEST_FILE_VERSIONS the instant recorded is the floor."""
+    policy, retained = _newest_retained(timeline)
+    if not retained:
+        return None
+    done = sorted(timeline.completed(WRITE_ACTIONS), key=lambda i: i.completed_at)
+    at = next((n for n, i in enumerate(done) if i.timestamp == retained), None)
+    if at is None:
+        return completion_times(timeline)(retained)
+    if policy != FILE_VERSIONS_POLICY and at > 0:
+        return done[at - 1].completed_at
+    return done[at].completed_at
+
+
+def _newest_retained(timeline: Timeline) -> tuple[str, str | None]:
+    """The newest clean's policy and earliest commit to retain (a pending clean's plan
+    first)."""
     pending = [i for i in timeline.pending() if i.action == CLEAN]
     if pending:
         requested = pending[-1].with_state(State.REQUESTED)
         plan = read_parsed(timeline.storage, requested.path, CleanPlan.from_avro)
         if plan.earliest_to_retain is not None:
-            retained = plan.earliest_to_retain.timestamp
-    if retained is None:
-        clean = last_clean(timeline)
-        retained = clean.earliest_commit_to_retain or None if clean is not None else None
-    return completion_times(timeline)(retained) if retained else None
+            return plan.policy, plan.earliest_to_retain.timestamp
+    clean = last_clean(timeline)
+    if clean is None:
+        return "", None
+    return clean.policy, clean.earliest_commit_to_retain or None
 
 
 def check_readable(timeline: Timeline, as_of: str) -> None:

@@ -24,7 +24,7 @@ from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged, describe
 from tidemark.table import column_stats
 from tidemark.table.column_stats import UNARY
-from tidemark.table.fsview import BaseFile
+from tidemark.table.fsview import BaseFile, resolve_as_of
 from tidemark.table.keys import (
     DEFAULT_PARTITION,
     META_COLUMNS,
@@ -366,10 +366,12 @@ def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:
 
 def snapshot_schema(table: HoodieTable, as_of: str | None = None) -> pa.Schema:
     """The snapshot's schema as Hudi readers take it: meta columns plus the writer schema
-    of the last commit up to ``as_of`` (the table's declared schema before any)."""
+    of the last commit completed by ``as_of`` (``fsview.resolve_as_of``; the table's
+    declared schema before any)."""
     avro = table.config.avro_schema
-    done = [i for i in table.timeline.completed(WRITE_ACTIONS) if not as_of or i.timestamp <= as_of]
-    last = done[-1] if done else None
+    at = resolve_as_of(table.timeline, table.archive, as_of) if as_of else None
+    done = [i for i in table.timeline.completed(WRITE_ACTIONS) if not at or i.completed_at <= at]
+    last = max(done, key=lambda i: i.completed_at, default=None)
     if last is not None:
         avro = table.timeline.read_metadata(last).extra_metadata.get("schema", avro)
     meta = [pa.field(name, pa.string()) for name in META_COLUMNS]

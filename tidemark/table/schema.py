@@ -63,21 +63,54 @@ def avro_to_arrow_schema(avro_json: str) -> pa.Schema:
 
 
 def evolve_schema(
-    old_avro: str, new_arrow: pa.Schema, *, protected_fields: Collection[str] = ()
+    old_avro: str,
+    new_arrow: pa.Schema,
+    *,
+    protected_fields: Collection[str] = (),
+    fill_missing: bool = False,
 ) -> pa.Schema:
     """The schema to write incoming data with, or an error naming the field (``a.b`` for a
     nested one) where Hudi would refuse the change.
 
     Accepted, as in Hudi: columns and nested struct fields added (always nullable here);
     incoming types narrower than the table's (int -> long/float/double, long ->
-    float/double, float -> double, string <-> bytes), which the result promotes to the
-    table's type; a table type widened by the incoming one. Refused: dropped (nested)
-    fields, narrowing or incompatible changes, and any type change of ``protected_fields``
-    (record key and partition fields) other than an incoming integer promoted to the
-    table's wider integer, whose key string stays the same.
+    float/double, float -> double, string <-> bytes, a decimal the table's decimal
+    holds), which the result promotes to the table's type; a table type widened by the
+    incoming one (Hudi's ``SchemaChangeUtils.isTypeUpdateAllow``: for decimals, a wider
+    one, or more precision at the same scale). With ``fill_missing`` (Hudi's
+    ``hoodie.write.set.null.for.missing.columns``) a top-level column the input lacks is
+    kept, after the input's columns, to be written as nulls. Refused: other dropped
+    (nested) fields, narrowing or incompatible changes, and any type change of
+    ``protected_fields`` (record key and partition fields) other than an incoming integer
+    promoted to the table's wider integer, whose key string stays the same.
     """
     old_fields = _parse(old_avro)["fields"]
-    return pa.schema(_evolve_fields(old_fields, list(new_arrow), "", frozenset(protected_fields)))
+    evolved = _evolve_fields(old_fields, list(new_arrow), "", frozenset(protected_fields))
+    missing = [field for field in old_fields if field["name"] not in new_arrow.names]
+    if missing and not fill_missing:
+        raise _dropped(missing[0]["name"])
+    return pa.schema(evolved + [_arrow_field(field) for field in missing])
+
+
+SET_NULL_FOR_MISSING_COLUMNS = "set_null_for_missing_columns"
+"""The write option filling missing columns (``--set-null-for-missing-columns``)."""
+
+
+def _dropped(path: str, *, nested: bool = False) -> InvalidArgumentError:
+    """The refusal of an input lacking a column, with the two ways on."""
+    if nested:
+        fill = "give the input the field (null where it has no value)"
+    else:
+        fill = (
+            f"write it as null with {SET_NULL_FOR_MISSING_COLUMNS}=True "
+            "(--set-null-for-missing-columns; Hudi's hoodie.write.set.null.for.missing.columns)"
+        )
+    return InvalidArgumentError(
+        f"column was dropped from the schema: the input lacks it; {fill}, or remove it "
+        "for good by rewriting the table without it (read it, drop the column, bulk_insert "
+        "into a new table): Tidemark never drops a column in place",
+        field=path,
+    )
 
 
 def _evolve_fields(
@@ -86,13 +119,17 @@ def _evolve_fields(
     prefix: str,
     protected: frozenset[str],
 ) -> list[pa.Field]:
+    """``new_fields`` evolved against the table's; the top level's missing fields are the
+    caller's to judge, a struct's are refused here."""
     by_name = {field.name: field for field in new_fields if field.name not in META_COLUMNS}
     evolved = {field.name: field for field in new_fields}
     for old_field in old_fields:
         path = f"{prefix}{old_field['name']}"
         new_field = by_name.get(old_field["name"])
         if new_field is None:
-            raise InvalidArgumentError("column was dropped from the schema", field=path)
+            if prefix:
+                raise _dropped(path, nested=True)
+            continue
         kind = _evolve_type(_non_null(old_field["type"]), new_field.type, path, path in protected)
         evolved[new_field.name] = new_field.with_type(kind)
     return [evolved[field.name] for field in new_fields]
@@ -117,12 +154,19 @@ def _evolve_type(old: Any, new: pa.DataType, path: str, protected: bool) -> pa.D
     promoted = primitive and old in _WIDENINGS.get(new_avro, set())
     if protected and not (promoted and pa.types.is_integer(_PRIMITIVES[old])):
         raise InvalidArgumentError(
-            "the type of a record key or partition field cannot change", field=path
+            "the type of a record key or partition field cannot change "
+            f"({_describe(old)} -> {_describe(new_avro)})",
+            field=path,
         )
     if promoted:
         return _PRIMITIVES[old]
     if primitive and new_avro in _WIDENINGS.get(old, set()):
         return new
+    if _is_decimal(old) and _is_decimal(new_avro):
+        if _holds(old, new_avro):
+            return pa.decimal128(old["precision"], old.get("scale", 0))
+        if _holds(new_avro, old):
+            return new
     if _is_timestamp(old) and _is_timestamp(new_avro) and _is_local(old) != _is_local(new_avro):
         raise InvalidArgumentError(
             f"the column holds {_TIMESTAMP_KINDS[_is_local(old)]}, the input "
@@ -131,7 +175,9 @@ def _evolve_type(old: Any, new: pa.DataType, path: str, protected: bool) -> pa.D
             field=path,
         )
     raise InvalidArgumentError(
-        f"type change {_describe(old)} -> {_describe(new_avro)} is not allowed", field=path
+        f"type change {_describe(old)} -> {_describe(new_avro)} is not allowed; cast the "
+        f"input's column to {_describe(old)}",
+        field=path,
     )
 
 
@@ -139,6 +185,21 @@ _TIMESTAMP_KINDS = {
     False: "instants (with a time zone)",
     True: "local date-times (without a time zone)",
 }
+
+
+def _is_decimal(avro: Any) -> bool:
+    return isinstance(avro, dict) and avro.get("logicalType") == "decimal"
+
+
+def _holds(wide: dict[str, Any], narrow: dict[str, Any]) -> bool:
+    """Whether decimal ``wide`` holds every value of ``narrow`` exactly: Hudi's rule, at
+    least as many digits after the point and at least as many before it (so more
+    precision at the same scale)."""
+    wide_scale, narrow_scale = wide.get("scale", 0), narrow.get("scale", 0)
+    return (
+        wide_scale >= narrow_scale
+        and wide["precision"] - wide_scale >= narrow["precision"] - narrow_scale
+    )
 
 
 def _is_timestamp(avro: Any) -> bool:
@@ -278,6 +339,19 @@ def _shape(avro: Any) -> Any:
 
 
 def _describe(avro: Any) -> str:
-    if isinstance(avro, dict):
-        return str(avro.get("logicalType") or avro.get("type"))
-    return str(avro)
+    """A type as people write it: ``decimal(12,2)``, ``array<int>``, ``timestamp-micros``."""
+    if isinstance(avro, list):
+        return " | ".join(_describe(branch) for branch in avro if branch != "null")
+    if not isinstance(avro, dict):
+        return str(avro)
+    if _is_decimal(avro):
+        return f"decimal({avro['precision']},{avro.get('scale', 0)})"
+    if avro.get("logicalType"):
+        return str(avro["logicalType"])
+    if avro.get("type") == "array":
+        return f"array<{_describe(_non_null(avro['items']))}>"
+    if avro.get("type") == "map":
+        return f"map<string,{_describe(_non_null(avro['values']))}>"
+    if avro.get("type") == "record":
+        return "struct<" + ",".join(f["name"] for f in avro["fields"]) + ">"
+    return _describe(avro.get("type"))
