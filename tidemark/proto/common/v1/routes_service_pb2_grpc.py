@@ -53,8 +53,7 @@ class RoutesServiceServicer:
     """
 
     def GetRoutes(self, request, context):
-        """The methods served on another port of this host. Needs a token of any role when the
-        server checks tokens.
+        """The methods served on another port of this host. Needs no token, as health does not.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

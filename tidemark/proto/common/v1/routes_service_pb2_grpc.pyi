@@ -38,9 +38,7 @@ class RoutesServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RoutesServiceAsyncStub: ...
     GetRoutes: _grpc.UnaryUnaryMultiCallable[_routes_service_pb2.GetRoutesRequest, _routes_service_pb2.GetRoutesResponse]
-    """The methods served on another port of this host. Needs a token of any role when the
-    server checks tokens.
-    """
+    """The methods served on another port of this host. Needs no token, as health does not."""
 
 @_typing.type_check_only
 class RoutesServiceAsyncStub(RoutesServiceStub):
@@ -52,9 +50,7 @@ class RoutesServiceAsyncStub(RoutesServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetRoutes: _aio.UnaryUnaryMultiCallable[_routes_service_pb2.GetRoutesRequest, _routes_service_pb2.GetRoutesResponse]  # type: ignore[assignment]
-    """The methods served on another port of this host. Needs a token of any role when the
-    server checks tokens.
-    """
+    """The methods served on another port of this host. Needs no token, as health does not."""
 
 class RoutesServiceServicer(metaclass=_abc_1.ABCMeta):
     """Which port of a service's host serves each method. Large requests are read by a server of
@@ -69,8 +65,6 @@ class RoutesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _routes_service_pb2.GetRoutesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_routes_service_pb2.GetRoutesResponse, _abc.Awaitable[_routes_service_pb2.GetRoutesResponse]]:
-        """The methods served on another port of this host. Needs a token of any role when the
-        server checks tokens.
-        """
+        """The methods served on another port of this host. Needs no token, as health does not."""
 
 def add_RoutesServiceServicer_to_server(servicer: RoutesServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
