@@ -105,7 +105,7 @@ def config_for(address: str, config: ClientConfig | None = None) -> ClientConfig
     return settings.without_credentials() if address in _embedded else settings
 
 
-def channel_for(address: str, *, config: ClientConfig | None = None) -> grpc.Channel:
+def channel_for(address: str, *, config: ClientConfig | None = None) -> RoutedChannel:
     """A new channel to the service at ``address``, each call sent to the port serving
     its method there (``RoutedChannel``)."""
     settings = config or ClientConfig()

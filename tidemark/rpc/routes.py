@@ -122,22 +122,34 @@ class RoutedChannel(grpc.Channel):
             routes = self._discover(timeout, metadata)
         return routes.get(method, self._main)
 
-    def _discover(self, timeout: float | None, metadata: Any) -> dict[str, grpc.Channel]:
+    def target_of(self, method: str, timeout: float | None = None) -> str:
+        """The address serving ``method``, for callers with channels of their own (the
+        benchmarks' asyncio load)."""
+        return self._target(method, self._ports(timeout, None))
+
+    def _target(self, method: str, ports: Mapping[str, int]) -> str:
+        return with_port(self._address, ports[method]) if method in ports else self._address
+
+    def _ports(self, timeout: float | None, metadata: Any) -> dict[str, int]:
+        """Method -> port, as the server answers; {} from a server without routes."""
         stub = pb_grpc.RoutesServiceStub(self._main)
         try:
             answer = stub.GetRoutes(pb.GetRoutesRequest(), timeout=timeout, metadata=metadata)
-            ports = dict(answer.method_ports)
         except grpc.RpcError as error:
             if not isinstance(error, grpc.Call) or error.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
-            ports = {}
+            return {}
+        return dict(answer.method_ports)
+
+    def _discover(self, timeout: float | None, metadata: Any) -> dict[str, grpc.Channel]:
+        ports = self._ports(timeout, metadata)
         with self._lock:
             if self._routes is None:
                 channels = {
-                    port: self._open(with_port(self._address, port)) for port in set(ports.values())
+                    target: self._open(target) for target in {self._target(m, ports) for m in ports}
                 }
                 self._others = list(channels.values())
-                self._routes = {method: channels[port] for method, port in ports.items()}
+                self._routes = {method: channels[self._target(method, ports)] for method in ports}
             return self._routes
 
     def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:

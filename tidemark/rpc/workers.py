@@ -65,9 +65,9 @@ class Workers:
         try:
             for number in range(1, config.workers):
                 metrics_port = config.metrics_port + number if config.metrics_port else 0
-                args = ("--port", str(port), "--metrics-port", str(metrics_port))
+                args = ["--port", str(port), "--metrics-port", str(metrics_port)]
                 if bulk_port is not None:
-                    args = (*args, "--bulk-port", str(bulk_port))
+                    args += ["--bulk-port", str(bulk_port)]
                 self.processes.append(
                     ServeProcess(
                         service,
