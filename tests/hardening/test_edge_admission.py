@@ -7,13 +7,11 @@ floods would miss."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections import Counter
 from pathlib import Path
 
 import grpc
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tidemark.config import ClientConfig
@@ -23,7 +21,6 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 from tidemark.rpc.client import channel_for
 from tidemark.rpc.process import ServeProcess
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "hudi-v6" / "v6_nonpartitioned"
 MIB = 1 << 20
 READ_TOKEN = "read-token-0123456789"
 PEAK_BOUND_MIB = 768
@@ -31,13 +28,6 @@ PEAK_BOUND_MIB = 768
 per class: 3,046 MiB after the health flood, 1,023-1,344 MiB after the BuildStatus one."""
 HUGE = 60_000_000
 """Bytes of each oversized request, as in the issue."""
-
-
-@pytest.fixture
-def table(tmp_path: Path) -> Path:
-    target = tmp_path / "lake" / "t"
-    shutil.copytree(FIXTURE, target)
-    return target
 
 
 def serve(service: str, table: Path) -> ServeProcess:
