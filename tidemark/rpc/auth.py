@@ -3,9 +3,9 @@ roots and a role, and per-client concurrency.
 
 Checked by the one server interceptor before a servicer runs, and before the request's
 bytes are read (an unauthenticated flood costs no memory), as is the role a method needs.
-Health, reflection and routes are exempt (Kubernetes' probes send no token), and read
-on the small port only, whose receive limit bounds them. Tokens come from a file re-read when it
-changes (rotation without a restart) and compared in constant time. A line is a token
+Health, reflection and routes are exempt (Kubernetes' probes send no token), and read on
+the small port only, whose receive limit bounds them. Tokens come from a file re-read when
+it changes (rotation without a restart) and compared in constant time. A line is a token
 alone (today's format: every allowed root, every role) or a token followed by
 ``name=<name> role=<read|write|admin> roots=<root>[,<root>...]``; roles are ordered
 (``write`` may read, ``admin`` may write). A token is never logged: lines name a client
@@ -262,12 +262,12 @@ class CallGuard:
                     "missing or unknown bearer token (send authorization: Bearer <token>)",
                 )
             assert grant is not None
+            bind_call_grant(CallGrant(grant, role, context.peer()))
             if grant.role < role:  # known before the request is read, so it is not read
                 raise PermissionDeniedError(
                     f"the caller's credentials do not grant {role.label} on any table",
                     field="authorization",
                 )
-            bind_call_grant(CallGrant(grant, role, context.peer()))
         client = client_of(context, token)
         if client is None:
             return None

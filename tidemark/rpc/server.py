@@ -33,7 +33,7 @@ import dataclasses
 import errno
 import socket
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -49,7 +49,7 @@ from tidemark.errors import ConfigError
 from tidemark.rpc.auth import CallGuard
 from tidemark.rpc.client import forget_loopback_channels
 from tidemark.rpc.interceptor import BulkReading, ServerCallInterceptor
-from tidemark.rpc.limits import SMALL_REQUEST_BYTES, ByteBudget, receive_limit
+from tidemark.rpc.limits import SMALL_REQUEST_BYTES, ByteBudget, MethodPolicy, receive_limit
 from tidemark.rpc.metrics import BudgetMetrics, MetricsEndpoint, RpcMetrics
 from tidemark.rpc.options import jittered_ms, server_options
 from tidemark.rpc.pod_metrics import PodMetrics
@@ -213,16 +213,7 @@ async def _start(
     port = _bind(server, config, config.port, "port", reuse_port)
     bulk_server, bulk_port = None, None
     if bulk:
-        budget = ByteBudget(config.max_request_memory_bytes, config.max_caller_request_memory_bytes)
-        metrics.register(BudgetMetrics(budget))
-        limit = receive_limit(bulk.values(), config.max_message_bytes)
-        reading = BulkReading(budget, limit, config.request_idle_s)
-        bulk_server = _server(
-            config,
-            ServerCallInterceptor(rpc_metrics, guard, bulk, config.max_message_bytes, reading),
-            limit,
-            reuse_port,
-        )
+        bulk_server = _bulk_server(config, bulk, rpc_metrics, guard, metrics, reuse_port)
         bulk_port = _bind(bulk_server, config, config.bulk_port_for(port), "bulk_port", reuse_port)
     context = ServiceContext(
         config=config, metrics=metrics, advertise_address=advertise_address(config, port)
@@ -291,6 +282,26 @@ def _server(
         ),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
+
+
+def _bulk_server(
+    config: ServerConfig,
+    policies: Mapping[str, MethodPolicy],
+    rpc_metrics: RpcMetrics,
+    guard: CallGuard,
+    metrics: CollectorRegistry,
+    reuse_port: bool,
+) -> grpc.aio.Server:
+    """The server of the methods allowed large requests: each message read only within
+    its caller's share of the request budget (its metrics on ``metrics``)."""
+    budget = ByteBudget(config.max_request_memory_bytes, config.max_caller_request_memory_bytes)
+    metrics.register(BudgetMetrics(budget))
+    limit = receive_limit(policies.values(), config.max_message_bytes)
+    reading = BulkReading(budget, limit, config.request_idle_s)
+    interceptor = ServerCallInterceptor(
+        rpc_metrics, guard, policies, config.max_message_bytes, reading
+    )
+    return _server(config, interceptor, limit, reuse_port)
 
 
 def _health_options() -> list[tuple[str, int]]:
