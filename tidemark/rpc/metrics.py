@@ -8,7 +8,8 @@ Error counts by code are
 ``grpc_server_handled_total`` with ``grpc_code`` other than OK; a marker replica's
 "ask the owner" answers (FAILED_PRECONDITION on the wire, routine with several replicas)
 are also counted in ``tidemark_owner_redirects_total`` (0 for every method until then, so
-the alerts' subtraction has a series to subtract), so alerts can leave them out.
+the alerts' subtraction has a series to subtract), so alerts can leave them out. A server
+with a bulk port also exports its request budget (``tidemark_request_budget_*``).
 """
 
 from __future__ import annotations
