@@ -5,6 +5,7 @@ most its share, so another team is answered meanwhile; and they give it back aft
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import threading
 import time
@@ -20,6 +21,7 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as index_pb
 from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 from tidemark.rpc.client import channel_for
+from tidemark.rpc.limits import ByteBudget
 from tidemark.rpc.registry import resolve_services
 from tidemark.rpc.server import RunningServer, build_server
 
@@ -202,3 +204,31 @@ def test_half_open_create_markers_do_not_block_another_writer(tmp_path: Path) ->
     finally:
         silent.stop()
         server.stop(0)
+
+
+def test_a_caller_over_its_share_waits_alone() -> None:
+    """a holds its whole share and waits for more; c waits for bytes. b's 30 freed go to
+    c, whom a's wait does not hold up; a's comes once a gives its own back."""
+
+    async def scenario() -> list[str]:
+        budget = ByteBudget(capacity=100, caller_capacity=60)
+        await budget.take("a", 60)
+        await budget.take("b", 30)
+        granted: list[str] = []
+
+        async def take(caller: str, amount: int) -> None:
+            await budget.take(caller, amount)
+            granted.append(caller)
+
+        waiting = [asyncio.create_task(take("a", 10)), asyncio.create_task(take("c", 20))]
+        await asyncio.sleep(0)
+        assert (budget.waiting_calls, budget.waiting_callers, granted) == (2, 2, [])
+        budget.give("b", 30)
+        await asyncio.sleep(0)
+        assert granted == ["c"]
+        budget.give("a", 60)
+        await asyncio.gather(*waiting)
+        assert (budget.used, budget.waiting_calls) == (30, 0)
+        return granted
+
+    assert asyncio.run(scenario()) == ["c", "a"]
