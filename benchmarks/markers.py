@@ -51,6 +51,7 @@ from tidemark.config import ClientConfig
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.options import client_options
 from tidemark.rpc.process import ServeProcess
 from tidemark.services.marker.config import MarkerConfig
@@ -72,6 +73,8 @@ from tidemark.table.properties import PROPERTIES_PATH, format_properties
 from tidemark.testing.s3local import FaultProxy, LocalS3Server, free_port
 
 LoadKind = Literal["echo", "create", "create_many", "direct"]
+CREATE_MARKERS = f"/{pb.DESCRIPTOR.services_by_name['MarkerService'].full_name}/CreateMarkers"
+"""Served on the marker service's bulk port, which the asyncio load dials itself."""
 T = TypeVar("T")
 SERVER_START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 120.0
@@ -550,9 +553,11 @@ def measure(root: str, args: argparse.Namespace) -> dict[str, Any]:
         service_delete_s, _ = timed(lambda: reader.delete_dir(single_instant))
         deleted_counters = server.counters()
         many_instant = new_instant_time()
+        with channel_for(server.address) as routed:
+            bulk_address = routed.target_of(CREATE_MARKERS)
         many = run_load(
             "create_many",
-            address=server.address,
+            address=bulk_address,
             instant=many_instant,
             count=markers,
             batch_size=args.batch_size,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -73,7 +72,6 @@ def generate(out_dir: Path) -> list[Path]:
                 text = _move_to_namespace(source.read_text(), stub=source.suffix == ".pyi")
                 (target / source.name).write_text(text)
                 generated.append(target / source.name)
-            shutil.rmtree(source_dir, ignore_errors=True)
     return generated
 
 

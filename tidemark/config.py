@@ -173,6 +173,10 @@ def require_readable(field: str, path: str) -> None:
         raise ConfigError(f"cannot read file {path}", field=field)
 
 
+BULK_PORT_OFFSET = 10
+"""The default bulk port is the gRPC port plus this (marker 50061, index 50062)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerConfig:
     """Settings shared by every gRPC service process (``tidemark serve``)."""
@@ -197,11 +201,25 @@ class ServerConfig:
     max_concurrent_rpcs: int = 4096
     """Calls in progress at once (waiting marker creates included); beyond it new calls
     get RESOURCE_EXHAUSTED and clients back off. A waiting call costs a coroutine."""
+    bulk_port: int | None = None
+    """gRPC port of the methods whose requests may exceed 256 KiB (index lookup and stage
+    batches, marker batches), served apart so that every other method's small limit holds
+    before a request is read (docs/security.md). Clients dial ``port`` only and ask it
+    for this one. Unset = ``port`` + 10 (a free one when ``port`` is 0)."""
     max_request_memory_bytes: int = 256 * MIB
     """Bytes of large requests (index batches, marker batches) a server holds at once:
-    a call whose method may receive more than 256 KiB reserves its method's limit before
-    its message is read, and waits while this budget is spent. Small requests are
-    bounded by ``max_concurrent_rpcs`` and their method's limit."""
+    a bulk call reserves the bulk port's limit before each message it reads, keeps three
+    times the message's size while it is handled, and waits while this budget, or its
+    caller's share of it, is spent. Small requests are bounded by
+    ``max_concurrent_rpcs`` and the small port's limit (64 KiB at most)."""
+    max_caller_request_memory_bytes: int = 128 * MIB
+    """Of ``max_request_memory_bytes``, what one caller (its bearer token, else its client
+    certificate, else its host) holds at once; beyond it that caller's calls wait, and
+    the others' do not. At least one bulk message is always allowed."""
+    request_idle_s: float = 20.0
+    """A bulk call that sends no whole message within this long while it holds request
+    memory (a request sent in part, a stream that stopped sending) is ended
+    RESOURCE_EXHAUSTED and its memory released."""
     gc_young_threshold: int = 50_000
     """Allocations between collections of Python's youngest GC generation in a service
     process (Python's default: 700). A marker create allocates dozens of tracked objects
@@ -254,12 +272,16 @@ class ServerConfig:
     def __post_init__(self) -> None:
         require_port("port", self.port)
         require_port("metrics_port", self.metrics_port)
+        if self.bulk_port is not None:
+            require_port("bulk_port", self.bulk_port)
         for field in (
             "max_message_bytes",
             "keepalive_time_ms",
             "keepalive_timeout_ms",
             "max_concurrent_rpcs",
             "max_request_memory_bytes",
+            "max_caller_request_memory_bytes",
+            "request_idle_s",
             "max_client_concurrent_rpcs",
             "gc_young_threshold",
             "workers",
@@ -293,6 +315,12 @@ class ServerConfig:
     @property
     def tls(self) -> bool:
         return self.tls_cert_path is not None
+
+    def bulk_port_for(self, port: int) -> int:
+        """The bulk port to bind beside ``port`` (the bound one: 0 stays a free one)."""
+        if self.bulk_port is not None:
+            return self.bulk_port
+        return port + BULK_PORT_OFFSET if self.port else 0
 
     def check_table_path(self, table_path: str, *, field: str = "table_path") -> None:
         """Refuse a canonical table path outside ``allowed_roots`` (empty = any) so a

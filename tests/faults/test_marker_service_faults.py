@@ -28,6 +28,7 @@ from tidemark.errors import UnavailableError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.process import ServeProcess
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.services.marker.embedded import start_embedded_marker_service
@@ -78,7 +79,7 @@ def test_the_service_refuses_a_relative_table_path(
 ) -> None:
     """A relative path would resolve against the service's own working directory."""
     monkeypatch.chdir(tmp_path)
-    with start_embedded_marker_service() as service, grpc.insecure_channel(service.address) as ch:
+    with start_embedded_marker_service() as service, channel_for(service.address) as ch:
         request = pb.CreateMarkerRequest(
             table=TableRef(base_path="tables/t"),
             instant_time="20240102030405006",
@@ -196,8 +197,8 @@ def test_only_the_table_lock_holder_deletes_a_dir_another_service_leases(tmp_pat
     with (
         start_embedded_marker_service(config=config) as owner,
         start_embedded_marker_service(config=config) as other,
-        grpc.insecure_channel(owner.address) as owner_channel,
-        grpc.insecure_channel(other.address) as other_channel,
+        channel_for(owner.address) as owner_channel,
+        channel_for(other.address) as other_channel,
     ):
         create = pb.CreateMarkerRequest(
             table=TableRef(base_path=table), instant_time=instant, marker=marker

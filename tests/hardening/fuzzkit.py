@@ -24,6 +24,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from table.table_testkit import file_tree
 
+from tidemark.config import ClientConfig
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.process import ServeProcess
 
 T = TypeVar("T")
@@ -102,9 +104,8 @@ class FuzzedServer:
         )
         self.codes: Counter[tuple[str, grpc.StatusCode]] = Counter()
         """(method, code) of every call sent, for the run's report."""
-        self.channel = grpc.insecure_channel(
-            self.process.address,
-            options=[("grpc.max_send_message_length", 4 * MAX_MESSAGE_BYTES)],
+        self.channel = channel_for(
+            self.process.address, config=ClientConfig(max_message_bytes=4 * MAX_MESSAGE_BYTES)
         )
 
     def close(self) -> None:

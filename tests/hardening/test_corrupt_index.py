@@ -31,6 +31,7 @@ from tidemark.index.sharding import shard_of
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import open_storage
@@ -46,7 +47,7 @@ CHANGED = KEYS[:40]
 def index_stub() -> Iterator[IndexServiceStub]:
     """One index service on loopback for the module (every test damages its own table)."""
     service: EmbeddedServer
-    with start_embedded_index_service() as service, grpc.insecure_channel(service.address) as ch:
+    with start_embedded_index_service() as service, channel_for(service.address) as ch:
         yield IndexServiceStub(ch)
 
 

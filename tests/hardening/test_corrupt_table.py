@@ -23,6 +23,7 @@ from tidemark.errors import DataLossError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.client import channel_for
 from tidemark.services.marker.embedded import start_embedded_marker_service
 from tidemark.services.planner.embedded import start_embedded_planner_service
 from tidemark.services.planner.triggers import POLICY_PATH
@@ -53,7 +54,7 @@ def planner() -> Iterator[PlannerClient]:
 def markers() -> Iterator[MarkerServiceStub]:
     with (
         start_embedded_marker_service() as service,
-        grpc.insecure_channel(service.address) as channel,
+        channel_for(service.address) as channel,
     ):
         yield MarkerServiceStub(channel)
 

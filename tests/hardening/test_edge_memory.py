@@ -6,7 +6,6 @@ The server keeps the default 64 MiB message limit; its resident set is read from
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from collections import Counter
@@ -24,7 +23,6 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as marker_pb
 
 from .fuzzkit import AUTH, FuzzedServer
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "hudi-v6" / "v6_nonpartitioned"
 MIB = 1 << 20
 SERVER_ENV = {"TIDEMARK_MAX_MESSAGE_BYTES": str(64 * MIB)}
 FLOOD_S = 3.0
@@ -75,13 +73,6 @@ def unary(server: FuzzedServer, method: str, payload: bytes, *, token: bool) -> 
     except grpc.RpcError as error:
         return error.code()
     return grpc.StatusCode.OK
-
-
-@pytest.fixture
-def table(tmp_path: Path) -> Path:
-    target = tmp_path / "lake" / "t"
-    shutil.copytree(FIXTURE, target)
-    return target
 
 
 def big_create_markers(table: Path, size: int) -> bytes:

@@ -191,7 +191,8 @@ class LocalRelease:
     def pod_ports(self, pod: str, container: dict[str, Any]) -> dict[str, int]:
         """The pod's ports by name: free ones here (pods share one address)."""
         workers = int(flags(container["args"]).get("--workers", ["1"])[0])
-        ports = {"grpc": self.free_ports(), "health": self.free_ports()}
+        names = {port["name"] for port in container["ports"]}
+        ports = {name: self.free_ports() for name in ("grpc", "bulk", "health") if name in names}
         ports["metrics"] = self.free_ports(workers)
         return ports | {f"metrics-w{w}": ports["metrics"] + w for w in range(1, workers)}
 
@@ -205,7 +206,12 @@ class LocalRelease:
         host = self.pod_host(pod)
         ports = self.pod_ports(pod, container)
         assert set(ports) == {port["name"] for port in container["ports"]}
-        flag_ports = {"--port": "grpc", "--metrics-port": "metrics", "--health-port": "health"}
+        flag_ports = {
+            "--port": "grpc",
+            "--bulk-port": "bulk",
+            "--metrics-port": "metrics",
+            "--health-port": "health",
+        }
         args = []
         for arg in container["args"]:
             name, _, value = arg.partition("=")

@@ -138,8 +138,10 @@ def test_ports_and_probes_agree_with_the_server_flags(release: Render) -> None:
             "metrics": metrics,
             "health": int(given["--health-port"][0]),
             **{f"metrics-w{worker}": metrics + worker for worker in range(1, workers)},
+            **({"bulk": int(given["--bulk-port"][0])} if "--bulk-port" in given else {}),
         }
         assert ports["grpc"] == values[component]["port"]
+        assert ports.get("bulk") == values[component].get("bulkPort")  # none: the planner
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert container[probe]["grpc"]["port"] == ports["health"]
         assert container["readinessProbe"]["grpc"]["service"] == GRPC_SERVICES[component]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import grpc
 import pytest
 
 from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.services.index.config import IndexConfig
 from tidemark.services.index.embedded import start_embedded_index_service
@@ -40,5 +40,5 @@ def index_service() -> Iterator[EmbeddedServer]:
 @pytest.fixture
 def index_stub(index_service: EmbeddedServer) -> Iterator[IndexServiceStub]:
     """A raw stub (no retries): tests see the exact status of one call."""
-    with grpc.insecure_channel(index_service.address) as channel:
+    with channel_for(index_service.address) as channel:
         yield IndexServiceStub(channel)

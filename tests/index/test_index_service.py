@@ -26,6 +26,7 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as pb
 from tidemark.proto.index.v1.index_service_pb2_grpc import IndexServiceStub
 from tidemark.rpc import arrow_ipc
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.rpc.process import ServeProcess
 from tidemark.rpc.status import ERROR_FIELD_KEY
@@ -406,7 +407,7 @@ def test_stats_and_metrics_count_entries_keys_and_cache_hits(
 
 
 def listed_services(address: str) -> set[str]:
-    with grpc.insecure_channel(address) as channel:
+    with channel_for(address) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         request = reflection_pb2.ServerReflectionRequest(list_services="")
         (response,) = list(stub.ServerReflectionInfo(iter([request]), timeout=10))
@@ -414,7 +415,7 @@ def listed_services(address: str) -> set[str]:
 
 
 def health(address: str, service: str) -> int:
-    with grpc.insecure_channel(address) as channel:
+    with channel_for(address) as channel:
         request = health_pb2.HealthCheckRequest(service=service)
         return health_pb2_grpc.HealthStub(channel).Check(request, timeout=10).status
 
@@ -435,7 +436,7 @@ def test_serve_all_runs_the_index_service_next_to_the_marker_service(
     served_all: ServeProcess, indexed_table: str
 ) -> None:
     assert {FULL_NAME, MARKER_FULL_NAME} <= listed_services(served_all.address)
-    with grpc.insecure_channel(served_all.address) as channel:
+    with channel_for(served_all.address) as channel:
         located = lookup(IndexServiceStub(channel), indexed_table, [KEYS[5], "absent"])
     assert rows(located) == {KEYS[5]: (*location_of(KEYS[5]), BUILT_AS_OF), "absent": None}
 
@@ -465,7 +466,7 @@ def test_workers_share_the_port_and_stop_together(indexed_table: str) -> None:
     )
     try:
         for _ in range(24):
-            with grpc.insecure_channel(served.address) as channel:
+            with channel_for(served.address) as channel:
                 lookup(IndexServiceStub(channel), indexed_table, [KEYS[0], "absent"])
         found = [
             scrape(port).get("tidemark_index_keys_total{found}", 0.0)
@@ -486,7 +487,7 @@ def test_a_table_outside_the_allowed_roots_is_refused(indexed_table: str, tmp_pa
     allowed.mkdir()
     with (
         start_embedded_index_service(allowed_roots=[str(allowed)]) as service,
-        grpc.insecure_channel(service.address) as channel,
+        channel_for(service.address) as channel,
         pytest.raises(grpc.RpcError) as caught,
     ):
         lookup(IndexServiceStub(channel), indexed_table, [KEYS[0]])

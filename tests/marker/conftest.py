@@ -16,6 +16,7 @@ from tidemark.config import ClientConfig
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.process import ServeProcess
 from tidemark.rpc.status import ERROR_FIELD_KEY
 from tidemark.services.marker.config import MarkerConfig
@@ -94,7 +95,7 @@ def stub_for() -> Iterator[Callable[[str], MarkerServiceStub]]:
     channels: list[grpc.Channel] = []
 
     def make(address: str) -> MarkerServiceStub:
-        channel = grpc.insecure_channel(address)
+        channel = channel_for(address)
         channels.append(channel)
         return MarkerServiceStub(channel)
 

@@ -16,6 +16,7 @@ from marker.conftest import INSTANT, as_table, create_request, metric, stored_ma
 from tidemark.clients.marker import ServiceMarkerWriter
 from tidemark.config import ClientConfig
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.rpc.client import channel_for
 from tidemark.rpc.status import OWNER_KEY
 from tidemark.services.marker import FULL_NAME as MARKER
 from tidemark.storage import open_storage
@@ -154,9 +155,9 @@ def test_a_replica_that_does_not_own_the_dir_names_the_owner(
         "marker", env=SERVE_ENV, args=["--port", str(port), "--advertise-address", advertised]
     )
     second = start_replica("marker", env=SERVE_ENV)
-    with grpc.insecure_channel(first.address) as channel:
+    with channel_for(first.address) as channel:
         assert MarkerServiceStub(channel).CreateMarker(create_request(table, "a.parquet")).created
-    with grpc.insecure_channel(second.address) as channel, pytest.raises(grpc.RpcError) as refused:
+    with channel_for(second.address) as channel, pytest.raises(grpc.RpcError) as refused:
         MarkerServiceStub(channel).CreateMarker(create_request(table, "b.parquet"))
     error = refused.value
     assert isinstance(error, grpc.Call)

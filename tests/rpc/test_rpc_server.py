@@ -69,6 +69,7 @@ def test_reflection_lists_services(
         definition.full_name,
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
+        "tidemark.common.v1.RoutesService",
     }
 
 

@@ -49,6 +49,12 @@ def register(subparsers: Any) -> None:
         "index 50052, planner 50053)",
     )
     parser.add_argument(
+        "--bulk-port",
+        type=int,
+        help="gRPC port of the methods taking large requests, which clients find through "
+        "--port (TIDEMARK_BULK_PORT; default the gRPC port + 10, a free one with --port 0)",
+    )
+    parser.add_argument(
         "--advertise-address",
         metavar="HOST:PORT",
         help="address other clients dial to reach this replica (TIDEMARK_ADVERTISE_ADDRESS; "
@@ -171,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         reuse_port = config.workers > 1 or args.reuse_port
         running = build_server(config, services, reuse_port=reuse_port)
         try:
-            workers = Workers(args.service, config, running.port)
+            workers = Workers(args.service, config, running.port, running.bulk_port)
         except BaseException:
             running.stop(0)
             raise

@@ -2,9 +2,10 @@
 roots and a role, and per-client concurrency.
 
 Checked by the one server interceptor before a servicer runs, and before the request's
-bytes are read (an unauthenticated flood costs no memory). Health and reflection are
-exempt (Kubernetes' probes send no token). Tokens come from a file re-read when it
-changes (rotation without a restart) and compared in constant time. A line is a token
+bytes are read (an unauthenticated flood costs no memory), as is the role a method needs.
+Health, reflection and routes are exempt (Kubernetes' probes send no token), and read on
+the small port only, whose receive limit bounds them. Tokens come from a file re-read when
+it changes (rotation without a restart) and compared in constant time. A line is a token
 alone (today's format: every allowed root, every role) or a token followed by
 ``name=<name> role=<read|write|admin> roots=<root>[,<root>...]``; roles are ordered
 (``write`` may read, ``admin`` may write). A token is never logged: lines name a client
@@ -43,8 +44,13 @@ log = structlog.get_logger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
-EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-"""Methods anyone reaching the port may call: probes cannot send a token."""
+EXEMPT_PREFIXES = (
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.",
+    "/tidemark.common.v1.RoutesService/",
+)
+"""Methods anyone reaching the port may call: probes cannot send a token, and a client
+asks where the methods are (``tidemark.rpc.routes``) before any other call."""
 BEARER = "bearer "
 TOKEN_RECHECK_S = 1.0
 """How often the token file's mtime is looked at (not on every call of the hot path)."""
@@ -239,7 +245,7 @@ class CallGuard:
     async def admit(self, context: Context, role: Role) -> str | None:
         """The client's name, counted in (None: anonymous, not counted), with the call's
         grant bound for ``authorize_table``; aborts UNAUTHENTICATED or
-        RESOURCE_EXHAUSTED."""
+        RESOURCE_EXHAUSTED, raises PermissionDeniedError for a token below ``role``."""
         token = bearer_token(cast(Iterable[tuple[str, str | bytes]], context.invocation_metadata()))
         grant = None
         if self._tokens is not None:
@@ -257,6 +263,11 @@ class CallGuard:
                 )
             assert grant is not None
             bind_call_grant(CallGrant(grant, role, context.peer()))
+            if grant.role < role:  # known before the request is read, so it is not read
+                raise PermissionDeniedError(
+                    f"the caller's credentials do not grant {role.label} on any table",
+                    field="authorization",
+                )
         client = client_of(context, token)
         if client is None:
             return None

@@ -37,6 +37,7 @@ from tenacity import (
 from tidemark.config import ClientConfig
 from tidemark.errors import TidemarkError, UnavailableError
 from tidemark.rpc.options import client_options
+from tidemark.rpc.routes import RoutedChannel
 from tidemark.rpc.status import ERROR_CLASS_KEY, REQUEST_ID_KEY, error_from_status, retry_after_s
 
 log = structlog.get_logger(__name__)
@@ -104,12 +105,18 @@ def config_for(address: str, config: ClientConfig | None = None) -> ClientConfig
     return settings.without_credentials() if address in _embedded else settings
 
 
-def channel_for(address: str, *, config: ClientConfig | None = None) -> grpc.Channel:
-    """A new channel with the keepalive and message limits the server expects; TLS
+def channel_for(address: str, *, config: ClientConfig | None = None) -> RoutedChannel:
+    """A new channel to the service at ``address``, each call sent to the port serving
+    its method there (``RoutedChannel``)."""
+    settings = config or ClientConfig()
+    return RoutedChannel(address, lambda target: _open_channel(target, settings))
+
+
+def _open_channel(address: str, settings: ClientConfig) -> grpc.Channel:
+    """A channel with the keepalive and message limits the server expects; TLS
     trusting ``config.tls_ca_path`` when it is set, with the client certificate if any.
     The files are read when the channel is made: a renewed client certificate is used
     by the channels of processes started after the renewal."""
-    settings = config or ClientConfig()
     options = client_options(
         target=address,
         max_message_bytes=settings.max_message_bytes,

@@ -1,5 +1,6 @@
-"""One server interceptor per call: admission (token, per-client limit), metrics,
-domain-error mapping and the log context.
+"""One server interceptor per call: admission (token, role, per-client limit), reading
+bulk requests within the caller's share of the request budget, metrics, domain-error
+mapping and the log context.
 
 Servicers raise ``tidemark.errors`` exceptions and stay free of try/except: the
 interceptor turns them into status codes (see ``status.STATUS_CODES``) with details
@@ -7,6 +8,12 @@ naming the field; anything else is a bug, logged with its traceback and returned
 INTERNAL carrying the request id so the log line can be found. A request whose bytes do
 not decode as the method's message is INVALID_ARGUMENT (field ``request``), not the
 UNKNOWN gRPC would answer. Every call is counted and timed per method and status code.
+
+A call that must be admitted takes its request as raw bytes, so nothing is read before
+the token and the role are checked; on the bulk server (``BulkReading``) each message is
+read only once its caller reserved the server's receive limit from the budget, and
+within the idle time, so a half-sent request or a stream that stopped sending holds no
+memory for long.
 
 The hot path is a marker create of a few hundred microseconds, so the interceptor is
 built for it: each method's handler is wrapped once and cached (``intercept_service``
@@ -35,17 +42,12 @@ from tidemark.errors import (
     InvalidArgumentError,
     NotOwnerError,
     PermissionDeniedError,
+    ResourceExhaustedError,
     TidemarkError,
 )
 from tidemark.logs import bind_call_fields
 from tidemark.rpc.auth import CallGuard, Role, call_client_name, is_exempt
-from tidemark.rpc.limits import (
-    BUDGETED_ABOVE,
-    DEFAULT_POLICY,
-    PARSED_FACTOR,
-    ByteBudget,
-    MethodPolicy,
-)
+from tidemark.rpc.limits import DEFAULT_POLICY, PARSED_FACTOR, ByteBudget, MethodPolicy
 from tidemark.rpc.metrics import MethodMetrics, RpcMetrics
 from tidemark.rpc.status import REQUEST_ID_KEY, error_metadata, status_code_for
 
@@ -97,23 +99,34 @@ def _request_id_from(metadata: Any) -> str:
     return f"{_PROCESS_ID}-{next(_CALLS):x}"
 
 
+@dataclasses.dataclass(frozen=True)
+class BulkReading:
+    """How the bulk server reads requests: each message once its caller holds
+    ``reserve`` bytes (the server's receive limit: what gRPC may buffer for it) of
+    ``budget``, and within ``idle_s``."""
+
+    budget: ByteBudget
+    reserve: int
+    idle_s: float
+
+
 class ServerCallInterceptor(grpc.aio.ServerInterceptor):
     """Wraps each method's handler once (admission, limits, metrics, error mapping, log
-    context); health and reflection skip admission."""
+    context); health, reflection and routes skip admission."""
 
     def __init__(
         self,
         metrics: RpcMetrics,
         guard: CallGuard,
         policies: Mapping[str, MethodPolicy],
-        budget: ByteBudget,
         max_message_bytes: int,
+        reading: BulkReading | None,
     ) -> None:
         self._metrics = metrics
         self._guard = guard
         self._policies = policies
-        self._budget = budget
         self._max_message_bytes = max_message_bytes
+        self._reading = reading
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
@@ -131,7 +144,7 @@ class ServerCallInterceptor(grpc.aio.ServerInterceptor):
                 guard=guard,
                 role=policy.role,
                 limit=min(policy.request_bytes, self._max_message_bytes),
-                budget=self._budget,
+                reading=self._reading,
             )
             metrics = self._metrics.for_method(method, grpc_type(handler))
             wrapped = self._handlers[method] = _observed(handler, method, metrics, edge)
@@ -152,64 +165,86 @@ def grpc_type(handler: grpc.RpcMethodHandler) -> str:
 @dataclasses.dataclass(frozen=True)
 class _Edge:
     """How one method's calls are admitted: ``guard`` (None = every caller) checks the
-    token for ``role``; a request over ``limit`` bytes is refused unparsed; a method
-    with a large ``limit`` takes it from ``budget`` before its message is read."""
+    token and ``role``; a request over ``limit`` bytes is refused unparsed; with
+    ``reading`` (the bulk server) every message is read within the caller's share."""
 
     guard: CallGuard | None
     role: Role
     limit: int
-    budget: ByteBudget
-
-    @property
-    def reserved(self) -> int:
-        return self.limit if self.limit > BUDGETED_ABOVE else 0
+    reading: BulkReading | None
 
     @property
     def reads_itself(self) -> bool:
         """Admission before the request's bytes are read: the handler takes the raw
         request stream and parses it once admitted (a unary request is one message)."""
-        return self.guard is not None or self.reserved > 0
+        return self.guard is not None or self.reading is not None
 
     async def admit(self, context: Context) -> _Admission:
-        """Check the caller and take this method's reservation from the budget."""
+        """Check the caller's token and role (nothing is reserved or read yet)."""
         client = await self.guard.admit(context, self.role) if self.guard else None
-        admission = _Admission(self, client)
-        if self.reserved:
-            try:
-                admission.taken = await self.budget.take(self.reserved)
-            except BaseException:
-                admission.release()
-                raise
-        return admission
+        return _Admission(self, client, client or peer_host(context.peer()))
+
+
+def peer_host(peer: str) -> str:
+    """``ipv4:10.0.0.7:53122`` -> ``ipv4:10.0.0.7``: an anonymous caller is its host (a
+    job's connections share its budget, its ports do not multiply it)."""
+    return peer.rpartition(":")[0] or peer
 
 
 class _Admission:
-    """One admitted call: its client (counted by the guard) and its bytes of budget."""
+    """One admitted call: its client (counted by the guard), the caller its budget is
+    charged to, and the bytes it holds."""
 
-    __slots__ = ("client", "edge", "taken")
+    __slots__ = ("caller", "client", "edge", "taken")
 
-    def __init__(self, edge: _Edge | None, client: str | None) -> None:
+    def __init__(self, edge: _Edge | None, client: str | None, caller: str) -> None:
         self.edge = edge
         self.client = client
+        self.caller = caller
         self.taken = 0
 
+    async def read(self, requests: AsyncIterator[bytes], *, reserve: bool = True) -> bytes | None:
+        """The next message (None at the end of the stream). On the bulk server, read
+        within the idle time and, with ``reserve``, once what the previous message kept
+        is given back and the reserve is held."""
+        reading = self.edge.reading if self.edge else None
+        if reading is None:
+            return await anext(requests, None)
+        if reserve:
+            self._give(self.taken)
+            self.taken = 0
+            self.taken = await reading.budget.take(self.caller, reading.reserve)
+        try:
+            return await asyncio.wait_for(anext(requests, None), reading.idle_s)
+        except TimeoutError:
+            reading.budget.idle_ends += 1
+            raise ResourceExhaustedError(
+                f"no whole message within {reading.idle_s:g} s (request_idle_s) while holding "
+                "request memory; send each message whole",
+                field="request",
+            ) from None
+
     def keep(self, amount: int) -> None:
-        """Once the request is read: hold only what it needs of the reservation."""
-        if self.edge is not None and amount < self.taken:
-            self.edge.budget.give(self.taken - amount)
+        """Once a message is read: hold only what it needs of the reservation."""
+        if amount < self.taken:
+            self._give(self.taken - amount)
             self.taken = amount
+
+    def _give(self, amount: int) -> None:
+        if amount and self.edge is not None and self.edge.reading is not None:
+            self.edge.reading.budget.give(self.caller, amount)
 
     def release(self) -> None:
         if self.edge is None:
             return
         if self.edge.guard and self.client:
             self.edge.guard.release(self.client)
-        if self.taken:
-            self.edge.budget.give(self.taken)
+        self._give(self.taken)
+        self.taken = 0
         self.edge = None
 
 
-NOT_ADMITTED = _Admission(None, None)
+NOT_ADMITTED = _Admission(None, None, "")
 """The admission of a call whose method admits everyone without reading itself."""
 
 
@@ -336,21 +371,24 @@ async def _parsed_one(
 ) -> Any:
     """The one message of a unary request, read only now (after admission), and the end
     of the request stream (a call left with its stream unread holds memory in gRPC)."""
-    received: list[bytes] = []
-    async for data in requests:
-        if received:
-            raise InvalidArgumentError("must be one message", field="request")
-        admission.keep(PARSED_FACTOR * len(data))
-        received.append(data)
-    if not received:
+    data = await admission.read(requests)
+    if data is None:
         raise InvalidArgumentError("no request message", field="request")
-    return _refused(parse(received[0]))
+    if await admission.read(requests, reserve=False) is not None:
+        raise InvalidArgumentError("must be one message", field="request")
+    admission.keep(PARSED_FACTOR * len(data))
+    return _refused(parse(data))
 
 
 async def _parsed_stream(
     parse: Callable[[bytes], Any], requests: AsyncIterator[bytes], admission: _Admission
 ) -> AsyncIterator[Any]:
-    return (_refused(parse(data)) async for data in requests)
+    async def messages() -> AsyncIterator[Any]:
+        while (data := await admission.read(requests)) is not None:
+            admission.keep(PARSED_FACTOR * len(data))
+            yield _refused(parse(data))
+
+    return messages()
 
 
 async def _fail(

@@ -1,14 +1,20 @@
-"""Memory bounds at the RPC edge: what a method may receive, and how many bytes of
-requests a server holds at once.
+"""Memory bounds at the RPC edge: which server reads a method's requests, and how many
+bytes of requests each caller holds at once.
 
-gRPC's own limit (``grpc.max_receive_message_length``) is one number per server, so a
-marker create would be allowed as much as an index lookup batch. Each method declares
-its own ``MethodPolicy`` instead: the server's gRPC limit is the largest of them, and the
-interceptor refuses a request over its method's limit before parsing it (a parsed
-protobuf holds several times its bytes). Methods allowed more than
-``BUDGETED_ABOVE`` also take their limit from the server's ``ByteBudget`` before their
-message is read, and wait (their deadline permitting) while the budget is spent; the
-others are bounded by ``max_concurrent_rpcs`` times their small limit.
+gRPC's own limit (``grpc.max_receive_message_length``) is one number per server, and it
+is the only limit that holds before a message is buffered: once the application asks for
+a message, gRPC reads all of it, whatever the interceptor would say of its size. Each
+method declares its own ``MethodPolicy``, and a service's methods are served by two
+servers (``tidemark.rpc.server``): the small ones (every request at most
+``BULK_ABOVE``), with health and reflection, on a server whose limit is theirs, and the
+bulk ones on a server of their own whose limit is the largest of theirs. A small request
+is then bounded by that small limit times ``max_concurrent_rpcs`` before it is read, and
+a bulk request is read only once its caller is admitted and has reserved the bulk
+server's limit from the ``ByteBudget``.
+
+The budget is shared per caller (its token, else its client certificate, else its
+host): one caller holds at most its share; bytes freed go first to the waiting caller
+holding least, so a caller over its share waits without holding up the others.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ SMALL_REQUEST_BYTES = 16 * KIB
 """A request naming a table, an instant and a few fields: well under a kilobyte."""
 ANY_SIZE = 1 << 62
 """A method's limit meaning "up to the server's ``max_message_bytes``"."""
-BUDGETED_ABOVE = 256 * KIB
-"""Methods with a larger limit reserve it from the server's budget before reading."""
+BULK_ABOVE = 256 * KIB
+"""Methods with a larger limit are served by the bulk server and reserve its limit from
+the budget before reading."""
 PARSED_FACTOR = 3
 """A parsed request held with its bytes: about this many times its size."""
 
@@ -37,6 +44,10 @@ class MethodPolicy:
 
     role: Role
     request_bytes: int = SMALL_REQUEST_BYTES
+
+    @property
+    def bulk(self) -> bool:
+        return self.request_bytes > BULK_ABOVE
 
 
 DEFAULT_POLICY = MethodPolicy(Role.ADMIN)
@@ -52,41 +63,90 @@ def receive_limit(policies: Iterable[MethodPolicy], max_message_bytes: int) -> i
 
 
 class ByteBudget:
-    """An asyncio counting semaphore of bytes, served in arrival order (a large request
-    waiting is not overtaken forever by small ones). Runs on the server's event loop."""
+    """An asyncio counting semaphore of bytes shared fairly by callers: each holds at
+    most ``caller_capacity``; bytes freed go to the waiting caller holding least (its
+    calls in arrival order), and a caller waiting only on its own share holds up no
+    other. Runs on the server's event loop."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, caller_capacity: int) -> None:
         self.capacity = capacity
-        self.free = capacity
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self.caller_capacity = min(caller_capacity, capacity)
+        self.used = 0
+        self.waits = 0
+        """Takes that had to wait, since the start."""
+        self.idle_ends = 0
+        """Calls ended for sending no whole message within their idle time (counted by
+        the interceptor)."""
+        self._held: dict[str, int] = {}
+        self._waiting: dict[str, deque[tuple[int, asyncio.Future[None]]]] = {}
 
-    async def take(self, amount: int) -> int:
-        """Wait until ``amount`` bytes (at most the capacity) are free and take them;
-        returns the amount taken, to ``give`` back."""
-        amount = min(amount, self.capacity)
-        if not self._waiters and self.free >= amount:
-            self.free -= amount
-            return amount
+    @property
+    def waiting_calls(self) -> int:
+        return sum(len(queue) for queue in self._waiting.values())
+
+    @property
+    def waiting_callers(self) -> int:
+        return len(self._waiting)
+
+    async def take(self, caller: str, amount: int) -> int:
+        """Wait until ``caller`` may hold ``amount`` more bytes (at most its share) and
+        take them; returns the amount taken, to ``give`` back."""
+        amount = min(amount, self.caller_capacity)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (amount, future)
-        self._waiters.append(entry)
+        self._waiting.setdefault(caller, deque()).append(entry)
+        self._wake()
+        if not future.done():
+            self.waits += 1
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                self.give(amount)
+                self.give(caller, amount)
             else:
-                self._waiters.remove(entry)
-                self._wake()
+                self._withdraw(caller, entry)
             raise
         return amount
 
-    def give(self, amount: int) -> None:
-        self.free += amount
+    def give(self, caller: str, amount: int) -> None:
+        held = self._held[caller] - amount
+        if held:
+            self._held[caller] = held
+        else:
+            del self._held[caller]
+        self.used -= amount
+        self._wake()
+
+    def _withdraw(self, caller: str, entry: tuple[int, asyncio.Future[None]]) -> None:
+        """Forget a cancelled take (``_wake`` may have dropped it already)."""
+        queue = self._waiting.get(caller)
+        if queue is not None and entry in queue:
+            queue.remove(entry)
+            if not queue:
+                del self._waiting[caller]
         self._wake()
 
     def _wake(self) -> None:
-        while self._waiters and self._waiters[0][0] <= self.free:
-            amount, future = self._waiters.popleft()
-            self.free -= amount
+        """Grant the first call of the waiting caller holding least, among those whose
+        share allows it, while the bytes are free (none overtakes it meanwhile)."""
+        while True:
+            eligible = [
+                caller
+                for caller, queue in self._waiting.items()
+                if self._held.get(caller, 0) + queue[0][0] <= self.caller_capacity
+            ]
+            if not eligible:
+                return
+            caller = min(eligible, key=lambda name: self._held.get(name, 0))
+            queue = self._waiting[caller]
+            amount, future = queue[0]
+            if amount > self.capacity - self.used:
+                return
+            queue.popleft()
+            if not queue:
+                del self._waiting[caller]
+            if future.cancelled():  # its task is being cancelled: ``take`` withdraws it
+                continue
+            self._held[caller] = self._held.get(caller, 0) + amount
+            self.used += amount
             future.set_result(None)

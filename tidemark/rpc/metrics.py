@@ -8,7 +8,8 @@ Error counts by code are
 ``grpc_server_handled_total`` with ``grpc_code`` other than OK; a marker replica's
 "ask the owner" answers (FAILED_PRECONDITION on the wire, routine with several replicas)
 are also counted in ``tidemark_owner_redirects_total`` (0 for every method until then, so
-the alerts' subtraction has a series to subtract), so alerts can leave them out.
+the alerts' subtraction has a series to subtract), so alerts can leave them out. A server
+with a bulk port also exports its request budget (``tidemark_request_budget_*``).
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ from prometheus_client import (
     ProcessCollector,
     make_wsgi_app,
 )
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from tidemark.errors import ConfigError
+from tidemark.rpc.limits import ByteBudget
 
 LATENCY_BUCKETS: tuple[float, ...] = Histogram.DEFAULT_BUCKETS[:-1]
 """Upper bounds of the latency histogram (Prometheus's defaults, +Inf apart)."""
@@ -142,6 +149,48 @@ class MethodMetrics:
         self.bucket_counts[bisect.bisect_left(LATENCY_BUCKETS, elapsed)] += 1
         self.seconds += elapsed
         self.handled[code] = self.handled.get(code, 0) + 1
+
+
+class BudgetMetrics(Collector):
+    """The bulk server's request budget, read at scrape time: bytes held and the calls and
+    callers waiting for their share (a caller waiting long is starved, or over its
+    share), and the calls ended for idling while holding some."""
+
+    def __init__(self, budget: ByteBudget) -> None:
+        self._budget = budget
+
+    def collect(self) -> Iterator[Metric]:
+        budget = self._budget
+        yield GaugeMetricFamily(
+            "tidemark_request_budget_capacity_bytes",
+            "Bytes of bulk requests the server holds at most (max_request_memory_bytes).",
+            value=budget.capacity,
+        )
+        yield GaugeMetricFamily(
+            "tidemark_request_budget_used_bytes",
+            "Bytes of the request budget reserved or held by bulk calls now.",
+            value=budget.used,
+        )
+        yield GaugeMetricFamily(
+            "tidemark_request_budget_waiting_calls",
+            "Bulk calls waiting for request budget now.",
+            value=budget.waiting_calls,
+        )
+        yield GaugeMetricFamily(
+            "tidemark_request_budget_waiting_callers",
+            "Callers (token, certificate or host) with bulk calls waiting for budget now.",
+            value=budget.waiting_callers,
+        )
+        yield CounterMetricFamily(
+            "tidemark_request_budget_waits",
+            "Reservations of request budget that had to wait.",
+            value=budget.waits,
+        )
+        yield CounterMetricFamily(
+            "tidemark_request_budget_idle_ends",
+            "Bulk calls ended for sending no whole message within request_idle_s.",
+            value=budget.idle_ends,
+        )
 
 
 SHUTDOWN_POLL_S = 0.02

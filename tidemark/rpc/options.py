@@ -97,6 +97,9 @@ def server_options(
     only the worker processes of one ``tidemark serve --workers N`` share their port.
     ``max_receive_bytes`` (default ``max_message_bytes``): the largest request any method
     of this server takes (``tidemark.rpc.limits``); gRPC refuses longer ones unread.
+    Without BDP probing a stream's window stays at 64 KiB until its handler asks for a
+    message: a call waiting for admission cannot make gRPC buffer more (with it, 24
+    unread 60 MB calls held 190 MiB; without, 2 MiB; a 60 MB read is as fast on loopback).
     """
     shared = _limits_and_keepalive(max_message_bytes, keepalive_time_ms, keepalive_timeout_ms)
     return [
@@ -106,4 +109,5 @@ def server_options(
         ("grpc.max_connection_age_ms", max_connection_age_ms),
         ("grpc.max_connection_age_grace_ms", max_connection_age_grace_ms),
         ("grpc.so_reuseport", int(reuse_port)),
+        ("grpc.http2.bdp_probe", 0),
     ]

@@ -1,4 +1,4 @@
-"""Builds and runs a gRPC server hosting Tidemark services.
+"""Builds and runs the gRPC servers hosting Tidemark services.
 
 Servers are asyncio (``grpc.aio``): a call waiting for a batch costs a coroutine, not a
 thread, so hundreds of writers blocked on a marker flush are cheap. Servicers are
@@ -17,6 +17,13 @@ the moment the port answers until every readiness check a service registered has
 health flips first, in-flight calls get the grace period to finish while the health
 port still answers, then service objects are closed. Connections close after a jittered
 maximum age (``tidemark.rpc.options``), so clients of several replicas rebalance.
+
+Two servers share the event loop, each with its own transport limit, since gRPC reads a
+whole message up to that limit as soon as a handler asks for one (``tidemark.rpc.limits``):
+the port clients dial serves health, reflection, ``RoutesService`` and every method
+whose requests are small; the bulk port serves the methods allowed more than
+``BULK_ABOVE`` (none: no bulk server). Clients ask ``RoutesService`` which methods are
+on which port (``tidemark.rpc.routes``), so they are configured with one address.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import dataclasses
 import errno
 import socket
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -41,12 +48,13 @@ from tidemark.config import ServerConfig
 from tidemark.errors import ConfigError
 from tidemark.rpc.auth import CallGuard
 from tidemark.rpc.client import forget_loopback_channels
-from tidemark.rpc.interceptor import ServerCallInterceptor
-from tidemark.rpc.limits import ByteBudget, receive_limit
-from tidemark.rpc.metrics import MetricsEndpoint, RpcMetrics
+from tidemark.rpc.interceptor import BulkReading, ServerCallInterceptor
+from tidemark.rpc.limits import SMALL_REQUEST_BYTES, ByteBudget, MethodPolicy, receive_limit
+from tidemark.rpc.metrics import BudgetMetrics, MetricsEndpoint, RpcMetrics
 from tidemark.rpc.options import jittered_ms, server_options
 from tidemark.rpc.pod_metrics import PodMetrics
 from tidemark.rpc.registry import Closeable, ServiceContext, ServiceDefinition
+from tidemark.rpc.routes import ROUTES_POLICIES, ROUTES_SERVICE, add_routes, split_server
 
 log = structlog.get_logger(__name__)
 
@@ -102,6 +110,7 @@ class RunningServer:
         self._stop_lock = threading.Lock()
         self._stopped = threading.Event()
         self.port = started.port
+        self.bulk_port = started.bulk_port
         self.advertise_address = started.advertise_address
         self.health_port = started.health_port
         self.metrics_port = metrics.port
@@ -149,10 +158,13 @@ def build_server(
         loop.close()
         raise
     forget_loopback_channels(started.port)
+    if started.bulk_port is not None:
+        forget_loopback_channels(started.bulk_port)
     log.info(
         "server started",
         host=config.host,
         port=started.port,
+        bulk_port=started.bulk_port,
         advertise_address=started.advertise_address,
         health_port=started.health_port,
         metrics_port=metrics.port,
@@ -170,6 +182,8 @@ class _Started:
     health: HealthServicer
     port: int
     advertise_address: str
+    bulk_server: grpc.aio.Server | None = None
+    bulk_port: int | None = None
     health_server: grpc.aio.Server | None = None
     health_port: int | None = None
 
@@ -184,31 +198,29 @@ async def _start(
     """Bind, add the services, answer health NOT_SERVING while their readiness checks
     run, then SERVING."""
     policies = {path: policy for service in services for path, policy in service.policies().items()}
-    interceptor = ServerCallInterceptor(
-        RpcMetrics(metrics),
-        CallGuard(config),
-        policies,
-        ByteBudget(config.max_request_memory_bytes),
-        config.max_message_bytes,
-    )
-    server = grpc.aio.server(
-        interceptors=[interceptor],
-        options=server_options(
-            max_message_bytes=config.max_message_bytes,
-            max_receive_bytes=receive_limit(policies.values(), config.max_message_bytes),
-            keepalive_time_ms=config.keepalive_time_ms,
-            keepalive_timeout_ms=config.keepalive_timeout_ms,
-            max_connection_age_ms=jittered_ms(config.max_connection_age_s),
-            max_connection_age_grace_ms=round(config.max_connection_age_grace_s * 1000),
-            reuse_port=reuse_port,
+    bulk = {path: policy for path, policy in policies.items() if policy.bulk}
+    small = {path: policy for path, policy in policies.items() if not policy.bulk}
+    rpc_metrics = RpcMetrics(metrics)
+    guard = CallGuard(config)
+    server = _server(
+        config,
+        ServerCallInterceptor(
+            rpc_metrics, guard, {**small, **ROUTES_POLICIES}, config.max_message_bytes, None
         ),
-        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+        receive_limit(small.values(), config.max_message_bytes),
+        reuse_port,
     )
-    port = _bind(server, config, reuse_port)
+    port = _bind(server, config, config.port, "port", reuse_port)
+    bulk_server, bulk_port = None, None
+    if bulk:
+        bulk_server = _bulk_server(config, bulk, rpc_metrics, guard, metrics, reuse_port)
+        bulk_port = _bind(bulk_server, config, config.bulk_port_for(port), "bulk_port", reuse_port)
     context = ServiceContext(
         config=config, metrics=metrics, advertise_address=advertise_address(config, port)
     )
-    closeables.extend(service.add_to_server(server, context) for service in services)
+    split = split_server(server, bulk_server, frozenset(bulk))
+    closeables.extend(service.add_to_server(split, context) for service in services)
+    add_routes(server, {path: bulk_port for path in bulk if bulk_port is not None})
     health_servicer: HealthServicer = health_aio.HealthServicer()
     names = (OVERALL_HEALTH, *(service.full_name for service in services))
     for name in names:
@@ -217,16 +229,21 @@ async def _start(
     reflection.enable_server_reflection(
         [
             *(service.full_name for service in services),
+            ROUTES_SERVICE,
             health.SERVICE_NAME,
             reflection.SERVICE_NAME,
         ],
         server,
     )
-    await server.start()
-    started = _Started(server, health_servicer, port, context.advertise_address)
+    started = _Started(
+        server, health_servicer, port, context.advertise_address, bulk_server, bulk_port
+    )
     try:
+        await server.start()
+        if bulk_server is not None:
+            await bulk_server.start()
         if config.health_port is not None:
-            health_server = grpc.aio.server()
+            health_server = grpc.aio.server(options=_health_options())
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
             health_port = _bind_insecure(
                 health_server, config.host, config.health_port, "health_port"
@@ -245,8 +262,58 @@ async def _start(
     return started
 
 
+def _server(
+    config: ServerConfig,
+    interceptor: ServerCallInterceptor,
+    receive_bytes: int,
+    reuse_port: bool,
+) -> grpc.aio.Server:
+    """A server refusing, unread, any request over ``receive_bytes``."""
+    return grpc.aio.server(
+        interceptors=[interceptor],
+        options=server_options(
+            max_message_bytes=config.max_message_bytes,
+            max_receive_bytes=receive_bytes,
+            keepalive_time_ms=config.keepalive_time_ms,
+            keepalive_timeout_ms=config.keepalive_timeout_ms,
+            max_connection_age_ms=jittered_ms(config.max_connection_age_s),
+            max_connection_age_grace_ms=round(config.max_connection_age_grace_s * 1000),
+            reuse_port=reuse_port,
+        ),
+        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+    )
+
+
+def _bulk_server(
+    config: ServerConfig,
+    policies: Mapping[str, MethodPolicy],
+    rpc_metrics: RpcMetrics,
+    guard: CallGuard,
+    metrics: CollectorRegistry,
+    reuse_port: bool,
+) -> grpc.aio.Server:
+    """The server of the methods allowed large requests: each message read only within
+    its caller's share of the request budget (its metrics on ``metrics``)."""
+    budget = ByteBudget(config.max_request_memory_bytes, config.max_caller_request_memory_bytes)
+    metrics.register(BudgetMetrics(budget))
+    limit = receive_limit(policies.values(), config.max_message_bytes)
+    reading = BulkReading(budget, limit, config.request_idle_s)
+    interceptor = ServerCallInterceptor(
+        rpc_metrics, guard, policies, config.max_message_bytes, reading
+    )
+    return _server(config, interceptor, limit, reuse_port)
+
+
+def _health_options() -> list[tuple[str, int]]:
+    """The plaintext health port reads health checks only: small ones."""
+    return [("grpc.max_receive_message_length", SMALL_REQUEST_BYTES), ("grpc.http2.bdp_probe", 0)]
+
+
 async def _stop_servers(started: _Started, grace: float | None) -> None:
-    await started.server.stop(grace)
+    if started.bulk_server is not None:
+        await asyncio.gather(started.server.stop(grace), started.bulk_server.stop(grace))
+    else:
+        await started.server.stop(grace)
     if started.health_server is not None:
         await started.health_server.stop(0)
 
@@ -267,15 +334,15 @@ def _close_all(closeables: list[Closeable]) -> None:
         closeable.close()
 
 
-def _check_port_free(config: ServerConfig, reuse_port: bool) -> None:
+def _check_port_free(config: ServerConfig, port: int, field: str, reuse_port: bool) -> None:
     """Probe the port before gRPC binds it: gRPC reports a busy port with a multi-line
     C-core log, the operator should see one line naming the port. With ``reuse_port``
     the probe succeeds where a sibling worker holds the port, as the bind will."""
-    if config.port == 0:
+    if port == 0:
         return
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
-            config.host.strip("[]"), config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            config.host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -284,23 +351,25 @@ def _check_port_free(config: ServerConfig, reuse_port: bool) -> None:
             probe.bind(address)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
-            raise ConfigError(f"port {config.port} is already in use", field="port") from None
+            raise ConfigError(f"port {port} is already in use", field=field) from None
         raise ConfigError(
-            f"cannot bind {config.host}:{config.port}: {error.strerror}", field="host"
+            f"cannot bind {config.host}:{port}: {error.strerror}", field="host"
         ) from None
 
 
-def _bind(server: grpc.aio.Server, config: ServerConfig, reuse_port: bool) -> int:
-    _check_port_free(config, reuse_port)
+def _bind(
+    server: grpc.aio.Server, config: ServerConfig, port: int, field: str, reuse_port: bool
+) -> int:
+    _check_port_free(config, port, field, reuse_port)
     if not config.tls:
-        return _bind_insecure(server, config.host, config.port, "port")
+        return _bind_insecure(server, config.host, port, field)
     try:
-        port = server.add_secure_port(f"{config.host}:{config.port}", _credentials(config))
+        bound = server.add_secure_port(f"{config.host}:{port}", _credentials(config))
     except RuntimeError:
-        port = 0
-    if port == 0:
-        raise ConfigError(f"port {config.port} is already in use", field="port")
-    return port
+        bound = 0
+    if bound == 0:
+        raise ConfigError(f"port {port} is already in use", field=field)
+    return bound
 
 
 def _bind_insecure(server: grpc.aio.Server, host: str, port: int, field: str) -> int:

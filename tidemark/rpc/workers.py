@@ -1,9 +1,9 @@
 """The extra worker processes of ``tidemark serve SERVICE --workers N``.
 
 One Python process computes on one core, so a CPU-bound service (the record index) scales
-with processes: the first process binds the port with SO_REUSEPORT and starts N-1
-children that bind it too; the kernel spreads new connections over them (one client
-channel is one connection, so it stays with one worker; many executors spread). Children
+with processes: the first process binds the port (and the bulk port) with SO_REUSEPORT and
+starts N-1 children that bind them too; the kernel spreads new connections over them (one
+client channel is one connection, so it stays with one worker; many executors spread). Children
 get the first process's resolved settings as ``TIDEMARK_*`` env vars, the same port, and
 metrics port ``metrics_port + i`` (each process has its own /metrics; 0 = a free one).
 Only services whose definition is ``replicable`` may run in several processes.
@@ -54,16 +54,20 @@ def config_env(config: ServerConfig) -> dict[str, str]:
 
 
 class Workers:
-    """The N-1 children of a ``--workers N`` server bound to ``port``; started and
-    listening when the constructor returns."""
+    """The N-1 children of a ``--workers N`` server bound to ``port`` (and ``bulk_port``);
+    started and listening when the constructor returns."""
 
-    def __init__(self, service: str, config: ServerConfig, port: int) -> None:
+    def __init__(
+        self, service: str, config: ServerConfig, port: int, bulk_port: int | None
+    ) -> None:
         self.processes: list[ServeProcess] = []
         env = config_env(config)
         try:
             for number in range(1, config.workers):
                 metrics_port = config.metrics_port + number if config.metrics_port else 0
-                args = ("--port", str(port), "--metrics-port", str(metrics_port))
+                args = ["--port", str(port), "--metrics-port", str(metrics_port)]
+                if bulk_port is not None:
+                    args += ["--bulk-port", str(bulk_port)]
                 self.processes.append(
                     ServeProcess(
                         service,

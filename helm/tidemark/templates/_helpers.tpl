@@ -189,6 +189,9 @@ spec:
         - {{ $component }}
         - --host=0.0.0.0
         - --port={{ $values.port }}
+        {{- if hasKey $values "bulkPort" }}
+        - --bulk-port={{ $values.bulkPort }}
+        {{- end }}
         - --metrics-port={{ $values.metricsPort }}
         - --health-port={{ $root.Values.healthPort }}
         - --advertise-address=$(POD_NAME).{{ include "tidemark.host" . }}:{{ $values.port }}
@@ -257,6 +260,11 @@ spec:
         - name: grpc
           containerPort: {{ $values.port }}
           protocol: TCP
+        {{- if hasKey $values "bulkPort" }}
+        - name: bulk
+          containerPort: {{ $values.bulkPort }}
+          protocol: TCP
+        {{- end }}
         - name: metrics
           containerPort: {{ $values.metricsPort }}
           protocol: TCP
