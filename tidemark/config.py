@@ -294,15 +294,21 @@ class ServerConfig:
     def tls(self) -> bool:
         return self.tls_cert_path is not None
 
-    def check_table_path(self, table_path: str, *, field: str = "table_path") -> None:
+    def check_table_path(
+        self, table_path: str, *, field: str = "table_path", given: str | None = None
+    ) -> None:
         """Refuse a canonical table path outside ``allowed_roots`` (empty = any) so a
         service cannot be pointed at arbitrary storage. Local roots are resolved like the
-        table path (symlinks followed), so neither side can alias the other."""
+        table path (symlinks followed), so neither side can alias the other. The refusal
+        names the path as the caller ``given`` it: where its links lead is none of its
+        business."""
         if not self.allowed_roots or any(
             under_root(table_path, root) for root in self.allowed_roots
         ):
             return
-        raise PermissionDeniedError(f"{table_path} is not under an allowed root", field=field)
+        raise PermissionDeniedError(
+            f"{given or table_path} is not under an allowed root", field=field
+        )
 
     @classmethod
     def from_args_and_env(

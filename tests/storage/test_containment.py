@@ -215,3 +215,16 @@ def test_a_marker_dir_swapped_for_a_link_after_a_first_marker_is_refused(tmp_pat
     assert "symbolic link" in details
     assert str(outside) not in details
     assert tree(outside) == []
+
+
+def test_a_table_path_linked_out_of_the_roots_is_refused_as_given(
+    escaping: Path, marker_address: str
+) -> None:
+    alias = escaping.parent / "alias"
+    alias.symlink_to(escaping.parents[1] / "outside" / "victim")
+    error = create_marker(marker_address, str(alias))
+    assert isinstance(error, grpc.Call)
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    details = str(error.details())
+    assert str(alias) in details
+    assert "outside" not in details
