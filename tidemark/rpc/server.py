@@ -184,9 +184,11 @@ async def _start(
     """Bind, add the services, answer health NOT_SERVING while their readiness checks
     run, then SERVING."""
     policies = {path: policy for service in services for path, policy in service.policies().items()}
+    guard = CallGuard(config, metrics)
+    closeables.append(guard)
     interceptor = ServerCallInterceptor(
         RpcMetrics(metrics),
-        CallGuard(config),
+        guard,
         policies,
         ByteBudget(config.max_request_memory_bytes),
         config.max_message_bytes,
