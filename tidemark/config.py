@@ -221,9 +221,11 @@ class ServerConfig:
     Kubernetes' native gRPC probes; unset = health only on the main port."""
     auth_token_file: str | None = None
     """File of accepted bearer tokens, one a line, each optionally scoped
-    (``<token> name=.. role=read|write|admin roots=..``, docs/security.md); re-read when it
-    changes, so tokens rotate without a restart. Set = every call but health and
-    reflection needs ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
+    (``<token> name=.. role=read|write|admin roots=..``, docs/security.md); read again
+    every second and reloaded when its content changes, so tokens rotate without a
+    restart. Fails closed: a line that does not parse grants nothing (its token refused),
+    a missing file refuses every token. Set = every call but health and reflection needs
+    ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
     max_client_concurrent_rpcs: int = 1024
     """Calls in progress at once per client (its bearer token, else its client certificate's
     subject; anonymous callers only count towards ``max_concurrent_rpcs``); beyond it
