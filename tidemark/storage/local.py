@@ -300,7 +300,8 @@ class LocalStorage(Storage):
             directory, _, name = validate_path(path).rpartition("/")
             names.setdefault(directory, []).append(name)
         count = sum(len(batch) for batch in names.values())
-        self.requests.add("delete", -(-count // DELETE_BATCH_SIZE))
+        if count:
+            self.requests.add("delete", -(-count // DELETE_BATCH_SIZE))
         for directory, batch in names.items():
             with (
                 contextlib.suppress(FileNotFoundError, NotADirectoryError),
