@@ -239,9 +239,11 @@ class ServerConfig:
     Kubernetes' native gRPC probes; unset = health only on the main port."""
     auth_token_file: str | None = None
     """File of accepted bearer tokens, one a line, each optionally scoped
-    (``<token> name=.. role=read|write|admin roots=..``, docs/security.md); re-read when it
-    changes, so tokens rotate without a restart. Set = every call but health and
-    reflection needs ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
+    (``<token> name=.. role=read|write|admin roots=..``, docs/security.md); read again
+    every second and reloaded when its content changes, so tokens rotate without a
+    restart. Fails closed: a line that does not parse grants nothing (its token refused),
+    a missing file refuses every token. Set = every call but health and reflection needs
+    ``authorization: Bearer <token>``, else UNAUTHENTICATED."""
     max_client_concurrent_rpcs: int = 1024
     """Calls in progress at once per client (its bearer token, else its client certificate's
     subject; anonymous callers only count towards ``max_concurrent_rpcs``); beyond it
@@ -322,15 +324,21 @@ class ServerConfig:
             return self.bulk_port
         return port + BULK_PORT_OFFSET if self.port else 0
 
-    def check_table_path(self, table_path: str, *, field: str = "table_path") -> None:
+    def check_table_path(
+        self, table_path: str, *, field: str = "table_path", given: str | None = None
+    ) -> None:
         """Refuse a canonical table path outside ``allowed_roots`` (empty = any) so a
         service cannot be pointed at arbitrary storage. Local roots are resolved like the
-        table path (symlinks followed), so neither side can alias the other."""
+        table path (symlinks followed), so neither side can alias the other. The refusal
+        names the path as the caller ``given`` it: where its links lead is none of its
+        business."""
         if not self.allowed_roots or any(
             under_root(table_path, root) for root in self.allowed_roots
         ):
             return
-        raise PermissionDeniedError(f"{table_path} is not under an allowed root", field=field)
+        raise PermissionDeniedError(
+            f"{given or table_path} is not under an allowed root", field=field
+        )
 
     @classmethod
     def from_args_and_env(

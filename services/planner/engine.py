@@ -72,8 +72,11 @@ class PlannerEngine:
         self.config = config
         self.owner = owner_name(PLANNER_ROLE)
         self.counts: Counter[str] = Counter()
-        """Outcomes by name (``scheduled.<trigger>``, ``nothing.<trigger>``, ``cancelled``),
-        read by the metrics collector."""
+        """Plans ``cancelled`` and ``given_up``, read by the metrics collector."""
+        self.schedules: Counter[tuple[str, str, str]] = Counter()
+        """Schedule attempts by (outcome: ``scheduled`` or ``nothing``, trigger, table
+        URI), read by the metrics collector: per table, so an alert joins a table's plans
+        with its clustering runs."""
         self._counts_lock = threading.Lock()
         self._given_up_seen: dict[str, set[str]] = {}
         """Table -> the given-up plans already counted (``given_up``), those on its active
@@ -127,10 +130,10 @@ class PlannerEngine:
                     instant = save_plan(table, plan)
                     faults.hold_if_requested("planner_plan_saved")
         if outcome.plan is None:  # nothing changed: no lock was taken, or none is left
-            self._count(f"nothing.{trigger}")
+            self._count_schedule("nothing", trigger, table.uri)
             log.info("planner.nothing_to_cluster", table=table.uri, reason=outcome.reason)
             return ScheduleResult(None, outcome.reason)
-        self._count(f"scheduled.{trigger}")
+        self._count_schedule("scheduled", trigger, table.uri)
         return ScheduleResult(PendingPlan(instant, outcome.plan))
 
     def list_plans(self, table_uri: str) -> tuple[list[PendingPlan], list[GivenUpTo]]:
@@ -237,6 +240,10 @@ class PlannerEngine:
     def _count(self, name: str) -> None:
         with self._counts_lock:
             self.counts[name] += 1
+
+    def _count_schedule(self, outcome: str, trigger: str, table_uri: str) -> None:
+        with self._counts_lock:
+            self.schedules[outcome, trigger, table_uri] += 1
 
     def _locked(self, table: HoodieTable) -> AbstractContextManager[StorageLease]:
         """The table lock, waited for up to ``lock_wait_s``; its fence guards every

@@ -1,5 +1,5 @@
 """Prometheus view of the planner engine: plans scheduled and "nothing to cluster"
-answers by trigger, plans cancelled or given up to writers, and the tables whose policies
+answers by trigger and table, plans cancelled or given up to writers, and the tables whose policies
 it follows. Read from the engine's counters at scrape time."""
 
 from __future__ import annotations
@@ -14,10 +14,6 @@ if TYPE_CHECKING:
     from tidemark.services.planner.engine import PlannerEngine
 
 
-_PLAIN_COUNTS = frozenset({"cancelled", "given_up"})
-"""Engine counts that are metrics of their own, not schedule outcomes."""
-
-
 class PlannerMetrics(Collector):
     def __init__(self, engine: PlannerEngine) -> None:
         self.engine = engine
@@ -25,17 +21,14 @@ class PlannerMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         outcomes = CounterMetricFamily(
             "tidemark_planner_schedules",
-            "Schedule attempts by outcome (scheduled, nothing) and trigger "
-            "(request, commits, periodic).",
-            labels=["outcome", "trigger"],
+            "Schedule attempts by outcome (scheduled, nothing), trigger (request, commits, "
+            "periodic) and table.",
+            labels=["outcome", "trigger", "table"],
         )
-        counts = self.engine.counts.copy()
-        for name, count in sorted(counts.items()):
-            if name in _PLAIN_COUNTS:
-                continue
-            outcome, _, trigger = name.partition(".")
-            outcomes.add_metric([outcome, trigger], count)
+        for labels, count in sorted(self.engine.schedules.copy().items()):
+            outcomes.add_metric(list(labels), count)
         yield outcomes
+        counts = self.engine.counts.copy()
         yield CounterMetricFamily(
             "tidemark_planner_cancelled",
             "Plans cancelled (rolled back).",

@@ -39,8 +39,12 @@ def production_values() -> dict[str, Any]:
     return yaml.safe_load((CHART / "values-production.yaml").read_text())
 
 
+ROOTS: dict[str, Any] = {"allowedRoots": ["s3://lake/tables"]}
+"""What the chart refuses to render without (or ``allowAnyRoot: true``)."""
+
 CONFIGS: dict[str, dict[str, Any]] = {
-    "default": {},
+    "default": ROOTS,
+    "any-root": {"allowAnyRoot": True},
     "production": production_values(),
     "tls-existing-secret": {"tls": {"enabled": True, **TLS_SECRETS}},
     "mutual-tls": {"tls": {"enabled": True, "mutual": True, **TLS_SECRETS}},
@@ -48,6 +52,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "tls": {"enabled": True, "certManager": {"enabled": True, "issuerRef": {"name": "ca"}}}
     },
     "tokens": {"auth": {"enabled": True, "existingSecret": "tokens"}},
+    "no-tokens": {"auth": {"enabled": False}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True}}},
     "alerts-and-dashboard": {
         "metrics": {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}}
@@ -79,7 +84,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
         }
     },
 }
-"""Every optional feature on (and, through ``default``, off)."""
+"""Every optional feature on (and, through ``default``, off), each with ``ROOTS`` unless
+it names its own roots."""
+CONFIGS = {
+    name: values if {"allowedRoots", "allowAnyRoot"} & set(values) else ROOTS | values
+    for name, values in CONFIGS.items()
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ through a launcher (``cluster_dns.ClusterRelease``: the cluster's DNS names)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import itertools
 import os
@@ -78,14 +79,32 @@ class LocalRelease:
             }
 
         auth, tls = self.values["auth"], self.values["tls"]
-        return {
-            tls["existingSecret"] or "tidemark-tls": pair(server),
-            tls["clientSecret"] or "tidemark-client-tls": pair(client),
+        made = {
             auth["existingSecret"] or "tokens": {
                 auth["tokensKey"]: f"{TOKEN}\n",
                 auth["clientTokenKey"]: TOKEN,
             },
         }
+        return {
+            tls["existingSecret"] or "tidemark-tls": pair(server),
+            tls["clientSecret"] or "tidemark-client-tls": pair(client),
+            **made,
+            **{
+                secret["metadata"]["name"]: {
+                    key: base64.b64decode(value).decode() for key, value in secret["data"].items()
+                }
+                for secret in self.release.of_kind("Secret")
+            },
+        }
+
+    @property
+    def token(self) -> str:
+        """The token the release gives its clients (the chart's own Secret's, when it
+        made one)."""
+        auth = self.values["auth"]
+        made = [secret["metadata"]["name"] for secret in self.release.of_kind("Secret")]
+        name = auth["clientSecret"] or auth["existingSecret"] or made[0]
+        return self.secrets[name][auth["clientTokenKey"]]
 
     def server_names(self) -> tuple[str, ...]:
         """The names the services' certificate holds: the one clients dial here."""

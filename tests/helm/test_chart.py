@@ -5,6 +5,7 @@ the probes only, bad values refused naming the value."""
 
 from __future__ import annotations
 
+import base64
 import re
 import runpy
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from .chart import (
     KUBE_VERSION,
     NAMESPACE,
     ROOT,
+    ROOTS,
     Render,
     admitted,
     flags,
@@ -230,7 +232,6 @@ def test_bad_values_are_refused_naming_the_value() -> None:
         "tls.certManager.issuerRef.name": {
             "tls": {"enabled": True, "certManager": {"enabled": True}}
         },
-        "auth.existingSecret": {"auth": {"enabled": True}},
         "healthPort": {"healthPort": 50052},
         "index.workers": {"index": {"workers": 3, "metricsPort": 50050}},
         "marker.autoscaling.minReplicas": {
@@ -240,6 +241,12 @@ def test_bad_values_are_refused_naming_the_value() -> None:
     }
     for named, values in refused.items():
         with pytest.raises((helm.HelmValuesError, helm.HelmRenderError), match=re.escape(named)):
+            render(ROOTS | values)
+    for named, values in {
+        "allowedRoots": {},
+        "allowAnyRoot": {"allowAnyRoot": True, "allowedRoots": ["s3://lake"]},
+    }.items():
+        with pytest.raises(helm.HelmRenderError, match=re.escape(f"{named}: ")):
             render(values)
 
 
@@ -286,8 +293,10 @@ def test_optional_objects_follow_their_values() -> None:
     default = kinds("default")
     assert default == sorted(
         ["Deployment", "StatefulSet", "StatefulSet", "NetworkPolicy", "Pod", "ServiceAccount"]
-        + ["Service"] * 3 + ["PodDisruptionBudget"] * 3
+        + ["Secret"] + ["Service"] * 3 + ["PodDisruptionBudget"] * 3
     )  # fmt: skip
+    assert kinds("no-tokens") == [kind for kind in default if kind != "Secret"]
+    assert kinds("tokens") == [kind for kind in default if kind != "Secret"]
     assert kinds("service-monitor") == sorted([*default, "ServiceMonitor"])
     assert kinds("alerts-and-dashboard") == sorted([*default, "ConfigMap", "PrometheusRule"])
     assert kinds("autoscaling") == sorted([*default, *["HorizontalPodAutoscaler"] * 2])
@@ -326,16 +335,30 @@ def test_the_network_policy_admits_the_client_label_and_the_probes_only() -> Non
         client = release.merged_values()["networkPolicy"]["clientLabels"]
         namespace = release.merged_values()["networkPolicy"]["clientNamespaceLabels"] or None
         assert admitted(release, "grpc", pod_labels=client, namespace_labels=namespace)
+        assert admitted(release, "health", pod_labels=client, namespace_labels=namespace)
         assert not admitted(
             release, "grpc", pod_labels={"app": "other"}, namespace_labels=namespace
         )
         assert not admitted(release, "grpc", ip="10.0.3.4")
-        assert admitted(release, "health", ip="10.0.3.4")  # a node of the probe CIDRs
+        assert not admitted(release, "metrics", ip="10.0.3.4")
+        assert not admitted(release, "health", pod_labels={"app": "other"}, namespace_labels={})
         (test_pod,) = release.of_kind("Pod")
         assert admitted(
             release, "grpc", pod_labels=test_pod["metadata"]["labels"], namespace_labels=namespace
         )
+    for config in ("production", "probe-cidrs-and-namespaces"):
+        assert admitted(rendered(config), "health", ip="10.0.3.4")  # a node of the probe CIDRs
+    default = rendered("default")
+    assert not admitted(default, "health", ip="10.0.3.4")  # the pod's own node only
+    prometheus = {"kubernetes.io/metadata.name": "monitoring"}
+    assert admitted(
+        default, "metrics", pod_labels={"app": "prometheus"}, namespace_labels=prometheus
+    )
+    assert not admitted(default, "metrics", pod_labels={"app": "x"}, namespace_labels={"a": "b"})
     limited = rendered("probe-cidrs-and-namespaces")
+    assert not admitted(
+        limited, "metrics", pod_labels={"app": "prometheus"}, namespace_labels=prometheus
+    )
     assert not admitted(limited, "health", ip="192.168.1.1")
     assert not admitted(
         limited, "grpc", pod_labels={"tidemark-client": "true"}
@@ -398,10 +421,32 @@ def test_notes_name_each_index_replica_and_the_spark_settings() -> None:
     assert not [
         key for key in conf if key.endswith("TIDEMARK_CLIENT_TOKEN") and "secretKeyRef" not in key
     ]
-    assert notes_spark_conf(rendered("default").notes) == {
+    assert notes_spark_conf(rendered("no-tokens").notes) == {
         "spark.kubernetes.driver.label.tidemark-client": "true",
         "spark.kubernetes.executor.label.tidemark-client": "true",
     }
+    default = notes_spark_conf(rendered("default").notes)
+    for role in ("driver", "executor"):
+        assert default[f"spark.kubernetes.{role}.secretKeyRef.TIDEMARK_CLIENT_TOKEN"] == (
+            "tidemark-tokens:token"
+        )
+
+
+def test_tokens_are_on_by_default_from_a_secret_the_chart_makes() -> None:
+    """One random token for every root and role, what the servers mount and what NOTES
+    hands the Spark pods; each offline render draws another (an install or upgrade keeps
+    the cluster's, through ``lookup``)."""
+    release = rendered("default")
+    secret = release.named("Secret", "tidemark-tokens")
+    data = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+    assert re.fullmatch(r"[A-Za-z0-9]{48}", data["token"])
+    assert data["tokens"] == f"{data['token']} name=chart-generated\n"
+    for _, spec, container in containers(release):
+        (mounted,) = [volume for volume in spec["volumes"] if volume["name"] == "auth"]
+        assert mounted["secret"]["secretName"] == "tidemark-tokens"
+        assert flags(container["args"])["--auth-token-file"] == ["/etc/tidemark/auth/tokens"]
+    again = render(ROOTS).named("Secret", "tidemark-tokens")
+    assert again["data"]["token"] != secret["data"]["token"]
 
 
 def test_marker_replicas_advertise_names_the_cluster_resolves(release: Render) -> None:

@@ -28,7 +28,7 @@ from marker.conftest import metric
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.table.markers import IOType, marker_name
 
-from .chart import CHART, TLS_SECRETS, notes_addresses, render
+from .chart import CHART, ROOTS, TLS_SECRETS, notes_addresses, render
 from .cluster_dns import DOMAIN, ClusterRelease
 from .local_release import notes_env
 
@@ -72,6 +72,8 @@ must be one the certificate holds (the chart's ``*.<release>-marker.<ns>...``)."
 
 def marker_release(replicas: int, secured: bool) -> dict[str, object]:
     values = {
+        **ROOTS,
+        "auth": {"enabled": False},
         "marker": {"replicaCount": replicas},
         "index": {"enabled": False},
         "planner": {"enabled": False},

@@ -29,13 +29,13 @@ from tidemark.table.table import HoodieTable
 from tidemark.table.timeline import WRITE_ACTIONS
 
 from .chart import notes_addresses, rendered, submitted_command
-from .local_release import TOKEN, LocalRelease, notes_env
+from .local_release import LocalRelease, notes_env
 
 INSTANT = "20260101000000000"
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.fixture(scope="module", params=["default", "production", "mutual-tls"])
+@pytest.fixture(scope="module", params=["default", "no-tokens", "production", "mutual-tls"])
 def local_release(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalRelease]:
@@ -89,7 +89,10 @@ def test_the_helm_test_pod_passes(local_release: LocalRelease) -> None:
 def test_a_client_configured_as_notes_says_makes_real_calls(local_release: LocalRelease) -> None:
     config = ClientConfig.from_env(notes_env(local_release))
     assert config.tls == local_release.values["tls"]["enabled"]
-    assert (config.token == TOKEN) == local_release.values["auth"]["enabled"]
+    if local_release.values["auth"]["enabled"]:
+        assert config.token == local_release.token
+    else:
+        assert config.token is None
     addresses = {
         service: local_release.local_address(address)
         for service, address in notes_addresses(local_release.release.notes).items()
@@ -142,7 +145,7 @@ def test_the_spark_submit_example_writes_through_the_release(
         check=False,
     )  # fmt: skip
     assert written.returncode == 0, written.stderr[-4000:]
-    assert TOKEN not in written.stdout + written.stderr
+    assert local_release.token not in written.stdout + written.stderr
     config = ClientConfig.from_env(notes_env(local_release))
     index = IndexClient(local["--index-service"], table, config)
     written_at = HoodieTable.open(table).timeline.completed(WRITE_ACTIONS)[-1].timestamp

@@ -11,6 +11,7 @@ day, so the certificate alert's expression must select the three servers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -33,7 +34,7 @@ from benchmarks.load import marker_tables, small_files_table
 from benchmarks.markers import proto_marker
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ClientConfig, ServerConfig
-from tidemark.errors import TidemarkError
+from tidemark.errors import TidemarkError, UnauthenticatedError
 from tidemark.jobs.job_metrics import TEXTFILE_ENV, report
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.index.v1 import index_service_pb2 as index_pb
@@ -48,6 +49,9 @@ from tidemark.table.instant import new_instant_time
 from .test_alert_rules import ALERTS, dashboard_queries
 
 SERVICES = ("marker", "index", "planner")
+TOKEN = "scrape-test-token-0001"
+BEARER = (("authorization", f"Bearer {TOKEN}"),)
+"""For the calls made through bare stubs (the clients send it themselves)."""
 NAMESPACE = "lake"
 START_TIMEOUT_S = 60.0
 PROMQL_WORDS = frozenset({"and", "or", "unless", "bool", "offset", "group_left", "group_right"})
@@ -156,17 +160,24 @@ def node_exporter(textfiles: Path, port: int) -> subprocess.Popen[bytes]:
 
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[dict[str, RunningServer], ClientConfig]]:
-    """The three services, each its own server with TLS and its own /metrics."""
+    """The three services, each its own server with TLS, a token file and its own
+    /metrics."""
     authority = Authority(tmp_path)
     pair = authority.issue("server", server=True)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{TOKEN}\n")
     started: dict[str, RunningServer] = {}
     try:
         for service in SERVICES:
             config = ServerConfig(
-                port=0, metrics_port=0, tls_cert_path=pair.cert, tls_key_path=pair.key
+                port=0,
+                metrics_port=0,
+                tls_cert_path=pair.cert,
+                tls_key_path=pair.key,
+                auth_token_file=str(tokens),
             )
             started[service] = build_server(config, resolve_services(service))
-        yield started, ClientConfig(tls_ca_path=authority.cert, max_attempts=1)
+        yield started, ClientConfig(tls_ca_path=authority.cert, token=TOKEN, max_attempts=1)
     finally:
         for server in started.values():
             server.stop(0)
@@ -174,7 +185,8 @@ def servers(tmp_path: Path) -> Iterator[tuple[dict[str, RunningServer], ClientCo
 
 def traffic(servers: dict[str, RunningServer], client: ClientConfig, root: Path) -> None:
     """A few calls on each service, each service refusing one (a marker on a path that is
-    no table, the stats of an index never built, a plan that does not exist)."""
+    no table, the stats of an index never built, a plan that does not exist) and one
+    without a token."""
     (marker_table,) = marker_tables(root, 1)
     planned = small_files_table(str(root / "planned"), 4)
     addresses = {name: f"127.0.0.1:{server.port}" for name, server in servers.items()}
@@ -190,19 +202,30 @@ def traffic(servers: dict[str, RunningServer], client: ClientConfig, root: Path)
             instant_time=instant,
             marker=proto_marker(0, instant),
         )
-        markers.CreateMarker(request, timeout=30)
+        markers.CreateMarker(request, timeout=30, metadata=BEARER)
         request.table.base_path = str(root / "no-table")
         with pytest.raises(grpc.RpcError):
-            markers.CreateMarker(request, timeout=30)
+            markers.CreateMarker(request, timeout=30, metadata=BEARER)
     with channel_for(addresses["index"], config=client) as channel, pytest.raises(grpc.RpcError):
         IndexServiceStub(channel).Stats(
-            index_pb.StatsRequest(table=TableRef(base_path=planned)), timeout=30
+            index_pb.StatsRequest(table=TableRef(base_path=planned)), timeout=30, metadata=BEARER
         )
     planner = PlannerClient(addresses["planner"], client)
     assert planner.schedule(planned, plan_options()).plan.instant_time
     assert planner.list_plans(planned)
     with pytest.raises(TidemarkError):
         planner.get_plan(planned, "20000101000000000")
+    anonymous = dataclasses.replace(client, token=None)
+    with pytest.raises(UnauthenticatedError):
+        PlannerClient(addresses["planner"], anonymous).list_plans(planned)
+    with channel_for(addresses["marker"], config=client) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            MarkerServiceStub(channel).CreateMarker(request, timeout=30)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with channel_for(addresses["index"], config=client) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            IndexServiceStub(channel).Stats(index_pb.StatsRequest(), timeout=30)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 def scrape_config(servers: dict[str, RunningServer], exporter_port: int) -> dict[str, Any]:

@@ -254,8 +254,9 @@ def test_metrics_count_outcomes(small_files: HoodieTable) -> None:
         client.cancel_plan(small_files.uri, plan.instant_time)
         client.get_policy(small_files.uri)
         port = server.metrics_port
-        scheduled = metric(port, "tidemark_planner_schedules_total", outcome="scheduled")
-        nothing = metric(port, "tidemark_planner_schedules_total", outcome="nothing")
+        table = {"table": small_files.uri, "trigger": "request"}
+        scheduled = metric(port, "tidemark_planner_schedules_total", outcome="scheduled", **table)
+        nothing = metric(port, "tidemark_planner_schedules_total", outcome="nothing", **table)
         assert (scheduled, nothing) == (1, 1)
         assert metric(port, "tidemark_planner_cancelled_total") == 1
         assert metric(port, "tidemark_planner_watched_tables") == 1

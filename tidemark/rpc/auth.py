@@ -5,11 +5,14 @@ Checked by the one server interceptor before a servicer runs, and before the req
 bytes are read (an unauthenticated flood costs no memory), as is the role a method needs.
 Health, reflection and routes are exempt (Kubernetes' probes send no token), and read on
 the small port only, whose receive limit bounds them. Tokens come from a file re-read when
-it changes (rotation without a restart) and compared in constant time. A line is a token
-alone (today's format: every allowed root, every role) or a token followed by
+its content changes (rotation without a restart) and compared in constant time. A line is
+a token alone (today's format: every allowed root, every role) or a token followed by
 ``name=<name> role=<read|write|admin> roots=<root>[,<root>...]``; roles are ordered
-(``write`` may read, ``admin`` may write). A token is never logged: lines name a client
-by its ``name``, else a short hash of it. A client (its token, else its client
+(``write`` may read, ``admin`` may write). The file fails closed: a line that does not
+parse grants nothing and its token is refused, a missing or unreadable file refuses
+every token until it is back (both exported as metrics). A token is never logged:
+lines name a client by its ``name``, else a short hash of it, and refused calls are
+logged one line per peer and interval, with their count. A client (its token, else its client
 certificate's subject) with too many calls in progress gets RESOURCE_EXHAUSTED with a
 retry hint, so one job cannot starve the others. Anonymous callers (no token, no
 certificate) are bounded by the server-wide limit only: one host may run a whole Spark
@@ -26,16 +29,21 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
-import time
-from collections.abc import Iterable
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import grpc
 import structlog
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.config import ServerConfig, under_root
 from tidemark.errors import ConfigError, PermissionDeniedError
 from tidemark.rpc.status import RETRY_AFTER_KEY
@@ -53,7 +61,10 @@ EXEMPT_PREFIXES = (
 asks where the methods are (``tidemark.rpc.routes``) before any other call."""
 BEARER = "bearer "
 TOKEN_RECHECK_S = 1.0
-"""How often the token file's mtime is looked at (not on every call of the hot path)."""
+"""How often the token file is read again (not on every call of the hot path): a revoked
+token is refused within this, whatever else the file holds."""
+DENIED_LOG_INTERVAL_S = 10.0
+"""``call denied`` lines: one per peer and interval, with the count of its refused calls."""
 RETRY_AFTER_MS = 200
 """The wait suggested to a client over its concurrency limit."""
 
@@ -99,8 +110,9 @@ def parse_token_line(line: str, number: int) -> tuple[bytes, Grant]:
     for item in fields:
         key, separator, value = item.partition("=")
         if not separator or key not in ("name", "role", "roots") or not value:
+            got = repr(key) if separator else "a field without '=' (never shown: a token?)"
             raise ConfigError(
-                f"line {number}: expected name=, role= or roots=, got {item.split('=')[0]!r}",
+                f"line {number}: expected name=, role= or roots=, got {got}",
                 field="auth_token_file",
             )
         settings[key] = value
@@ -117,23 +129,52 @@ def parse_token_line(line: str, number: int) -> tuple[bytes, Grant]:
     return token.encode(), Grant(name=name, role=role, roots=roots)
 
 
-class TokenFile:
-    """The accepted tokens and their grants, re-read when the file's mtime or size
-    changes; a file that does not parse keeps the previous tokens."""
+def parse_token_file(text: str) -> tuple[tuple[tuple[bytes, Grant], ...], list[ConfigError]]:
+    """The grants of the lines that parse, and the errors of those that do not. A token
+    on a line that does not parse is refused even where another line grants it: a
+    malformed revocation (a scope cut down, a role lowered) must not leave the token its
+    old grant."""
+    grants: list[tuple[bytes, Grant]] = []
+    refused: set[bytes] = set()
+    errors: list[ConfigError] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            grants.append(parse_token_line(line, number))
+        except ConfigError as error:
+            refused.add(line.split()[0].encode())
+            errors.append(error)
+    return tuple((token, grant) for token, grant in grants if token not in refused), errors
 
-    def __init__(self, path: str) -> None:
+
+class TokenFile:
+    """The accepted tokens and their grants, as the file holds them now: read again every
+    ``TOKEN_RECHECK_S`` and reloaded when its content's hash changes (a rewrite keeping
+    size and modification time counts). Fails closed: a line that does not parse grants
+    nothing, a file that cannot be read grants nothing until it is back. At start a line
+    that does not parse is refused (the operator sees the line at fault)."""
+
+    def __init__(self, path: str, clock: Clock = SYSTEM_CLOCK) -> None:
         self._path = path
-        self._version: tuple[int, int] | None = None
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._digest: bytes | None = None
         self._tokens: tuple[tuple[bytes, Grant], ...] = ()
-        self._checked = 0.0
-        self._refresh()
+        self.invalid_lines = 0
+        """Lines of the loaded content that do not parse (their tokens refused)."""
+        self.unreadable = False
+        """The file could not be read at the last look (every token refused)."""
+        self._checked = clock.monotonic()
+        errors = self._refresh()
+        if errors:
+            raise errors[0]
 
     def grant_for(self, token: str | None) -> Grant | None:
         """The token's grant, None if unknown; constant-time comparison with every
         accepted token (no early exit)."""
-        now = time.monotonic()
-        if now - self._checked >= TOKEN_RECHECK_S:
-            self._refresh()
+        self.refresh_if_due()
         if not token:
             return None
         given = token.encode()
@@ -143,30 +184,113 @@ class TokenFile:
                 found = grant
         return found
 
-    def _refresh(self) -> None:
-        self._checked = time.monotonic()
-        try:
-            stat = Path(self._path).stat()
-            version = (stat.st_mtime_ns, stat.st_size)
-            if version == self._version:
-                return
-            lines = Path(self._path).read_text().split("\n")
-            tokens = tuple(
-                parse_token_line(line.strip(), number)
-                for number, line in enumerate(lines, 1)
-                if line.strip() and not line.lstrip().startswith("#")
+    def refresh_if_due(self) -> None:
+        """Read the file again if ``TOKEN_RECHECK_S`` passed since the last look."""
+        if self._clock.monotonic() - self._checked >= TOKEN_RECHECK_S:
+            self._refresh()
+
+    def _refresh(self) -> list[ConfigError]:
+        """Read the file; the errors of its lines when its content changed."""
+        with self._lock:
+            self._checked = self._clock.monotonic()
+            try:
+                content = Path(self._path).read_bytes()
+            except OSError as error:
+                if not self.unreadable:
+                    log.warning(
+                        "token file unreadable: every token refused until it is back",
+                        error=error.strerror,
+                    )
+                self._tokens, self._digest, self.unreadable = (), None, True
+                return []
+            self.unreadable = False
+            digest = hashlib.sha256(content).digest()
+            if digest == self._digest:
+                return []
+            tokens, errors = parse_token_file(content.decode(errors="replace"))
+            self._tokens, self._digest, self.invalid_lines = tokens, digest, len(errors)
+        if errors:
+            log.warning(
+                "token file invalid: the lines that do not parse grant nothing",
+                errors=[error.message for error in errors],
             )
-        except OSError as error:
-            log.warning("token file unreadable, keeping the previous tokens", error=error.strerror)
-            return
-        except ConfigError as error:
-            if self._version is None:
-                raise  # at start: the operator sees the line at fault
-            log.warning("token file invalid, keeping the previous tokens", error=error.message)
-            return
-        self._version = version
+        log.info("token file loaded", tokens=len(tokens), invalid_lines=len(errors))
+        return errors
+
+
+class TokenFileMetrics(Collector):
+    """Whether the token file is whole, read at each scrape (the file is read again
+    first if it is due, so a file deleted while no call arrives shows too)."""
+
+    def __init__(self, registry: CollectorRegistry, tokens: TokenFile) -> None:
         self._tokens = tokens
-        log.info("token file loaded", tokens=len(self._tokens))
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        self._tokens.refresh_if_due()
+        yield GaugeMetricFamily(
+            "tidemark_auth_token_file_invalid_lines",
+            "Lines of the token file that do not parse: they grant nothing, their tokens "
+            "are refused.",
+            value=self._tokens.invalid_lines,
+        )
+        yield GaugeMetricFamily(
+            "tidemark_auth_token_file_unreadable",
+            "1 while the token file is missing or unreadable: every token is refused.",
+            value=int(self._tokens.unreadable),
+        )
+
+
+@dataclass
+class _PeerDenials:
+    reasons: Counter[str] = field(default_factory=Counter)
+    clients: set[str] = field(default_factory=set)
+
+
+class DeniedCalls:
+    """``call denied`` lines, one per peer and interval with the count of its refused
+    calls by reason, logged when the interval ends (a timer started by its first
+    refusal): an unauthenticated flood logged a line per call, 9,658 lines from ~10 s of
+    one. Thread-safe: the server's loop and its storage threads both refuse calls."""
+
+    def __init__(self, interval_s: float = DENIED_LOG_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._peers: dict[str, _PeerDenials] = {}
+        self._timer: threading.Timer | None = None
+
+    def add(self, peer: str, reason: str, client: str | None = None) -> None:
+        with self._lock:
+            denials = self._peers.setdefault(peer, _PeerDenials())
+            denials.reasons[reason] += 1
+            if client:
+                denials.clients.add(client)
+            if self._timer is None:
+                self._timer = threading.Timer(self.interval_s, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def flush(self) -> None:
+        """Log the interval's lines now (its end, or the server stopping)."""
+        with self._lock:
+            peers, self._peers = self._peers, {}
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        for peer, denials in peers.items():
+            log.warning(
+                "call denied",
+                peer=peer,
+                calls=denials.reasons.total(),
+                reasons=dict(denials.reasons),
+                clients=sorted(denials.clients),
+                interval_s=self.interval_s,
+            )
+
+
+DENIED_CALLS = DeniedCalls()
+"""The process's refused calls: logs are per process, and the interceptor reports the
+refusals of methods the guard does not admit (a table outside the allowed roots)."""
 
 
 @dataclass(frozen=True)
@@ -234,8 +358,10 @@ class CallGuard:
     """Admits a call (token, per-client limit) and counts it until released. Runs on the
     server's event loop only, so the counters need no lock."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, registry: CollectorRegistry) -> None:
         self._tokens = TokenFile(config.auth_token_file) if config.auth_token_file else None
+        if self._tokens is not None:
+            TokenFileMetrics(registry, self._tokens)
         self._limit = config.max_client_concurrent_rpcs
         self._in_flight: dict[str, int] = {}
         self.active = self._tokens is not None or config.tls_client_ca_path is not None
@@ -251,11 +377,10 @@ class CallGuard:
         if self._tokens is not None:
             grant = self._tokens.grant_for(token)
             if grant is None:
-                log.warning(
-                    "call denied",
-                    reason="missing or unknown bearer token",
-                    peer=context.peer(),
-                    subject=certificate_subject(context),
+                DENIED_CALLS.add(
+                    context.peer(),
+                    "missing or unknown bearer token",
+                    client_of(context, None),
                 )
                 await context.abort(
                     grpc.StatusCode.UNAUTHENTICATED,
@@ -288,3 +413,7 @@ class CallGuard:
             self._in_flight[client] = left
         else:
             del self._in_flight[client]
+
+    def close(self) -> None:
+        """The server stopped: log the refusals of the interval in progress now."""
+        DENIED_CALLS.flush()

@@ -46,7 +46,7 @@ from tidemark.errors import (
     TidemarkError,
 )
 from tidemark.logs import bind_call_fields
-from tidemark.rpc.auth import CallGuard, Role, call_client_name, is_exempt
+from tidemark.rpc.auth import DENIED_CALLS, CallGuard, Role, call_client_name, is_exempt
 from tidemark.rpc.limits import DEFAULT_POLICY, PARSED_FACTOR, ByteBudget, MethodPolicy
 from tidemark.rpc.metrics import MethodMetrics, RpcMetrics
 from tidemark.rpc.status import REQUEST_ID_KEY, error_metadata, status_code_for
@@ -416,9 +416,7 @@ async def _fail(
             metrics.redirects += 1
             log.debug("owner redirect", owner=error.owner)
         elif isinstance(error, PermissionDeniedError):
-            log.warning(
-                "call denied", peer=context.peer(), client=call_client_name(), error=str(error)
-            )
+            DENIED_CALLS.add(context.peer(), str(error), call_client_name())
         else:
             log.info("request failed", code=code.name, error=str(error))
         traceback.clear_frames(error.__traceback__)

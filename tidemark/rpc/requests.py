@@ -68,7 +68,7 @@ def resolve_table(base_path: str, config: ServerConfig, *, field: str = TABLE_FI
         canonical = canonical_uri(base_path)
     except InvalidArgumentError as error:
         raise InvalidArgumentError(error.message, field=field) from None
-    config.check_table_path(canonical, field=field)
+    config.check_table_path(canonical, field=field, given=base_path)
     if not open_storage(canonical).exists(PROPERTIES_PATH):
         raise not_a_table(canonical)
     return canonical

@@ -201,7 +201,8 @@ async def _start(
     bulk = {path: policy for path, policy in policies.items() if policy.bulk}
     small = {path: policy for path, policy in policies.items() if not policy.bulk}
     rpc_metrics = RpcMetrics(metrics)
-    guard = CallGuard(config)
+    guard = CallGuard(config, metrics)
+    closeables.append(guard)
     server = _server(
         config,
         ServerCallInterceptor(

@@ -5,16 +5,22 @@ Writes go to a temporary file in the target directory and are published with a r
 never see partial content. Requests are counted under the same operation names as S3 so
 benchmarks compare like with like.
 
-Every path is contained: resolved with its symlinks, it must stay under the root (itself
-resolved), so a ``.hoodie`` or partition folder linked elsewhere cannot make a service or
-job read or write outside the table (PERMISSION_DENIED naming the path). Folders found
-inside are remembered, so the hot paths pay one ``lstat`` per call (is the file itself a
-link?).
+Every file is reached without following a symbolic link, at every request: the request
+walks from ``/`` to its folder one component at a time (``openat`` with ``O_NOFOLLOW``;
+the root's path is resolved once, when the storage is opened) and creates, opens,
+renames, links and deletes its file relative to that folder's descriptor. So a folder
+swapped for a link after a first request (a marker dir linked out of the table) is
+refused at the next one, and nothing is written through it (PERMISSION_DENIED naming
+the path as the caller gave it, never where the link leads). A table's own files and
+folders are never links, so a link inside the table is refused too; listings skip
+links. ``local_file`` alone names a file for pyarrow to open itself: checked the same
+way when it is asked for, it serves reads only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import stat
@@ -48,11 +54,15 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 PATH_MAX = 4096
 """Linux's limit on a path, its terminating NUL included."""
 _TEMP_EXTRA_BYTES = len(f".{TEMP_MARKER}{uuid.UUID(int=0).hex}")
-"""What a temporary's name adds to its target's (``_temp_for``)."""
-MAX_KNOWN_FOLDERS = 10_000
-"""Folders remembered as inside the root; the set starts over beyond it."""
+"""What a temporary's name adds to its target's (``_make_temp``)."""
 FOLDER_RACE_ATTEMPTS = 5
-"""Tries at making a temporary's folder and the temporary in it (``_temp_for``)."""
+"""Tries at making a temporary's folder and the temporary in it (``_make_temp``)."""
+_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""A folder on the way: ``O_PATH`` (Linux) needs search permission only, as a lookup."""
+_LISTING = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""``O_NONBLOCK``: a FIFO planted in a table opens at once (then refused), never blocks."""
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class LocalStorage(Storage):
@@ -65,8 +75,7 @@ class LocalStorage(Storage):
         self.uri = uri
         self.root = Path(parsed.root)
         self.requests = RequestCounter()
-        self._real_root = os.path.realpath(self.root)
-        self._inside: set[Path] = set()
+        self._root_names = Path(os.path.realpath(self.root)).parts[1:]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (LocalStorage, (self.uri,))
@@ -76,112 +85,164 @@ class LocalStorage(Storage):
         root = len(os.fsencode(self.root.absolute())) + len("/")
         return PATH_MAX - len("\0") - root - _TEMP_EXTRA_BYTES
 
-    def _full(self, path: str) -> Path:
-        full = self.root / validate_path(path)
-        self._check_folder(full.parent, path)
-        if full.is_symlink():
-            self._check_inside(full, path)
-        return full
-
     def local_file(self, path: str) -> Path:
-        """The file holding object ``path`` (checked inside the root, as every request),
-        for a reader that opens it itself: pyarrow reads a file it opened without holding
-        Python's lock, where reading a Python stream takes it for every read."""
+        """The file holding object ``path`` (checked as every request), for a reader that
+        opens it itself: pyarrow reads a file it opened without holding Python's lock,
+        where reading a Python stream takes it for every read."""
         self.requests.add("get")
-        return self._full(path)
+        with contextlib.suppress(NotFoundError):
+            os.close(self._open_read(path))
+        return self.root / path
 
-    def _folder(self, directory: str) -> Path:
-        full = self.root / directory
-        self._check_folder(full, directory)
-        return full
+    @contextlib.contextmanager
+    def _folder(self, directory: str, path: str) -> Iterator[int]:
+        descriptor = self._open_folder(directory, path)
+        try:
+            yield descriptor
+        finally:
+            os.close(descriptor)
 
-    def _check_folder(self, folder: Path, path: str) -> None:
-        if folder in self._inside:
-            return
-        self._check_inside(folder, path)
-        if len(self._inside) >= MAX_KNOWN_FOLDERS:
-            self._inside.clear()
-        self._inside.add(folder)
+    def _open_folder(self, directory: str, path: str, *, create: bool = False) -> int:
+        """A descriptor of the root's folder ``directory``, reached from ``/`` with no
+        link followed (``create``: making missing folders); ``path`` is what a refusal
+        names."""
+        descriptor = os.open("/", _FOLDER)
+        try:
+            for name in (*self._root_names, *filter(None, directory.split("/"))):
+                parent = descriptor
+                descriptor = self._step(parent, name, path, create=create)
+                os.close(parent)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return descriptor
 
-    def _check_inside(self, full: Path, path: str) -> None:
-        real = os.path.realpath(full)
-        if real != self._real_root and not real.startswith(self._real_root.rstrip("/") + "/"):
-            raise PermissionDeniedError(
-                f"{path!r} resolves to {real}, outside {self._real_root} (a symbolic link "
-                "inside the table points out of it)",
-                field="path",
-            )
+    def _step(self, parent: int, name: str, path: str, *, create: bool) -> int:
+        try:
+            return os.open(name, _FOLDER, dir_fd=parent)
+        except FileNotFoundError:
+            if not create:
+                raise
+        except NotADirectoryError:  # a file, or a link (O_NOFOLLOW | O_DIRECTORY)
+            if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+                raise self._linked(path) from None
+            raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, dir_fd=parent)
+        return self._step(parent, name, path, create=False)
+
+    def _linked(self, path: str) -> PermissionDeniedError:
+        return PermissionDeniedError(
+            f"{path!r} in {self.uri} is reached through a symbolic link, which could lead "
+            "out of the table: refused",
+            field="path",
+        )
 
     def _not_found(self, path: str) -> NotFoundError:
         return NotFoundError(f"no object {path!r} in {self.uri}", field="path")
 
-    @staticmethod
-    def _temp_for(full: Path) -> Path:
-        """A new empty temporary beside ``full``, its folder made first. A delete in the
-        same folder prunes it once empty (``_prune_empty_parents``), between the two steps
-        or inside ``mkdir``'s own exists check (FileNotFoundError, FileExistsError): lock
-        waiters' tickets come and go so in one folder, and a planner whose trigger and a
-        client wanted one table's lock at once failed a call with INTERNAL. Once the
-        temporary exists the folder is not empty, so it stays."""
-        temp = full.with_name(f".{full.name}{TEMP_MARKER}{uuid.uuid4().hex}")
+    def _open_read(self, path: str) -> int:
+        """A read descriptor of the regular file ``path``."""
+        directory, _, name = validate_path(path).rpartition("/")
+        try:
+            with self._folder(directory, path) as folder:
+                try:
+                    descriptor = os.open(name, _READ, dir_fd=folder)
+                except OSError as error:
+                    if error.errno == errno.ELOOP:
+                        raise self._linked(path) from None
+                    raise
+        except _MISSING as missing:
+            raise self._not_found(path) from missing
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise self._not_found(path)
+        return descriptor
+
+    def _stat(self, path: str) -> os.stat_result | None:
+        """The regular file's stat, None when missing or not a file; a link is refused."""
+        directory, _, name = validate_path(path).rpartition("/")
+        try:
+            with self._folder(directory, path) as folder:
+                info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except _MISSING:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            raise self._linked(path)
+        return info if stat.S_ISREG(info.st_mode) else None
+
+    @contextlib.contextmanager
+    def _new_temp(self, path: str) -> Iterator[tuple[int, str, str, int]]:
+        """``_make_temp``'s folder, the target's name, the temporary's name and its write
+        descriptor; the temporary is removed unless renamed or linked to the target."""
+        directory, _, name = validate_path(path).rpartition("/")
+        folder, temp, descriptor = self._make_temp(directory, name, path)
+        try:
+            yield folder, name, temp, descriptor
+        finally:
+            os.close(descriptor)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=folder)
+            os.close(folder)
+
+    def _make_temp(self, directory: str, name: str, path: str) -> tuple[int, str, int]:
+        """The target's folder (made if missing) and a new empty temporary beside the
+        target. A delete in the same folder prunes it once empty
+        (``_prune_empty_parents``), between making it and making the temporary in it:
+        lock waiters' tickets come and go so in one folder, and a planner whose trigger
+        and a client wanted one table's lock at once failed a call with INTERNAL. Once
+        the temporary exists the folder is not empty, so it stays."""
+        temp = f".{name}{TEMP_MARKER}{uuid.uuid4().hex}"
         attempt = 1
         while True:
+            folder = None
             try:
-                full.parent.mkdir(parents=True, exist_ok=True)
-                temp.touch(exist_ok=False)
-                return temp
-            except (FileNotFoundError, FileExistsError):
-                if attempt == FOLDER_RACE_ATTEMPTS:
+                folder = self._open_folder(directory, path, create=True)
+                return folder, temp, os.open(temp, _NEW, 0o666, dir_fd=folder)
+            except BaseException as error:
+                if folder is not None:
+                    os.close(folder)
+                if not isinstance(error, FileNotFoundError) or attempt == FOLDER_RACE_ATTEMPTS:
                     raise
                 attempt += 1
 
-    def _write_temp(self, full: Path, data: bytes) -> Path:
-        temp = self._temp_for(full)
-        with temp.open("wb") as out:
-            out.write(data)
-        return temp
-
     def read(self, path: str) -> bytes:
-        full = self._full(path)
         self.requests.add("get")
-        try:
-            return full.read_bytes()
-        except _MISSING as missing:
-            raise self._not_found(path) from missing
+        with open(self._open_read(path), "rb") as stream:
+            return stream.read()
 
     def write(self, path: str, data: bytes) -> None:
-        full = self._full(path)
         self.requests.add("put")
-        temp = self._write_temp(full, data)
-        try:
-            temp.replace(full)
-        except BaseException:
-            temp.unlink()
-            raise
+        with self._new_temp(path) as (folder, name, temp, descriptor):
+            _write_all(descriptor, data)
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
 
     def create_if_absent(self, path: str, data: bytes) -> bool:
-        full = self._full(path)
         self.requests.add("conditional_put")
-        temp = self._write_temp(full, data)
-        try:
-            full.hardlink_to(temp)
-        except FileExistsError:
-            return False
-        finally:
-            temp.unlink(missing_ok=True)
+        with self._new_temp(path) as (folder, name, temp, descriptor):
+            _write_all(descriptor, data)
+            try:
+                os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+            except FileExistsError:
+                return False
         return True
 
     def list(self, prefix: str) -> Iterator[FileInfo]:
         validate_prefix(prefix)
         self.requests.add("list")
+        directory = prefix.rpartition("/")[0]
         found = []
-        for directory, _, names in os.walk(self._folder(prefix.rpartition("/")[0])):
-            for name in names:
-                full = Path(directory) / name
-                relative = full.relative_to(self.root).as_posix()
-                info = _file_stat(full)
-                if TEMP_MARKER not in name and relative.startswith(prefix) and info is not None:
-                    found.append(FileInfo(relative, info.st_size, info.st_mtime))
+        try:
+            with self._folder(directory, prefix) as folder:
+                for below, _, names, descriptor in os.fwalk(".", dir_fd=folder):
+                    parent = f"{directory}/{below[2:]}" if below != "." else directory
+                    for name in names:
+                        relative = f"{parent}/{name}".lstrip("/")
+                        info = _file_stat(name, descriptor)
+                        if TEMP_MARKER not in name and relative.startswith(prefix) and info:
+                            found.append(FileInfo(relative, info.st_size, info.st_mtime))
+        except (FileNotFoundError, NotADirectoryError):
+            return iter(())
         return iter(sorted(found, key=lambda info: info.path))
 
     def list_dir(self, directory: str) -> ListDirResult:
@@ -190,108 +251,135 @@ class LocalStorage(Storage):
         files: list[FileInfo] = []
         dirs: list[str] = []
         try:
-            with os.scandir(self._folder(directory)) as entries:
+            with self._listing(directory) as listing, os.scandir(listing) as entries:
                 for entry in entries:
                     path = f"{directory}/{entry.name}" if directory else entry.name
-                    if entry.is_dir():
+                    if entry.is_dir(follow_symlinks=False):
                         dirs.append(path)
                         continue
-                    info = _file_stat(Path(entry.path))
+                    info = _file_stat(entry.name, listing)
                     if info is not None and TEMP_MARKER not in entry.name:
                         files.append(FileInfo(path, info.st_size, info.st_mtime))
         except (FileNotFoundError, NotADirectoryError):
             return ListDirResult((), ())
         return ListDirResult.from_unsorted(files, dirs)
 
+    @contextlib.contextmanager
+    def _listing(self, directory: str) -> Iterator[int]:
+        """A readable descriptor of the folder, for ``os.scandir``."""
+        with self._folder(directory, directory) as folder:
+            descriptor = os.open(".", _LISTING, dir_fd=folder)
+        try:
+            yield descriptor
+        finally:
+            os.close(descriptor)
+
     def partial_files(self, directory: str) -> tuple[PartialFile, ...]:
         """``.<name>.tidemark-tmp-<id>`` files of writers killed before their rename."""
         directory = validate_directory(directory)
         self.requests.add("list")
-        try:
-            names = sorted(entry.name for entry in self._folder(directory).iterdir())
-        except (FileNotFoundError, NotADirectoryError):
-            return ()
         prefix = f"{directory}/" if directory else ""
         found = []
-        for name in names:
-            hidden_target, infix, _ = name.partition(TEMP_MARKER)
-            if infix and hidden_target.startswith(".") and len(hidden_target) > 1:
-                try:  # published or deleted since the listing: not partial any more
-                    modified_at = (self.root / directory / name).stat().st_mtime
-                except FileNotFoundError:
-                    continue
-                found.append(PartialFile(prefix + name, prefix + hidden_target[1:], modified_at))
+        try:
+            with self._listing(directory) as listing, os.scandir(listing) as entries:
+                for name in sorted(entry.name for entry in entries):
+                    hidden_target, infix, _ = name.partition(TEMP_MARKER)
+                    if not infix or not hidden_target.startswith(".") or len(hidden_target) < 2:
+                        continue
+                    info = _file_stat(name, listing)
+                    if info is not None:  # else published or deleted since the listing
+                        target = prefix + hidden_target[1:]
+                        found.append(PartialFile(prefix + name, target, info.st_mtime))
+        except (FileNotFoundError, NotADirectoryError):
+            return ()
         return tuple(found)
 
     def delete_many(self, paths: Iterable[str]) -> int:
-        fulls = [self._full(path) for path in paths]
-        for start in range(0, len(fulls), DELETE_BATCH_SIZE):
-            self.requests.add("delete")
-            for full in fulls[start : start + DELETE_BATCH_SIZE]:
-                with contextlib.suppress(FileNotFoundError):
-                    full.unlink()
-        self._prune_empty_parents({full.parent for full in fulls})
-        return len(fulls)
+        names: dict[str, list[str]] = {}
+        for path in paths:
+            directory, _, name = validate_path(path).rpartition("/")
+            names.setdefault(directory, []).append(name)
+        count = sum(len(batch) for batch in names.values())
+        if count:
+            self.requests.add("delete", -(-count // DELETE_BATCH_SIZE))
+        for directory, batch in names.items():
+            with (
+                contextlib.suppress(FileNotFoundError, NotADirectoryError),
+                self._folder(directory, directory) as folder,
+            ):
+                for name in batch:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=folder)
+        self._prune_empty_parents(set(names))
+        return count
 
-    def _prune_empty_parents(self, folders: set[Path]) -> None:
+    def _prune_empty_parents(self, folders: set[str]) -> None:
         """Drop folders left empty, as an object store has no folders: a deleted marker
         dir or partition must not linger as an empty directory."""
-        for folder in sorted(folders, key=lambda path: len(path.parts), reverse=True):
-            while folder != self.root and self.root in folder.parents:
+        for folder in sorted(folders, key=lambda path: path.count("/"), reverse=True):
+            while folder:
+                parent, _, name = folder.rpartition("/")
                 try:
-                    folder.rmdir()
+                    with self._folder(parent, folder) as descriptor:
+                        os.rmdir(name, dir_fd=descriptor)
                 except OSError:
                     break
-                folder = folder.parent
+                folder = parent
 
     def exists(self, path: str) -> bool:
-        full = self._full(path)
         self.requests.add("head")
-        return full.is_file()
+        return self._stat(path) is not None
 
     def size(self, path: str) -> int:
-        full = self._full(path)
         self.requests.add("head")
-        info = _file_stat(full)
+        info = self._stat(path)
         if info is None:
             raise self._not_found(path)
         return info.st_size
 
     def open_input(self, path: str) -> BinaryIO:
-        full = self._full(path)
         self.requests.add("get")
-        try:
-            return full.open("rb")
-        except _MISSING as missing:
-            raise self._not_found(path) from missing
+        return open(self._open_read(path), "rb")
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
-        full = self._full(path)
         self.requests.add("get")
-        try:
-            descriptor = os.open(full, os.O_RDONLY)
-        except _MISSING as missing:
-            raise self._not_found(path) from missing
+        descriptor = self._open_read(path)
         try:
             return os.pread(descriptor, length, start)
         finally:
             os.close(descriptor)
 
     def open_output(self, path: str) -> BinaryIO:
-        full = self._full(path)
-        temp = self._temp_for(full)
+        directory, _, name = validate_path(path).rpartition("/")
+        folder, temp, descriptor = self._make_temp(directory, name, path)
 
         def publish(_: io.FileIO) -> None:
             self.requests.add("put")
-            temp.replace(full)
+            try:
+                os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            finally:
+                os.close(folder)
 
-        return PublishOnClose(io.FileIO(temp, "wb"), publish, temp.unlink)
+        def discard() -> None:
+            try:
+                os.unlink(temp, dir_fd=folder)
+            finally:
+                os.close(folder)
+
+        return PublishOnClose(io.FileIO(descriptor, "wb"), publish, discard)
 
 
-def _file_stat(full: Path) -> os.stat_result | None:
-    """A regular file's stat, None when missing (e.g. raced with a delete) or not a file."""
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
+def _file_stat(name: str, folder: int) -> os.stat_result | None:
+    """A regular file's stat (a link is not followed), None when missing (e.g. raced with
+    a delete) or not a file."""
     try:
-        info = full.stat()
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
     return info if stat.S_ISREG(info.st_mode) else None

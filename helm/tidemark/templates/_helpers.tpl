@@ -86,8 +86,13 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret of the accepted tokens: auth.existingSecret, else the chart's own. */}}
+{{- define "tidemark.tokensSecret" -}}
+{{- default (printf "%s-tokens" (include "tidemark.fullname" .)) .Values.auth.existingSecret -}}
+{{- end -}}
+
 {{- define "tidemark.clientTokenSecret" -}}
-{{- default .Values.auth.existingSecret .Values.auth.clientSecret -}}
+{{- default (include "tidemark.tokensSecret" .) .Values.auth.clientSecret -}}
 {{- end -}}
 
 {{/* Where clients (Spark pods, the test pod) mount tls.clientSecret. */}}
@@ -111,8 +116,11 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- if and $tls.enabled (not $tls.certManager.enabled) (not $tls.clientSecret) -}}
 {{- fail "tls.clientSecret: TLS is on (tls.enabled) without the Secret clients mount: name one holding ca.crt (and tls.crt, tls.key with tls.mutual), or set tls.certManager.enabled" -}}
 {{- end -}}
-{{- if and .Values.auth.enabled (not .Values.auth.existingSecret) -}}
-{{- fail "auth.existingSecret: tokens are on (auth.enabled) without a Secret holding them" -}}
+{{- if and (not .Values.allowedRoots) (not .Values.allowAnyRoot) -}}
+{{- fail "allowedRoots: name the table prefixes the services may touch (e.g. s3://lake/tables), or set allowAnyRoot: true to serve every table the storage credentials reach" -}}
+{{- end -}}
+{{- if and .Values.allowedRoots .Values.allowAnyRoot -}}
+{{- fail "allowAnyRoot: true contradicts allowedRoots; drop one of them" -}}
 {{- end -}}
 {{- if not (or .Values.marker.enabled .Values.index.enabled .Values.planner.enabled) -}}
 {{- fail "marker.enabled: every service is disabled; enable at least one of marker, index, planner" -}}
@@ -334,7 +342,7 @@ spec:
     {{- if $root.Values.auth.enabled }}
     - name: auth
       secret:
-        secretName: {{ $root.Values.auth.existingSecret }}
+        secretName: {{ include "tidemark.tokensSecret" $root }}
         items:
           - key: {{ $root.Values.auth.tokensKey }}
             path: {{ $root.Values.auth.tokensKey }}
