@@ -39,6 +39,7 @@ from tidemark.jobs.driver_read import (
     read_files,
     read_pays_in_driver,
 )
+from tidemark.jobs.session import use_driver_python
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
 from tidemark.table.fsview import BaseFile
@@ -239,6 +240,7 @@ def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
 
 
 def _storage_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
+    use_driver_python(spark)
     groups = pack(plan.files, spark.sparkContext.defaultParallelism)
     tasks = spark.createDataFrame(
         spark.sparkContext.parallelize([(group,) for group in groups], len(groups)),
