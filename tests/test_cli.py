@@ -53,6 +53,17 @@ def test_unknown_commands_list_every_command(capsys: pytest.CaptureFixture[str])
     assert all(command in error for command in COMMAND_MODULES)
 
 
+def test_help_is_written_for_users(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    assert "Apache Hudi copy-on-write tables on S3 or a local disk" in shown
+    assert "tidemark write --table s3://lake/events" in shown  # an example per common task
+    assert "docs/cli.md" in shown
+    assert "module" not in shown and "import" not in shown  # no notes for developers
+    assert all(command in shown for command in COMMAND_MODULES)
+
+
 @pytest.mark.parametrize("command", sorted(COMMAND_MODULES))
 def test_every_command_parses_from_its_own_module(
     command: str, capsys: pytest.CaptureFixture[str]
