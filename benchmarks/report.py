@@ -32,6 +32,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.load",
     "benchmarks.retention",
     "benchmarks.stream",
+    "benchmarks.small_writes",
 )
 
 
