@@ -13,7 +13,7 @@ import tidemark.spark
 from benchmarks.small_writes import stage_tasks
 from spark.sparkkit import local_frame
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.shuffles import SHUFFLE_PARTITIONS
+from tidemark.jobs.shuffles import SHUFFLE_PARTITIONS, sized_shuffles
 from tidemark.spark import WriteOptions
 
 SCHEMA = "id long, user string, day string, ts long"
@@ -58,6 +58,19 @@ def test_a_small_upserts_shuffles_are_sized_to_its_input(
     assert sum(fixed) > sum(sized)
     snapshot = tidemark.spark.read(spark, table_uri, reader="scan")
     assert snapshot.count() == 210  # 200, 10 updated, 10 new
+
+
+def test_overlapping_writes_put_the_sessions_setting_back_once_the_last_ends(
+    users_session: SparkSession,
+) -> None:
+    spark = users_session
+    frame = spark.createDataFrame([(1, "u", "d", 1)], SCHEMA)
+    with sized_shuffles(frame) as first:
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == str(first)
+        with sized_shuffles(frame, 7):  # another thread's write, begun meanwhile
+            assert spark.conf.get(SHUFFLE_PARTITIONS) == "7"
+        assert spark.conf.get(SHUFFLE_PARTITIONS) != "200"  # the first still runs
+    assert spark.conf.get(SHUFFLE_PARTITIONS) == "200"
 
 
 def test_a_negative_shuffle_parallelism_is_refused() -> None:
