@@ -7,15 +7,14 @@ TEST_WORKERS ?= 3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test test-fast lint protos contracts-image clean
+.PHONY: setup demo test test-fast test-deps lint protos contracts-image clean
 
 # An editable install in compat mode puts the repo root on sys.path, so PySpark's discovery
 # of installed data sources (pkgutil.iter_modules) finds pyspark_tidemark as in a wheel install.
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/check_java.sh scripts/install_prometheus.sh
+$(STAMP): pyproject.toml scripts/check_java.sh
 	@bash scripts/check_java.sh
-	@bash scripts/install_prometheus.sh
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON_BOOTSTRAP) not found)"; exit 1; }
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -34,12 +33,18 @@ lint: setup
 	$(VENV)/bin/buf lint
 	$(VENV)/bin/buf breaking --against protos/image.binpb
 
-test: lint
+# What the tests need beyond the venv: Prometheus for the Helm tests (found, else installed
+# with apt-get as root or through sudo, else one line saying what to install). Only the test
+# targets run it: `make setup` and `make demo` need neither root nor a system package manager.
+test-deps:
+	@bash scripts/install_prometheus.sh
+
+test: lint test-deps
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 # The tier to run while editing (under 3 minutes on 2 cores): no Spark, no S3 server, nothing
 # slow; tests/conftest.py marks the tiers. `make test` runs them all, after the lint.
-test-fast: setup
+test-fast: setup test-deps
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "not spark and not s3 and not slow" $(ARGS)
 
 protos: setup

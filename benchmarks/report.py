@@ -33,6 +33,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.retention",
     "benchmarks.stream",
     "benchmarks.stream_clustering",
+    "benchmarks.small_writes",
 )
 
 

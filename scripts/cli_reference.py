@@ -92,7 +92,7 @@ def section(parser: argparse.ArgumentParser, help_line: str) -> list[str]:
     depth = parser.prog.count(" ")
     lines = ["#" * (depth + 2) + f" `{parser.prog}`", ""]
     text = [markdown(help_line)] if help_line else []
-    if depth:  # the console script's own description is its module docstring, for developers
+    if depth:  # the console script's own description and examples: the page's introduction
         text += [part for part in paragraphs(parser.description) if part not in text]
     for part in text:
         lines += [part, ""]

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -31,6 +32,7 @@ from tidemark.jobs.task import storage_for
 from tidemark.storage import Storage
 from tidemark.storage.local import LocalStorage
 from tidemark.table.fsview import BaseFile
+from tidemark.table.literals import column_scalar
 from tidemark.table.reader import Filter
 
 DRIVER_MAX_FILES = 256
@@ -175,11 +177,12 @@ def local_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
 
 def prefilter(filters: Sequence[Filter], schema: pa.Schema) -> list[Condition]:
     """The filters pyarrow applies exactly as Spark does: comparisons and ``in`` whose
-    values are of their column's own kind (integers in its range, strings, booleans, dates;
-    floats on double columns, as a float column's values are compared in double by Spark;
-    not timestamps, whose naive values Spark reads in the session's time zone). Spark
-    applies every filter again to what is read: these only let the driver skip row groups
-    and rows, never keep fewer rows than Spark would."""
+    values are of their column's own kind and held exactly by its type (integers in its
+    range, strings, booleans, dates, decimals, timestamps with a zone, all typed by
+    ``tidemark.table.literals.literal``; floats on double columns, as a float column's
+    values are compared in double by Spark). Spark applies every filter again to what is
+    read: these only let the driver skip row groups and rows, never keep fewer rows than
+    Spark would."""
     kept: list[Condition] = []
     for name, op, value in filters:
         if name in schema.names and op in (*_COMPARISONS, "in"):
@@ -193,13 +196,12 @@ def _condition(name: str, op: str, value: Any, kind: pa.DataType) -> pc.Expressi
     values = list(value) if op == "in" else [value]
     if not values or not all(_same_kind(member, kind) for member in values):
         return None
-    try:
-        typed = pa.array(values, type=kind)
-    except (pa.ArrowInvalid, OverflowError):  # an integer out of the column's range
+    typed = [column_scalar(member, kind) for member in values]
+    if any(scalar is None for scalar in typed):  # out of the column's range or precision
         return None
     column = pc.field(name)
     if op == "in":
-        return column.isin(typed)
+        return column.isin(pa.array(values, type=kind))
     return getattr(column, _COMPARISONS[op])(typed[0])
 
 
@@ -212,6 +214,10 @@ def _same_kind(value: Any, kind: pa.DataType) -> bool:
         return isinstance(value, int | float)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return isinstance(value, str)
+    if pa.types.is_decimal(kind):
+        return isinstance(value, Decimal)
+    if pa.types.is_timestamp(kind):
+        return kind.tz is not None and isinstance(value, datetime) and value.tzinfo is not None
     return pa.types.is_date(kind) and isinstance(value, date) and not isinstance(value, datetime)
 
 

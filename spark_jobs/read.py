@@ -39,9 +39,11 @@ from tidemark.jobs.driver_read import (
     read_files,
     read_pays_in_driver,
 )
+from tidemark.jobs.session import use_driver_python
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
 from tidemark.table.fsview import BaseFile
+from tidemark.table.literals import NO_SESSION_TIME_ZONE
 from tidemark.table.reader import Filter
 
 log = structlog.get_logger(__name__)
@@ -72,11 +74,13 @@ def read_dataframe(
     value)``: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``, ``is null``,
     ``is not null``) and ``where`` (``column == value``; a list or tuple: ``column in
     value``); meta columns included unless ``columns`` says otherwise. ``reader``: one of
-    ``READ_READERS``."""
+    ``READ_READERS``. Filter values are read as Spark reads literals of their columns'
+    types (``tidemark.table.literals``), zone-less timestamps in the session's time zone."""
     if reader not in READ_READERS:
         raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
     conditions = [*filters, *where_filters(where or {})]
-    plan = plan_snapshot(table_uri, conditions, as_of=as_of)
+    time_zone = spark.conf.get(SESSION_TIME_ZONE) or NO_SESSION_TIME_ZONE
+    plan = plan_snapshot(table_uri, conditions, as_of=as_of, time_zone=time_zone)
     for name in columns or ():
         if name not in plan.schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
@@ -188,6 +192,8 @@ def apply_filters(frame: DataFrame, plan: SnapshotPlan) -> DataFrame:
     return frame
 
 
+SESSION_TIME_ZONE = "spark.sql.session.timeZone"
+
 COMPARISONS: dict[str, Callable[[Column, Column], Column]] = {
     "=": operator.eq,
     "!=": operator.ne,
@@ -201,9 +207,10 @@ Column operation is a round of calls to the JVM)."""
 
 
 def filter_column(condition: Filter, schema: pa.Schema) -> Column:
-    """A checked filter as a Spark condition, with ``tidemark.table.reader.row_mask``'s
-    meaning: equality with None matches nulls (and, on a string column, empty strings:
-    both are the default partition)."""
+    """A checked filter (values typed by ``tidemark.table.literals.literal``, timestamps
+    aware) as a Spark condition, with ``tidemark.table.reader.row_mask``'s meaning:
+    equality with None matches nulls (and, on a string column, empty strings: both are the
+    default partition)."""
     name, op, value = condition
     column = sf.col(f"`{name}`")
     if op == "is null" or (op == "=" and value is None):
@@ -239,6 +246,7 @@ def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
 
 
 def _storage_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
+    use_driver_python(spark)
     groups = pack(plan.files, spark.sparkContext.defaultParallelism)
     tasks = spark.createDataFrame(
         spark.sparkContext.parallelize([(group,) for group in groups], len(groups)),

@@ -51,7 +51,8 @@ def build_session(
     cluster's executors keep PySpark's worker (one they cannot import crashes every
     task without a word, where ``check_executors_import`` names the missing tidemark).
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master is not None and master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the JVM's own workers too
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
@@ -82,6 +83,7 @@ def build_session(
         raise FailedPreconditionError(
             f"Spark did not start: {str(error).splitlines()[0]}", field="spark"
         ) from None
+    use_driver_python(session)
     session.sparkContext.setLogLevel("ERROR")
     log4j = session.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
     for name in _TASK_FAILURE_LOGGERS:
@@ -89,10 +91,24 @@ def build_session(
     return session
 
 
+def use_driver_python(spark: SparkSession) -> None:
+    """Run a local master's Python workers on this interpreter, unless ``PYSPARK_PYTHON``
+    or ``spark.pyspark.python`` names one: PySpark otherwise starts ``python3`` from PATH,
+    which lacks tidemark when the job runs a virtualenv's Python without activating it.
+    Python functions take their interpreter from the context when they are built, so
+    this holds for the jobs started after it."""
+    context = spark.sparkContext
+    chosen = "PYSPARK_PYTHON" in os.environ or context.getConf().contains("spark.pyspark.python")
+    if str(context.master).startswith("local") and not chosen:
+        context.pythonExec = sys.executable
+
+
 SHIP_ENVIRONMENT = (
-    "ship the environment to them: spark-submit --archives env.tar.gz#environment with "
-    "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python (a venv-pack archive of "
-    "this Python's environment; docs/deploy.md)"
+    "on a local master, run them on a Python that has it: unset PYSPARK_PYTHON and "
+    "spark.pyspark.python to use the driver's ({python}), or point them to one; on a "
+    "cluster, ship the environment to them: spark-submit --archives "
+    "env.tar.gz#environment with spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python "
+    "(a venv-pack archive of this Python's environment; docs/deploy.md)"
 )
 _executors_checked: set[str] = set()
 """Spark applications whose executors were found to import tidemark."""
@@ -100,9 +116,11 @@ _executors_checked: set[str] = set()
 
 def check_executors_import(spark: SparkSession) -> None:
     """Run one tiny task importing tidemark on an executor, once per Spark application,
-    before a job touches a table: executors whose Python lacks it (workers run ``python3``
-    from their PATH unless told otherwise) would otherwise fail inside the write, after
-    its instant was created. A FailedPreconditionError in one line says how to ship it."""
+    before a job touches a table: executors whose Python lacks it (a cluster's workers run
+    ``python3`` from their PATH unless told otherwise) would otherwise fail inside the
+    write, after its instant was created. A FailedPreconditionError in one line says which
+    Python to use (local) or how to ship it (cluster)."""
+    use_driver_python(spark)
     context = spark.sparkContext
     if context.applicationId in _executors_checked:
         return
@@ -112,7 +130,9 @@ def check_executors_import(spark: SparkSession) -> None:
         if "No module named 'tidemark" not in str(error):
             raise
         raise FailedPreconditionError(
-            f"the Spark executors cannot import tidemark: {SHIP_ENVIRONMENT}", field="executors"
+            f"the Spark executors cannot import tidemark with Python {context.pythonExec}: "
+            + SHIP_ENVIRONMENT.format(python=sys.executable),
+            field="executors",
         ) from None
     _executors_checked.add(context.applicationId)
 

@@ -76,6 +76,7 @@ from tidemark.jobs.keying import (
     with_keys,
 )
 from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
+from tidemark.jobs.shuffles import sized_shuffles
 from tidemark.jobs.sizing import (
     DEFAULT_SMALL_FILE_LIMIT_BYTES,
     DEFAULT_TARGET_FILE_BYTES,
@@ -246,20 +247,21 @@ def write(
         frozenset(memo.partitions),
         options.set_null_for_missing_columns,
     )
-    with clock.stage("prepare"):
-        prepared = _prepare(df, table_uri, operation, request, given)
-    if prepared.row_count == 0:
-        log.info("write.empty_input", table=table_uri, operation=operation)
-        return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
-    with serving_markers(options.markers, options.marker_service_address) as address:
-        return _write(
-            spark,
-            _Request(df, table_uri, operation, request, given),
-            prepared,
-            options.with_marker_service(address),
-            clock,
-            memo,
-        )
+    with sized_shuffles(df, options.shuffle_parallelism):
+        with clock.stage("prepare"):
+            prepared = _prepare(df, table_uri, operation, request, given)
+        if prepared.row_count == 0:
+            log.info("write.empty_input", table=table_uri, operation=operation)
+            return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
+        with serving_markers(options.markers, options.marker_service_address) as address:
+            return _write(
+                spark,
+                _Request(df, table_uri, operation, request, given),
+                prepared,
+                options.with_marker_service(address),
+                clock,
+                memo,
+            )
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,10 @@ class WriteOptions:
     default (``hoodie.clean.automatic``); ``--no-auto-clean`` turns both off."""
     retain_commits: int = DEFAULT_RETAIN_COMMITS
     """Commits whose snapshots the inline clean keeps readable (``--retain-commits``)."""
+    shuffle_parallelism: int = 0
+    """Partitions of the write's shuffles, as Hudi's ``hoodie.upsert.shuffle.parallelism``;
+    0 sizes them to the input (``tidemark.jobs.shuffles``), at most the session's
+    ``spark.sql.shuffle.partitions``."""
 
     def __post_init__(self) -> None:
         for name in ("record_key_fields", "partition_fields"):
@@ -106,6 +110,7 @@ class WriteOptions:
         require_non_negative(
             "small_file_limit_bytes", self.small_file_limit_bytes, "no small-file top-up"
         )
+        require_non_negative("shuffle_parallelism", self.shuffle_parallelism, "sized to the input")
         check_lock_wait(self.lock_wait_s)
         _check_idempotency_key(self.idempotency_key)
 

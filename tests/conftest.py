@@ -127,6 +127,7 @@ SLOW = frozenset(
         "hardening/test_bench_load.py",
         "hardening/test_edge_memory.py",
         "spark/test_executor_environment.py",
+        "spark/test_user_job.py",
         "hardening/test_fuzz_index.py",
         "hardening/test_fuzz_marker.py",
         "hardening/test_fuzz_planner.py",

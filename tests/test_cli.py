@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -53,6 +54,17 @@ def test_unknown_commands_list_every_command(capsys: pytest.CaptureFixture[str])
     assert all(command in error for command in COMMAND_MODULES)
 
 
+def test_help_is_written_for_users(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    assert "Apache Hudi copy-on-write tables on S3 or a local disk" in shown
+    assert "tidemark write --table s3://lake/events" in shown  # an example per common task
+    assert "docs/cli.md" in shown
+    assert "module" not in shown and "import" not in shown  # no notes for developers
+    assert all(command in shown for command in COMMAND_MODULES)
+
+
 @pytest.mark.parametrize("command", sorted(COMMAND_MODULES))
 def test_every_command_parses_from_its_own_module(
     command: str, capsys: pytest.CaptureFixture[str]
@@ -96,3 +108,24 @@ def test_a_missing_java_is_one_line_and_leaves_the_table_as_it_was(
 
 def _files(root: Path) -> dict[str, bytes]:
     return {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def test_a_service_logs_info_json_on_stderr_and_prints_only_its_address(tmp_path: Path) -> None:
+    tidemark = Path(sys.executable).with_name("tidemark")
+    serve = [str(tidemark), "serve", "marker", "--port", "0", "--metrics-port", "0"]
+    process = subprocess.Popen(
+        [*serve, "--allowed-root", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "TIDEMARK_LOG_LEVEL"},
+    )
+    assert process.stdout is not None
+    listening = process.stdout.readline()  # printed once the server is up
+    process.terminate()
+    rest, err = process.communicate(timeout=60)
+    assert listening.startswith("listening on 127.0.0.1:")
+    assert rest == ""
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    ready = [line for line in lines if line["event"] == "marker service ready"]
+    assert ready and ready[0]["level"] == "info"

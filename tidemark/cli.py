@@ -37,6 +37,22 @@ COMMAND_MODULES: dict[str, str] = {
 }
 """Command name -> the module whose ``register(subparsers)`` adds it."""
 
+DESCRIPTION = """\
+Apache Hudi copy-on-write tables on S3 or a local disk, with Hudi's write markers, record-level
+index and clustering run as gRPC services. Write and read tables, build and query their
+record index, cluster, clean and archive them, or run the services (tidemark serve)."""
+EPILOG = """\
+examples:
+  tidemark write --table s3://lake/events --input events.parquet --op bulk_insert \\
+      --key event_id --partition day
+  tidemark index build --table s3://lake/events
+  tidemark read --table s3://lake/events --where event_id=e-42
+  tidemark cluster schedule --table s3://lake/events --sort-columns session_id
+  tidemark serve all --host 0.0.0.0 --allowed-root s3://lake
+
+'tidemark COMMAND --help' lists a command's options; docs/cli.md has them all. Results go
+to stdout; an error is one line on stderr and exit status 2."""
+
 EXIT_USAGE = 2
 DISTRIBUTION = "tidemark-hudi"
 """The name on PyPI (``tidemark`` there is another project); the import name is tidemark."""
@@ -44,7 +60,12 @@ DISTRIBUTION = "tidemark-hudi"
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser for ``command`` alone when it is known, else for every command."""
-    parser = argparse.ArgumentParser(prog="tidemark", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tidemark",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"tidemark {version(DISTRIBUTION)}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     if command in COMMAND_MODULES:

@@ -32,6 +32,7 @@ from tidemark.jobs.job_options import serving_markers
 from tidemark.jobs.lookup import lookup_dataframe
 from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.rollback import rollback_table
+from tidemark.jobs.session import use_driver_python
 from tidemark.jobs.stream import STREAM_OPTIONS, StreamWriter
 from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write import write as write_job
@@ -267,6 +268,7 @@ def register(spark: SparkSession) -> None:
     """Register the ``tidemark`` data source in ``spark`` (PySpark also finds it by itself,
     through the ``pyspark_tidemark`` module). It reads whole snapshots through Python
     workers; ``read`` is the fast path."""
+    use_driver_python(spark)
     spark.dataSource.register(TidemarkDataSource)
 
 

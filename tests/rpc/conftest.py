@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from tidemark.config import ServerConfig
+from tidemark.logs import use_library_defaults
 from tidemark.rpc.registry import ServiceDefinition
 from tidemark.rpc.server import RunningServer, build_server
 
@@ -18,7 +19,8 @@ from .probe import SERVICE, ProbeServicer, Unary
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
-    """Leave no handler pointing at this test's captured stderr."""
+    """Leave no handler pointing at this test's captured stderr, and the library's
+    logging defaults as ``import tidemark`` set them."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     structlog.contextvars.clear_contextvars()
@@ -27,6 +29,7 @@ def restore_logging() -> Iterator[None]:
     structlog.reset_defaults()
     root.handlers[:] = handlers
     root.setLevel(level)
+    use_library_defaults()
 
 
 @pytest.fixture

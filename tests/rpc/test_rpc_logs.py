@@ -9,7 +9,7 @@ import pytest
 import structlog
 
 from tidemark.errors import ConfigError
-from tidemark.logs import configure_logging
+from tidemark.logs import configure_logging, use_library_defaults
 
 
 def test_json_lines_carry_bound_context_for_structlog_and_stdlib(
@@ -47,3 +47,37 @@ def test_unknown_level_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as raised:
         configure_logging(json=True, level="chatty")
     assert raised.value.field == "log_level"
+
+
+def test_library_defaults_keep_stdout_clean_and_log_from_warning_on_stderr(
+    restore_logging: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TIDEMARK_LOG_LEVEL", raising=False)
+    logging.getLogger().handlers.clear()  # a user's process: pytest's own handlers gone
+    structlog.reset_defaults()
+    use_library_defaults()
+    structlog.get_logger("tidemark.test").debug("hidden debug")
+    structlog.get_logger("tidemark.test").info("hidden info")
+    structlog.get_logger("tidemark.test").warning("shown", table="/t")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "hidden" not in captured.err
+    assert "shown" in captured.err and "table=/t" in captured.err
+
+
+def test_library_level_from_the_env_and_an_unknown_one_said_once(
+    restore_logging: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIDEMARK_LOG_LEVEL", "info")
+    logging.getLogger().handlers.clear()
+    structlog.reset_defaults()
+    use_library_defaults()
+    structlog.get_logger("tidemark.test").info("now shown")
+    assert "now shown" in capsys.readouterr().err
+    monkeypatch.setenv("TIDEMARK_LOG_LEVEL", "chatty")
+    structlog.reset_defaults()
+    use_library_defaults()
+    structlog.get_logger("tidemark.test").info("hidden again")
+    err = capsys.readouterr().err
+    assert "hidden again" not in err
+    assert "logs.unknown_level" in err and "value=chatty" in err

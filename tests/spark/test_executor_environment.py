@@ -1,9 +1,9 @@
 """A write, a clustering run and an index build whose Spark executors cannot import
 tidemark (their Python lacks it) are refused before they touch the table, each in one line
-saying how to ship the environment. The executors here get a ``tidemark`` that fails to
-import first on their PYTHONPATH (Spark puts ``spark.executorEnv.PYTHONPATH`` ahead of its
-own), in a Spark of their own (one SparkContext per process, so the three jobs share one
-subprocess)."""
+naming their Python and saying what to do on a local master and on a cluster. The
+executors here get a ``tidemark`` that fails to import first on their PYTHONPATH (Spark
+puts ``spark.executorEnv.PYTHONPATH`` ahead of its own), in a Spark of their own (one
+SparkContext per process, so the three jobs share one subprocess)."""
 
 from __future__ import annotations
 
@@ -72,10 +72,8 @@ def test_executors_without_tidemark_are_found_before_the_table_is_touched(
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    refusals = [  # among the embedded services' log lines
-        line for line in done.stdout.splitlines() if " refused: " in line
-    ]
-    ship = "executors: the Spark executors cannot import tidemark: ship the environment"
+    refusals = [line for line in done.stdout.splitlines() if " refused: " in line]
+    ship = f"executors: the Spark executors cannot import tidemark with Python {sys.executable}"
     assert [line.split(" refused: ")[0] for line in refusals] == [
         "write",
         "cluster run",
@@ -83,6 +81,8 @@ def test_executors_without_tidemark_are_found_before_the_table_is_touched(
     ], done.stdout[-3000:]
     for line in refusals:
         assert line.split(" refused: ")[1].startswith(ship)
+        assert "on a local master, run them on a Python that has it: unset PYSPARK_PYTHON" in line
+        assert "on a cluster, ship the environment to them: spark-submit --archives" in line
         assert "--archives env.tar.gz#environment" in line
     assert not new.exists()  # no table, no instant
     assert files_of(Path(table.uri)) == before  # the plan still requested, no index, no lease

@@ -29,6 +29,7 @@ from tidemark.table import column_stats
 from tidemark.table.column_stats import ColumnStats, FileStats
 from tidemark.table.fsview import BaseFile
 from tidemark.table.keys import DEFAULT_PARTITION, partition_paths
+from tidemark.table.literals import NO_SESSION_TIME_ZONE, literal
 from tidemark.table.reader import (
     Filter,
     Locator,
@@ -73,15 +74,16 @@ def plan_snapshot(
     *,
     as_of: str | None = None,
     keys: Collection[str] | None = None,
+    time_zone: str = NO_SESSION_TIME_ZONE,
 ) -> SnapshotPlan:
     """The base files of the snapshot at ``as_of`` (default latest) that may hold rows
     meeting ``filters`` (``(column, op, value)``, as ``tidemark read --where``) and, with
     ``keys``, having one of those record keys. The record index prunes only the latest
     snapshot: it places keys where they are now, and a key clustered or moved since
-    ``as_of`` would be missed."""
+    ``as_of`` would be missed. Zone-less timestamps in filters are in ``time_zone``."""
     table = HoodieTable.open(table_uri)
     schema = snapshot_schema(table, as_of)
-    checked = prepare_filters(table.config, schema, list(filters))
+    checked = prepare_filters(table.config, schema, list(filters), time_zone)
     for column, _, _ in checked:
         if column not in schema.names:
             raise InvalidArgumentError("no such column in the table", field=column)
@@ -185,8 +187,8 @@ def _partition_stats(table: HoodieTable, schema: pa.Schema, partition_path: str)
         if text == DEFAULT_PARTITION or name not in schema.names:
             continue
         try:
-            value = pa.scalar(text).cast(schema.field(name).type).as_py()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            value = literal(text, schema.field(name).type, name)
+        except InvalidArgumentError:
             continue
         columns[name] = ColumnStats(value, value, 0)
     return FileStats(1, columns)

@@ -9,7 +9,6 @@ through ``Storage.open_input`` so local and S3 tables behave the same.
 from __future__ import annotations
 
 import itertools
-import re
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -33,6 +32,7 @@ from tidemark.table.keys import (
     record_keys,
     stored_record_keys,
 )
+from tidemark.table.literals import NO_SESSION_TIME_ZONE, column_scalar, literal
 from tidemark.table.properties import CUSTOM_KEY_GENERATOR, TIMESTAMP_KEY_GENERATOR, TableConfig
 from tidemark.table.schema import avro_to_arrow_schema
 from tidemark.table.table import HoodieTable
@@ -46,9 +46,6 @@ Locator = Callable[[set[str]], Collection[str]]
 """Record keys -> ids of the file groups holding them (a record index lookup)."""
 
 log = structlog.get_logger(__name__)
-
-
-_SIGNED_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def read_snapshot(
@@ -146,11 +143,16 @@ def parse_partition_path(partition_path: str, config: TableConfig) -> dict[str, 
     return values
 
 
-def prepare_filters(config: TableConfig, schema: pa.Schema, filters: list[Filter]) -> list[Filter]:
-    """Checked filters with their values typed like their columns (an error, not an empty
-    result, for a value its column's type cannot hold), and equality with ``""`` or None on
-    a partition field meaning null or empty, as both are stored under
-    ``__HIVE_DEFAULT_PARTITION__``."""
+def prepare_filters(
+    config: TableConfig,
+    schema: pa.Schema,
+    filters: list[Filter],
+    time_zone: str = NO_SESSION_TIME_ZONE,
+) -> list[Filter]:
+    """Checked filters with their values typed like their columns by ``literals.literal``
+    (an error, not an empty result, for a value its column's type cannot hold; zone-less
+    timestamps in ``time_zone``), and equality with ``""`` or None on a partition field
+    meaning null or empty, as both are stored under ``__HIVE_DEFAULT_PARTITION__``."""
     prepared: list[Filter] = []
     for item in filters:
         column, op, value = _check_filter(item)
@@ -159,9 +161,9 @@ def prepare_filters(config: TableConfig, schema: pa.Schema, filters: list[Filter
         elif column in schema.names:
             kind = schema.field(column).type
             if op in ("in", "not in"):
-                value = [_coerce(member, kind, column) for member in value]
+                value = [literal(member, kind, column, time_zone) for member in value]
             else:
-                value = _coerce(value, kind, column)
+                value = literal(value, kind, column, time_zone)
         prepared.append((column, op, value))
     return prepared
 
@@ -182,10 +184,13 @@ def row_mask(data: pa.Table, condition: Filter) -> pa.ChunkedArray:
             missing = pc.or_kleene(missing, pc.equal(values, ""))
         return pc.fill_null(missing, False)
     if op in ("in", "not in"):
-        members = pa.array([_coerce(v, values.type, column) for v in value], type=values.type)
+        typed = [column_scalar(literal(v, values.type, column), values.type) for v in value]
+        members = pa.array([m for m in typed if m is not None], type=values.type)
         hit = pc.is_in(values, value_set=members)
         return pc.invert(hit) if op == "not in" else hit
-    scalar = pa.scalar(_coerce(value, values.type, column), type=values.type)
+    typed_value = literal(value, values.type, column)
+    held = column_scalar(typed_value, values.type)
+    scalar = pa.scalar(typed_value) if held is None else held
     compare = {
         "=": pc.equal,
         "!=": pc.not_equal,
@@ -221,7 +226,7 @@ def keys_from_filters(
     rows = pa.table(
         {
             name: pa.array(
-                [_coerce(values[index], schema.field(name).type, name) for values in combinations],
+                [literal(values[index], schema.field(name).type, name) for values in combinations],
                 type=schema.field(name).type,
             )
             for index, name in enumerate(fields)
@@ -349,19 +354,6 @@ def _scalar(*kinds: pa.DataType) -> bool:
         or pa.types.is_binary(kind)
         for kind in kinds
     )
-
-
-def _coerce(value: Any, kind: pa.DataType, column: str) -> Any:
-    """``value`` (text from a filter) as ``kind``; an integer may have a sign (``+1``, as
-    Arrow's cast accepts for floats but not for integers)."""
-    if not isinstance(value, str) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return value
-    try:
-        if pa.types.is_integer(kind) and _SIGNED_INTEGER.fullmatch(value):
-            return pa.scalar(int(value), type=kind).as_py()
-        return pa.scalar(value).cast(kind).as_py()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-        raise InvalidArgumentError(f"{value!r} is not a valid {kind}", field=column) from error
 
 
 def snapshot_schema(table: HoodieTable, as_of: str | None = None) -> pa.Schema:
