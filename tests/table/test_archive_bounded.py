@@ -31,6 +31,7 @@ from tidemark.table.archival import ArchiveSettings
 from tidemark.table.archive_writer import MERGE_PLAN, MERGED_POINT
 from tidemark.table.clean_metadata import CleanMetadata
 from tidemark.table.clean_planner import CleanSettings
+from tidemark.table.fsview import earliest_readable
 from tidemark.table.instant import CLEAN
 from tidemark.table.lsm_timeline import COMPACTED_POINT, LSM_FILE, MANIFEST, LsmTimeline
 from tidemark.table.orphans import find_orphans
@@ -85,6 +86,16 @@ def every_write_found(table: HoodieTable, writes: list[str], *, settled: bool = 
     assert table.archive.completed_writes() == frozenset(archived)
 
 
+def oldest_readable_reads_exactly(uri: str, writes: list[str]) -> None:
+    """``as_of`` the oldest write the retention keeps readable reads that write's rows."""
+    table = HoodieTable.open(uri)
+    floor = earliest_readable(table.timeline)
+    assert floor is not None
+    oldest = next(i for i in table.timeline.completed(WRITE_ACTIONS) if i.completed_at >= floor)
+    found = sorted_rows(read_snapshot(uri, as_of=oldest.completed_at))
+    assert [(r["id"], r["name"]) for r in found] == expected_rows(writes.index(oldest.timestamp))
+
+
 def expected_rows(last: int) -> list[tuple[int, str]]:
     return [(1, f"e{last}"), (2, "b")]
 
@@ -104,6 +115,7 @@ def test_small_archive_files_are_merged_as_hudi_merges_them(table_uri: str) -> N
     assert max(f.size for f in files) > 3 * min(f.size for f in files)  # one was merged
     assert not table.storage.exists(f"{archive.folder}/{MERGE_PLAN}")
     every_write_found(table, writes)
+    oldest_readable_reads_exactly(table_uri, writes)
     assert read_rows(table_uri) == expected_rows(39)
     assert [(r["id"], r["name"]) for r in hudi_rs_rows(table_uri)] == expected_rows(39)
 
@@ -127,6 +139,7 @@ def test_the_lsm_history_is_compacted_and_old_manifests_cleaned(
     assert max(levels) >= 2  # level 0 compacted into 1, and 1 into 2
     assert max(levels.values()) < TIGHT.compaction_batch_size
     every_write_found(table, writes)
+    oldest_readable_reads_exactly(table_uri, writes)
     assert read_rows(table_uri) == expected_rows(39)
     assert [(r["id"], r["name"]) for r in hudi_rs_rows(table_uri)] == expected_rows(39)
 
