@@ -29,6 +29,7 @@ from tidemark.storage import open_storage
 from tidemark.table import column_stats
 from tidemark.table.archival import ArchiveSettings
 from tidemark.table.archive_writer import MERGE_PLAN, MERGED_POINT
+from tidemark.table.archived_timeline import last_block, parse_archive_log
 from tidemark.table.clean_metadata import CleanMetadata
 from tidemark.table.clean_planner import CleanSettings
 from tidemark.table.fsview import earliest_readable
@@ -114,6 +115,10 @@ def test_small_archive_files_are_merged_as_hudi_merges_them(table_uri: str) -> N
     assert len(files) < TIGHT.merge_batch_size  # each merge leaves one file of many
     assert max(f.size for f in files) > 3 * min(f.size for f in files)  # one was merged
     assert not table.storage.exists(f"{archive.folder}/{MERGE_PLAN}")
+    merged = max(files, key=lambda f: f.size)
+    whole = parse_archive_log(table.storage.read(merged.path), merged.path)
+    newest = last_block(table.storage, merged)  # what an interrupted archival left
+    assert 0 < len(newest) < len(whole) and whole[-len(newest) :] == newest
     every_write_found(table, writes)
     oldest_readable_reads_exactly(table_uri, writes)
     assert read_rows(table_uri) == expected_rows(39)

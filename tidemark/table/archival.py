@@ -43,7 +43,7 @@ from tidemark.table.archive_writer import (
     finish_merge,
     merge_small_files,
 )
-from tidemark.table.archived_timeline import COMPLETED, parse_archive_log
+from tidemark.table.archived_timeline import COMPLETED, last_block
 from tidemark.table.clean_metadata import CleanMetadata
 from tidemark.table.clean_planner import CleanPolicy, CleanSettings
 from tidemark.table.commit import read_leftovers_watermark
@@ -279,7 +279,8 @@ def _history_instant(instant: Instant, files: dict[str, tuple[Instant, bytes]]) 
 
 def _already_archived(table: HoodieTable) -> list[Instant]:
     """Active completed instants the archive already lists: an interrupted archival's,
-    which are all in the newest archive file (each archival writes a new one)."""
+    which are all in the newest archive file's last block (each archival writes a new
+    file of one block; a merge puts it last in the merged file)."""
     completed = table.timeline.completed()
     if not completed:
         return []
@@ -289,7 +290,8 @@ def _already_archived(table: HoodieTable) -> list[Instant]:
 
 def _newest_archived(table: HoodieTable, first_active: str) -> set[tuple[str, str]]:
     """(time, action) of the completed instants in the archive's newest file (on version
-    6 always read; the LSM history's only when its name reaches ``first_active``)."""
+    6 its last block, always read; the LSM history's only when its name reaches
+    ``first_active``)."""
     if isinstance(table.archive, LsmTimeline):
         history = table.archive.newest_file_instants(after=first_active)
         return {(i.timestamp, i.action) for i in history}
@@ -300,7 +302,7 @@ def _newest_archived(table: HoodieTable, first_active: str) -> set[tuple[str, st
     )
     if newest is None:
         return set()
-    entries = parse_archive_log(table.storage.read(newest.path), newest.path)
+    entries = last_block(table.storage, newest)
     return {(i.timestamp, i.action) for i in entries if i.state == COMPLETED}
 
 

@@ -164,6 +164,20 @@ def parse_archive_log(data: bytes, path: str) -> list[ArchivedInstant]:
     return instants
 
 
+def last_block(storage: Storage, info: FileInfo) -> list[ArchivedInstant]:
+    """The entries of an archive file's last block (the newest archival's: each writes
+    one, and a merge keeps the blocks in order), found by its reverse pointer with two
+    small reads; the whole file is read when the pointer does not lead to a block."""
+    if info.size > _LONG.size:
+        tail = storage.read_range(info.path, info.size - _LONG.size, _LONG.size)
+        length = _LONG.unpack(tail)[0] + _LONG.size  # the pointer leaves out the size field
+        if len(MAGIC) + _LONG.size < length <= info.size:
+            block = storage.read_range(info.path, info.size - length, length)
+            if _block_end(block, len(MAGIC)) == len(block):
+                return parse_archive_log(block, info.path)
+    return parse_archive_log(storage.read(info.path), info.path)
+
+
 def _block_end(data: bytes, block_start: int) -> int | None:
     """Where the block whose size field is at ``block_start`` ends, or None when it is
     not whole: cut short, its reverse pointer disagreeing, or no magic after it."""
