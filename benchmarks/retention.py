@@ -13,7 +13,10 @@ turns commit by commit, each going first every other time, so both see the same 
 Reported per run: bytes on storage over the snapshot's bytes, file slices per touched file
 group (goal: at most retained commits + 1), active timeline files (goal: bounded), the
 write latency (commit, with its clean and archival when on) of the last 100 commits over
-the first 100 (goal: at most 1.2x), and the clean and archive time per commit.
+the first 100 (goal: at most 1.2x), and the clean and archive time per commit. The
+metadata folder ``.hoodie/`` of the run with retention on is measured after 100, 500 and
+1,000 commits (and the last): its files and bytes, and those of the column statistics
+and of the archive apart (goal: flat once the first archivals ran).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from benchmarks.load import bench_table_config
 from benchmarks.report import run_in_temp_root, times
 from tidemark.commands.args import positive_int
 from tidemark.retention import RetentionSettings, run_retention
+from tidemark.table import column_stats
 from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
 from tidemark.table.fsview import partition_listings
 from tidemark.table.table import HoodieTable
@@ -43,6 +47,8 @@ from tidemark.testing.tables import commit_file_groups, data_columns, rewrite_fi
 ROWS_PER_GROUP = 200
 WINDOW = 100
 """Commits in the first and last windows whose write latencies are compared."""
+CHECKPOINTS = (100, 500, 1000)
+"""Commits after which ``.hoodie/`` is measured (and after the last)."""
 
 
 def register(bench_subparsers: Any) -> None:
@@ -78,11 +84,14 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "keep_max": settings.archive.keep_max,
     }
     runs = {"on": _Run(args, root / "on", settings), "off": _Run(args, root / "off", None)}
+    report["metadata"] = []
     for number in range(args.commits):
         for name in ("on", "off") if number % 2 == 0 else ("off", "on"):
             runs[name].commit()
         if (number + 1) % WINDOW == 0:
             print(f"retention: {number + 1}/{args.commits} commits of each run", flush=True)
+        if number + 1 in CHECKPOINTS or number + 1 == args.commits:
+            report["metadata"].append({"commits": number + 1, **_metadata(runs["on"].uri)})
     for name, one in runs.items():
         report[name] = one.state()
     report["bytes_ratio_off_over_on"] = report["off"]["bytes_on_storage"] / max(
@@ -164,6 +173,23 @@ def _state(
     }
 
 
+def _metadata(uri: str) -> dict[str, int]:
+    """Files and bytes under ``.hoodie/``, and of the column statistics and the archive."""
+    table = HoodieTable.open(uri)
+    files = list(table.storage.list(".hoodie/"))
+    parts = {
+        "hoodie": ".hoodie/",
+        "column_stats": f"{column_stats.STATS_DIR}/",
+        "archive": f"{table.archive.folder}/",
+    }
+    counts: dict[str, int] = {}
+    for name, prefix in parts.items():
+        inside = [info for info in files if info.path.startswith(prefix)]
+        counts[f"{name}_files"] = len(inside)
+        counts[f"{name}_bytes"] = sum(info.size for info in inside)
+    return counts
+
+
 def _rows(group: int, partition: str) -> pa.Table:
     uids = [f"uid-{group}-{row}" for row in range(ROWS_PER_GROUP)]
     return pa.table({"uid": uids, "dt": [partition] * ROWS_PER_GROUP})
@@ -200,4 +226,15 @@ def format_report(report: dict[str, Any]) -> str:
         f"storage: cleaning off holds {times(off['bytes_on_storage'], on['bytes_on_storage'])} "
         "the bytes of cleaning on"
     )
+    lines.append(
+        f"{'.hoodie/ of clean+archive on, after':>26} {'all files':>10} {'KiB':>8} "
+        f"{'col-stats':>10} {'KiB':>7} {'archive':>8} {'KiB':>7}"
+    )
+    for point in report["metadata"]:
+        lines.append(
+            f"{point['commits']:>20,} commits {point['hoodie_files']:>10} "
+            f"{point['hoodie_bytes'] / 1024:>8.0f} {point['column_stats_files']:>10} "
+            f"{point['column_stats_bytes'] / 1024:>7.0f} {point['archive_files']:>8} "
+            f"{point['archive_bytes'] / 1024:>7.0f}"
+        )
     return "\n".join(lines)

@@ -133,6 +133,7 @@ SLOW = frozenset(
         "hardening/test_fuzz_planner.py",
         "hardening/test_service_faults.py::test_index_service_killed_during_its_compaction",
         "index/test_index_scale_bench.py",
+        "table/test_archive_bounded.py::test_many_writes_keep_the_metadata_folder_bounded",
         "index/test_index_cli.py::test_errors_are_one_line_and_exit_2",
         "index/test_index_compaction.py::test_compaction_killed_mid_way_leaves_exact_lookups",
         "index/test_index_compaction.py::test_background_compaction_keeps_deltas_per_shard_bounded",

@@ -19,4 +19,10 @@ def test_bench_retention_reports_both_runs(tmp_path: Path) -> None:
     assert off["max_slices_per_touched_group"] > on["max_slices_per_touched_group"]
     assert on["bytes_on_storage"] < off["bytes_on_storage"]
     assert on["clean_ms_per_commit"] > 0 and off["clean_ms_per_commit"] == 0
-    assert "clean+archive on" in format_report(report)
+    (point,) = report["metadata"]  # only the last: 12 commits is before the first checkpoint
+    assert point["commits"] == args.commits
+    assert 0 < point["column_stats_files"] <= args.commits + 1
+    assert point["hoodie_files"] > point["column_stats_files"] + point["archive_files"]
+    assert point["hoodie_bytes"] > point["column_stats_bytes"] > 0
+    text = format_report(report)
+    assert "clean+archive on" in text and f"{args.commits:>20,} commits" in text

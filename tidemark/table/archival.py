@@ -12,7 +12,10 @@ replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; an
 caller's ``keep_from`` (the record index's oldest unfolded delta).
 
 An archival writes one archive log file (or one history Parquet file, its manifest and
-``_version_``) holding those instants, then deletes their active files, requested first
+``_version_``) holding those instants, keeps the archive bounded as Hudi does (version 6:
+small archive files merged, ``merge_small_files``; 8 and 9: the history's levels
+compacted, ``lsm_timeline.compact``), folds the archived writes' column statistics into
+one file (``column_stats.fold``), then deletes their active files, requested first
 and completed last, so a crash in between leaves each instant completed on both timelines,
 never pending. The next archival (every write runs one) first deletes the active files of
 instants the archive's newest file already holds: none is lost or listed twice for longer
@@ -29,8 +32,19 @@ import structlog
 
 from tidemark import faults
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.archive_writer import ArchivedFile, append_to_archive, archive_number
-from tidemark.table.archived_timeline import COMPLETED, parse_archive_log
+from tidemark.storage.damaged import read_parsed
+from tidemark.table import column_stats
+from tidemark.table.archive_writer import (
+    DEFAULT_MERGE_BATCH_SIZE,
+    DEFAULT_MERGE_SMALL_FILE_LIMIT,
+    ArchivedFile,
+    append_to_archive,
+    archive_number,
+    finish_merge,
+    merge_small_files,
+)
+from tidemark.table.archived_timeline import COMPLETED, last_block
+from tidemark.table.clean_metadata import CleanMetadata
 from tidemark.table.clean_planner import CleanPolicy, CleanSettings
 from tidemark.table.commit import read_leftovers_watermark
 from tidemark.table.fsview import last_clean
@@ -43,9 +57,15 @@ from tidemark.table.instant import (
     Instant,
     State,
 )
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
+from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S
 from tidemark.table.locked import changing
-from tidemark.table.lsm_timeline import HistoryInstant, LsmTimeline, append_history
+from tidemark.table.lsm_timeline import (
+    DEFAULT_COMPACTION_BATCH_SIZE,
+    HistoryInstant,
+    LsmTimeline,
+    append_history,
+    compact,
+)
 from tidemark.table.table import HoodieTable
 from tidemark.table.table_versions import archived_log
 from tidemark.table.timeline import WRITE_ACTIONS
@@ -60,12 +80,26 @@ ARCHIVED_POINT = "archive_before_delete"
 
 @dataclass(frozen=True)
 class ArchiveSettings:
-    """``hoodie.keep.min.commits`` and ``hoodie.keep.max.commits``."""
+    """``hoodie.keep.min.commits`` and ``hoodie.keep.max.commits``; how the archive is
+    kept small: on version 6 ``hoodie.archive.merge.enable`` (on here: Tidemark never
+    appends, so without merging every archival adds a file), ``.files.batch.size`` and
+    ``.small.file.limit.bytes``; on 8 and 9 ``hoodie.timeline.compaction.batch.size``."""
 
     keep_min: int = DEFAULT_KEEP_MIN
     keep_max: int = DEFAULT_KEEP_MAX
+    merge_small_files: bool = True
+    merge_batch_size: int = DEFAULT_MERGE_BATCH_SIZE
+    merge_small_file_limit: int = DEFAULT_MERGE_SMALL_FILE_LIMIT
+    compaction_batch_size: int = DEFAULT_COMPACTION_BATCH_SIZE
 
     def __post_init__(self) -> None:
+        for name in ("merge_batch_size", "compaction_batch_size"):
+            if getattr(self, name) < 2:
+                raise InvalidArgumentError(f"must be >= 2, got {getattr(self, name)}", field=name)
+        if self.merge_small_file_limit < 1:
+            raise InvalidArgumentError(
+                f"must be >= 1, got {self.merge_small_file_limit}", field="merge_small_file_limit"
+            )
         if self.keep_min < 1:
             raise InvalidArgumentError(f"must be >= 1, got {self.keep_min}", field="keep_min")
         if self.keep_max <= self.keep_min:
@@ -103,12 +137,14 @@ def archive(
     *,
     keep_from: Callable[[], str | None] = lambda: None,
     wait_s: float = DEFAULT_LOCK_WAIT_S,
+    lease_s: float = DEFAULT_LOCK_LEASE_S,
     reload: bool = True,
 ) -> ArchiveResult:
     """Archive what the settings allow (nothing while the active timeline holds at most
     ``keep_max`` writes and no interrupted archival is left to finish). ``keep_from`` is
     asked, only when there is something to archive, for an instant to keep with every
-    later one. ``reload=False`` when the caller just reloaded the timeline (a clean)."""
+    later one. ``reload=False`` when the caller just reloaded the timeline (a clean);
+    ``lease_s`` is the table lock's lease (how long a killed archival blocks others)."""
     settings = settings or ArchiveSettings()
     result = ArchiveResult()
     if reload:
@@ -116,7 +152,9 @@ def archive(
     if not _already_archived(table) and not _to_archive(table, settings, None):
         return result
     floor = keep_from()
-    with changing(table, "archive", wait_s=wait_s):
+    with changing(table, "archive", wait_s=wait_s, lease_s=lease_s):
+        if not isinstance(table.archive, LsmTimeline):
+            finish_merge(table.storage, archived_log(table.archive))
         table.timeline.reload()
         leftovers = _already_archived(table)
         if leftovers:
@@ -127,6 +165,9 @@ def archive(
         if chosen:
             result.archive_file = _write_archive(table, chosen)
             result.archived = [f"{i.timestamp}.{i.action}" for i in chosen]
+        if chosen or leftovers:
+            _compact_archive(table, settings)
+            _fold_column_stats(table, chosen)
     if chosen:
         faults.exit_if_requested(ARCHIVED_POINT)
         _remove_active(table, chosen)
@@ -183,6 +224,37 @@ def _write_archive(table: HoodieTable, chosen: list[Instant]) -> str:
     return f"{table.archive.folder}/{append_history(table.archive, history)}"
 
 
+def _compact_archive(table: HoodieTable, settings: ArchiveSettings) -> None:
+    """Keep the archive's file count bounded, as Hudi's archiver does after writing."""
+    if isinstance(table.archive, LsmTimeline):
+        compact(table.archive, settings.compaction_batch_size)
+    elif settings.merge_small_files:
+        merge_small_files(
+            table.storage,
+            archived_log(table.archive),
+            settings.merge_batch_size,
+            settings.merge_small_file_limit,
+        )
+
+
+def _fold_column_stats(table: HoodieTable, chosen: list[Instant]) -> None:
+    """Fold the column statistics of the writes no longer on the active timeline (those
+    archived now, and any an interrupted archival left), leaving out the files the
+    archived cleans deleted."""
+    archived = {i.timestamp for i in chosen}
+    active = sorted({i.timestamp for i in table.timeline.instants()} - archived)
+    folded = [
+        instant
+        for instant in column_stats.recorded_instants(table.storage)
+        if instant not in active and (not active or instant < active[0])
+    ]
+    deleted = []
+    for clean in (i for i in chosen if i.action == CLEAN):
+        metadata = read_parsed(table.storage, clean.path, CleanMetadata.from_avro)
+        deleted += [path for files in metadata.deleted_by_partition.values() for path in files]
+    column_stats.fold(table.storage, folded, deleted)
+
+
 def _history_instant(instant: Instant, files: dict[str, tuple[Instant, bytes]]) -> HistoryInstant:
     """Hudi 1.x's ``HoodieLSMTimelineInstant`` of a completed instant: the completed
     file's content as its metadata; a clean's plan, or a replacecommit's requested (or
@@ -207,7 +279,8 @@ def _history_instant(instant: Instant, files: dict[str, tuple[Instant, bytes]]) 
 
 def _already_archived(table: HoodieTable) -> list[Instant]:
     """Active completed instants the archive already lists: an interrupted archival's,
-    which are all in the newest archive file (each archival writes a new one)."""
+    which are all in the newest archive file's last block (each archival writes a new
+    file of one block; a merge puts it last in the merged file)."""
     completed = table.timeline.completed()
     if not completed:
         return []
@@ -217,7 +290,8 @@ def _already_archived(table: HoodieTable) -> list[Instant]:
 
 def _newest_archived(table: HoodieTable, first_active: str) -> set[tuple[str, str]]:
     """(time, action) of the completed instants in the archive's newest file (on version
-    6 always read; the LSM history's only when its name reaches ``first_active``)."""
+    6 its last block, always read; the LSM history's only when its name reaches
+    ``first_active``)."""
     if isinstance(table.archive, LsmTimeline):
         history = table.archive.newest_file_instants(after=first_active)
         return {(i.timestamp, i.action) for i in history}
@@ -228,7 +302,7 @@ def _newest_archived(table: HoodieTable, first_active: str) -> set[tuple[str, st
     )
     if newest is None:
         return set()
-    entries = parse_archive_log(table.storage.read(newest.path), newest.path)
+    entries = last_block(table.storage, newest)
     return {(i.timestamp, i.action) for i in entries if i.state == COMPLETED}
 
 

@@ -9,6 +9,14 @@ the fields Tidemark fills: every other field has a null default, so Hudi's reade
 the records against its own schema. Completed commits carry their metadata as Avro
 ``HoodieCommitMetadata`` / ``HoodieReplaceCommitMetadata`` (the write stat fields Tidemark
 records), cleans their ``HoodieCleanMetadata`` and plan, rollbacks their metadata.
+
+Small files are merged as Hudi 0.14's archiver merges them on storage that cannot append
+(``hoodie.archive.merge.enable``, ``merge_small_files``): once the newest files up to the
+first one larger than the small-file limit number at least the batch size, a plan
+``mergeArchivePlan`` (Avro ``HoodieMergeArchiveFilePlan``: the candidates, the merged
+file's name) is written, then the merged file (the next number: the candidates' blocks,
+oldest first), then the candidates are deleted, then the plan. An interrupted merge is
+finished or undone from its plan (``finish_merge``) as Hudi does.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ from typing import Any
 import fastavro
 from fastavro.types import Schema
 
-from tidemark.errors import AlreadyExistsError
-from tidemark.storage.base import Storage
+from tidemark import faults
+from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from tidemark.storage.base import FileInfo, Storage
 from tidemark.table.archived_timeline import (
     AVRO_DATA_BLOCK,
     LOG_FORMAT_VERSION,
@@ -33,7 +42,13 @@ from tidemark.table.archived_timeline import (
     SCHEMA_HEADER,
     ArchivedTimeline,
 )
-from tidemark.table.avro_metadata import NAMESPACE, ROLLBACK_METADATA, RollbackMetadata
+from tidemark.table.avro_metadata import (
+    NAMESPACE,
+    ROLLBACK_METADATA,
+    RollbackMetadata,
+    read_single_record,
+    write_single_record,
+)
 from tidemark.table.clean_metadata import CLEAN_METADATA, CLEANER_PLAN, CleanMetadata, CleanPlan
 from tidemark.table.commit_metadata import CommitMetadata
 from tidemark.table.instant import CLEAN, COMMIT, REPLACE_COMMIT, ROLLBACK, Instant, State
@@ -123,6 +138,26 @@ ENTRY: dict[str, Any] = {
 }
 ENTRY_SCHEMA: Schema = fastavro.parse_schema(ENTRY)
 _STATE_NAMES = {state: state.name for state in State}
+MERGE_PLAN = "mergeArchivePlan"
+"""``HoodieArchivedTimeline.MERGE_ARCHIVE_PLAN_NAME``."""
+MERGE_PLAN_SCHEMA: Schema = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "HoodieMergeArchiveFilePlan",
+        "namespace": NAMESPACE,
+        "fields": [
+            {"name": "version", "type": ["int", "null"], "default": 1},
+            {"name": "candidate", "type": ["null", {"type": "array", "items": "string"}]},
+            {"name": "mergedArchiveFileName", "type": ["null", "string"]},
+        ],
+    }
+)
+MERGED_POINT = "archive_merge_before_delete"
+"""Fault point: a merge killed after writing the merged file, before deleting the small ones."""
+DEFAULT_MERGE_BATCH_SIZE = 10
+"""``hoodie.archive.merge.files.batch.size``."""
+DEFAULT_MERGE_SMALL_FILE_LIMIT = 20 * 1024 * 1024
+"""``hoodie.archive.merge.small.file.limit.bytes``."""
 
 
 @dataclass(frozen=True)
@@ -231,3 +266,57 @@ def append_to_archive(
         if storage.create_if_absent(path, block):
             return path
     raise AlreadyExistsError(f"no free archive file name in {archive.folder}", field="archive")
+
+
+def merge_small_files(
+    storage: Storage, archive: ArchivedTimeline, batch_size: int, small_file_limit: int
+) -> str | None:
+    """Merge the newest small archive files into one when there are at least
+    ``batch_size`` of them (none past the newest file over ``small_file_limit`` bytes,
+    so the files stay in time order); returns the merged file's path, or None."""
+    newest_first = sorted(archive.files(), key=lambda info: archive_number(info.path), reverse=True)
+    candidates: list[FileInfo] = []
+    for info in newest_first:
+        if info.size > small_file_limit:
+            break
+        candidates.append(info)
+    if len(candidates) < batch_size:
+        return None
+    candidates.reverse()
+    merged = f".commits_.archive.{archive_number(newest_first[0].path) + 1}_{WRITE_TOKEN}"
+    plan = {
+        "version": 1,
+        "candidate": [f"{storage.uri}/{info.path}" for info in candidates],
+        "mergedArchiveFileName": merged,
+    }
+    storage.write(f"{archive.folder}/{MERGE_PLAN}", write_single_record(MERGE_PLAN_SCHEMA, plan))
+    storage.write(
+        f"{archive.folder}/{merged}", b"".join(storage.read(info.path) for info in candidates)
+    )
+    faults.exit_if_requested(MERGED_POINT)
+    storage.delete_many(info.path for info in candidates)
+    storage.delete(f"{archive.folder}/{MERGE_PLAN}")
+    return f"{archive.folder}/{merged}"
+
+
+def finish_merge(storage: Storage, archive: ArchivedTimeline) -> None:
+    """Settle a merge a kill interrupted, from its plan, as Hudi's archiver does: with
+    every candidate still there the merged file may be partial, so it is deleted; with
+    some gone it was whole, so the rest go too. Then the plan goes."""
+    plan_path = f"{archive.folder}/{MERGE_PLAN}"
+    try:
+        data = storage.read(plan_path)
+    except NotFoundError:
+        return
+    try:
+        plan = read_single_record(MERGE_PLAN_SCHEMA, data, "archive merge plan")
+    except InvalidArgumentError:  # a plan cut short: the merge had not started
+        storage.delete(plan_path)
+        return
+    candidates = [f"{archive.folder}/{c.rpartition('/')[2]}" for c in plan["candidate"] or []]
+    merged = f"{archive.folder}/{plan['mergedArchiveFileName']}"
+    if all(storage.exists(path) for path in candidates):
+        storage.delete(merged)
+    elif storage.exists(merged):
+        storage.delete_many(candidates)
+    storage.delete(plan_path)

@@ -41,7 +41,7 @@ import fastavro
 from fastavro.read import SchemaResolutionError
 from fastavro.types import Schema
 
-from tidemark.errors import FailedPreconditionError
+from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import FileInfo, Storage
 from tidemark.table.instant import COMMIT, REPLACE_COMMIT
 
@@ -54,6 +54,8 @@ LOG_FORMAT_VERSION = 1
 AVRO_DATA_BLOCK = 3
 SCHEMA_HEADER = 2
 COMPLETED = "COMPLETED"
+MERGE_RELISTS = 3
+"""Listings tried when archive files vanish while being read (merges meanwhile)."""
 COW_WRITE_ACTIONS = frozenset({COMMIT, REPLACE_COMMIT})
 """Actions whose completion publishes base files in a copy-on-write table."""
 
@@ -105,14 +107,12 @@ class ArchivedTimeline:
         return self._completed_writes
 
     def instants(self) -> tuple[ArchivedInstant, ...]:
-        """Every entry of every archive file, files in name order."""
+        """Every entry of the archive files, files in name order, each entry once (a
+        merge lists its entries twice until it deletes the small files)."""
         files = self.files()
         if files != self._read_from:
-            self._instants = tuple(
-                instant
-                for info in files
-                for instant in parse_archive_log(self.storage.read(info.path), info.path)
-            )
+            files, found = self._read(files)
+            self._instants = tuple(dict.fromkeys(found))
             self._completed_writes = frozenset(
                 instant.timestamp
                 for instant in self._instants
@@ -120,6 +120,22 @@ class ArchivedTimeline:
             )
             self._read_from = files
         return self._instants
+
+    def _read(
+        self, files: tuple[FileInfo, ...]
+    ) -> tuple[tuple[FileInfo, ...], list[ArchivedInstant]]:
+        """The entries of ``files``, listed again when a merge deleted one meanwhile (its
+        entries are in the merged file, which that listing shows)."""
+        for _ in range(MERGE_RELISTS):
+            try:
+                return files, [
+                    instant
+                    for info in files
+                    for instant in parse_archive_log(self.storage.read(info.path), info.path)
+                ]
+            except NotFoundError:
+                files = self.files()
+        raise _unreadable(self.folder, "its files kept disappearing while being read")
 
     def files(self) -> tuple[FileInfo, ...]:
         """The archive's log files (one listing)."""
@@ -146,6 +162,20 @@ def parse_archive_log(data: bytes, path: str) -> list[ArchivedInstant]:
         instants += _read_block(data[block_start + _LONG.size : block_end], path)
         position = block_end
     return instants
+
+
+def last_block(storage: Storage, info: FileInfo) -> list[ArchivedInstant]:
+    """The entries of an archive file's last block (the newest archival's: each writes
+    one, and a merge keeps the blocks in order), found by its reverse pointer with two
+    small reads; the whole file is read when the pointer does not lead to a block."""
+    if info.size > _LONG.size:
+        tail = storage.read_range(info.path, info.size - _LONG.size, _LONG.size)
+        length = _LONG.unpack(tail)[0] + _LONG.size  # the pointer leaves out the size field
+        if len(MAGIC) + _LONG.size < length <= info.size:
+            block = storage.read_range(info.path, info.size - length, length)
+            if _block_end(block, len(MAGIC)) == len(block):
+                return parse_archive_log(block, info.path)
+    return parse_archive_log(storage.read(info.path), info.path)
 
 
 def _block_end(data: bytes, block_start: int) -> int | None:

@@ -12,6 +12,11 @@ simply never asked about. Entries come from the Parquet footers (row-group stati
 folded per file), so ``rebuild`` recreates them for any table, Hudi-written ones
 included. A file without an entry is never skipped.
 
+So that their count follows the active timeline, not the table's age, archival folds the
+files of the writes it archives into one, ``archived.parquet`` (``fold``): their entries
+join those already folded, less the files the archived cleans deleted, and only then are
+their own files deleted. An instant without its own file is looked up there.
+
 Floating-point columns are left out: Spark orders NaN above every number, and Parquet's
 statistics leave NaN out, so a range could skip a file whose NaN rows match.
 """
@@ -34,6 +39,8 @@ from tidemark.storage.base import Storage
 from tidemark.table.fsview import BaseFile
 
 STATS_DIR = ".hoodie/.tidemark/column-stats"
+FOLDED = f"{STATS_DIR}/archived.parquet"
+"""The entries of archived writes' files, folded at each archival."""
 FOOTER_READERS = 16
 """Footers read in parallel: a write of thousands of files costs one request per file."""
 UNARY = ("is null", "is not null")
@@ -148,13 +155,50 @@ def rebuild(storage: Storage, files: Sequence[BaseFile]) -> int:
 
 def load(storage: Storage, files: Iterable[BaseFile]) -> dict[str, FileStats]:
     """Stats of ``files`` by path, read from the stats files of the instants that wrote
-    them; files without an entry are absent."""
+    them, or from ``FOLDED`` for instants without one; files without an entry are absent."""
     wanted: dict[str, set[str]] = defaultdict(set)
     for base in files:
         wanted[base.instant].add(base.path)
     with ThreadPoolExecutor(FOOTER_READERS) as pool:
-        found = pool.map(lambda item: _load_instant(storage, *item), wanted.items())
-        return {path: stats for part in found for path, stats in part.items()}
+        found = pool.map(
+            lambda item: (item[1], _entries(storage, stats_path(item[0]), item[1])), wanted.items()
+        )
+        parts = list(found)
+    result: dict[str, FileStats] = {}
+    unrecorded: set[str] = set()
+    for paths, part in parts:
+        if part is None:
+            unrecorded |= paths
+        else:
+            result.update(part)
+    if unrecorded:
+        result.update(_entries(storage, FOLDED, unrecorded) or {})
+    return result
+
+
+def recorded_instants(storage: Storage) -> list[str]:
+    """Instants with their own stats file (not yet folded), oldest first."""
+    names = (info.path.rpartition("/")[2] for info in storage.list_dir(STATS_DIR).files)
+    return sorted(n.removesuffix(".parquet") for n in names if n != FOLDED.rpartition("/")[2])
+
+
+def fold(storage: Storage, instants: Sequence[str], deleted: Iterable[str]) -> None:
+    """Fold the stats files of the archived writes ``instants`` into ``FOLDED``, leaving
+    out the files ``deleted`` (by the archived cleans), then delete their own files.
+    ``FOLDED`` is written whole first, so a kill in between leaves entries in both
+    places, never in neither."""
+    if not instants:
+        return
+    entries = _entries(storage, FOLDED, None) or {}
+    for instant in instants:
+        entries.update(_entries(storage, stats_path(instant), None) or {})
+    for path in deleted:
+        entries.pop(path, None)
+    if entries:
+        storage.write(FOLDED, _encode(entries))
+    else:
+        storage.delete(FOLDED)
+    storage.delete_many(stats_path(instant) for instant in instants)
 
 
 def may_hold(
@@ -167,15 +211,17 @@ def may_hold(
     return [f for f in files if f.path not in found or may_match(found[f.path], filters)]
 
 
-def _load_instant(storage: Storage, instant: str, paths: set[str]) -> dict[str, FileStats]:
+def _entries(storage: Storage, path: str, paths: set[str] | None) -> dict[str, FileStats] | None:
+    """The entries of the stats file ``path`` (of ``paths`` only, unless None); None
+    when it does not exist."""
     try:
-        table = pq.read_table(io.BytesIO(storage.read(stats_path(instant))))
+        table = pq.read_table(io.BytesIO(storage.read(path)))
     except NotFoundError:
-        return {}
+        return None
     except (pa.ArrowInvalid, OSError) as error:  # a damaged stats file: read files whole
-        log.warning("column_stats.unreadable", instant=instant, error=str(error))
+        log.warning("column_stats.unreadable", path=path, error=str(error))
         return {}
-    return {path: stats for path, stats in _decode(table).items() if path in paths}
+    return {p: stats for p, stats in _decode(table).items() if paths is None or p in paths}
 
 
 def _read_footer(storage: Storage, path: str) -> FileStats:

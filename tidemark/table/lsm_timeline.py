@@ -21,8 +21,17 @@ Written as Hudi's ``LSMTimelineWriter`` writes it (``append_history``): each arc
 adds one level-0 file named by the requested times of its first and last instant, then
 ``manifest_<N+1>`` listing the current files and the new one, then ``_version_`` (the
 switch readers follow). A crash before the switch leaves files no reader follows; the
-next archival writes them again. The levels are never compacted (Hudi compacts ten
-level-0 files into one level-1 file; a reader follows the manifest either way).
+next archival writes them again.
+
+The levels are compacted and cleaned as ``LSMTimelineWriter.compactAndClean`` does after
+each archival (``compact``): once a level holds ``hoodie.timeline.compaction.batch.size``
+files (10), its oldest ones (at most that many, at most 1 GiB together) are rewritten
+as one file of the next level, named by their first and last instants, and a new
+manifest lists it instead of them; a compaction that fills the next level goes on down.
+Then the manifests older than the newest three (plus one per level compacted in that
+run) are deleted, and every history file none of the kept manifests lists (merged
+files, and those of a killed archival or compaction). A reader that read ``_version_``
+just before still finds its manifest and files.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidemark import faults
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import Storage
 from tidemark.table.archived_timeline import COW_WRITE_ACTIONS
@@ -76,6 +86,14 @@ AVRO_SCHEMA: dict[str, Any] = {
 """The same schema as Avro, kept in each file's footer as parquet-avro writes it."""
 INSTANT_VERSION = 1
 """``LSMTimeline.LSM_TIMELINE_INSTANT_VERSION_1``."""
+DEFAULT_COMPACTION_BATCH_SIZE = 10
+"""``hoodie.timeline.compaction.batch.size``."""
+COMPACTION_MAX_BYTES = 1024**3
+"""``hoodie.timeline.compaction.target.file.max.bytes``: a compaction's input at most."""
+RETAINED_MANIFESTS = 3
+"""Manifest versions kept by the clean after a compaction (Hudi's)."""
+COMPACTED_POINT = "lsm_compaction_before_switch"
+"""Fault point: a compaction killed after writing its file, before its manifest."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +135,7 @@ class LsmTimeline:
             return ()
         if version != self._read_version:
             found: list[HistoryInstant] = []
-            for name in self._manifest_files(version):
+            for name in self.manifest_files(version):
                 found += self._read_file(f"{self.folder}/{name}")
             self._instants = tuple(sorted(found, key=lambda i: (i.timestamp, i.action)))
             self._read_version = version
@@ -129,7 +147,7 @@ class LsmTimeline:
         of an interrupted archival are still on the active timeline, which then starts
         at or before it."""
         version = self.current_version()
-        names = self._manifest_files(version) if version is not None else []
+        names = self.manifest_files(version) if version is not None else []
         newest = max(names, key=lambda n: tuple(reversed(n.split("_")[:2])), default=None)
         if newest is None or newest.split("_")[1] < after:
             return ()
@@ -164,13 +182,20 @@ class LsmTimeline:
                 raise _unreadable(path, f"{name!r} is not an LSM timeline file name")
         return entries
 
-    def _manifest_files(self, version: int) -> list[str]:
+    def manifest_files(self, version: int) -> list[str]:
         return [entry["fileName"] for entry in self.manifest_entries(version)]
 
     def _read_file(self, path: str) -> list[HistoryInstant]:
+        return self._read_rows(path, COLUMNS)
+
+    def read_whole(self, path: str) -> list[HistoryInstant]:
+        """The instants of one history file with their metadata and plans."""
+        return self._read_rows(path, [*COLUMNS, "metadata", "plan"])
+
+    def _read_rows(self, path: str, columns: list[str]) -> list[HistoryInstant]:
         try:
             with self.storage.open_input(path) as stream:
-                rows = pq.read_table(stream, columns=COLUMNS).to_pylist()
+                rows = pq.read_table(stream, columns=columns).to_pylist()
         except (pa.ArrowInvalid, OSError, KeyError) as error:
             raise _unreadable(path, str(error)) from error
         instants = []
@@ -178,7 +203,13 @@ class LsmTimeline:
             if not row["instantTime"] or not row["completionTime"] or not row["action"]:
                 raise _unreadable(path, "a row lacks instantTime, completionTime or action")
             instants.append(
-                HistoryInstant(row["instantTime"], row["completionTime"], row["action"])
+                HistoryInstant(
+                    row["instantTime"],
+                    row["completionTime"],
+                    row["action"],
+                    metadata=row.get("metadata"),
+                    plan=row.get("plan"),
+                )
             )
         return instants
 
@@ -201,12 +232,78 @@ def append_history(history: LsmTimeline, instants: Sequence[HistoryInstant]) -> 
     if any(entry["fileName"] == name for entry in entries):
         return name
     data = _parquet(ordered)
-    storage, folder = history.storage, history.folder
-    storage.write(f"{folder}/{name}", data)
-    manifest = {"files": [*entries, {"fileName": name, "fileLen": len(data)}]}
-    storage.write(f"{folder}/manifest_{version + 1}", json.dumps(manifest, indent=2).encode())
-    storage.write(f"{folder}/{VERSION_FILE}", str(version + 1).encode())
+    history.storage.write(f"{history.folder}/{name}", data)
+    _switch(history, version, [*entries, {"fileName": name, "fileLen": len(data)}])
     return name
+
+
+def _switch(history: LsmTimeline, version: int, entries: list[dict[str, Any]]) -> None:
+    """Write ``manifest_<version + 1>`` of ``entries``, then point ``_version_`` at it."""
+    storage, folder = history.storage, history.folder
+    manifest = json.dumps({"files": entries}, indent=2).encode()
+    storage.write(f"{folder}/manifest_{version + 1}", manifest)
+    storage.write(f"{folder}/{VERSION_FILE}", str(version + 1).encode())
+
+
+def compact(history: LsmTimeline, batch_size: int = DEFAULT_COMPACTION_BATCH_SIZE) -> list[str]:
+    """Compact the levels from 0 down while one holds ``batch_size`` files, then clean
+    old manifests and unlisted files; returns the files written."""
+    written: list[str] = []
+    while (name := _compact_level(history, len(written), batch_size)) is not None:
+        written.append(name)
+    _clean(history, RETAINED_MANIFESTS + len(written))
+    return written
+
+
+def _compact_level(history: LsmTimeline, level: int, batch_size: int) -> str | None:
+    """Merge the oldest files of ``level`` into one of the next, as Hudi chooses them."""
+    version = history.current_version()
+    if version is None:
+        return None
+    entries = history.manifest_entries(version)
+    files = sorted(
+        (e for e in entries if _level(e["fileName"]) == level), key=lambda e: e["fileName"]
+    )
+    if len(files) < batch_size:
+        return None
+    chosen: list[dict[str, Any]] = []
+    for entry in files[:batch_size]:
+        if chosen and sum(e["fileLen"] for e in chosen) + entry["fileLen"] > COMPACTION_MAX_BYTES:
+            break
+        chosen.append(entry)
+    if len(chosen) < 2:
+        return None
+    names = [e["fileName"] for e in chosen]
+    first, last = min(n.split("_")[0] for n in names), max(n.split("_")[1] for n in names)
+    name = f"{first}_{last}_{level + 1}.parquet"
+    data = _parquet([i for n in names for i in history.read_whole(f"{history.folder}/{n}")])
+    history.storage.write(f"{history.folder}/{name}", data)
+    faults.exit_if_requested(COMPACTED_POINT)
+    kept = [e for e in entries if e["fileName"] not in names]
+    _switch(history, version, [*kept, {"fileName": name, "fileLen": len(data)}])
+    return name
+
+
+def _level(name: str) -> int:
+    return int(name.removesuffix(".parquet").rpartition("_")[2])
+
+
+def _clean(history: LsmTimeline, keep: int) -> None:
+    """Delete the manifests older than the newest ``keep``, then the history files none
+    of the kept ones lists (``LSMTimelineWriter.clean``)."""
+    storage, folder = history.storage, history.folder
+    listed = [info.path.rpartition("/")[2] for info in storage.list_dir(folder).files]
+    versions = sorted(
+        (int(match.group(1)) for n in listed if (match := MANIFEST.fullmatch(n))), reverse=True
+    )
+    if len(versions) <= keep:
+        return
+    kept = versions[:keep]
+    wanted = {name for version in kept for name in history.manifest_files(version)}
+    storage.delete_many(f"{folder}/manifest_{v}" for v in versions[keep:])
+    storage.delete_many(
+        f"{folder}/{n}" for n in listed if LSM_FILE.fullmatch(n) and n not in wanted
+    )
 
 
 def _parquet(instants: Sequence[HistoryInstant]) -> bytes:

@@ -14,6 +14,10 @@ ago. Never an orphan: a file of a pending instant (rollback deletes those throug
 markers), one whose instant still has a marker folder (a write or rollback in progress),
 a committed file (old slices are the cleaner's), or a hidden file (a name starting with
 ``.`` or ``_``, as Hudi's partition metadata and Spark's ``_SUCCESS``: readers skip them).
+
+The column statistics of an instant past the grace period that is neither on the timeline
+nor a completed write in the archive (a write killed before it completed, whose rollback
+never ran) are orphans too; those of archived writes are archival's to fold.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 from dataclasses import dataclass
 
 from tidemark.storage.base import FileInfo
+from tidemark.table import column_stats
 from tidemark.table.fsview import partition_listings
 from tidemark.table.instant import instant_time_ago
 from tidemark.table.markers import marker_dir_instants
@@ -77,6 +82,14 @@ def find_orphans(table: HoodieTable, grace_s: float = DEFAULT_GRACE_S) -> list[O
                 archived = table.archive.completed_writes()
             if instant not in archived:
                 found.append(Orphan(info.path, info.size))
+    for info in table.storage.list_dir(column_stats.STATS_DIR).files:
+        instant = info.path.rpartition("/")[2].removesuffix(".parquet")
+        if info.path == column_stats.FOLDED or instant >= cutoff or instant in on_timeline:
+            continue
+        if archived is None:
+            archived = table.archive.completed_writes()
+        if instant not in archived and instant not in in_progress:
+            found.append(Orphan(info.path, info.size))
     return sorted(found, key=lambda orphan: orphan.path)
 
 
