@@ -21,6 +21,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table.clustering_plan import plan_of
+from tidemark.table.commit import committed_with_key
 from tidemark.table.naming import parse_base_file_name
 from tidemark.table.pending_clustering import given_up_plans, is_protected
 from tidemark.table.table import HoodieTable
@@ -64,14 +66,26 @@ def register(bench_subparsers: Any) -> None:
 
 
 class Model:
-    """The greatest ``ts`` written for each key: what every reader must return."""
+    """The greatest ``ts`` of each key over the batches the table committed: what every
+    reader must return. A batch's rows are taken before it is written; whether it
+    committed is decided at the end (the writer returned, or, for a batch the query's stop
+    cut off after its commit, its idempotency key is on the timeline)."""
 
     def __init__(self, rows: int) -> None:
         self.ts = dict.fromkeys(range(rows), 0)
+        self.batches: dict[int, list[tuple[int, int]]] = {}
+        self.returned: set[int] = set()
 
-    def batch_written(self, batch: DataFrame) -> None:
-        for row in batch.select("id", "ts").collect():
-            self.ts[row["id"]] = max(self.ts[row["id"]], row["ts"])
+    def batch_taken(self, batch_id: int, batch: DataFrame) -> None:
+        self.batches[batch_id] = [
+            (row["id"], row["ts"]) for row in batch.select("id", "ts").collect()
+        ]
+
+    def settle(self, table: HoodieTable, key_of: Callable[[int], str]) -> None:
+        for batch_id, rows in sorted(self.batches.items()):
+            if batch_id in self.returned or committed_with_key(table, key_of(batch_id)):
+                for key, ts in rows:
+                    self.ts[key] = max(self.ts[key], ts)
 
 
 class Clusterer(threading.Thread):
@@ -140,8 +154,9 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         def batch(df: DataFrame, batch_id: int) -> None:
             began = time.perf_counter()
             df.persist()
+            model.batch_taken(batch_id, df)
             writer(df, batch_id)
-            model.batch_written(df)
+            model.returned.add(batch_id)
             df.unpersist()
             latencies.append(time.perf_counter() - began)
 
@@ -161,6 +176,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         query.stop()
         clusterer.join()
     hoodie = HoodieTable.open(table)
+    model.settle(hoodie, writer.idempotency_key)
     given_up = given_up_plans(hoodie)
     report: dict[str, Any] = {
         "minutes": args.minutes,

@@ -227,9 +227,11 @@ def test_a_batch_still_refuses_partitions_nesting_with_the_tables(
         tidemark.spark.write(other, table_uri, "upsert")
         before = timeline_listing(table_uri)
         for number, (partition, message) in enumerate(sorted(NESTED_PARTITIONS.items()), 1):
-            with pytest.raises(InvalidArgumentError) as refused:
+            with pytest.raises(BatchFailedError) as failed:
                 writer(rows(spark, (1, "nested", partition, 2)), number)
-            assert refused.value.field == "part" and message in refused.value.message
+            refused = failed.value.cause
+            assert isinstance(refused, InvalidArgumentError)
+            assert refused.field == "part" and message in refused.message
         assert timeline_listing(table_uri) == before
         writer(rows(spark, (1, "moved", "d", 2), (50, "e again", "e", 2)), 9)
     names = _names(table_uri)
