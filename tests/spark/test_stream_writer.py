@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 import tidemark.spark
 from spark.indexkit import assert_index_agrees, indexed_table, rows
@@ -78,11 +79,11 @@ def _batch_file(folder: Path, number: int, values: list[tuple[int, str, str, int
     pq.write_table(table, folder / f"batch-{number:03d}.parquet")
 
 
-def _run_query(
+def _start_query(
     spark: SparkSession, source: Path, checkpoint: Path, writer: tidemark.spark.StreamWriter
-) -> None:
-    """Every file not yet in the checkpoint, one micro-batch per file, then stop."""
-    query = (
+) -> StreamingQuery:
+    """A query of every file not yet in the checkpoint, one micro-batch per file."""
+    return (
         spark.readStream.schema(SCHEMA)
         .option("maxFilesPerTrigger", 1)
         .parquet(str(source))
@@ -91,6 +92,13 @@ def _run_query(
         .trigger(availableNow=True)
         .start()
     )
+
+
+def _run_query(
+    spark: SparkSession, source: Path, checkpoint: Path, writer: tidemark.spark.StreamWriter
+) -> None:
+    """Every file not yet in the checkpoint, one micro-batch per file, then stop."""
+    query = _start_query(spark, source, checkpoint, writer)
     query.awaitTermination()
     assert query.exception() is None
 
@@ -330,15 +338,7 @@ def test_a_failed_batch_fails_the_query_naming_the_batch(
     _batch_file(source, 0, [(1, "s0", "a", 2)])
     _batch_file(source, 1, [(2, "s1", "a", 2), (None, "s1", "a", 2)])  # type: ignore[list-item]
     with tidemark.spark.stream_writer(table_uri, query_id="failing") as writer:
-        query = (
-            spark.readStream.schema(SCHEMA)
-            .option("maxFilesPerTrigger", 1)
-            .parquet(str(source))
-            .writeStream.foreachBatch(writer)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
+        query = _start_query(spark, source, checkpoint, writer)
         with pytest.raises(Exception, match="batch 1 of query 'failing' failed"):
             query.awaitTermination()
     assert not query.isActive
