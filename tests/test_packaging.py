@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 LOWEST_RUNTIME = ("grpcio==1.85.1", "protobuf==7.35.1")
 """The lower bounds in pyproject.toml: the generator's versions (grpcio-tools 1.85.1)."""
+STRUCTLOG_LOWEST = "structlog==24.1.0"
+"""structlog's lower bound in pyproject.toml."""
 INSTALL_TIMEOUT_S = 900
 pytestmark = pytest.mark.timeout(2 * INSTALL_TIMEOUT_S)
 """Installing pyspark into a new virtualenv takes minutes on a busy machine."""
@@ -254,7 +256,9 @@ def test_the_spark_extra_writes_and_reads_timestamps_at_both_ends_of_the_bounds(
 
 
 def test_the_stubs_import_with_the_lowest_allowed_runtime(tmp_path: Path) -> None:
-    bin_dir = _clean_venv(tmp_path / "venv", *LOWEST_RUNTIME)
+    """The generated stubs with grpcio and protobuf at their lower bounds (and structlog,
+    which ``import tidemark`` needs to set the library's quiet log defaults)."""
+    bin_dir = _clean_venv(tmp_path / "venv", *LOWEST_RUNTIME, STRUCTLOG_LOWEST)
     imported = _run(
         bin_dir / "python", "-c",
         "import grpc, google.protobuf as p;"
