@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut 
 
 .PHONY: setup demo test test-fast test-deps lint protos contracts-image clean
 
-# An editable install in compat mode puts the repo root on sys.path, so PySpark's discovery
-# of installed data sources (pkgutil.iter_modules) finds pyspark_tidemark as in a wheel install.
+# An editable install: setuptools maps tidemark.jobs and tidemark.services onto spark_jobs/
+# and services/ (pyproject.toml's package-dir), one path per file.
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/check_java.sh
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml scripts/check_java.sh
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON_BOOTSTRAP) not found)"; exit 1; }
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -28,8 +28,8 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/namespace_tree.py mypy
+	$(PY) scripts/namespace_tree.py lint-imports --no-cache
 	$(VENV)/bin/buf lint
 	$(VENV)/bin/buf breaking --against protos/image.binpb
 

@@ -49,11 +49,11 @@ from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.logs import configure_logging
 from tidemark.storage import Storage, open_storage
-from tidemark.table.clustering_plan import save_plan
-from tidemark.table.instant import State
-from tidemark.table.locked import changing
-from tidemark.table.scan import ScanResult, scan_equal
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.scan import ScanResult, scan_equal
+from tidemark.table.leases.table_lock import changing
+from tidemark.table.plans.clustering import save_plan
+from tidemark.table.timeline.instant import State
 
 EVENTS_PER_SESSION = 40
 ITEMS = 100_000

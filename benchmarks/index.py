@@ -66,9 +66,9 @@ from tidemark.rpc.process import ServeProcess
 from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import LocalStorage, open_storage
 from tidemark.storage.base import Storage
-from tidemark.table.fsview import BaseFile
-from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import BaseFile
+from tidemark.table.records.keys import RECORD_KEY, key_source_columns, stored_record_keys
 
 SERVICE_BATCHES = (1_000, 10_000, 100_000)
 SERVICE_KEYS_PER_CLIENT = 2_000_000

@@ -64,9 +64,10 @@ from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import LocalStorage
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import Timeline
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.timeline.instant import new_instant_time
+from tidemark.table.timeline.layout1 import Timeline
 
 DEFAULT_SIZES = (1_000_000, 10_000_000, 100_000_000)
 CHUNK_KEYS = 1_000_000

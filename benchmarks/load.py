@@ -55,9 +55,9 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as planner_pb
 from tidemark.rpc.options import client_options
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
-from tidemark.table.instant import new_instant_time
-from tidemark.table.properties import PROPERTIES_PATH, TableConfig, format_properties
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.properties.config import PROPERTIES_PATH, TableConfig, format_properties
+from tidemark.table.timeline.instant import new_instant_time
 from tidemark.testing.tables import commit_file_groups
 
 LoadKind = Literal["markers", "lookups", "planner"]

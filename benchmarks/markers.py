@@ -59,8 +59,9 @@ from tidemark.services.marker.metrics import STORAGE_REQUESTS, STORAGE_RETRIES
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.s3 import s3_client
-from tidemark.table.instant import new_instant_time
-from tidemark.table.markers import (
+from tidemark.table.properties.config import PROPERTIES_PATH, format_properties
+from tidemark.table.timeline.instant import new_instant_time
+from tidemark.table.writes.markers import (
     MARKERS_TYPE_FILE,
     DirectMarkerWriter,
     IOType,
@@ -69,7 +70,6 @@ from tidemark.table.markers import (
     marker_dir,
     marker_lease_dir,
 )
-from tidemark.table.properties import PROPERTIES_PATH, format_properties
 from tidemark.testing.s3local import FaultProxy, LocalS3Server, free_port
 
 LoadKind = Literal["echo", "create", "create_many", "direct"]

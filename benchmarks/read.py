@@ -47,7 +47,7 @@ from tidemark.jobs.lookup import plan_lookup
 from tidemark.jobs.read import where_filters
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.storage.uri import hadoop_uri
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 SEED = 0
 TS_RANGE = 1_000_000_000

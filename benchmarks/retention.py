@@ -36,12 +36,12 @@ from benchmarks.load import bench_table_config
 from benchmarks.report import run_in_temp_root, times
 from tidemark.commands.args import positive_int
 from tidemark.retention import RetentionSettings, run_retention
-from tidemark.table import column_stats
-from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
-from tidemark.table.fsview import partition_listings
-from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import archived_log
-from tidemark.table.timeline import TIMELINE_DIR
+from tidemark.table import HoodieTable
+from tidemark.table.files import column_stats
+from tidemark.table.files.view import partition_listings
+from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS, CleanSettings
+from tidemark.table.timeline.layout1 import TIMELINE_DIR
+from tidemark.table.timeline.versions import archived_log
 from tidemark.testing.tables import commit_file_groups, data_columns, rewrite_file_groups
 
 ROWS_PER_GROUP = 200

@@ -36,7 +36,7 @@ from tidemark.jobs.session import build_session
 from tidemark.jobs.write import WriteResult
 from tidemark.logs import configure_logging
 from tidemark.services.marker.embedded import start_embedded_marker_service
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 ROWS_PER_FILE = 4
 TARGET_FILE_BYTES = 1024

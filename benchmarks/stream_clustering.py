@@ -38,11 +38,11 @@ from tidemark.index.record_index import RecordIndex
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
-from tidemark.table.clustering_plan import plan_of
-from tidemark.table.commit import committed_with_key
-from tidemark.table.naming import parse_base_file_name
-from tidemark.table.pending_clustering import given_up_plans, is_protected
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import parse_base_file_name
+from tidemark.table.plans.clustering import plan_of
+from tidemark.table.writes.commit import committed_with_key
+from tidemark.table.writes.pending_clustering import given_up_plans, is_protected
 
 PARTITIONS = 4
 

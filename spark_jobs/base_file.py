@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 
 from tidemark.jobs.task import TaskIdentity
 from tidemark.storage import Storage
-from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
-from tidemark.table.keys import (
+from tidemark.table.files.file_names import base_file_name, join_path
+from tidemark.table.metadata.commit import NULL_COMMIT, WriteStat
+from tidemark.table.records.keys import (
     COMMIT_SEQNO,
     COMMIT_TIME,
     FILE_NAME,
@@ -30,9 +31,8 @@ from tidemark.table.keys import (
     RECORD_KEY,
     commit_seqnos,
 )
-from tidemark.table.markers import IOType, MarkerWriter
-from tidemark.table.naming import base_file_name, join_path
-from tidemark.table.timeline import require_inflight
+from tidemark.table.timeline.layout1 import require_inflight
+from tidemark.table.writes.markers import IOType, MarkerWriter
 
 COMPRESSION = "snappy"
 UNIQUE_COLUMNS = frozenset({COMMIT_SEQNO, RECORD_KEY})

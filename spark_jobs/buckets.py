@@ -27,9 +27,9 @@ from tidemark.jobs.sizing import WritePlan
 from tidemark.jobs.stats import STAT_DDL, stats_batch
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION
 from tidemark.jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
-from tidemark.table.keys import IS_DELETED, PARTITION_PATH, RECORD_KEY, stored_record_keys
-from tidemark.table.names import INTERNAL_COLUMN_PREFIX
-from tidemark.table.ordering import newer_than_stored
+from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
+from tidemark.table.records.keys import IS_DELETED, PARTITION_PATH, RECORD_KEY, stored_record_keys
+from tidemark.table.records.ordering import newer_than_stored
 
 BUCKET = f"{INTERNAL_COLUMN_PREFIX}bucket"
 IS_DELETE = f"{INTERNAL_COLUMN_PREFIX}delete"

@@ -32,10 +32,10 @@ from tidemark.jobs.task import (
     reserve_seqnos,
     storage_for,
 )
-from tidemark.table.commit_metadata import WriteStat
-from tidemark.table.keys import PARTITION_PATH
-from tidemark.table.naming import new_file_id
-from tidemark.table.properties import TableConfig
+from tidemark.table.files.file_names import new_file_id
+from tidemark.table.metadata.commit import WriteStat
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.keys import PARTITION_PATH
 
 SORT_MODES = ("none", "partition_sort", "global_sort")
 DEFAULT_SORT_MODE = "none"

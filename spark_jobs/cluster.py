@@ -80,25 +80,26 @@ from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.jobs.write import index_client
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
-from tidemark.table.clustering_plan import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import new_file_id, parse_base_file_name
+from tidemark.table.leases.plan_run import forget_runs, run_lock
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.leases.table_lock import changing, holding, owner_name
+from tidemark.table.metadata.actions import REPLACE_COMMIT
+from tidemark.table.metadata.commit import CommitMetadata, WriteStat
+from tidemark.table.plans.clustering import (
     ClusteringPlan,
     PendingPlan,
     pending_plan,
     pending_plans,
     replaced_by,
 )
-from tidemark.table.commit import complete_commit, rollback
-from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.instant import REPLACE_COMMIT, State, validate_instant_time
-from tidemark.table.keys import FILE_NAME, RECORD_KEY
-from tidemark.table.lock import StorageLease
-from tidemark.table.locked import changing, holding, owner_name
-from tidemark.table.markers import MarkerReader
-from tidemark.table.naming import new_file_id, parse_base_file_name
-from tidemark.table.pending_clustering import find_pending_plan
-from tidemark.table.plan_run import forget_runs, run_lock
-from tidemark.table.table import HoodieTable
-from tidemark.table.write_checks import check_clusterable
+from tidemark.table.records.keys import FILE_NAME, RECORD_KEY
+from tidemark.table.timeline.instant import State, validate_instant_time
+from tidemark.table.writes.checks import check_clusterable
+from tidemark.table.writes.commit import complete_commit, rollback
+from tidemark.table.writes.markers import MarkerReader
+from tidemark.table.writes.pending_clustering import find_pending_plan
 
 log = structlog.get_logger(__name__)
 

@@ -15,7 +15,7 @@ from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.checks import require_one_of, require_positive
 from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind, MarkerOptions
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S, check_lock_wait
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S, check_lock_wait
 
 DEFAULT_ROW_GROUP_BYTES = 120 * MIB
 """Hudi's ``hoodie.parquet.block.size``: several row groups per clustered file, so a

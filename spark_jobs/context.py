@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from tidemark.table.markers import MarkerSpec
-from tidemark.table.properties import TableConfig
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.writes.markers import MarkerSpec
 
 
 @dataclass(frozen=True)

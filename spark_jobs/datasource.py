@@ -26,8 +26,8 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.keying import arrow_schema_in_zone
 from tidemark.jobs.read import pack, read_file
-from tidemark.table.reader import snapshot_schema
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import snapshot_schema
 
 NAME = "tidemark"
 ARROW_TIME_ZONE = "UTC"

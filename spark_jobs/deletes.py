@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 
 from tidemark.jobs.keying import check_fields, column, with_keys
-from tidemark.table.keys import IS_DELETED
-from tidemark.table.properties import TableConfig
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.keys import IS_DELETED
 
 
 def delete_keys(data: DataFrame, config: TableConfig) -> DataFrame:

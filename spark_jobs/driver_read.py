@@ -31,9 +31,9 @@ from tidemark.jobs.base_file import conform
 from tidemark.jobs.task import storage_for
 from tidemark.storage import Storage
 from tidemark.storage.local import LocalStorage
-from tidemark.table.fsview import BaseFile
-from tidemark.table.literals import column_scalar
-from tidemark.table.reader import Filter
+from tidemark.table.files.reader import Filter
+from tidemark.table.files.view import BaseFile
+from tidemark.table.records.literals import column_scalar
 
 DRIVER_MAX_FILES = 256
 """At most this many files are read in the driver by an ``auto`` read: a file costs the
@@ -179,7 +179,7 @@ def prefilter(filters: Sequence[Filter], schema: pa.Schema) -> list[Condition]:
     """The filters pyarrow applies exactly as Spark does: comparisons and ``in`` whose
     values are of their column's own kind and held exactly by its type (integers in its
     range, strings, booleans, dates, decimals, timestamps with a zone, all typed by
-    ``tidemark.table.literals.literal``; floats on double columns, as a float column's
+    ``tidemark.table.records.literals.literal``; floats on double columns, as a float column's
     values are compared in double by Spark). Spark applies every filter again to what is
     read: these only let the driver skip row groups and rows, never keep fewer rows than
     Spark would."""

@@ -16,7 +16,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_type
 
 from tidemark.jobs.keying import arrow_schema, column
-from tidemark.table.schema import evolve_schema
+from tidemark.table.records.schema import evolve_schema
 
 
 def conform_to_table(

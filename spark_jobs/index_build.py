@@ -50,14 +50,14 @@ from tidemark.jobs.session import cancellable_jobs, check_executors_import
 from tidemark.jobs.stages import StageClock, StageListener
 from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import storage_for
-from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.fsview import BaseFile
-from tidemark.table.keys import RECORD_KEY
-from tidemark.table.lock import StorageLease
-from tidemark.table.locked import changing, holding, owner_name
-from tidemark.table.properties import TableConfig
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import BaseFile
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.leases.table_lock import changing, holding, owner_name
+from tidemark.table.plans.clustering import pending_plans
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.keys import RECORD_KEY
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 log = structlog.get_logger(__name__)
 

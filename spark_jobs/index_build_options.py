@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tidemark.index.build import MAX_SHARDS
 from tidemark.jobs.checks import require_between, require_positive
 from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S, check_lock_wait
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S, check_lock_wait
 
 
 @dataclass(frozen=True)

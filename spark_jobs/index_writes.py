@@ -35,13 +35,13 @@ from tidemark.jobs.buckets import BUCKET, INDEX_CHANGE, IS_DELETE
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.sizing import WritePlan
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
-from tidemark.table.commit_metadata import WriteStat
-from tidemark.table.fsview import BaseFile
-from tidemark.table.keys import RECORD_KEY
-from tidemark.table.names import INTERNAL_COLUMN_PREFIX
-from tidemark.table.properties import TableConfig
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import BaseFile
+from tidemark.table.metadata.commit import WriteStat
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
+from tidemark.table.records.keys import RECORD_KEY
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 log = structlog.get_logger(__name__)
 

@@ -28,7 +28,7 @@ from pyspark.sql.types import AtomicType, BinaryType, DataType, StringType, Stru
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.jobs.checks import require_one_of
 from tidemark.jobs.keying import column
-from tidemark.table.names import INTERNAL_COLUMN_PREFIX
+from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
 
 FORMATS = ("parquet", "csv", "json")
 _SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}

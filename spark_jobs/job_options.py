@@ -16,9 +16,13 @@ from tidemark.config import add_client_arguments
 from tidemark.errors import InvalidArgumentError
 from tidemark.rpc.client import config_for
 from tidemark.rpc.embedded import start_embedded_service
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S, LockHolder
-from tidemark.table.markers import MarkerReader, MarkerSpec, StorageMarkerReader
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import (
+    DEFAULT_LOCK_LEASE_S,
+    DEFAULT_LOCK_WAIT_S,
+    LockHolder,
+)
+from tidemark.table.writes.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 
 __all__ = ["DEFAULT_LOCK_LEASE_S", "DEFAULT_LOCK_WAIT_S", "MarkerKind", "MarkerOptions"]
 

@@ -1,6 +1,6 @@
 """Preparing input rows: validate fields, compute record keys and partition paths, dedupe.
 
-Keys come from ``tidemark.table.keys`` (the one definition shared with the index and the
+Keys come from ``tidemark.table.records.keys`` (the one definition shared with the index and the
 readers), computed column-wise on Arrow batches in the executors.
 """
 
@@ -16,15 +16,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.keys import (
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
+from tidemark.table.records.keys import (
     META_COLUMNS,
     PARTITION_PATH,
     RECORD_KEY,
     partition_paths,
     record_keys,
 )
-from tidemark.table.names import INTERNAL_COLUMN_PREFIX
-from tidemark.table.properties import TableConfig
 
 _ARRIVAL = f"{INTERNAL_COLUMN_PREFIX}arrival"
 _RANK = f"{INTERNAL_COLUMN_PREFIX}rank"

@@ -26,9 +26,9 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.driver_read import fits_driver, local_frame, read_files
 from tidemark.jobs.read import READ_READERS, scan, scan_reader
-from tidemark.table.keys import record_keys
-from tidemark.table.reader import snapshot_schema
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import snapshot_schema
+from tidemark.table.records.keys import record_keys
 
 log = structlog.get_logger(__name__)
 

@@ -42,9 +42,9 @@ from tidemark.jobs.driver_read import (
 from tidemark.jobs.session import use_driver_python
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
-from tidemark.table.fsview import BaseFile
-from tidemark.table.literals import NO_SESSION_TIME_ZONE
-from tidemark.table.reader import Filter
+from tidemark.table.files.reader import Filter
+from tidemark.table.files.view import BaseFile
+from tidemark.table.records.literals import NO_SESSION_TIME_ZONE
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +75,7 @@ def read_dataframe(
     ``is not null``) and ``where`` (``column == value``; a list or tuple: ``column in
     value``); meta columns included unless ``columns`` says otherwise. ``reader``: one of
     ``READ_READERS``. Filter values are read as Spark reads literals of their columns'
-    types (``tidemark.table.literals``), zone-less timestamps in the session's time zone."""
+    types (``tidemark.table.records.literals``), zone-less timestamps in the session's time zone."""
     if reader not in READ_READERS:
         raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
     conditions = [*filters, *where_filters(where or {})]
@@ -207,8 +207,8 @@ Column operation is a round of calls to the JVM)."""
 
 
 def filter_column(condition: Filter, schema: pa.Schema) -> Column:
-    """A checked filter (values typed by ``tidemark.table.literals.literal``, timestamps
-    aware) as a Spark condition, with ``tidemark.table.reader.row_mask``'s meaning:
+    """A checked filter (values typed by ``tidemark.table.records.literals.literal``, timestamps
+    aware) as a Spark condition, with ``tidemark.table.files.reader.row_mask``'s meaning:
     equality with None matches nulls (and, on a string column, empty strings: both are the
     default partition)."""
     name, op, value = condition

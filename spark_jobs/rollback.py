@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 from tidemark.index.record_index import discard_staged
 from tidemark.jobs.job_options import add_lock_wait_option
-from tidemark.table.commit import RollbackResult, rollback, rollback_failed_writes
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
-from tidemark.table.locked import changing
-from tidemark.table.markers import StorageMarkerReader
-from tidemark.table.table import HoodieTable
-from tidemark.table.write_lease import check_not_writing, forget_write
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
+from tidemark.table.leases.table_lock import changing
+from tidemark.table.leases.write_lease import check_not_writing, forget_write
+from tidemark.table.writes.commit import RollbackResult, rollback, rollback_failed_writes
+from tidemark.table.writes.markers import StorageMarkerReader
 
 
 def rollback_table(

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tidemark.config import MIB
-from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata
-from tidemark.table.fsview import BaseFile
-from tidemark.table.naming import new_file_id
+from tidemark.table.files.file_names import new_file_id
+from tidemark.table.files.view import BaseFile
+from tidemark.table.metadata.commit import NULL_COMMIT, CommitMetadata
 
 DEFAULT_RECORD_SIZE = 1024
 """Hudi's ``hoodie.copyonwrite.record.size.estimate`` when there is no history."""

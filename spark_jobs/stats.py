@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 from pyspark.sql import Row
 
-from tidemark.table.commit_metadata import WriteStat
+from tidemark.table.metadata.commit import WriteStat
 
 STAT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("file_id", pa.string()),

@@ -1,7 +1,7 @@
 """Index lookup for upsert and delete: Hudi's GLOBAL_SIMPLE index.
 
 Existing keys are read from the latest base files (only the columns keys come from, in the
-executors, through storage; ``tidemark.table.keys.stored_record_keys`` derives them in
+executors, through storage; ``tidemark.table.records.keys.stored_record_keys`` derives them in
 tables with virtual keys) and joined with the incoming keys, giving each known key its
 current partition path and file group.
 """
@@ -17,10 +17,10 @@ from pyspark.sql import functions as sf
 
 from tidemark.jobs.task import storage_for
 from tidemark.storage import Storage
-from tidemark.table.fsview import BaseFile
-from tidemark.table.keys import RECORD_KEY, key_source_columns, stored_record_keys
-from tidemark.table.names import INTERNAL_COLUMN_PREFIX
-from tidemark.table.properties import TableConfig
+from tidemark.table.files.view import BaseFile
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
+from tidemark.table.records.keys import RECORD_KEY, key_source_columns, stored_record_keys
 
 OLD_PARTITION = f"{INTERNAL_COLUMN_PREFIX}old_partition"
 OLD_FILE_ID = f"{INTERNAL_COLUMN_PREFIX}old_file_id"

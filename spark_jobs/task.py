@@ -13,8 +13,8 @@ from pyspark import TaskContext
 
 from tidemark.clients.marker import marker_writer_for
 from tidemark.storage import Storage, open_storage
-from tidemark.table.markers import MarkerSpec, MarkerWriter
-from tidemark.table.naming import write_token
+from tidemark.table.files.file_names import write_token
+from tidemark.table.writes.markers import MarkerSpec, MarkerWriter
 
 
 @dataclass(frozen=True)

@@ -30,24 +30,24 @@ from pyspark.sql import functions as sf
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.keying import arrow_schema, check_fields, column
-from tidemark.table.fsview import partitions_around
-from tidemark.table.keys import (
-    EMPTY_KEY_PART,
-    IS_DELETED,
-    NULL_KEY_PART,
-    partition_paths,
-    partition_segments,
-)
-from tidemark.table.markers import longest_marker_path
-from tidemark.table.names import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import partitions_around
+from tidemark.table.properties.config import COMPLEX_KEY_GENERATOR, TableConfig
+from tidemark.table.records.avro_names import (
     INTERNAL_COLUMN_PREFIX,
     check_partition_nesting,
     check_partition_segment,
     check_write_schema,
     shown,
 )
-from tidemark.table.properties import COMPLEX_KEY_GENERATOR, TableConfig
-from tidemark.table.table import HoodieTable
+from tidemark.table.records.keys import (
+    EMPTY_KEY_PART,
+    IS_DELETED,
+    NULL_KEY_PART,
+    partition_paths,
+    partition_segments,
+)
+from tidemark.table.writes.markers import longest_marker_path
 
 ORDERED_OPERATIONS = frozenset({"insert", "upsert", "insert_overwrite"})
 """Operations that pick one row per key by the precombine field (Hudi's preCombine)."""

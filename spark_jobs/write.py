@@ -93,10 +93,26 @@ from tidemark.retention import RetentionResult, RetentionSettings, run_retention
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
-from tidemark.table import pending_clustering
-from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
-from tidemark.table.clustering_plan import CLUSTER_OPERATION
-from tidemark.table.commit import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import BaseFile, FileSystemView, completion_times
+from tidemark.table.leases.plan_run import live_run
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.leases.table_lock import changing, holding, owner_name, release_quietly
+from tidemark.table.leases.write_lease import forget_write, write_lease
+from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS, CleanSettings
+from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.metadata.commit import CommitMetadata, WriteStat
+from tidemark.table.plans.clustering import CLUSTER_OPERATION
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.avro_names import check_column_names, table_name_from_uri
+from tidemark.table.records.keys import PARTITION_PATH, RECORD_KEY
+from tidemark.table.records.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from tidemark.table.timeline.instant import Instant, new_instant_time
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.timeline.versions import DEFAULT_TABLE_VERSION, add_table_version_argument
+from tidemark.table.writes import pending_clustering
+from tidemark.table.writes.checks import check_writable
+from tidemark.table.writes.commit import (
     IDEMPOTENCY_KEY,
     committed_with_key,
     complete_commit,
@@ -105,23 +121,8 @@ from tidemark.table.commit import (
     rollback,
     rollback_failed_writes,
 )
-from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.fsview import BaseFile, FileSystemView, completion_times
-from tidemark.table.hudi_metadata import remove_hudi_metadata_table
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, new_instant_time
-from tidemark.table.keys import PARTITION_PATH, RECORD_KEY
-from tidemark.table.lock import StorageLease
-from tidemark.table.locked import changing, holding, owner_name, release_quietly
-from tidemark.table.markers import MarkerReader
-from tidemark.table.names import check_column_names, table_name_from_uri
-from tidemark.table.plan_run import live_run
-from tidemark.table.properties import TableConfig
-from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
-from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
-from tidemark.table.timeline import WRITE_ACTIONS
-from tidemark.table.write_checks import check_writable
-from tidemark.table.write_lease import forget_write, write_lease
+from tidemark.table.writes.hudi_metadata_table import remove_hudi_metadata_table
+from tidemark.table.writes.markers import MarkerReader
 
 log = structlog.get_logger(__name__)
 

@@ -19,9 +19,9 @@ from tidemark.jobs.checks import require_non_negative, require_one_of, require_p
 from tidemark.jobs.index_writes import TAGGINGS
 from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
-from tidemark.table import pending_clustering
-from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S, check_lock_wait
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S, check_lock_wait
+from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
+from tidemark.table.writes import pending_clustering
 
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 

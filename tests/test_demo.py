@@ -18,8 +18,8 @@ from hudi import HudiTableBuilder
 from spark.sparkkit import hudi_rs_table
 
 from tidemark.commands.demo import DemoReport, print_report
-from tidemark.table.properties import read_properties
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.properties.config import read_properties
 
 DEMO = [sys.executable, "-m", "tidemark.cli", "demo"]
 LOCAL_JSON = ["--master", "local[2]", "--json"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("tidemark", "services", "spark_jobs")
-"""The real folders; tidemark/services and tidemark/jobs link to the last two."""
+sys.path.insert(0, str(ROOT / "scripts"))
+from namespace_tree import assemble, real_path  # noqa: E402
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
@@ -27,14 +27,9 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree_copy(tmp_path: Path) -> Path:
-    """The packages' sources and pyproject.toml, to add an import to."""
-    for package in PACKAGES:
-        shutil.copytree(
-            ROOT / package,
-            tmp_path / package,
-            symlinks=True,
-            ignore=shutil.ignore_patterns("*.pyc"),
-        )
+    """The namespace as installed (``tidemark/jobs`` and ``tidemark/services`` copied from
+    the folders pyproject.toml maps), and pyproject.toml, to add an import to."""
+    assemble(ROOT, tmp_path, copy=True)
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     return tmp_path
 
@@ -47,13 +42,16 @@ def test_the_tree_keeps_its_layers(tree_copy: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "forbidden"),
     [
-        ("services/planner/engine.py", "tidemark.jobs.rollback"),
-        ("spark_jobs/write.py", "tidemark.services.index.tables"),
-        ("tidemark/table/markers.py", "tidemark.clients.marker"),
-        ("tidemark/storage/local.py", "tidemark.table.timeline"),
-        ("services/marker/engine.py", "tidemark.services.index.tables"),
-        ("tidemark/table/timeline.py", "tidemark.testing.tables"),
-        ("spark_jobs/write.py", "tidemark.testing.s3local"),
+        ("tidemark/services/planner/engine.py", "tidemark.jobs.rollback"),
+        ("tidemark/jobs/write.py", "tidemark.services.index.tables"),
+        ("tidemark/table/writes/markers.py", "tidemark.clients.marker"),
+        ("tidemark/storage/local.py", "tidemark.table.timeline.layout1"),
+        ("tidemark/services/marker/engine.py", "tidemark.services.index.tables"),
+        ("tidemark/table/timeline/layout1.py", "tidemark.testing.tables"),
+        ("tidemark/jobs/write.py", "tidemark.testing.s3local"),
+        ("tidemark/table/timeline/layout1.py", "tidemark.table.files.view"),
+        ("tidemark/table/metadata/commit.py", "tidemark.table.timeline.instant"),
+        ("tidemark/table/plans/clustering.py", "tidemark.table.leases.storage_lease"),
     ],
 )
 def test_an_import_against_the_rule_fails_the_lint(
@@ -72,3 +70,10 @@ def test_a_new_package_must_be_placed_in_a_layer(tree_copy: Path) -> None:
     result = lint_imports(tree_copy)
     assert result.returncode != 0
     assert "tidemark.newcomer" in result.stdout
+
+
+def test_reports_of_the_assembled_tree_name_the_real_files(tmp_path: Path) -> None:
+    reported = f"{tmp_path}/tidemark/jobs/write.py:3: error\n{tmp_path}/tidemark/spark.py:1"
+    assert (
+        real_path(reported, ROOT, tmp_path) == "spark_jobs/write.py:3: error\ntidemark/spark.py:1"
+    )

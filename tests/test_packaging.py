@@ -52,10 +52,9 @@ if how == "write":
     write = ["write", "--table", table, "--input", events, "--op", "bulk_insert", "--key", "id"]
     assert main([*write, "--master", "local[1]"]) == 0
 spark = build_session("local[1]")  # the write's
-tidemark.spark.register(spark)
 if how == "write":
     frame = tidemark.spark.read(spark, table)
-else:
+else:  # found by PySpark's discovery of installed pyspark_* modules, no register call
     frame = spark.read.format("tidemark").load(table)
 frame = frame.select("id", unix_micros("at").alias("at"))
 found = sorted([row.id, row.at] for row in frame.collect())
@@ -67,8 +66,9 @@ os._exit(0)
 """
 """Run in the virtualenv: ``write``: ``tidemark write`` of ``events`` into a new table, in
 the process that then reads it back with ``tidemark.spark.read`` (one JVM, not two);
-``datasource``: a read through the data source. Ids and timestamps in microseconds since
-the epoch, so no time zone comes between."""
+``datasource``: a read through the data source PySpark discovers in the install, with no
+``register``. Ids and timestamps in microseconds since the epoch, so no time zone comes
+between."""
 
 
 def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

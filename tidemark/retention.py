@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass, field
 
 from tidemark.index.record_index import oldest_unfolded_delta
-from tidemark.table.archival import ArchiveResult, ArchiveSettings, archive
-from tidemark.table.clean import CleanResult, clean
-from tidemark.table.clean_planner import CleanSettings
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
+from tidemark.table.maintenance.archival import ArchiveResult, ArchiveSettings, archive
+from tidemark.table.maintenance.clean import CleanResult, clean
+from tidemark.table.maintenance.clean_plan import CleanSettings
 
 
 @dataclass(frozen=True)

@@ -40,15 +40,15 @@ from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.retention import RetentionSettings, archive_table, clean_table
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
-from tidemark.table import column_stats
-from tidemark.table.archival import ArchiveResult, ArchiveSettings
-from tidemark.table.clean import CleanResult
-from tidemark.table.clean_planner import CleanSettings
-from tidemark.table.commit import RollbackResult
-from tidemark.table.history import table_history
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
-from tidemark.table.reader import Filter
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files import column_stats
+from tidemark.table.files.reader import Filter
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
+from tidemark.table.maintenance.archival import ArchiveResult, ArchiveSettings
+from tidemark.table.maintenance.clean import CleanResult
+from tidemark.table.maintenance.clean_plan import CleanSettings
+from tidemark.table.timeline.history import table_history
+from tidemark.table.writes.commit import RollbackResult
 
 __all__ = [
     "STREAM_OPTIONS",
@@ -220,7 +220,7 @@ HISTORY_SCHEMA = (
     "requested string, completed string, action string, state string, operation string, "
     "rows_written long, files_written long, archived boolean"
 )
-"""The columns of ``history``'s DataFrame (``tidemark.table.history.HistoryEntry``)."""
+"""The columns of ``history``'s DataFrame (``tidemark.table.timeline.history.HistoryEntry``)."""
 
 
 def history(spark: SparkSession, table: str, *, archived: bool = False) -> DataFrame:

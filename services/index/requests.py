@@ -18,7 +18,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index.keys import string_buffers
 from tidemark.index.wire import FILE_ID, KEY, PARTITION
 from tidemark.rpc import arrow_ipc
-from tidemark.table.instant import validate_instant_time
+from tidemark.table.timeline.instant import validate_instant_time
 
 
 @dataclass(frozen=True)

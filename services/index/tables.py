@@ -25,7 +25,7 @@ from tidemark.index.build import BuildStatus
 from tidemark.index.record_index import RecordIndex
 from tidemark.services.index.compactor import Compactor
 from tidemark.services.index.config import IndexConfig
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,7 @@ from tidemark.services.marker.lease import DirLease
 from tidemark.services.marker.waiters import Outcome, PendingCreate, answer_all
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.markers import (
+from tidemark.table.writes.markers import (
     MARKER_INFIX,
     MARKERS_TYPE_FILE,
     TIMELINE_SERVER_BASED,

@@ -30,8 +30,8 @@ from tidemark.services.marker.metrics import FlushMetrics
 from tidemark.services.marker.waiters import PendingCreate
 from tidemark.storage import open_storage
 from tidemark.storage.base import RequestCounter, Storage
-from tidemark.table.lock import LockHolder, StorageLease
-from tidemark.table.markers import delete_marker_dir, marker_dir
+from tidemark.table.leases.storage_lease import LockHolder, StorageLease
+from tidemark.table.writes.markers import delete_marker_dir, marker_dir
 
 log = structlog.get_logger(__name__)
 

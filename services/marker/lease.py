@@ -24,8 +24,8 @@ from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import NotOwnerError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.lock import UNREADABLE_LEASE
-from tidemark.table.markers import marker_lease_dir
+from tidemark.table.leases.storage_lease import UNREADABLE_LEASE
+from tidemark.table.writes.markers import marker_lease_dir
 
 log = structlog.get_logger(__name__)
 

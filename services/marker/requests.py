@@ -10,10 +10,10 @@ import re
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
-from tidemark.table.instant import validate_instant_time
-from tidemark.table.lock import LockHolder
-from tidemark.table.markers import MARKER_INFIX, IOType, marker_name
-from tidemark.table.naming import join_path
+from tidemark.table.files.file_names import join_path
+from tidemark.table.leases.storage_lease import LockHolder
+from tidemark.table.timeline.instant import validate_instant_time
+from tidemark.table.writes.markers import MARKER_INFIX, IOType, marker_name
 
 IO_TYPES: dict[int, IOType] = {
     pb.IO_TYPE_CREATE: IOType.CREATE,

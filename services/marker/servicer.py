@@ -24,7 +24,7 @@ from tidemark.rpc.requests import TableResolver
 from tidemark.rpc.status import OWNER_KEY
 from tidemark.services.marker import requests
 from tidemark.services.marker.engine import MarkerEngine
-from tidemark.table.markers import IOType, parse_marker_name
+from tidemark.table.writes.markers import IOType, parse_marker_name
 
 log = structlog.get_logger(__name__)
 

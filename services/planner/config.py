@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from tidemark.config import load_config, require_positive
 from tidemark.errors import ConfigError
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S
 
 SECTION = "planner"
 

@@ -37,22 +37,22 @@ from tidemark.services.planner.retention import (
 from tidemark.services.planner.retention import load_policy as load_retention
 from tidemark.services.planner.retention import save_policy as save_retention
 from tidemark.services.planner.triggers import TriggerLoop, load_policy, save_policy
-from tidemark.table.clustering_plan import PendingPlan, pending_plan, pending_plans, save_plan
-from tidemark.table.commit import RollbackResult, rollback
-from tidemark.table.lock import StorageLease
-from tidemark.table.locked import changing, owner_name
-from tidemark.table.markers import StorageMarkerReader
-from tidemark.table.pending_clustering import (
+from tidemark.table import HoodieTable
+from tidemark.table.leases.plan_run import check_not_running, forget_runs
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.leases.table_lock import changing, owner_name
+from tidemark.table.plans.clustering import PendingPlan, pending_plan, pending_plans, save_plan
+from tidemark.table.records.schema import avro_to_arrow_schema
+from tidemark.table.writes.checks import check_clusterable
+from tidemark.table.writes.commit import RollbackResult, rollback
+from tidemark.table.writes.markers import StorageMarkerReader
+from tidemark.table.writes.pending_clustering import (
     PROTECT_AFTER_GIVE_UPS,
     GivenUpTo,
     given_up_plans,
     given_up_since_clustering,
     protected,
 )
-from tidemark.table.plan_run import check_not_running, forget_runs
-from tidemark.table.schema import avro_to_arrow_schema
-from tidemark.table.table import HoodieTable
-from tidemark.table.write_checks import check_clusterable
 
 log = structlog.get_logger(__name__)
 

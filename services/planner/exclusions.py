@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tidemark.errors import InvalidArgumentError, NotFoundError
-from tidemark.table.clustering_plan import PendingPlan, file_groups_in
-from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT, Instant, State, instant_time_ago
-from tidemark.table.markers import data_file_path, read_markers_from_storage
-from tidemark.table.naming import is_base_file_name, parse_base_file_name, partition_of
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name, partition_of
+from tidemark.table.files.view import BaseFile
+from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.plans.clustering import PendingPlan, file_groups_in
+from tidemark.table.timeline.instant import Instant, State, instant_time_ago
+from tidemark.table.writes.markers import data_file_path, read_markers_from_storage
 
 FileGroupKey = tuple[str, str]
 """(partition path, file id)."""

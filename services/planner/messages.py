@@ -6,9 +6,9 @@ from tidemark.clustering.layouts import LAYOUTS
 from tidemark.clustering.strategy import PartitionFilter, PlanOptions
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.services.planner.policy import TriggerPolicy
-from tidemark.table.clustering_plan import PendingPlan
-from tidemark.table.instant import State
-from tidemark.table.pending_clustering import GivenUpTo, is_protected
+from tidemark.table.plans.clustering import PendingPlan
+from tidemark.table.timeline.instant import State
+from tidemark.table.writes.pending_clustering import GivenUpTo, is_protected
 
 
 def plan_message(pending: PendingPlan) -> pb.Plan:

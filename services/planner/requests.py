@@ -18,7 +18,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.requests import table_uri
 from tidemark.services.planner.policy import TriggerPolicy
-from tidemark.table.instant import validate_instant_time
+from tidemark.table.timeline.instant import validate_instant_time
 
 LAYOUTS: dict[pb.Layout, str] = {pb.LAYOUT_UNSPECIFIED: "linear", **LAYOUT_NAMES}
 

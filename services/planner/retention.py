@@ -23,11 +23,11 @@ from tidemark.retention import RetentionSettings
 from tidemark.services.planner.triggers import load_message
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
-from tidemark.table.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
-from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS, CleanSettings
-from tidemark.table.instant import CLEAN
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.table import HoodieTable
+from tidemark.table.maintenance.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
+from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS, CleanSettings
+from tidemark.table.metadata.actions import CLEAN
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 POLICY_PATH = ".hoodie/.tidemark/planner/retention-policy.json"
 MESSAGE_FIELDS = {"keep_min": "keep_min_commits", "keep_max": "keep_max_commits"}

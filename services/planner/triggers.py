@@ -27,9 +27,9 @@ from tidemark.services.planner.policy import TriggerPolicy
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.clustering_plan import plan_of
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.plans.clustering import plan_of
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)

@@ -32,12 +32,12 @@ from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
-from tidemark.table.keys import RECORD_KEY
-from tidemark.table.lock import LOCK_DIR
-from tidemark.table.markers import MARKER_LEASE_ROOT, TEMP_DIR
-from tidemark.table.naming import is_base_file_name, parse_base_file_name
-from tidemark.table.table import HoodieTable
-from tidemark.table.write_lease import WRITES_DIR, live_writer
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name
+from tidemark.table.leases.storage_lease import LOCK_DIR
+from tidemark.table.leases.write_lease import WRITES_DIR, live_writer
+from tidemark.table.records.keys import RECORD_KEY
+from tidemark.table.writes.markers import MARKER_LEASE_ROOT, TEMP_DIR
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

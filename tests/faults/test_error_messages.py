@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
-from tidemark.table.properties import TableConfig
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.properties.config import TableConfig
 from tidemark.testing.s3local import FaultProxy, free_port
 
 

@@ -33,9 +33,9 @@ from tidemark.rpc.process import ServeProcess
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.services.marker.embedded import start_embedded_marker_service
 from tidemark.storage import open_storage
-from tidemark.table.lock import LockHolder, StorageLease
-from tidemark.table.markers import marker_dir, marker_lease_dir
-from tidemark.table.properties import PROPERTIES_PATH, format_properties
+from tidemark.table.leases.storage_lease import LockHolder, StorageLease
+from tidemark.table.properties.config import PROPERTIES_PATH, format_properties
+from tidemark.table.writes.markers import marker_dir, marker_lease_dir
 from tidemark.testing.s3local import free_port
 
 SERVICE_LEASE_S = 3

@@ -21,12 +21,17 @@ from tidemark.errors import ConflictError
 from tidemark.jobs.base_file import BaseFileWriter
 from tidemark.jobs.task import TaskIdentity
 from tidemark.storage.base import Storage
-from tidemark.table.commit import delete_stale_marker_dirs, rollback, rollback_failed_writes
-from tidemark.table.instant import COMMIT
-from tidemark.table.keys import partition_paths, record_keys, with_meta_columns
-from tidemark.table.markers import TEMP_DIR, DirectMarkerWriter, StorageMarkerReader, marker_dir
-from tidemark.table.naming import base_file_name, is_base_file_name, new_file_id
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import base_file_name, is_base_file_name, new_file_id
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.records.keys import partition_paths, record_keys, with_meta_columns
+from tidemark.table.writes.commit import delete_stale_marker_dirs, rollback, rollback_failed_writes
+from tidemark.table.writes.markers import (
+    TEMP_DIR,
+    DirectMarkerWriter,
+    StorageMarkerReader,
+    marker_dir,
+)
 from tidemark.testing.s3local import FaultProxy
 
 FENCED = rows((1, "ann", "eu", 1.0), (2, "bob", "us", 2.0))

@@ -30,11 +30,11 @@ from faults.faultkit import (
 from tidemark.errors import InvalidArgumentError, PermissionDeniedError
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
-from tidemark.table.commit import IDEMPOTENCY_KEY
-from tidemark.table.instant import COMMIT
-from tidemark.table.lock import LOCK_DIR, STALE_TEMPORARY_S, StorageLease
-from tidemark.table.markers import delete_marker_dir, marker_dir, marker_lease_dir
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import LOCK_DIR, STALE_TEMPORARY_S, StorageLease
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.writes.commit import IDEMPOTENCY_KEY
+from tidemark.table.writes.markers import delete_marker_dir, marker_dir, marker_lease_dir
 from tidemark.testing.s3local import FaultProxy
 
 DELETE_OBJECTS = r"[?&]delete"

@@ -28,13 +28,14 @@ from tidemark.services.marker.embedded import start_embedded_marker_service
 from tidemark.services.planner.embedded import start_embedded_planner_service
 from tidemark.services.planner.triggers import POLICY_PATH
 from tidemark.storage import open_storage
-from tidemark.table.commit import LEFTOVERS_WATERMARK, remove_rolled_back_leftovers
-from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, Instant, State
-from tidemark.table.lock import LOCK_DIR, StorageLease
-from tidemark.table.markers import StorageMarkerReader, marker_dir, marker_lease_dir
-from tidemark.table.properties import PROPERTIES_PATH
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.leases.storage_lease import LOCK_DIR, StorageLease
+from tidemark.table.metadata.actions import REPLACE_COMMIT, ROLLBACK
+from tidemark.table.properties.config import PROPERTIES_PATH
+from tidemark.table.timeline.instant import Instant, State
+from tidemark.table.writes.commit import LEFTOVERS_WATERMARK, remove_rolled_back_leftovers
+from tidemark.table.writes.markers import StorageMarkerReader, marker_dir, marker_lease_dir
 
 from .damagekit import flip_bit, truncate
 

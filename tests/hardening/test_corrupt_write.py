@@ -16,10 +16,11 @@ from table.table_testkit import file_tree
 
 from tidemark.errors import DataLossError
 from tidemark.storage import open_storage
-from tidemark.table.instant import REPLACE_COMMIT, Instant, State
-from tidemark.table.lock import LOCK_DIR, StorageLease
-from tidemark.table.properties import PROPERTIES_PATH
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import LOCK_DIR, StorageLease
+from tidemark.table.metadata.actions import REPLACE_COMMIT
+from tidemark.table.properties.config import PROPERTIES_PATH
+from tidemark.table.timeline.instant import Instant, State
 
 from .damagekit import truncate
 

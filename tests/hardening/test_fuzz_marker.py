@@ -15,7 +15,7 @@ from planner.plankit import new_table
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.storage import open_storage
-from tidemark.table.lock import LockHolder, StorageLease
+from tidemark.table.leases.storage_lease import LockHolder, StorageLease
 
 from .fuzzkit import PRECONDITION, FuzzedServer, Rpc, fuzz_service, mostly, odd_text, texts_or
 

@@ -38,8 +38,8 @@ from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
-from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.plans.clustering import pending_plans
 from tidemark.testing.s3local import FaultProxy
 
 WAIT_S = 120.0

@@ -22,7 +22,7 @@ import pytest
 from rpc.certs import Authority, Pair
 from table.table_testkit import people_config
 
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 from .chart import NAMESPACE, Render, flags, image_entrypoint, notes_spark_conf
 

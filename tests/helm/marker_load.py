@@ -22,7 +22,7 @@ import time
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter, check_reachable
 from tidemark.config import ClientConfig
 from tidemark.logs import configure_logging
-from tidemark.table.markers import IOType, MarkerSpec
+from tidemark.table.writes.markers import IOType, MarkerSpec
 
 CLIENT_LOG_EVENTS = ("marker dir owner named", "marker dir owner unreachable")
 """The client's log lines about owners: a redirect followed, an owner it could not reach."""

@@ -26,7 +26,7 @@ import yaml
 from marker.conftest import metric
 
 from tidemark.services.marker.config import MarkerConfig
-from tidemark.table.markers import IOType, marker_name
+from tidemark.table.writes.markers import IOType, marker_name
 
 from .chart import CHART, ROOTS, TLS_SECRETS, notes_addresses, render
 from .cluster_dns import DOMAIN, ClusterRelease

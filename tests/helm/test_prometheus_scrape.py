@@ -44,7 +44,7 @@ from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.client import channel_for
 from tidemark.rpc.registry import resolve_services
 from tidemark.rpc.server import RunningServer, build_server
-from tidemark.table.instant import new_instant_time
+from tidemark.table.timeline.instant import new_instant_time
 
 from .test_alert_rules import ALERTS, dashboard_queries
 

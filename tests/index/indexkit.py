@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 
 from tidemark.storage import Storage
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.timeline import Timeline
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.timeline.instant import new_instant_time
+from tidemark.table.timeline.layout1 import Timeline
 
 INSTANT = "20240101000000000"
 

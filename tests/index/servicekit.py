@@ -13,7 +13,7 @@ from tidemark.index.build import publish_index, write_base_shard
 from tidemark.index.sharding import shard_of
 from tidemark.rpc import arrow_ipc
 from tidemark.storage import Storage
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 BUILT_AS_OF = "20240101000000000"
 SHARDS = 10

@@ -8,8 +8,9 @@ import dataclasses
 from table.table_testkit import people_config
 
 from tidemark.index.record_index import RecordIndex
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.timeline.instant import new_instant_time
 
 from .test_record_index import answers, build, changes
 

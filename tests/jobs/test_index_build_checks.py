@@ -10,15 +10,15 @@ from table.table_testkit import Writer, file_tree, people_config, rows
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.jobs.index_build import check_build
-from tidemark.table.clustering_plan import (
+from tidemark.table import HoodieTable
+from tidemark.table.leases.table_lock import changing
+from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
     ClusteringStrategy,
     SliceInfo,
     save_plan,
 )
-from tidemark.table.locked import changing
-from tidemark.table.table import HoodieTable
 
 
 def _schedule_plan(table: HoodieTable) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tidemark.jobs.sizing import average_record_size, plan_writes
-from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.fsview import BaseFile
+from tidemark.table.files.view import BaseFile
+from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 
 
 def _file(file_id: str, size: int, partition: str = "p") -> BaseFile:

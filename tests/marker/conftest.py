@@ -22,7 +22,7 @@ from tidemark.rpc.status import ERROR_FIELD_KEY
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from tidemark.storage import open_storage
-from tidemark.table.properties import PROPERTIES_PATH, format_properties
+from tidemark.table.properties.config import PROPERTIES_PATH, format_properties
 
 INSTANT = "20240102030405006"
 FAST_CLIENT = ClientConfig(

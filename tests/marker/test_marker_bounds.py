@@ -16,7 +16,7 @@ from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.services.marker.config import MarkerConfig
-from tidemark.table.markers import marker_lease_dir
+from tidemark.table.writes.markers import marker_lease_dir
 
 from .conftest import INSTANT, StartService, create_request, error_field, stored_markers
 

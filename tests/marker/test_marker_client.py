@@ -12,7 +12,7 @@ from tidemark.config import ClientConfig
 from tidemark.errors import UnavailableError
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.storage import open_storage
-from tidemark.table.markers import IOType, MarkerSpec, read_markers_from_storage
+from tidemark.table.writes.markers import IOType, MarkerSpec, read_markers_from_storage
 
 from .conftest import FAST_CLIENT, INSTANT, StartService
 

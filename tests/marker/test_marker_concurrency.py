@@ -10,7 +10,7 @@ import pytest
 
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.services.marker.config import MarkerConfig
-from tidemark.table.markers import IOType, MarkerSpec, marker_name
+from tidemark.table.writes.markers import IOType, MarkerSpec, marker_name
 
 from .conftest import FAST_CLIENT, INSTANT, StartService, as_table, stored_markers
 

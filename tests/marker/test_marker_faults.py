@@ -16,7 +16,7 @@ from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.services.marker.embedded import EmbeddedMarkerService
 from tidemark.storage import open_storage
-from tidemark.table.markers import IOType, MarkerSpec, read_markers_from_storage
+from tidemark.table.writes.markers import IOType, MarkerSpec, read_markers_from_storage
 from tidemark.testing.s3local import FaultProxy
 
 from .conftest import FAST_CLIENT, INSTANT, StartService, create_request, metric

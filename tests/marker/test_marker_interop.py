@@ -12,11 +12,11 @@ from pathlib import Path
 from tidemark.clients.marker import ServiceMarkerReader, ServiceMarkerWriter
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.storage import open_storage
-from tidemark.table.commit import rollback
-from tidemark.table.instant import COMMIT
-from tidemark.table.markers import IOType, MarkerSpec, StorageMarkerReader, marker_name
-from tidemark.table.properties import TableConfig
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.writes.commit import rollback
+from tidemark.table.writes.markers import IOType, MarkerSpec, StorageMarkerReader, marker_name
 
 from .conftest import FAST_CLIENT, INSTANT, StartService, marker_files
 

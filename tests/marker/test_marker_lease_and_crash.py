@@ -20,7 +20,7 @@ from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.rpc.process import ServeProcess
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.storage import open_storage
-from tidemark.table.markers import (
+from tidemark.table.writes.markers import (
     IOType,
     MarkerSpec,
     StorageMarkerReader,

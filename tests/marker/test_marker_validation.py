@@ -16,7 +16,7 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.services.marker import requests
 from tidemark.services.marker.config import MarkerConfig
-from tidemark.table.markers import IOType, marker_name
+from tidemark.table.writes.markers import IOType, marker_name
 
 from .conftest import (
     INSTANT,

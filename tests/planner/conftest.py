@@ -13,7 +13,7 @@ from tidemark.config import ClientConfig, ServerConfig
 from tidemark.rpc.server import RunningServer, build_server
 from tidemark.services.planner import planner_service
 from tidemark.services.planner.config import PlannerConfig
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 FAST_CLIENT = ClientConfig(
     timeout_s=30.0, max_attempts=3, max_total_s=60.0, initial_backoff_s=0.05, max_backoff_s=0.2

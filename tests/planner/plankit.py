@@ -11,7 +11,7 @@ import pyarrow as pa
 from table.table_testkit import SCHEMA, people_config
 
 from tidemark.rpc.process import ServeProcess
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 from tidemark.testing.tables import commit_file_groups
 
 

@@ -10,10 +10,10 @@ import pytest
 
 from planner.plankit import hoodie_files, serve_planner
 from tidemark.cli import main
-from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.instant import ROLLBACK
-from tidemark.table.lock import StorageLease
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.metadata.actions import ROLLBACK
+from tidemark.table.plans.clustering import pending_plans
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

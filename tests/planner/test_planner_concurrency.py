@@ -14,9 +14,9 @@ from planner.plankit import new_table, serve_planner
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.errors import ConflictError
 from tidemark.services.planner.config import PlannerConfig
-from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.lock import StorageLease
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.plans.clustering import pending_plans
 
 PARTITIONS = {f"p{i}": [10, 20, 30] for i in range(6)}
 ROUNDS = 4

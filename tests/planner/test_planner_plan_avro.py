@@ -14,7 +14,10 @@ from fastavro.schema import to_parsing_canonical_form
 from table.table_testkit import FIXTURES, Writer, hudi_rs_rows, people_config, rows
 
 from tidemark.errors import ConflictError, FailedPreconditionError, InvalidArgumentError
-from tidemark.table.clustering_plan import (
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.metadata.actions import REPLACE_COMMIT
+from tidemark.table.plans.clustering import (
     CLUSTER_OPERATION,
     EXECUTION_STRATEGY_CLASS,
     LAYOUT_PARAM,
@@ -29,11 +32,9 @@ from tidemark.table.clustering_plan import (
     plan_of_request,
     save_plan,
 )
-from tidemark.table.commit import rollback_failed_writes
-from tidemark.table.instant import REPLACE_COMMIT, Instant, State, new_instant_time
-from tidemark.table.lock import StorageLease
-from tidemark.table.markers import StorageMarkerReader
-from tidemark.table.table import HoodieTable
+from tidemark.table.timeline.instant import Instant, State, new_instant_time
+from tidemark.table.writes.commit import rollback_failed_writes
+from tidemark.table.writes.markers import StorageMarkerReader
 
 HUDI_REQUEST = (
     FIXTURES

@@ -13,8 +13,8 @@ from planner.test_planner_triggers import wait_for
 from tidemark.clients.planner import PlannerClient
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
-from tidemark.table.instant import CLEAN
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import CLEAN
 
 
 def cleans(uri: str) -> int:

@@ -26,13 +26,14 @@ from tidemark.errors import (
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.rpc.server import build_server
 from tidemark.services.planner import planner_service
-from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import COMMIT, ROLLBACK, State, new_instant_time
-from tidemark.table.markers import IOType, MarkerSpec
-from tidemark.table.naming import base_file_name, write_token
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import base_file_name, write_token
+from tidemark.table.files.view import BaseFile
+from tidemark.table.metadata.actions import COMMIT, ROLLBACK
+from tidemark.table.metadata.commit import CommitMetadata, WriteStat
+from tidemark.table.plans.clustering import pending_plans
+from tidemark.table.timeline.instant import State, new_instant_time
+from tidemark.table.writes.markers import IOType, MarkerSpec
 
 
 @pytest.mark.parametrize("version", VERSIONS)

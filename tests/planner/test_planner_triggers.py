@@ -18,9 +18,9 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.services.planner.config import PlannerConfig
 from tidemark.services.planner.triggers import commits_since_last_plan
-from tidemark.table.clustering_plan import PendingPlan, pending_plans
-from tidemark.table.instant import COMMIT
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.plans.clustering import PendingPlan, pending_plans
 
 WAIT_S = 30.0
 

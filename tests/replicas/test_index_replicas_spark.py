@@ -14,8 +14,8 @@ from spark.indexkit import assert_index_agrees, indexed_table
 from spark.sparkkit import assert_readers_agree
 
 from tidemark.clients.index import IndexClient
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.table import HoodieTable
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 from .index_replicakit import Replica, addresses, running
 

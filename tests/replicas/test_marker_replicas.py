@@ -20,7 +20,7 @@ from tidemark.rpc.client import channel_for
 from tidemark.rpc.status import OWNER_KEY
 from tidemark.services.marker import FULL_NAME as MARKER
 from tidemark.storage import open_storage
-from tidemark.table.markers import (
+from tidemark.table.writes.markers import (
     IOType,
     MarkerSpec,
     StorageMarkerReader,

@@ -12,8 +12,8 @@ from planner.plankit import new_table
 
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.services.planner import FULL_NAME as PLANNER
-from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.plans.clustering import pending_plans
 
 from .conftest import StartReplica, connected_to_all, round_robin_target
 

@@ -26,7 +26,7 @@ from tidemark.rpc.options import (
 )
 from tidemark.rpc.server import advertise_address
 from tidemark.services.marker import FULL_NAME as MARKER
-from tidemark.table.markers import IOType, MarkerSpec, marker_name
+from tidemark.table.writes.markers import IOType, MarkerSpec, marker_name
 
 from .conftest import WAIT_S, StartReplica, client_ports, connected_to_all, round_robin_target
 

@@ -22,7 +22,7 @@ from tidemark.rpc.server import RunningServer, build_server
 from tidemark.services.index import METHODS as INDEX_METHODS
 from tidemark.services.marker import METHODS as MARKER_METHODS
 from tidemark.services.planner import METHODS as PLANNER_METHODS
-from tidemark.table.properties import PROPERTIES_PATH
+from tidemark.table.properties.config import PROPERTIES_PATH
 
 from .test_rpc_security import METHODS, invoke
 

@@ -25,7 +25,7 @@ from tidemark.rpc.client import call, channel_for, shared_channel
 from tidemark.rpc.registry import ALL, ServiceDefinition, resolve_services
 from tidemark.rpc.server import RunningServer, build_server
 from tidemark.rpc.status import RETRY_AFTER_KEY
-from tidemark.table.properties import PROPERTIES_PATH
+from tidemark.table.properties.config import PROPERTIES_PATH
 
 from .certs import Authority, Pair
 from .probe import ProbeServicer

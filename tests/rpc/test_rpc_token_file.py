@@ -23,7 +23,7 @@ from tidemark.rpc.auth import TOKEN_RECHECK_S, DeniedCalls, Role, TokenFile
 from tidemark.rpc.client import channel_for
 from tidemark.rpc.registry import resolve_services
 from tidemark.rpc.server import RunningServer, build_server
-from tidemark.table.properties import PROPERTIES_PATH
+from tidemark.table.properties.config import PROPERTIES_PATH
 from tidemark.testing.clock import AdvancingClock
 
 from .test_rpc_metrics import scrape

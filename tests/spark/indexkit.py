@@ -18,8 +18,8 @@ from tidemark.jobs.tagging import file_keys
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
-from tidemark.table.keys import stored_record_keys
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.records.keys import stored_record_keys
 
 
 def snapshot_locations(uri: str) -> dict[str, tuple[str, str]]:

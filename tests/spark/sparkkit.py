@@ -16,9 +16,9 @@ from table.table_testkit import hudi_rs_builder
 from benchmarks.__main__ import main as bench_main
 from tidemark.cli import main
 from tidemark.storage import open_storage
-from tidemark.table.keys import META_COLUMNS, RECORD_KEY
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.records.keys import META_COLUMNS, RECORD_KEY
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hudi-v6"
 SCHEMA = "id int, name string, part string, ts long"

@@ -14,7 +14,7 @@ from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.jobs.bulk import SORT_MODES
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 ROWS = 400
 INPUT_PARTITIONS = 4

@@ -49,18 +49,19 @@ from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.marker.embedded import start_embedded_marker_service
-from tidemark.table.clustering_plan import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import BaseFile
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.metadata.actions import REPLACE_COMMIT, ROLLBACK
+from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
     ClusteringStrategy,
     SliceInfo,
     save_plan,
 )
-from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import REPLACE_COMMIT, ROLLBACK, State
-from tidemark.table.keys import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
-from tidemark.table.lock import StorageLease
-from tidemark.table.table import HoodieTable
+from tidemark.table.records.keys import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
+from tidemark.table.timeline.instant import State
 from tidemark.testing.s3local import FaultProxy
 
 ROWS = 3000

@@ -53,21 +53,22 @@ from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
-from tidemark.table.clustering_plan import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import new_file_id
+from tidemark.table.leases.plan_run import RUNS_DIR, run_lock
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, StorageLease
+from tidemark.table.leases.table_lock import changing
+from tidemark.table.leases.write_lease import WRITES_DIR
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.metadata.commit import CommitMetadata, WriteStat
+from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
     ClusteringStrategy,
     SliceInfo,
     save_plan,
 )
-from tidemark.table.commit_metadata import CommitMetadata, WriteStat
-from tidemark.table.instant import COMMIT, State, new_instant_time
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, StorageLease
-from tidemark.table.locked import changing
-from tidemark.table.naming import new_file_id
-from tidemark.table.plan_run import RUNS_DIR, run_lock
-from tidemark.table.table import HoodieTable
-from tidemark.table.write_lease import WRITES_DIR
+from tidemark.table.timeline.instant import State, new_instant_time
 
 PLANNED = "p0"
 """The partition the plan clusters; the others take writes during the run."""

@@ -15,7 +15,7 @@ from spark.sparkkit import SCHEMA, assert_readers_agree, cli_write, local_frame,
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 DATA = ["id", "name", "part", "ts"]
 ROWS = [(i, f"n{i}", "a" if i % 2 else "b", 0) for i in range(6)]

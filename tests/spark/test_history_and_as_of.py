@@ -19,8 +19,8 @@ from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.jobs.write import WriteResult
 from tidemark.spark import WriteOptions
-from tidemark.table.fsview import earliest_readable, last_clean
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import earliest_readable, last_clean
 
 SCHEMA = "id long, name string"
 

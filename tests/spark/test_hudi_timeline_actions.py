@@ -20,8 +20,8 @@ from table.hudi_archive import archived_commit, write_archive
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, local_frame, snapshot
 from tidemark.jobs.write import write
-from tidemark.table.keys import META_COLUMNS
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.records.keys import META_COLUMNS
 
 FIRST = "20240418172802262"
 SUPERSEDED = "10/97de74b1-2a8e-4bb7-874c-0a74e1f42a77-0_1-98-142_20240418172802262.parquet"

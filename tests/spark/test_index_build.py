@@ -21,7 +21,7 @@ from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 HUDI_TABLES = [
     "v6_simplekeygen_nonhivestyle",

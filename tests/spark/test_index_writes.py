@@ -37,18 +37,18 @@ from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import open_storage
-from tidemark.table.clustering_plan import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.metadata.commit import NULL_COMMIT, WriteStat
+from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
     ClusteringStrategy,
     SliceInfo,
     save_plan,
 )
-from tidemark.table.commit_metadata import NULL_COMMIT, WriteStat
-from tidemark.table.instant import new_instant_time
-from tidemark.table.lock import StorageLease
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table.timeline.instant import new_instant_time
 
 
 def test_upserts_moves_and_deletes_keep_the_index(

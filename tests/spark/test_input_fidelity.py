@@ -19,8 +19,8 @@ from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table, rows_by_key
-from tidemark.table.keys import IS_DELETED
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.records.keys import IS_DELETED
 
 
 @pytest.fixture

@@ -22,10 +22,10 @@ from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.hudi_metadata import clear_metadata_properties
-from tidemark.table.keys import META_COLUMNS
-from tidemark.table.properties import parse_properties, table_checksum
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.properties.config import parse_properties, table_checksum
+from tidemark.table.records.keys import META_COLUMNS
+from tidemark.table.writes.hudi_metadata_table import clear_metadata_properties
 
 FIXTURE = "v6_simplekeygen_nonhivestyle"
 PROPERTIES = Path(".hoodie/hoodie.properties")

@@ -27,10 +27,11 @@ from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.storage.uri import hadoop_uri
-from tidemark.table import column_stats
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.keys import META_COLUMNS
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files import column_stats
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.records.keys import META_COLUMNS
+from tidemark.table.timeline.instant import new_instant_time
 
 DATA_COLUMNS = ["id", "name", "part", "ts"]
 MODEL = {k: (k, f"v{k}", "abc"[k % 3], 1) for k in range(12)}

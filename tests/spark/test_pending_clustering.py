@@ -25,14 +25,14 @@ from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.planner.config import PlannerConfig
 from tidemark.services.planner.engine import PlannerEngine
-from tidemark.table.clustering_plan import PendingPlan, pending_plans
-from tidemark.table.pending_clustering import (
+from tidemark.table import HoodieTable
+from tidemark.table.plans.clustering import PendingPlan, pending_plans
+from tidemark.table.writes.pending_clustering import (
     GIVEN_UP_KEY,
     GivenUp,
     given_up_since_clustering,
     is_protected,
 )
-from tidemark.table.table import HoodieTable
 
 DATA = ["id", "name", "part", "ts"]
 CREATE: dict[str, Any] = {

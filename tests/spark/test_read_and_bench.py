@@ -15,8 +15,9 @@ from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.timeline.instant import new_instant_time
 
 CREATE: dict[str, Any] = {
     "record_key_fields": ["id"],

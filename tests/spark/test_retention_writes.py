@@ -14,8 +14,8 @@ from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, local_frame
 from tidemark import spark as api
 from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.instant import CLEAN
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import CLEAN
 
 DATA = ["id", "name", "part", "ts"]
 CREATE: dict[str, Any] = {

@@ -28,8 +28,8 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
-from tidemark.table.schema import avro_to_arrow_schema
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.records.schema import avro_to_arrow_schema
 
 KEYED: dict[str, Any] = {"record_key_fields": ["id"], "partition_fields": ["part"]}
 

@@ -32,10 +32,11 @@ from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.planner.config import PlannerConfig
 from tidemark.services.planner.engine import PlannerEngine
 from tidemark.services.planner.policy import TriggerPolicy
-from tidemark.table.clustering_plan import REPLACES_KEY, pending_plans
-from tidemark.table.commit import IDEMPOTENCY_KEY
-from tidemark.table.instant import COMMIT, REPLACE_COMMIT, State
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.plans.clustering import REPLACES_KEY, pending_plans
+from tidemark.table.timeline.instant import State
+from tidemark.table.writes.commit import IDEMPOTENCY_KEY
 
 DATA = ["id", "name", "part", "ts"]
 KILLED_STREAM = Path(__file__).parent / "killed_stream.py"

@@ -14,8 +14,8 @@ from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table, local_frame
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.validation import InputCounts, validate_input
-from tidemark.table.keys import RECORD_KEY
-from tidemark.table.properties import TableConfig
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.keys import RECORD_KEY
 
 
 @pytest.fixture

@@ -31,10 +31,10 @@ from tidemark.jobs.index_build import build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.instant import REPLACE_COMMIT
-from tidemark.table.keys import META_COLUMNS
-from tidemark.table.properties import TableConfig
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import REPLACE_COMMIT
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.keys import META_COLUMNS
 
 INDEX_DEFS = "hoodie.table.index.defs.path"
 REFUSED = [

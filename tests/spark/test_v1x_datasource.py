@@ -12,7 +12,7 @@ from table.v1x_testkit import unzip_fixture
 
 import tidemark.spark
 from spark.sparkkit import hudi_rs_table, rows_by_key
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 
 def test_a_version_9_table_reads_as_hudi_rs_reads_it(spark: SparkSession, tmp_path: Path) -> None:

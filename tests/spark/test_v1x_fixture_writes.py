@@ -15,8 +15,8 @@ from table.v1x_testkit import unzip_fixture
 
 from spark.sparkkit import hudi_rs_table, snapshot
 from tidemark.cli import main
-from tidemark.table.keys import META_COLUMNS
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.records.keys import META_COLUMNS
 
 CASES = [
     ("v9_txns_simple_nometa", "txn_id", "txn_ts", "merchant_name"),

@@ -14,8 +14,8 @@ from spark.sparkkit import SCHEMA, assert_readers_agree, local_frame, run_bench
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.table import HoodieTable
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 DATA = ["id", "name", "part", "ts"]
 

@@ -18,9 +18,9 @@ from spark.sparkkit import copy_fixture, hudi_rs_table, local_frame, snapshot
 from tidemark.cli import main
 from tidemark.jobs.write import WriteResult, write
 from tidemark.storage import open_storage
-from tidemark.table.keys import FILE_NAME, META_COLUMNS
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.records.keys import FILE_NAME, META_COLUMNS
 
 FIXTURE = "v6_simplekeygen_hivestyle_no_metafields"
 

@@ -17,7 +17,7 @@ from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_vi
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 DATA = ["id", "name", "part", "ts"]
 CREATE: dict[str, Any] = {

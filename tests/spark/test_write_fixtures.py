@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from spark.sparkkit import copy_fixture, hudi_rs_table, local_frame, snapshot
 from tidemark.jobs.write import write
-from tidemark.table.keys import FILE_NAME, META_COLUMNS
+from tidemark.table.records.keys import FILE_NAME, META_COLUMNS
 
 WRITABLE = [
     "v6_simplekeygen_nonhivestyle",

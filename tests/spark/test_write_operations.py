@@ -12,7 +12,7 @@ from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_vi
 from tidemark.jobs.write import WriteResult, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 DATA = ["id", "name", "part", "ts"]
 

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table
-from tidemark.table.keys import DEFAULT_PARTITION
+from tidemark.table.records.keys import DEFAULT_PARTITION
 
 GOOD_KEY_PARTS = ["a", "b c", "é", 'q"r', "", None]
 BAD_KEY_PARTS = ["a,b", "x:y", "__null__", "__empty__"]

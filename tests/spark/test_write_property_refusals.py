@@ -12,7 +12,7 @@ from table.table_testkit import file_tree, set_property
 
 from spark.sparkkit import copy_fixture, snapshot
 from tidemark.cli import main
-from tidemark.table.keys import META_COLUMNS
+from tidemark.table.records.keys import META_COLUMNS
 
 FIXTURE = "v6_simplekeygen_nonhivestyle"
 

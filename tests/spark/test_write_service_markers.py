@@ -22,8 +22,8 @@ from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
 from tidemark.storage import open_storage
-from tidemark.table.markers import read_markers_from_storage
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.writes.markers import read_markers_from_storage
 
 from .sparkkit import assert_readers_agree, data_files, files_in_view
 

@@ -19,7 +19,7 @@ from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.read import read_dataframe
 from tidemark.storage.s3 import s3_client
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 BASE_ROWS: list[Row] = [
     {"id": 1, "name": "one", "p": "x", "ts": 1},

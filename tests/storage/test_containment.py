@@ -23,8 +23,8 @@ from tidemark.rpc.registry import resolve_services
 from tidemark.rpc.server import build_server
 from tidemark.storage import open_storage
 from tidemark.storage.uri import parse_uri
-from tidemark.table.properties import PROPERTIES_PATH
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.properties.config import PROPERTIES_PATH
 
 INSTANT = "20260101000000000"
 

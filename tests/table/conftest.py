@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from table.table_testkit import Writer, people_config
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 
 import fastavro
 
-from tidemark.table.archive_writer import avro_data_block
+from tidemark.table.timeline.archive_writer import avro_data_block
 
 Entry = tuple[str, str, str | None]
 """(commit time, action, state); a None state is how the oldest archives wrote entries."""

@@ -15,24 +15,25 @@ from hudi import HudiTableBuilder
 
 from tidemark.clients.marker import marker_writer_for
 from tidemark.storage import open_storage
-from tidemark.table.archived_timeline import COMPLETED
-from tidemark.table.commit import complete_commit
-from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.keys import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import base_file_name, join_path, new_file_id, write_token
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.metadata.commit import NULL_COMMIT, CommitMetadata, WriteStat
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.keys import (
     FILE_NAME,
     RECORD_KEY,
     partition_paths,
     record_keys,
     with_meta_columns,
 )
-from tidemark.table.lsm_timeline import LsmTimeline
-from tidemark.table.markers import IOType, MarkerSpec, StorageMarkerReader
-from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
-from tidemark.table.properties import TableConfig
-from tidemark.table.schema import arrow_to_avro_schema
-from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import archived_log
+from tidemark.table.records.schema import arrow_to_avro_schema
+from tidemark.table.timeline.archived import COMPLETED
+from tidemark.table.timeline.instant import new_instant_time
+from tidemark.table.timeline.lsm import LsmTimeline
+from tidemark.table.timeline.versions import archived_log
+from tidemark.table.writes.commit import complete_commit
+from tidemark.table.writes.markers import IOType, MarkerSpec, StorageMarkerReader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-v6"
 FIXTURE_NAMES = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())

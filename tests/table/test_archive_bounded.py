@@ -26,20 +26,20 @@ from table.table_testkit import (
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.retention import RetentionSettings, run_retention
 from tidemark.storage import open_storage
-from tidemark.table import column_stats
-from tidemark.table.archival import ArchiveSettings
-from tidemark.table.archive_writer import MERGE_PLAN, MERGED_POINT
-from tidemark.table.archived_timeline import last_block, parse_archive_log
-from tidemark.table.clean_metadata import CleanMetadata
-from tidemark.table.clean_planner import CleanSettings
-from tidemark.table.fsview import earliest_readable
-from tidemark.table.instant import CLEAN
-from tidemark.table.lsm_timeline import COMPACTED_POINT, LSM_FILE, MANIFEST, LsmTimeline
-from tidemark.table.orphans import find_orphans
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import archived_log
-from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.table import HoodieTable
+from tidemark.table.files import column_stats
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.files.view import earliest_readable
+from tidemark.table.maintenance.archival import ArchiveSettings
+from tidemark.table.maintenance.clean_plan import CleanSettings
+from tidemark.table.maintenance.orphans import find_orphans
+from tidemark.table.metadata.actions import CLEAN
+from tidemark.table.metadata.clean import CleanMetadata
+from tidemark.table.timeline.archive_writer import MERGE_PLAN, MERGED_POINT
+from tidemark.table.timeline.archived import last_block, parse_archive_log
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.timeline.lsm import COMPACTED_POINT, LSM_FILE, MANIFEST, LsmTimeline
+from tidemark.table.timeline.versions import archived_log
 
 TIGHT = ArchiveSettings(keep_min=3, keep_max=5, merge_batch_size=3, compaction_batch_size=2)
 TIGHT_RETENTION = RetentionSettings(CleanSettings(retain_commits=2), TIGHT)
@@ -154,8 +154,8 @@ def _archive_killed_at(uri: str, point: str, settings: ArchiveSettings) -> None:
     table lock on a one-second lease (the next archival takes it over once expired)."""
     script = (
         "import sys\n"
-        "from tidemark.table.archival import ArchiveSettings, archive\n"
-        "from tidemark.table.table import HoodieTable\n"
+        "from tidemark.table.maintenance.archival import ArchiveSettings, archive\n"
+        "from tidemark.table import HoodieTable\n"
         f"settings = ArchiveSettings(**{asdict(settings)!r})\n"
         "archive(HoodieTable.open(sys.argv[1]), settings, lease_s=1.0)\n"
     )

@@ -34,21 +34,21 @@ from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.retention import RetentionSettings, run_retention
 from tidemark.storage import open_storage
-from tidemark.table.archival import ARCHIVED_POINT, ArchiveSettings, archive
-from tidemark.table.archived_timeline import MAGIC, parse_archive_log
-from tidemark.table.clean import DELETED_SOME_POINT, clean
-from tidemark.table.clean_metadata import CleanPlan
-from tidemark.table.clean_planner import CleanSettings
-from tidemark.table.commit_metadata_avro import commit_metadata_from_avro
-from tidemark.table.fsview import earliest_readable
-from tidemark.table.instant import CLEAN, REPLACE_COMMIT
-from tidemark.table.keys import META_COLUMNS
-from tidemark.table.lsm_timeline import AVRO_SCHEMA, HistoryInstant, LsmTimeline, append_history
-from tidemark.table.naming import base_file_name, join_path, new_file_id
-from tidemark.table.orphans import find_orphans, remove_orphans
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import WRITE_ACTIONS
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import base_file_name, join_path, new_file_id
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.files.view import earliest_readable
+from tidemark.table.maintenance.archival import ARCHIVED_POINT, ArchiveSettings, archive
+from tidemark.table.maintenance.clean import DELETED_SOME_POINT, clean
+from tidemark.table.maintenance.clean_plan import CleanSettings
+from tidemark.table.maintenance.orphans import find_orphans, remove_orphans
+from tidemark.table.metadata.actions import CLEAN, REPLACE_COMMIT
+from tidemark.table.metadata.clean import CleanPlan
+from tidemark.table.metadata.commit_avro import commit_metadata_from_avro
+from tidemark.table.records.keys import META_COLUMNS
+from tidemark.table.timeline.archived import MAGIC, parse_archive_log
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.timeline.lsm import AVRO_SCHEMA, HistoryInstant, LsmTimeline, append_history
 from tidemark.testing.tables import data_columns, rewrite_file_groups
 
 SMALL = ArchiveSettings(keep_min=3, keep_max=5)

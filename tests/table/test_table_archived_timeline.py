@@ -14,13 +14,13 @@ from table.hudi_archive import archived_commit, avro_block, write_archive
 from table.table_testkit import copy_fixture, set_property
 from tidemark.errors import FailedPreconditionError
 from tidemark.storage import open_storage
-from tidemark.table.archived_timeline import (
+from tidemark.table import HoodieTable
+from tidemark.table.timeline.archived import (
     ArchivedInstant,
     ArchivedTimeline,
     archive_folder,
     parse_archive_log,
 )
-from tidemark.table.table import HoodieTable
 
 FIRST = "20240418172802262"
 """The first commit of the v6_simplekeygen_nonhivestyle fixture."""

@@ -11,25 +11,26 @@ from fastavro.schema import to_parsing_canonical_form
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage import open_storage
-from tidemark.table.clean import clean
-from tidemark.table.clean_metadata import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.leases.table_lock import changing
+from tidemark.table.maintenance.clean import clean
+from tidemark.table.maintenance.clean_plan import CleanPolicy, CleanSettings
+from tidemark.table.metadata.actions import CLEAN
+from tidemark.table.metadata.clean import (
     CLEAN_METADATA_SCHEMA,
     CLEANER_PLAN_SCHEMA,
     CleanMetadata,
     CleanPlan,
 )
-from tidemark.table.clean_planner import CleanPolicy, CleanSettings
-from tidemark.table.clustering_plan import (
+from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
     ClusteringStrategy,
     SliceInfo,
     save_plan,
 )
-from tidemark.table.instant import CLEAN, Instant, State
-from tidemark.table.locked import changing
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table.timeline.instant import Instant, State
 
 
 def upserts(people: Writer, count: int, region: str = "eu") -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from table.table_testkit import Writer, copy_fixture, hudi_rs_rows, rows
 from tidemark.cli import main
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
 
 
 def test_create_from_parquet_schema_then_read_empty(

@@ -10,14 +10,15 @@ import pytest
 from table.table_testkit import FIXTURES, Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from tidemark.storage.local import TEMP_MARKER
-from tidemark.table.avro_metadata import RollbackMetadata
-from tidemark.table.commit import delete_stale_marker_dirs, rollback, rollback_failed_writes
-from tidemark.table.commit_metadata import CommitMetadata
-from tidemark.table.instant import COMMIT, ROLLBACK, State
-from tidemark.table.markers import StorageMarkerReader, marker_dir
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import Timeline
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.metadata.actions import COMMIT, ROLLBACK
+from tidemark.table.metadata.commit import CommitMetadata
+from tidemark.table.metadata.rollback import RollbackMetadata
+from tidemark.table.timeline.instant import State
+from tidemark.table.timeline.layout1 import Timeline
+from tidemark.table.writes.commit import delete_stale_marker_dirs, rollback, rollback_failed_writes
+from tidemark.table.writes.markers import StorageMarkerReader, marker_dir
 
 FIRST = rows((1, "ann", "eu", 1.0), (2, "bob", "us", 2.0))
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from table.hudi_archive import Entry, archived_commit, write_archive
 from table.table_testkit import Writer, copy_fixture, rows
 from tidemark.storage import open_storage
-from tidemark.table.fsview import partition_listings, partitions_around
-from tidemark.table.instant import State
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import partition_listings, partitions_around
+from tidemark.table.timeline.instant import State
 
 FIRST = rows((1, "ann", "eu", 1.0), (2, "bob", "us", 2.0))
 

@@ -7,10 +7,10 @@ import pytest
 
 from table.table_testkit import Writer, people_config, rows
 from tidemark.retention import RetentionSettings, run_retention
-from tidemark.table.archival import ArchiveSettings
-from tidemark.table.clean_planner import CleanSettings
-from tidemark.table.history import table_history
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.maintenance.archival import ArchiveSettings
+from tidemark.table.maintenance.clean_plan import CleanSettings
+from tidemark.table.timeline.history import table_history
 
 RETENTION = RetentionSettings(CleanSettings(retain_commits=2), ArchiveSettings(3, 5))
 

@@ -9,16 +9,21 @@ import pytest
 
 from table.table_testkit import FIXTURES
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.keys import META_COLUMNS, partition_paths, record_keys, with_meta_columns
-from tidemark.table.naming import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import (
     base_file_name,
     new_file_id,
     parse_base_file_name,
     write_token,
 )
-from tidemark.table.properties import TableConfig
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.keys import (
+    META_COLUMNS,
+    partition_paths,
+    record_keys,
+    with_meta_columns,
+)
 
 
 def _config(keys: tuple[str, ...], partitions: tuple[str, ...], **kwargs: object) -> TableConfig:

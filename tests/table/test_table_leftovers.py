@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from table.table_testkit import Writer
 from tidemark.storage.base import Storage
-from tidemark.table.avro_metadata import InstantInfo, RollbackMetadata
-from tidemark.table.commit import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import base_file_name, new_file_id, write_token
+from tidemark.table.metadata.actions import COMMIT, ROLLBACK
+from tidemark.table.metadata.rollback import InstantInfo, RollbackMetadata
+from tidemark.table.timeline.instant import instant_time_ago, new_instant_time
+from tidemark.table.writes.commit import (
     LATE_FILE_GRACE_S,
     LEFTOVERS_WATERMARK,
     remove_rolled_back_leftovers,
 )
-from tidemark.table.instant import COMMIT, ROLLBACK, instant_time_ago, new_instant_time
-from tidemark.table.naming import base_file_name, new_file_id, write_token
-from tidemark.table.table import HoodieTable
 
 OLD_WRITE = "20200101000000000"
 OLD_ROLLBACK = "20200101000000500"

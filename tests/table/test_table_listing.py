@@ -10,12 +10,13 @@ import pytest
 
 from table.table_testkit import Writer, people_config, rows
 from tidemark.storage import Storage, open_storage
-from tidemark.table.fsview import FileSystemView
-from tidemark.table.instant import COMMIT, Instant, State
-from tidemark.table.markers import IOType, marker_dir, marker_name
-from tidemark.table.naming import base_file_name, new_file_id, write_token
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import Timeline
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import base_file_name, new_file_id, write_token
+from tidemark.table.files.view import FileSystemView
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.timeline.instant import Instant, State
+from tidemark.table.timeline.layout1 import Timeline
+from tidemark.table.writes.markers import IOType, marker_dir, marker_name
 
 MARKERS = 3000
 

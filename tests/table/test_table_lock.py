@@ -13,9 +13,10 @@ from table.table_testkit import people_config
 from tidemark.errors import ConflictError, InvalidArgumentError
 from tidemark.storage import open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.lock import LOCK_DIR, StorageLease
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.storage_lease import LOCK_DIR, StorageLease
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.timeline.instant import new_instant_time
 from tidemark.testing.clock import AdvancingClock
 from tidemark.testing.s3local import FaultProxy
 

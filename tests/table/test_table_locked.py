@@ -1,4 +1,4 @@
-"""Changing a table under its lock (``tidemark.table.locked.changing``): a held lock is
+"""Changing a table under its lock (``tidemark.table.leases.table_lock.changing``): a held lock is
 waited for (the holder released, or its lease expired and is taken over), a wait of 0 or
 one that runs out fails with the holder's one-line error, and the lock is the timeline's
 fence only inside the block."""
@@ -18,10 +18,10 @@ from tidemark.errors import (
     InvalidArgumentError,
     UnavailableError,
 )
-from tidemark.table.lock import StorageLease
-from tidemark.table.locked import changing, holding, owner_name
-from tidemark.table.plan_run import check_not_running, run_lock
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.leases.plan_run import check_not_running, run_lock
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.leases.table_lock import changing, holding, owner_name
 from tidemark.testing.clock import AdvancingClock
 
 

@@ -9,7 +9,7 @@ import pytest
 from tidemark.clients.marker import marker_writer_for
 from tidemark.errors import DataLossError, InvalidArgumentError
 from tidemark.storage import open_storage
-from tidemark.table.markers import (
+from tidemark.table.writes.markers import (
     IOType,
     MarkerSpec,
     StorageMarkerReader,

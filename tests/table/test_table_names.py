@@ -6,14 +6,14 @@ import pyarrow as pa
 import pytest
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.keys import escape_partition_value
-from tidemark.table.names import (
+from tidemark.table.records.avro_names import (
     avro_name,
     check_column_names,
     check_partition_nesting,
     check_partition_segment,
     table_name_from_uri,
 )
+from tidemark.table.records.keys import escape_partition_value
 
 
 def test_avro_names_are_sanitised_as_hudi_does() -> None:

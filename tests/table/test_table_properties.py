@@ -6,7 +6,7 @@ import pytest
 
 from table.table_testkit import FIXTURE_NAMES, FIXTURES, people_config
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
-from tidemark.table.properties import (
+from tidemark.table.properties.config import (
     TableConfig,
     format_properties,
     parse_properties,

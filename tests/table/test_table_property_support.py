@@ -13,8 +13,8 @@ from table.table_testkit import copy_fixture, file_tree, set_property
 from table.v1x_testkit import ZIPS, unzip_fixture
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError
-from tidemark.table.properties import parse_properties
-from tidemark.table.property_support import RULES, check_properties, rule_for
+from tidemark.table.properties.config import parse_properties
+from tidemark.table.properties.support import RULES, check_properties, rule_for
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "hudi-properties.md"
 FIXTURE = "v6_simplekeygen_nonhivestyle"

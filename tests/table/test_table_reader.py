@@ -18,9 +18,9 @@ from table.table_testkit import (
     upload_fixture,
 )
 from tidemark.errors import InvalidArgumentError, NotFoundError
-from tidemark.table.properties import TableConfig
-from tidemark.table.reader import parse_partition_path, read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import parse_partition_path, read_snapshot
+from tidemark.table.properties.config import TableConfig
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)

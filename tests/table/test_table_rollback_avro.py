@@ -13,16 +13,17 @@ from fastavro.schema import to_parsing_canonical_form
 
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.avro_metadata import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.metadata.actions import COMMIT, ROLLBACK
+from tidemark.table.metadata.rollback import (
     ROLLBACK_METADATA_SCHEMA,
     ROLLBACK_PLAN_SCHEMA,
     RollbackMetadata,
 )
-from tidemark.table.commit import rollback
-from tidemark.table.instant import COMMIT, ROLLBACK, Instant, State
-from tidemark.table.markers import StorageMarkerReader
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table.timeline.instant import Instant, State
+from tidemark.table.writes.commit import rollback
+from tidemark.table.writes.markers import StorageMarkerReader
 
 STRINGS = {"type": "array", "items": "string"}
 SIZES = ["null", {"type": "map", "values": "long"}]

@@ -10,8 +10,8 @@ import pytest
 
 from table.table_testkit import FIXTURES
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema, evolve_schema
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.records.schema import arrow_to_avro_schema, avro_to_arrow_schema, evolve_schema
 
 NAME = "v6_nonpartitioned"
 

@@ -14,8 +14,8 @@ from tidemark.errors import (
     NotFoundError,
 )
 from tidemark.storage import open_storage
-from tidemark.table.properties import PROPERTIES_PATH, parse_properties
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.properties.config import PROPERTIES_PATH, parse_properties
 
 
 def test_create_writes_hudi_properties_and_hudi_rs_opens_it(any_table_uri: str) -> None:

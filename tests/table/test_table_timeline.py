@@ -14,17 +14,16 @@ from tidemark.errors import (
     NotFoundError,
 )
 from tidemark.storage import open_storage
-from tidemark.table.instant import (
-    COMMIT,
-    REPLACE_COMMIT,
+from tidemark.table import HoodieTable
+from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.timeline.instant import (
     Instant,
     State,
     new_instant_time,
     parse_instant_file_name,
     validate_instant_time,
 )
-from tidemark.table.table import HoodieTable
-from tidemark.table.timeline import Timeline
+from tidemark.table.timeline.layout1 import Timeline
 
 
 def test_new_instant_times_are_strictly_increasing_and_after_the_floor() -> None:

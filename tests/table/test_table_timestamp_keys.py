@@ -8,12 +8,12 @@ import pytest
 
 from table.table_testkit import people_config
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
-from tidemark.table.keys import partition_paths, record_keys
-from tidemark.table.properties import (
+from tidemark.table.properties.config import (
     CUSTOM_KEY_GENERATOR,
     TIMESTAMP_KEY_GENERATOR,
     TableConfig,
 )
+from tidemark.table.records.keys import partition_paths, record_keys
 
 MS_2023_04_03_12_01 = 1_680_523_260_123
 

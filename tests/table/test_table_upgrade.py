@@ -23,10 +23,10 @@ from table.table_testkit import (
 )
 from tidemark.cli import main
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
-from tidemark.table.instant import parse_instant_file_name
-from tidemark.table.properties import read_properties
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.properties.config import read_properties
+from tidemark.table.timeline.instant import parse_instant_file_name
 
 FIXTURE = "v6_simplekeygen_nonhivestyle"
 FIRST, SECOND = "20240418172802262", "20240418172804498"

@@ -13,12 +13,13 @@ from table.table_testkit import file_tree, hudi_rs_table, set_property, sorted_r
 from table.v1x_testkit import LANCE, LIVE_ROWS, PARQUET_TABLES, unzip_fixture
 from tidemark.cli import main
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
-from tidemark.table.clustering_plan import pending_plans
-from tidemark.table.instant import CLUSTERING, REPLACE_COMMIT, State
-from tidemark.table.lsm_timeline import HistoryInstant, write_history
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
-from tidemark.table.write_checks import check_writable
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.metadata.actions import CLUSTERING, REPLACE_COMMIT
+from tidemark.table.plans.clustering import pending_plans
+from tidemark.table.timeline.instant import State
+from tidemark.table.timeline.lsm import HistoryInstant, write_history
+from tidemark.table.writes.checks import check_writable
 
 
 def hudi_rs_as_of(uri: Path, as_of: str) -> pa.Table:

@@ -14,7 +14,13 @@ import pytest
 from table.table_testkit import Writer, hudi_rs_rows, people_config, rows, sorted_rows
 from tidemark.cli import main
 from tidemark.errors import ConflictError, FailedPreconditionError
-from tidemark.table.clustering_plan import (
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.files.view import BaseFile
+from tidemark.table.leases.storage_lease import StorageLease
+from tidemark.table.metadata.actions import REPLACE_COMMIT
+from tidemark.table.metadata.commit import CommitMetadata
+from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
     ClusteringStrategy,
@@ -23,17 +29,11 @@ from tidemark.table.clustering_plan import (
     plan_of,
     save_plan,
 )
-from tidemark.table.commit import rollback, rollback_failed_writes
-from tidemark.table.commit_metadata import CommitMetadata
-from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import REPLACE_COMMIT
-from tidemark.table.lock import StorageLease
-from tidemark.table.markers import StorageMarkerReader
-from tidemark.table.ordering import newer_than_stored
-from tidemark.table.pending_clustering import REJECT, ROLLBACK, GivenUp, PendingClustering
-from tidemark.table.properties import read_properties
-from tidemark.table.reader import read_snapshot
-from tidemark.table.table import HoodieTable
+from tidemark.table.properties.config import read_properties
+from tidemark.table.records.ordering import newer_than_stored
+from tidemark.table.writes.commit import rollback, rollback_failed_writes
+from tidemark.table.writes.markers import StorageMarkerReader
+from tidemark.table.writes.pending_clustering import REJECT, ROLLBACK, GivenUp, PendingClustering
 
 VERSIONS = [6, 8, 9]
 

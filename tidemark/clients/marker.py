@@ -33,8 +33,8 @@ from tidemark.rpc.options import balanced
 from tidemark.rpc.status import OWNER_KEY
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
-from tidemark.table.lock import LockHolder
-from tidemark.table.markers import DirectMarkerWriter, IOType, MarkerSpec, MarkerWriter
+from tidemark.table.leases.storage_lease import LockHolder
+from tidemark.table.writes.markers import DirectMarkerWriter, IOType, MarkerSpec, MarkerWriter
 
 log = structlog.get_logger(__name__)
 

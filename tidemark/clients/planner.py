@@ -18,7 +18,7 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.proto.planner.v1.planner_service_pb2_grpc import PlannerServiceStub
 from tidemark.rpc.client import ServiceClient, ServiceName
 from tidemark.storage.uri import canonical_uri
-from tidemark.table.lock import DEFAULT_LOCK_WAIT_S
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
 
 PLANNER_SERVICE = ServiceName(
     full_name=pb.DESCRIPTOR.services_by_name["PlannerService"].full_name,

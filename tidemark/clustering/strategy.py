@@ -28,14 +28,14 @@ import numpy as np
 
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.clustering_plan import (
+from tidemark.table.files.view import BaseFile
+from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
     ClusteringStrategy,
     SliceInfo,
     num_output_file_groups,
 )
-from tidemark.table.fsview import BaseFile
 
 DEFAULT_TARGET_FILE_BYTES = 1024 * MIB
 """``hoodie.clustering.plan.strategy.target.file.max.bytes``."""

@@ -52,11 +52,11 @@ from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
-from tidemark.table.keys import RECORD_KEY
-from tidemark.table.reader import read_snapshot
-from tidemark.table.scan import ScanResult
-from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
+from tidemark.table import HoodieTable
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.files.scan import ScanResult
+from tidemark.table.records.keys import RECORD_KEY
+from tidemark.table.timeline.versions import DEFAULT_TABLE_VERSION, add_table_version_argument
 
 DEFAULT_TABLE = "tidemark-demo/sessions"
 DEFAULT_ROWS = 1_000_000

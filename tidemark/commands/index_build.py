@@ -47,7 +47,7 @@ def _run_build(args: argparse.Namespace) -> int:
     from tidemark.jobs.job_metrics import reported
     from tidemark.jobs.session import build_session
     from tidemark.storage.uri import canonical_uri
-    from tidemark.table.table import HoodieTable
+    from tidemark.table import HoodieTable
 
     configure_logging(json=False, level="warning")
     options = IndexBuildOptions.from_args(args)  # refused before Spark starts

@@ -25,8 +25,8 @@ from tidemark.commands.planner import (
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
-from tidemark.table.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN
-from tidemark.table.clean_planner import DEFAULT_RETAIN_COMMITS
+from tidemark.table.maintenance.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN
+from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 
 RETENTION_FIELDS = ("retain_commits", "keep_min_commits", "keep_max_commits")
 """The policy's numbers, each an option of ``trigger`` (``--retain-commits`` ...)."""

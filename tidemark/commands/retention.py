@@ -10,16 +10,16 @@ from tidemark.commands.args import positive_int
 from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.logs import configure_logging
 from tidemark.retention import RetentionSettings, archive_table, clean_table
-from tidemark.table.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
-from tidemark.table.clean_planner import (
+from tidemark.table import HoodieTable
+from tidemark.table.maintenance.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
+from tidemark.table.maintenance.clean_plan import (
     DEFAULT_RETAIN_COMMITS,
     DEFAULT_RETAIN_HOURS,
     DEFAULT_RETAIN_VERSIONS,
     CleanPolicy,
     CleanSettings,
 )
-from tidemark.table.orphans import DEFAULT_GRACE_S, find_orphans, remove_orphans
-from tidemark.table.table import HoodieTable
+from tidemark.table.maintenance.orphans import DEFAULT_GRACE_S, find_orphans, remove_orphans
 
 
 def register(subparsers: Any) -> None:

@@ -22,18 +22,18 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import index_locator
 from tidemark.jobs.job_options import add_lock_options, add_lock_wait_option
 from tidemark.jobs.rollback import rollback_table
-from tidemark.table import column_stats
-from tidemark.table.commit import rollback_target
-from tidemark.table.fsview import BaseFile
-from tidemark.table.history import HistoryEntry, table_history
-from tidemark.table.keys import META_COLUMNS
-from tidemark.table.names import check_write_schema, table_name_from_uri
-from tidemark.table.properties import TableConfig
-from tidemark.table.reader import Filter, read_snapshot
-from tidemark.table.schema import arrow_to_avro_schema, avro_to_arrow_schema
-from tidemark.table.table import HoodieTable
-from tidemark.table.table_versions import DEFAULT_TABLE_VERSION, add_table_version_argument
-from tidemark.table.upgrade import TARGETS, upgrade_table
+from tidemark.table import HoodieTable
+from tidemark.table.files import column_stats
+from tidemark.table.files.reader import Filter, read_snapshot
+from tidemark.table.files.view import BaseFile
+from tidemark.table.maintenance.upgrade import TARGETS, upgrade_table
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.avro_names import check_write_schema, table_name_from_uri
+from tidemark.table.records.keys import META_COLUMNS
+from tidemark.table.records.schema import arrow_to_avro_schema, avro_to_arrow_schema
+from tidemark.table.timeline.history import HistoryEntry, table_history
+from tidemark.table.timeline.versions import DEFAULT_TABLE_VERSION, add_table_version_argument
+from tidemark.table.writes.commit import rollback_target
 
 PIPE_WIDTH = 240
 _IN_LIST = re.compile(r"\s*(?P<column>[^\s=]+)\s+in\s*\((?P<values>[^)]*)\)\s*", re.IGNORECASE)

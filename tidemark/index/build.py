@@ -22,8 +22,8 @@ from tidemark.index.record_index import delta_files, write_stage
 from tidemark.index.shard_file import KIND_BASE, contiguous, write_shard
 from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.storage.base import Storage
-from tidemark.table.instant import validate_instant_time
-from tidemark.table.lock import DEFAULT_LOCK_LEASE_S, StorageLease
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, StorageLease
+from tidemark.table.timeline.instant import validate_instant_time
 
 MIN_SHARDS = 10
 MAX_SHARDS = 10000

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.properties import format_properties, parse_properties
+from tidemark.table.properties.config import format_properties, parse_properties
 
 ROOT = ".hoodie/.tidemark/record-index"
 PROPERTIES_PATH = f"{ROOT}/index.properties"

@@ -25,12 +25,10 @@ from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
-from tidemark.table import column_stats
-from tidemark.table.column_stats import ColumnStats, FileStats
-from tidemark.table.fsview import BaseFile
-from tidemark.table.keys import DEFAULT_PARTITION, partition_paths
-from tidemark.table.literals import NO_SESSION_TIME_ZONE, literal
-from tidemark.table.reader import (
+from tidemark.table import HoodieTable
+from tidemark.table.files import column_stats
+from tidemark.table.files.column_stats import ColumnStats, FileStats
+from tidemark.table.files.reader import (
     Filter,
     Locator,
     files_holding,
@@ -39,7 +37,9 @@ from tidemark.table.reader import (
     prepare_filters,
     snapshot_schema,
 )
-from tidemark.table.table import HoodieTable
+from tidemark.table.files.view import BaseFile
+from tidemark.table.records.keys import DEFAULT_PARTITION, partition_paths
+from tidemark.table.records.literals import NO_SESSION_TIME_ZONE, literal
 
 READ_COMPACT_AFTER_DELTAS = 4
 """A read that finds a shard of the record index with this many deltas (or deltas as large

@@ -1,6 +1,6 @@
 """RecordIndex: one table's record index, a base file plus per-commit deltas per shard.
 
-Visibility follows the table's timeline (``tidemark.table.timeline``): a delta counts once
+Visibility follows the table's timeline (``tidemark.table.timeline.layout1``): a delta counts once
 its instant is a completed commit or replacecommit on the active timeline (of the
 table's version), or is older than the whole active timeline and listed by Hudi's
 archived timeline (version 8 and 9: the LSM history) as a completed write: the rule the
@@ -44,11 +44,11 @@ from tidemark.index.sharding import group_by_shard, shard_of
 from tidemark.index.wire import CHANGE_COLUMNS, LOOKUP_COLUMNS
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.instant import new_instant_time, validate_instant_time
-from tidemark.table.lock import STALE_TEMPORARY_S, StorageLease
-from tidemark.table.properties import read_properties
-from tidemark.table.table_versions import Archive, open_archive, open_timeline
-from tidemark.table.timeline import WRITE_ACTIONS, Timeline
+from tidemark.table.leases.storage_lease import STALE_TEMPORARY_S, StorageLease
+from tidemark.table.properties.config import read_properties
+from tidemark.table.timeline.instant import new_instant_time, validate_instant_time
+from tidemark.table.timeline.layout1 import WRITE_ACTIONS, Timeline
+from tidemark.table.timeline.versions import Archive, open_archive, open_timeline
 
 COMPACT_AFTER_DELTAS = 8
 """A shard is compacted once it has this many visible deltas."""

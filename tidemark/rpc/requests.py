@@ -19,8 +19,8 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.rpc.auth import Role, authorize_table
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri, refuse_short_file_uri
-from tidemark.table.properties import PROPERTIES_PATH
-from tidemark.table.table import not_a_table
+from tidemark.table import not_a_table
+from tidemark.table.properties.config import PROPERTIES_PATH
 
 TABLE_FIELD = "table.base_path"
 

@@ -1,1 +1,118 @@
-"""Hudi copy-on-write table (version 6) library: layout, timeline, views, commits."""
+"""Hudi tables (copy-on-write, versions 6, 8 and 9): ``HoodieTable``, the opened table that
+ties a table's storage, configuration, timeline and file-system view, and the packages below,
+by concept and from the bottom up:
+
+- ``metadata``: what each action records, in Hudi's encodings (JSON and Avro);
+- ``timeline``: instants, the active timelines (layouts 1 and 2), the archived timeline;
+- ``properties``: ``hoodie.properties`` and how each key is treated;
+- ``records``: keys, schemas, Avro names, ordering, filter literals;
+- ``files``: file names, the file-system view, base-file reads, column statistics;
+- ``leases`` and ``plans``: leases on the table's storage; clustering plans;
+- ``writes``: checks, markers, commit and rollback;
+- ``maintenance``: cleaning, orphans, archival, upgrade.
+
+Each package imports only those listed before it (import-linter keeps it so); the layers
+above ``tidemark.table`` open a table here once and hand the ``HoodieTable`` down."""
+
+from __future__ import annotations
+
+import structlog
+
+from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from tidemark.storage import open_storage
+from tidemark.storage.base import Storage
+from tidemark.storage.uri import LocalUri, parse_uri
+from tidemark.table.files.file_names import PARTITION_METADATA_FILE, join_path
+from tidemark.table.files.view import FileSystemView
+from tidemark.table.properties.config import (
+    PROPERTIES_PATH,
+    TableConfig,
+    format_properties,
+    load_table_config,
+    write_table_config,
+)
+from tidemark.table.timeline.instant import validate_instant_time
+from tidemark.table.timeline.versions import open_archive, open_timeline
+
+__all__ = ["HoodieTable", "not_a_table"]
+
+log = structlog.get_logger(__name__)
+
+
+class HoodieTable:
+    """An opened copy-on-write table (version 6, 8 or 9). Build with ``create`` or
+    ``open``."""
+
+    def __init__(self, storage: Storage, config: TableConfig) -> None:
+        self.storage = storage
+        self.config = config
+        props = dict(config.properties) or config.to_properties()
+        self.timeline = open_timeline(storage, props)
+        self.archive = open_archive(storage, props)
+
+    @property
+    def uri(self) -> str:
+        return self.storage.uri
+
+    @classmethod
+    def create(cls, uri: str, config: TableConfig) -> HoodieTable:
+        """Write ``hoodie.properties``; AlreadyExistsError if the table exists."""
+        storage = _open_table_storage(uri)
+        if not write_table_config(storage, config):
+            raise AlreadyExistsError(f"a Hudi table already exists at {uri}", field="table")
+        log.info("table.created", table=uri, name=config.name)
+        return cls(storage, config)
+
+    @classmethod
+    def open(cls, uri: str) -> HoodieTable:
+        """NotFoundError(field="table") when there is no table at ``uri``."""
+        return cls.from_storage(_open_table_storage(uri))
+
+    @classmethod
+    def from_storage(cls, storage: Storage) -> HoodieTable:
+        """Only a missing ``hoodie.properties`` means "not a Hudi table"; a missing bucket
+        or a storage failure is reported as itself."""
+        try:
+            config = load_table_config(storage)
+        except NotFoundError as missing:
+            if missing.field != "path":
+                raise
+            raise not_a_table(storage.uri) from missing
+        return cls(storage, config)
+
+    def current_avro_schema(self) -> str:
+        """The schema of the latest completed write (evolution changes it), else the
+        table's creation schema."""
+        last = self.timeline.last_completed()
+        if last is not None:
+            schema = self.timeline.read_metadata(last).extra_metadata.get("schema")
+            if schema:
+                return schema
+        return self.config.avro_schema
+
+    def view(self, as_of: str | None = None) -> FileSystemView:
+        return FileSystemView(self.storage, self.timeline, as_of, self.archive)
+
+    def write_partition_metadata(self, partition_path: str, instant: str) -> bool:
+        """``.hoodie_partition_metadata`` (Hudi's partition discovery needs it); kept if present."""
+        validate_instant_time(instant)
+        depth = len(partition_path.split("/")) if partition_path else 0
+        content = format_properties(
+            {"commitTime": instant, "partitionDepth": str(depth)}, comment="partition metadata"
+        )
+        path = join_path(partition_path, PARTITION_METADATA_FILE)
+        return self.storage.create_if_absent(path, content)
+
+
+def _open_table_storage(uri: str) -> Storage:
+    """Refuse table paths inside ``.hoodie`` before any request is made."""
+    parsed = parse_uri(uri)
+    path = parsed.root if isinstance(parsed, LocalUri) else parsed.prefix
+    if ".hoodie" in path.split("/"):
+        raise InvalidArgumentError(f"table path {uri} is inside a .hoodie folder", field="table")
+    return open_storage(uri)
+
+
+def not_a_table(uri: str) -> NotFoundError:
+    """The one error for a path without ``hoodie.properties``."""
+    return NotFoundError(f"not a Hudi table (no {PROPERTIES_PATH}): {uri}", field="table")

@@ -9,14 +9,15 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tidemark.table.commit import complete_commit
-from tidemark.table.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
-from tidemark.table.fsview import BaseFile
-from tidemark.table.instant import COMMIT, new_instant_time
-from tidemark.table.keys import META_COLUMNS, record_keys, with_meta_columns
-from tidemark.table.markers import DirectMarkerWriter, IOType, StorageMarkerReader
-from tidemark.table.naming import base_file_name, join_path, new_file_id, write_token
-from tidemark.table.table import HoodieTable
+from tidemark.table import HoodieTable
+from tidemark.table.files.file_names import base_file_name, join_path, new_file_id, write_token
+from tidemark.table.files.view import BaseFile
+from tidemark.table.metadata.actions import COMMIT
+from tidemark.table.metadata.commit import NULL_COMMIT, CommitMetadata, WriteStat
+from tidemark.table.records.keys import META_COLUMNS, record_keys, with_meta_columns
+from tidemark.table.timeline.instant import new_instant_time
+from tidemark.table.writes.commit import complete_commit
+from tidemark.table.writes.markers import DirectMarkerWriter, IOType, StorageMarkerReader
 
 
 def commit_file_groups(

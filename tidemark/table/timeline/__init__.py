@@ -1,0 +1,15 @@
+"""The timeline: instants and their files, the active timeline of layout 1 (table version
+6, ``.hoodie/``) and layout 2 (versions 8 and 9, ``.hoodie/timeline/``), the archived timeline
+(v6 archive logs, v8/9 LSM history) and its writer, which layout each version uses, and a
+table's history. Imports ``metadata`` only (and the table face for types)."""
+
+__all__ = [
+    "archive_writer",
+    "archived",
+    "history",
+    "instant",
+    "layout1",
+    "layout2",
+    "lsm",
+    "versions",
+]

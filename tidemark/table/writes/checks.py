@@ -1,0 +1,35 @@
+"""Everything about an existing table that refuses a write, checked before the write
+touches anything (no lock, instant, marker or file is created for a refused write)."""
+
+from __future__ import annotations
+
+from tidemark.errors import FailedPreconditionError
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.properties.support import check_properties
+from tidemark.table.records.keys import partition_field_kinds
+from tidemark.table.writes.hudi_metadata_table import DISABLE_OPTION, check_hudi_metadata_table
+
+
+def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) -> None:
+    props = dict(config.properties)
+    check_properties(props, "write")
+    if config.orders_by_event_time and not config.precombine_field:
+        raise FailedPreconditionError(
+            "value 'EVENT_TIME_ORDERING' needs an ordering field, and the table has none",
+            field="hoodie.record.merge.mode",
+        )
+    partition_field_kinds(config)
+    check_hudi_metadata_table(props, disable=disable_hudi_metadata_table)
+
+
+def check_clusterable(config: TableConfig) -> None:
+    """Clustering rewrites file groups, so what refuses a write refuses it too (Hudi's
+    metadata table and indexes would list the replaced files); it has no option to remove
+    the metadata table: a write removes it."""
+    props = dict(config.properties)
+    check_properties(props, "write")
+    check_hudi_metadata_table(
+        props,
+        disable=False,
+        remedy=f"a write with {DISABLE_OPTION} removes it, then clustering can run",
+    )
