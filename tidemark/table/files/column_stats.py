@@ -63,6 +63,20 @@ def footer_stats(metadata: pq.FileMetaData) -> FileStats:
     return FileStats(metadata.num_rows, columns)
 
 
+def row_group_stats(metadata: pq.FileMetaData, row_group: int, columns: list[str]) -> FileStats:
+    """The statistics of one row group's top-level ``columns`` (those it has)."""
+    group = metadata.row_group(row_group)
+    found: dict[str, ColumnStats] = {}
+    for index in range(metadata.num_columns):
+        name = metadata.schema.column(index).path
+        stats = group.column(index).statistics if name in columns else None
+        if stats is not None:
+            low, high = (stats.min, stats.max) if stats.has_min_max else (None, None)
+            nulls = stats.null_count if stats.has_null_count else None
+            found[name] = ColumnStats(low, high, nulls)
+    return FileStats(group.num_rows, found)
+
+
 def _fold(metadata: pq.FileMetaData, column: int) -> ColumnStats:
     lows: list[Any] = []
     highs: list[Any] = []

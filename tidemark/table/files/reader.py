@@ -25,7 +25,7 @@ from tidemark.table.files.view import BaseFile, resolve_as_of
 from tidemark.table.filters import arrow, partitions
 from tidemark.table.filters.expression import BoundFilter, Filter, bind
 from tidemark.table.filters.record_keys import keys_of
-from tidemark.table.filters.statistics import ColumnStats, FileStats, may_match
+from tidemark.table.filters.statistics import may_match
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import (
     META_COLUMNS,
@@ -146,24 +146,10 @@ def _may_match(parquet: pq.ParquetFile, keys: set[str] | None, bound: BoundFilte
     if not bound:
         return True
     metadata = parquet.metadata
-    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
     return any(
-        may_match(bound, _row_group_stats(metadata.row_group(rg), names, bound.columns))
+        may_match(bound, column_stats.row_group_stats(metadata, rg, bound.columns))
         for rg in range(metadata.num_row_groups)
     )
-
-
-def _row_group_stats(
-    row_group: pq.RowGroupMetaData, names: list[str], columns: list[str]
-) -> FileStats:
-    found: dict[str, ColumnStats] = {}
-    for column in columns:
-        stats = row_group.column(names.index(column)).statistics if column in names else None
-        if stats is not None:
-            low, high = (stats.min, stats.max) if stats.has_min_max else (None, None)
-            nulls = stats.null_count if stats.has_null_count else None
-            found[column] = ColumnStats(low, high, nulls)
-    return FileStats(row_group.num_rows, found)
 
 
 def _read_file(

@@ -76,14 +76,15 @@ class Predicate:
         when ``value`` does not compare with the filter's values."""
         if self.op in NULL_TESTS:
             return (value is None) == (self.op == "is null")
-        if value is None:
-            return False
         if self.op in ORDERINGS:
             (bound,) = self.values
-            return bound.value is not None and _ordered(self.op, value, bound.value)
-        missing = value == "" and is_string(self.kind)
-        equal = any(missing if v.value is None else _equal(value, v.value) for v in self.values)
-        return equal if self.op in EQUALITIES else not equal
+            return None not in (value, bound.value) and _ordered(self.op, value, bound.value)
+        missing = value is None or (value == "" and is_string(self.kind))
+        equal = any(
+            missing if v.value is None else value is not None and _equal(value, v.value)
+            for v in self.values
+        )
+        return equal if self.op in EQUALITIES else value is not None and not equal
 
 
 @dataclass(frozen=True)
