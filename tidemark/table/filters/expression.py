@@ -18,6 +18,7 @@ is applied. That meaning is Spark SQL's, with one rule of Hudi's:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -119,6 +120,26 @@ class BoundFilter:
                         v for v in found if any(_equal(v.value, w.value) for w in predicate.values)
                     ]
         return found
+
+    def equal_rows(self, fields: Sequence[str]) -> pa.Table | None:
+        """Every combination of the values ``=`` and ``in`` leave ``fields``, a row each,
+        typed as their columns (missing: null); None unless each field has such values,
+        all of its own type (another type's value, a datetime on a date column, may
+        equal several of the column's)."""
+        kinds = {p.column: p.kind for p in self.predicates}
+        members: list[list[Any]] = []
+        for name in fields:
+            values = self.equal_values(name)
+            if values is None or not all(v.exact for v in values):
+                return None
+            members.append([v.value for v in values])
+        combinations = list(itertools.product(*members))
+        return pa.table(
+            {
+                name: pa.array([row[i] for row in combinations], type=kinds[name])
+                for i, name in enumerate(fields)
+            }
+        )
 
 
 def bind(

@@ -10,10 +10,7 @@ null or ``""``.
 
 from __future__ import annotations
 
-import itertools
 import urllib.parse
-
-import pyarrow as pa
 
 from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.table.filters.expression import BoundFilter, is_string
@@ -77,23 +74,9 @@ def may_hold(bound: BoundFilter, partition_path: str, config: TableConfig) -> bo
 def partitions_to_list(bound: BoundFilter, config: TableConfig) -> list[str] | None:
     """The partition paths to list when ``=``/``in`` name values for every partition
     field (every combination), else None (list them all)."""
-    fields = config.partition_fields
-    if not fields:
+    rows = bound.equal_rows(config.partition_fields) if config.partition_fields else None
+    if rows is None:
         return None
-    kinds = {p.column: p.kind for p in bound}
-    members: dict[str, list[object]] = {}
-    for name in fields:
-        values = bound.equal_values(name)
-        if values is None or not all(v.exact for v in values):
-            return None  # a value of another type may equal several of the field's
-        members[name] = [v.value for v in values]
-    combinations = list(itertools.product(*(members[name] for name in fields)))
-    rows = pa.table(
-        {
-            name: pa.array([c[i] for c in combinations], type=kinds[name])
-            for i, name in enumerate(fields)
-        }
-    )
     try:
         return sorted(set(partition_paths(rows, config).to_pylist()))
     except TidemarkError:
