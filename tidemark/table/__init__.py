@@ -5,7 +5,9 @@ by concept and from the bottom up:
 - ``metadata``: what each action records, in Hudi's encodings (JSON and Avro);
 - ``timeline``: instants, the active timelines (layouts 1 and 2), the archived timeline;
 - ``properties``: ``hoodie.properties`` and how each key is treated;
-- ``records``: keys, schemas, Avro names, ordering, filter literals;
+- ``records``: keys, schemas, Avro names, ordering;
+- ``filters``: filters bound once to a schema, as pyarrow expressions, statistics, partition
+  and record-key pruning;
 - ``files``: file names, the file-system view, base-file reads, column statistics;
 - ``leases`` and ``plans``: leases on the table's storage; clustering plans;
 - ``writes``: checks, markers, commit and rollback;
