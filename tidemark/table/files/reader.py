@@ -25,6 +25,7 @@ from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.column_stats import UNARY
 from tidemark.table.files.view import BaseFile, resolve_as_of
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.properties.config import (
     CUSTOM_KEY_GENERATOR,
     TIMESTAMP_KEY_GENERATOR,
@@ -40,7 +41,6 @@ from tidemark.table.records.keys import (
 )
 from tidemark.table.records.literals import NO_SESSION_TIME_ZONE, column_scalar, literal
 from tidemark.table.records.schema import avro_to_arrow_schema
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 Filter = tuple[str, str, Any]
 PartitionFilter = Callable[[str], bool] | Mapping[str, Any]

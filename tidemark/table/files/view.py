@@ -35,11 +35,11 @@ from tidemark.table.files.file_names import (
     parse_base_file_name,
     partition_of,
 )
-from tidemark.table.metadata.actions import CLEAN, REPLACE_COMMIT
+from tidemark.table.metadata.actions import CLEAN, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan
 from tidemark.table.timeline.archived import META_FOLDER, ArchivedTimeline
 from tidemark.table.timeline.instant import State, validate_instant_time
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS, Timeline
+from tidemark.table.timeline.layout1 import Timeline
 from tidemark.table.timeline.versions import Archive
 
 FILE_VERSIONS_POLICY = "KEEP_LATEST_FILE_VERSIONS"
