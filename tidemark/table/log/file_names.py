@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.timeline.instant import validate_instant_time
 
 __all__ = [
     "FIRST_VERSION",
@@ -37,6 +36,8 @@ _LOG_FILE_NAME = re.compile(
     r"_(?P<write_token>\d+-\d+-\d+)"
 )
 _WRITE_TOKEN = re.compile(r"\d+-\d+-\d+")
+_INSTANT = re.compile(r"\d{17}")
+"""17 digits; not always a time: Hudi's metadata table names its initial logs 000...0 to 4."""
 _PER_SLICE_VERSIONS = 6
 """The last table version naming log files by their slice's base instant."""
 
@@ -62,7 +63,8 @@ def log_file_name(file_id: str, instant: str, version: int, write_token: str) ->
     """The checked parts of a log file name; InvalidArgumentError naming the bad part."""
     if not file_id or "_" in file_id or "/" in file_id:
         raise InvalidArgumentError(f"{file_id!r} is not a file id", field="file_id")
-    validate_instant_time(instant)
+    if _INSTANT.fullmatch(instant) is None:
+        raise InvalidArgumentError(f"{instant!r} is not an instant", field="instant")
     if version < FIRST_VERSION:
         raise InvalidArgumentError(f"must be >= {FIRST_VERSION}, got {version}", field="version")
     if _WRITE_TOKEN.fullmatch(write_token) is None:
