@@ -8,6 +8,7 @@ import struct
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -59,7 +60,7 @@ SCHEMA = (
     '{"name":"tags","type":["null",{"type":"array","items":["null","string"]}],'
     '"default":null}]}'
 )
-RECORDS = [
+RECORDS: list[dict[str, Any]] = [
     {
         "_hoodie_record_key": "k1",
         "id": 1,
@@ -81,7 +82,7 @@ def blocks_by_type(table: Path) -> list[tuple[str, LogBlock]]:
     ]
 
 
-def test_v6_avro_block_holds_the_update(mor_tables: Path):
+def test_v6_avro_block_holds_the_update(mor_tables: Path) -> None:
     """UPDATE ... SET fare = 25.0 WHERE rider = 'rider-D'."""
     [(partition, found)] = blocks_by_type(mor_tables / "v6_trips_8i1u")
     assert found.block_type == BlockType.AVRO_DATA
@@ -92,7 +93,7 @@ def test_v6_avro_block_holds_the_update(mor_tables: Path):
     assert record["_hoodie_commit_time"] == found.instant == INSTANT
 
 
-def test_v6_delete_block_holds_the_deleted_keys(mor_tables: Path):
+def test_v6_delete_block_holds_the_deleted_keys(mor_tables: Path) -> None:
     """DELETE ... WHERE rider in ('rider-A', 'rider-C', 'rider-D')."""
     [(_, found)] = blocks_by_type(mor_tables / "v6_trips_8i3d")
     deletes = deleted_records(found)
@@ -103,7 +104,7 @@ def test_v6_delete_block_holds_the_deleted_keys(mor_tables: Path):
     assert {d.ordering for d in deletes} == {OrderingValue(OrderingKind.INT, 0)}
 
 
-def test_v8_blocks_follow_the_updates_and_deletes(mor_tables: Path):
+def test_v8_blocks_follow_the_updates_and_deletes(mor_tables: Path) -> None:
     """fare = 0 for rider-A; delete rider-F; fare = 0 for rider-J, then delete it; fare = 0
     for rider-G: one deltacommit each, in that order."""
     table = mor_tables / "v8_trips_8i3u1d"
@@ -137,7 +138,7 @@ def test_v8_blocks_follow_the_updates_and_deletes(mor_tables: Path):
         ("v9_txns_complex_meta", "txn_id:{},account_id:{}"),
     ],
 )
-def test_v9_blocks_follow_the_updates_and_deletes(mor_tables: Path, name: str, key: str):
+def test_v9_blocks_follow_the_updates_and_deletes(mor_tables: Path, name: str, key: str) -> None:
     """TXN-001 reversed; TXN-002 deleted; TXN-005's amount 2500.00, then deleted; TXN-007's
     fee 75.00 (the inserts after them went to base files)."""
     accounts = {"TXN-001": "ACC-A", "TXN-002": "ACC-B", "TXN-005": "ACC-D", "TXN-007": "ACC-E"}
@@ -171,7 +172,7 @@ def test_v9_blocks_follow_the_updates_and_deletes(mor_tables: Path, name: str, k
     assert seen == [(what, key.format(t, accounts[t])) for what, t in expected]
 
 
-def test_v9_time_based_keys(mor_tables: Path):
+def test_v9_time_based_keys(mor_tables: Path) -> None:
     """amount = 500.00 for TXN-003 (partition 2024/01/16/09); TXN-002 deleted."""
     found = blocks_by_type(mor_tables / "v9_timebasedkeygen_nonhivestyle")
     updates = [b for _, b in found if b.block_type == BlockType.AVRO_DATA]
@@ -188,7 +189,7 @@ def test_v9_time_based_keys(mor_tables: Path):
 @pytest.mark.parametrize(
     ("name", "key"), [("v6_nonpartitioned", "1"), ("v6_complexkeygen_hivestyle", "id:1,name:Alice")]
 )
-def test_v6_parquet_blocks_hold_the_upsert(mor_tables: Path, name: str, key: str):
+def test_v6_parquet_blocks_hold_the_upsert(mor_tables: Path, name: str, key: str) -> None:
     """The second INSERT sets Alice's isActive to false."""
     [(_, found)] = blocks_by_type(mor_tables / name)
     assert found.block_type == BlockType.PARQUET_DATA
@@ -205,7 +206,7 @@ def test_v6_parquet_blocks_hold_the_upsert(mor_tables: Path, name: str, key: str
     ]
 
 
-def test_v6_rollback_command_block_targets_the_rolled_back_append(mor_tables: Path):
+def test_v6_rollback_command_block_targets_the_rolled_back_append(mor_tables: Path) -> None:
     """INSERT (id 1 upserted), rollback_to_instant, INSERT (id 2): three log versions."""
     table = mor_tables / "v6_nonpartitioned_rollback"
     [(_, first), (_, command), (_, third)] = blocks_by_type(table)
@@ -218,7 +219,7 @@ def test_v6_rollback_command_block_targets_the_rolled_back_append(mor_tables: Pa
     assert not (table / ".hoodie" / f"{first.instant}.deltacommit").exists()
 
 
-def test_the_builders_make_hudis_blocks(mor_tables: Path):
+def test_the_builders_make_hudis_blocks(mor_tables: Path) -> None:
     """Every Avro, delete and command block (metadata-table deletes too), rebuilt from what
     it decodes to: the same header entries and content; byte-identical when Hudi's header
     order (a Java HashMap's) is ours, INSTANT_TIME first."""
@@ -253,7 +254,7 @@ def rebuilt(hudis: LogBlock) -> LogBlock | None:
     return None
 
 
-def test_avro_records_round_trip():
+def test_avro_records_round_trip() -> None:
     found = read_blocks(encode_block(avro_data_block(INSTANT, SCHEMA, RECORDS)))
     assert avro_records(found[0]) == RECORDS
     table = data_block_table(found[0])
@@ -261,7 +262,7 @@ def test_avro_records_round_trip():
     assert table.to_pylist()[0]["at"] == RECORDS[0]["at"]
 
 
-def test_parquet_records_round_trip():
+def test_parquet_records_round_trip() -> None:
     rows = pa.Table.from_pylist(RECORDS)
     [found] = read_blocks(encode_block(parquet_data_block(INSTANT, SCHEMA, rows)))
     assert found.header == {HeaderKey.INSTANT_TIME: INSTANT, HeaderKey.SCHEMA: SCHEMA}
@@ -285,14 +286,14 @@ def test_parquet_records_round_trip():
         OrderingValue(OrderingKind.TIMESTAMP_MICROS, 1705314600000001),
     ],
 )
-def test_deletes_round_trip_with_every_ordering_wrapper(ordering: OrderingValue | None):
+def test_deletes_round_trip_with_every_ordering_wrapper(ordering: OrderingValue | None) -> None:
     deletes = [DeleteRecord("k1", "p=1", ordering), DeleteRecord("k2", "", ordering)]
     [found] = read_blocks(encode_block(delete_block(INSTANT, deletes)))
     assert found.header == {HeaderKey.INSTANT_TIME: INSTANT}
     assert deleted_records(found) == deletes
 
 
-def test_int_and_date_orderings_stay_apart():
+def test_int_and_date_orderings_stay_apart() -> None:
     """Same Avro encoding, different union branches: the wrapper tells them apart."""
     deletes = [
         DeleteRecord("k", "", OrderingValue(OrderingKind.INT, 7)),
@@ -303,7 +304,7 @@ def test_int_and_date_orderings_stay_apart():
     assert deleted_records(found) == deletes
 
 
-def test_a_damaged_avro_record_is_data_loss():
+def test_a_damaged_avro_record_is_data_loss() -> None:
     good = avro_data_block(INSTANT, SCHEMA, RECORDS[:1])
     content = bytearray(good.content)
     content[8:12] = struct.pack(">i", 3)
@@ -315,27 +316,27 @@ def test_a_damaged_avro_record_is_data_loss():
         avro_records(short)
 
 
-def test_a_damaged_delete_list_is_data_loss():
+def test_a_damaged_delete_list_is_data_loss() -> None:
     good = delete_block(INSTANT, [DeleteRecord("k", "p")])
     with pytest.raises(DataLossError):
         deleted_records(LogBlock(BlockType.DELETE, good.header, good.content + b"\x00"))
 
 
-def test_content_versions_before_3_are_refused():
+def test_content_versions_before_3_are_refused() -> None:
     good = delete_block(INSTANT, [DeleteRecord("k", "p")])
     old = LogBlock(BlockType.DELETE, good.header, struct.pack(">i", 2) + good.content[4:])
     with pytest.raises(InvalidArgumentError, match="content version 2"):
         deleted_records(old)
 
 
-def test_a_block_of_another_type_is_refused():
+def test_a_block_of_another_type_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="DELETE block is not AVRO_DATA"):
         avro_records(delete_block(INSTANT, []))
     with pytest.raises(InvalidArgumentError):
         rolled_back_instant(delete_block(INSTANT, []))
 
 
-def test_a_command_that_is_not_a_rollback_is_damage():
+def test_a_command_that_is_not_a_rollback_is_damage() -> None:
     block = rollback_block(INSTANT, "20250331030645700")
     header = {**block.header, HeaderKey.COMMAND_BLOCK_TYPE: "1"}
     with pytest.raises(DataLossError, match="not a rollback"):

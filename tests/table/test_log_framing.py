@@ -34,7 +34,7 @@ def block(content: bytes = b"payload", instant: str = INSTANT) -> LogBlock:
 
 
 @pytest.mark.parametrize("name", MOR_NAMES)
-def test_every_log_file_reads_and_encodes_back_to_its_bytes(mor_tables: Path, name: str):
+def test_every_log_file_reads_and_encodes_back_to_its_bytes(mor_tables: Path, name: str) -> None:
     """Data and metadata-table logs alike: block lengths, header layout (in the file's own
     key order), contents, empty footers and reverse pointers are all Hudi's."""
     kinds: Counter[BlockType] = Counter()
@@ -53,7 +53,7 @@ def test_every_log_file_reads_and_encodes_back_to_its_bytes(mor_tables: Path, na
     assert kinds
 
 
-def test_the_fixtures_hold_every_block_type_hudis_writers_use(mor_tables: Path):
+def test_the_fixtures_hold_every_block_type_hudis_writers_use(mor_tables: Path) -> None:
     kinds = {
         found.block_type
         for name in MOR_NAMES
@@ -69,7 +69,7 @@ def test_the_fixtures_hold_every_block_type_hudis_writers_use(mor_tables: Path):
     }
 
 
-def test_the_frame_layout():
+def test_the_frame_layout() -> None:
     encoded = encode_block(block(b"abc"))
     header = b"".join(
         [
@@ -91,7 +91,7 @@ def test_the_frame_layout():
     assert encoded == MAGIC + struct.pack(">q", length) + body + struct.pack(">q", length + 6)
 
 
-def test_blocks_appended_to_a_stream_read_back_in_order():
+def test_blocks_appended_to_a_stream_read_back_in_order() -> None:
     stream = io.BytesIO()
     blocks = [block(b"one"), block(b""), block(b"three", "20250331030645736")]
     written = append_blocks(stream, blocks[:2])
@@ -103,7 +103,7 @@ def test_blocks_appended_to_a_stream_read_back_in_order():
     assert [b.offset for b in read] == [0, sizes[0], sizes[0] + sizes[1]]
 
 
-def test_a_log_file_is_written_once(local_root: str):
+def test_a_log_file_is_written_once(local_root: str) -> None:
     storage = open_storage(local_root)
     path = f"p/.f-0_{INSTANT}.log.1_0-1-2"
     size = write_log_file(storage, path, [block(b"first"), block(b"second")])
@@ -115,7 +115,7 @@ def test_a_log_file_is_written_once(local_root: str):
 
 
 @pytest.mark.parametrize("kept", [3, 6, 10, 30, 60, -8, -1])
-def test_a_block_cut_short_by_a_crash_is_a_corrupt_block(kept: int):
+def test_a_block_cut_short_by_a_crash_is_a_corrupt_block(kept: int) -> None:
     """Whatever part of the last block made it, the blocks before it read whole and the rest
     is one corrupt block holding the bytes after its magic (Hudi's HoodieCorruptBlock)."""
     good = encode_block(block(b"good"))
@@ -129,7 +129,7 @@ def test_a_block_cut_short_by_a_crash_is_a_corrupt_block(kept: int):
     assert blocks[1].offset == len(good)
 
 
-def test_a_corrupt_block_ends_at_the_next_magic():
+def test_a_corrupt_block_ends_at_the_next_magic() -> None:
     """A block whose reverse pointer disagrees is corrupt up to the next block, which reads."""
     damaged = bytearray(encode_block(block(b"torn")))
     damaged[-1] ^= 0xFF
@@ -141,38 +141,38 @@ def test_a_corrupt_block_ends_at_the_next_magic():
     assert blocks[1].offset == len(damaged)
 
 
-def test_a_block_followed_by_neither_magic_nor_the_end_is_corrupt():
+def test_a_block_followed_by_neither_magic_nor_the_end_is_corrupt() -> None:
     data = encode_block(block(b"x")) + b"garbage!"
     [corrupt] = read_blocks(data)
     assert corrupt.block_type == BlockType.CORRUPT
     assert corrupt.content == data[len(MAGIC) :]
 
 
-def test_bytes_without_the_magic_are_damage():
+def test_bytes_without_the_magic_are_damage() -> None:
     with pytest.raises(DataLossError) as raised:
         read_blocks(b"not a log file")
     assert raised.value.field == "log_file"
 
 
-def test_a_well_framed_block_of_an_unknown_type_is_damage():
+def test_a_well_framed_block_of_an_unknown_type_is_damage() -> None:
     data = bytearray(encode_block(block()))
     data[18:22] = struct.pack(">i", 9)
     with pytest.raises(DataLossError, match="unknown block type 9"):
         read_blocks(bytes(data))
 
 
-def test_the_legacy_format_version_is_refused():
+def test_the_legacy_format_version_is_refused() -> None:
     data = bytearray(encode_block(block()))
     data[14:18] = struct.pack(">i", 0)
     with pytest.raises(InvalidArgumentError, match="log format version 0"):
         read_blocks(bytes(data))
 
 
-def test_a_corrupt_block_is_never_written():
+def test_a_corrupt_block_is_never_written() -> None:
     with pytest.raises(InvalidArgumentError):
         encode_block(LogBlock(BlockType.CORRUPT, {}, b"x"))
 
 
-def test_a_block_without_an_instant_says_so():
+def test_a_block_without_an_instant_says_so() -> None:
     with pytest.raises(DataLossError, match="no INSTANT_TIME"):
         _ = LogBlock(BlockType.COMMAND, {}).instant

@@ -12,7 +12,7 @@ import io
 import json
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 import pyarrow as pa
@@ -55,7 +55,7 @@ def avro_records(block: LogBlock) -> list[dict[str, Any]]:
     schema = _parsed_schema(_schema_of(block))
     count, content = block.versioned_content()
     stream = io.BytesIO(content)
-    records = []
+    records: list[dict[str, Any]] = []
     for index in range(count):
         size_bytes = stream.read(_INT.size)
         if len(size_bytes) < _INT.size:
@@ -63,7 +63,7 @@ def avro_records(block: LogBlock) -> list[dict[str, Any]]:
         (size,) = _INT.unpack(size_bytes)
         start = stream.tell()
         try:
-            records.append(fastavro.schemaless_reader(stream, schema, None))
+            records.append(cast(dict[str, Any], fastavro.schemaless_reader(stream, schema, None)))
         except (EOFError, ValueError) as error:
             raise block.damaged(f"record {index}: {error}") from error
         if stream.tell() - start != size:
