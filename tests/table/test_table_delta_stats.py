@@ -16,12 +16,10 @@ from tidemark.table.metadata.commit_avro import (
     commit_metadata_to_avro,
 )
 
-MOR = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-mor"
-V6_UPDATE = MOR / "v6_trips_8i1u" / ".hoodie" / "20250331030645735.deltacommit"
-V8_UPDATE = (
-    MOR / "v8_trips_8i3u1d" / ".hoodie" / "timeline"
-    / "20251220210130911_20251220210131755.deltacommit"
-)  # fmt: skip
+V6_UPDATE = Path("v6_trips_8i1u", ".hoodie", "20250331030645735.deltacommit")
+V8_UPDATE = Path(
+    "v8_trips_8i3u1d", ".hoodie", "timeline", "20251220210130911_20251220210131755.deltacommit"
+)
 
 
 def _only_stat(metadata: CommitMetadata) -> WriteStat:
@@ -29,8 +27,8 @@ def _only_stat(metadata: CommitMetadata) -> WriteStat:
     return stat
 
 
-def test_a_version_6_deltacommit_names_the_log_it_appended() -> None:
-    stat = _only_stat(CommitMetadata.from_json(V6_UPDATE.read_bytes()))
+def test_a_version_6_deltacommit_names_the_log_it_appended(mor_tables: Path) -> None:
+    stat = _only_stat(CommitMetadata.from_json((mor_tables / V6_UPDATE).read_bytes()))
     assert stat.is_delta
     assert stat.log_version == 1 and stat.log_offset == 0
     assert (
@@ -42,16 +40,16 @@ def test_a_version_6_deltacommit_names_the_log_it_appended() -> None:
     assert stat.num_update_writes == 1
 
 
-def test_a_version_8_deltacommit_names_its_own_log_and_no_base_file() -> None:
-    stat = _only_stat(commit_metadata_from_avro(V8_UPDATE.read_bytes()))
+def test_a_version_8_deltacommit_names_its_own_log_and_no_base_file(mor_tables: Path) -> None:
+    stat = _only_stat(commit_metadata_from_avro((mor_tables / V8_UPDATE).read_bytes()))
     assert stat.is_delta and stat.base_file == ""
     assert stat.log_files == (
         ".8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210130911.log.1_0-1139-3316",
     )
 
 
-def test_delta_stats_survive_json_and_avro() -> None:
-    metadata = CommitMetadata.from_json(V6_UPDATE.read_bytes())
+def test_delta_stats_survive_json_and_avro(mor_tables: Path) -> None:
+    metadata = CommitMetadata.from_json((mor_tables / V6_UPDATE).read_bytes())
     assert CommitMetadata.from_json(metadata.to_json()) == metadata
     written = commit_metadata_to_avro(metadata, DELTA_COMMIT)
     assert commit_metadata_from_avro(written) == metadata
