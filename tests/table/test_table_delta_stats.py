@@ -54,6 +54,7 @@ def test_delta_stats_survive_json_and_avro(mor_tables: Path) -> None:
     written = commit_metadata_to_avro(metadata, DELTA_COMMIT)
     assert commit_metadata_from_avro(written) == metadata
     (record,) = fastavro.reader(io.BytesIO(written))
+    assert isinstance(record, dict)
     (raw,) = record["partitionToWriteStats"]["city=san_francisco"]
     assert raw["logFiles"] == list(_only_stat(metadata).log_files or ())
     assert raw["logVersion"] == 1
