@@ -6,15 +6,18 @@ rules on blocks built here."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from table.table_testkit import hudi_rs_table
+from tidemark.errors import FailedPreconditionError
 from tidemark.table import HoodieTable
 from tidemark.table.files.merge import merge_slice, read_slice
 from tidemark.table.files.reader import snapshot_schema
+from tidemark.table.leases.table_lock import changing
 from tidemark.table.log.data_blocks import parquet_data_block
 from tidemark.table.log.delete_blocks import (
     DELETE_REGARDLESS,
@@ -128,3 +131,16 @@ def test_an_update_after_a_delete_brings_the_key_back() -> None:
     gone = delete_block("20240101000000001", [DeleteRecord("a", "", DELETE_REGARDLESS)])
     back = _upsert("20240101000000002", _rows_of(["a"], [7], ["a2"]))
     assert _merged([gone, back], "ts") == {"a": "a2", "b": "b0", "c": "c0"}
+
+
+def test_every_change_to_a_merge_on_read_table_is_refused_before_the_lock(
+    mor_tables: Path, tmp_path: Path
+) -> None:
+    copy = shutil.copytree(mor_tables / "v6_trips_8i1u", tmp_path / "t")
+    table = HoodieTable.open(str(copy))
+    before = sorted(p.relative_to(copy) for p in copy.rglob("*"))
+    with pytest.raises(FailedPreconditionError) as refused, changing(table, "clean"):
+        pass
+    assert refused.value.field == "hoodie.table.type"
+    assert "merge-on-read tables are read" in str(refused.value)
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before
