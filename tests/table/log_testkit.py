@@ -6,7 +6,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from tidemark.table.log.framing import LogBlock, read_blocks
+from tidemark.table.logfiles.framing import LogBlock, read_blocks
 
 MOR_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-mor"
 MOR_NAMES = sorted(path.stem for path in MOR_FIXTURES.glob("*.zip"))

@@ -15,14 +15,14 @@ import pytest
 
 from table.log_testkit import MOR_NAMES, log_paths, table_blocks
 from tidemark.errors import DataLossError, InvalidArgumentError
-from tidemark.table.log.command_blocks import rollback_block, rolled_back_instant
-from tidemark.table.log.data_blocks import (
+from tidemark.table.logfiles.command_blocks import rollback_block, rolled_back_instant
+from tidemark.table.logfiles.data_blocks import (
     avro_data_block,
     avro_records,
     data_block_table,
     parquet_data_block,
 )
-from tidemark.table.log.delete_blocks import (
+from tidemark.table.logfiles.delete_blocks import (
     DELETE_REGARDLESS,
     DeleteRecord,
     OrderingKind,
@@ -30,7 +30,7 @@ from tidemark.table.log.delete_blocks import (
     delete_block,
     deleted_records,
 )
-from tidemark.table.log.framing import (
+from tidemark.table.logfiles.framing import (
     BlockType,
     HeaderKey,
     LogBlock,

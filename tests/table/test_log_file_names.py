@@ -9,7 +9,7 @@ import pytest
 from table.log_testkit import MOR_NAMES, log_paths, table_blocks
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name
-from tidemark.table.log.file_names import (
+from tidemark.table.logfiles.file_names import (
     ROLLBACK_WRITE_TOKEN,
     is_log_file_name,
     log_file_instant,

@@ -13,7 +13,7 @@ import pytest
 from table.log_testkit import MOR_NAMES, log_paths
 from tidemark.errors import AlreadyExistsError, DataLossError, InvalidArgumentError
 from tidemark.storage import open_storage
-from tidemark.table.log.framing import (
+from tidemark.table.logfiles.framing import (
     MAGIC,
     BlockType,
     HeaderKey,
@@ -146,6 +146,10 @@ def test_a_block_followed_by_neither_magic_nor_the_end_is_corrupt() -> None:
     [corrupt] = read_blocks(data)
     assert corrupt.block_type == BlockType.CORRUPT
     assert corrupt.content == data[len(MAGIC) :]
+
+
+def test_an_empty_log_file_has_no_blocks() -> None:
+    assert read_blocks(b"") == []
 
 
 def test_bytes_without_the_magic_are_damage() -> None:

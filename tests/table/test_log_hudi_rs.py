@@ -18,16 +18,16 @@ from table.log_testkit import log_paths
 from table.table_testkit import hudi_rs_table
 from tidemark.storage import open_storage
 from tidemark.table.files.file_names import parse_base_file_name
-from tidemark.table.log.command_blocks import rollback_block
-from tidemark.table.log.data_blocks import avro_data_block, avro_records
-from tidemark.table.log.delete_blocks import DeleteRecord, delete_block
-from tidemark.table.log.file_names import (
+from tidemark.table.logfiles.command_blocks import rollback_block
+from tidemark.table.logfiles.data_blocks import avro_data_block, avro_records
+from tidemark.table.logfiles.delete_blocks import DeleteRecord, delete_block
+from tidemark.table.logfiles.file_names import (
     ROLLBACK_WRITE_TOKEN,
     log_file_instant,
     next_log_file_name,
     parse_log_file_name,
 )
-from tidemark.table.log.framing import HeaderKey, LogBlock, read_blocks, write_log_file
+from tidemark.table.logfiles.framing import HeaderKey, LogBlock, read_blocks, write_log_file
 from tidemark.table.timeline.instant import new_instant_time
 
 RIDER_C = "e96c4396-3fad-413a-a942-4cb36106d721"

@@ -31,13 +31,13 @@ __all__ = [
 FIRST_VERSION = 1
 ROLLBACK_WRITE_TOKEN = "1-0-1"
 """Hudi's unknown write token, which its version-6 rollback gives the command block's file."""
-_LOG_FILE_NAME = re.compile(
-    r"\.(?P<file_id>[^_/]+)_(?P<instant>\d{17})\.log\.(?P<version>[1-9]\d*)"
-    r"_(?P<write_token>\d+-\d+-\d+)"
-)
 _WRITE_TOKEN = re.compile(r"\d+-\d+-\d+")
 _INSTANT = re.compile(r"\d{17}")
 """17 digits; not always a time: Hudi's metadata table names its initial logs 000...0 to 4."""
+_LOG_FILE_NAME = re.compile(
+    rf"\.(?P<file_id>[^_/]+)_(?P<instant>{_INSTANT.pattern})\.log\.(?P<version>[1-9]\d*)"
+    rf"_(?P<write_token>{_WRITE_TOKEN.pattern})"
+)
 _PER_SLICE_VERSIONS = 6
 """The last table version naming log files by their slice's base instant."""
 
@@ -55,7 +55,8 @@ class LogFileName:
 
     @property
     def order_key(self) -> tuple[str, int, str]:
-        """Hudi's order of a file group's log files: instant, then version, then token."""
+        """Hudi's order of a slice's log files by name (version 6): instant, then version,
+        then token. Versions 8 and 9 order by the writing deltacommit's completion first."""
         return (self.instant, self.version, self.write_token)
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.log.framing import CONTENT_VERSION, BlockType, HeaderKey, LogBlock
+from tidemark.table.logfiles.framing import CONTENT_VERSION, BlockType, HeaderKey, LogBlock
 from tidemark.table.records.schema import avro_to_arrow_schema
 
 __all__ = [

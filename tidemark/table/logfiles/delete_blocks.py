@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import fastavro
 
-from tidemark.table.log.framing import CONTENT_VERSION, BlockType, HeaderKey, LogBlock
+from tidemark.table.logfiles.framing import CONTENT_VERSION, BlockType, HeaderKey, LogBlock
 from tidemark.table.metadata.avro import NAMESPACE
 
 __all__ = [

@@ -5,7 +5,7 @@ failed log files instead and write no command block."""
 
 from __future__ import annotations
 
-from tidemark.table.log.framing import BlockType, HeaderKey, LogBlock
+from tidemark.table.logfiles.framing import BlockType, HeaderKey, LogBlock
 
 __all__ = ["ROLLBACK", "rollback_block", "rolled_back_instant"]
 
