@@ -18,15 +18,15 @@ from tidemark.table import HoodieTable
 from tidemark.table.files.merge import merge_slice, read_slice
 from tidemark.table.files.reader import snapshot_schema
 from tidemark.table.leases.table_lock import changing
-from tidemark.table.log.data_blocks import parquet_data_block
-from tidemark.table.log.delete_blocks import (
+from tidemark.table.logfiles.data_blocks import parquet_data_block
+from tidemark.table.logfiles.delete_blocks import (
     DELETE_REGARDLESS,
     DeleteRecord,
     OrderingKind,
     OrderingValue,
     delete_block,
 )
-from tidemark.table.log.framing import LogBlock
+from tidemark.table.logfiles.framing import LogBlock
 from tidemark.table.records.keys import RECORD_KEY
 
 TABLES = [

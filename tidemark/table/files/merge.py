@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 from tidemark.storage.base import Storage
 from tidemark.table.files.slices import committed_blocks
 from tidemark.table.files.view import FileSlice
-from tidemark.table.log.data_blocks import data_block_table
-from tidemark.table.log.delete_blocks import DELETE_REGARDLESS, deleted_records
-from tidemark.table.log.framing import BlockType, LogBlock, read_log_file
+from tidemark.table.logfiles.data_blocks import data_block_table
+from tidemark.table.logfiles.delete_blocks import DELETE_REGARDLESS, deleted_records
+from tidemark.table.logfiles.framing import BlockType, LogBlock, read_log_file
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import RECORD_KEY
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from tidemark.storage.base import FileInfo
 from tidemark.table.files.file_names import partition_of
-from tidemark.table.log.file_names import LogFileName, is_log_file_name, parse_log_file_name
-from tidemark.table.log.framing import BlockType, LogBlock
+from tidemark.table.logfiles.file_names import LogFileName, is_log_file_name, parse_log_file_name
+from tidemark.table.logfiles.framing import BlockType, LogBlock
 
 __all__ = ["LogFile", "committed_blocks", "log_files_in", "logs_of_slice"]
 
