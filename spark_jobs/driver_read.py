@@ -31,9 +31,9 @@ from tidemark.jobs.base_file import conform
 from tidemark.jobs.task import storage_for
 from tidemark.storage import Storage
 from tidemark.storage.local import LocalStorage
-from tidemark.table.files.reader import Filter
 from tidemark.table.files.view import BaseFile
-from tidemark.table.records.literals import column_scalar
+from tidemark.table.filters import arrow
+from tidemark.table.filters.expression import BoundFilter
 
 DRIVER_MAX_FILES = 256
 """At most this many files are read in the driver by an ``auto`` read: a file costs the
@@ -62,7 +62,7 @@ PARQUET = pads.ParquetFileFormat()
 """Files read in the driver are dataset fragments: each footer is read once, for both its
 stored columns and the row groups the filter skips by their statistics."""
 LOCAL_FILES = pafs.LocalFileSystem()
-_COMPARISONS = {"=": "__eq__", "<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+_PREFILTERED = ("=", "<", "<=", ">", ">=", "in")
 Condition = tuple[str, pc.Expression]
 """A condition pyarrow applies while reading, and the column it reads."""
 
@@ -175,34 +175,20 @@ def local_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
     return spark.createDataFrame(rows, from_arrow_schema(rows.schema))
 
 
-def prefilter(filters: Sequence[Filter], schema: pa.Schema) -> list[Condition]:
-    """The filters pyarrow applies exactly as Spark does: comparisons and ``in`` whose
-    values are of their column's own kind and held exactly by its type (integers in its
-    range, strings, booleans, dates, decimals, timestamps with a zone, all typed by
-    ``tidemark.table.records.literals.literal``; floats on double columns, as a float column's
-    values are compared in double by Spark). Spark applies every filter again to what is
-    read: these only let the driver skip row groups and rows, never keep fewer rows than
-    Spark would."""
-    kept: list[Condition] = []
-    for name, op, value in filters:
-        if name in schema.names and op in (*_COMPARISONS, "in"):
-            condition = _condition(name, op, value, schema.field(name).type)
-            if condition is not None:
-                kept.append((name, condition))
-    return kept
-
-
-def _condition(name: str, op: str, value: Any, kind: pa.DataType) -> pc.Expression | None:
-    values = list(value) if op == "in" else [value]
-    if not values or not all(_same_kind(member, kind) for member in values):
-        return None
-    typed = [column_scalar(member, kind) for member in values]
-    if any(scalar is None for scalar in typed):  # out of the column's range or precision
-        return None
-    column = pc.field(name)
-    if op == "in":
-        return column.isin(pa.array(values, type=kind))
-    return getattr(column, _COMPARISONS[op])(typed[0])
+def prefilter(bound: BoundFilter) -> list[Condition]:
+    """The predicates pyarrow applies exactly as Spark does (``arrow.predicate_expression``
+    of comparisons and ``in`` whose values are of their column's own kind and held exactly
+    by its type: integers in its range, strings, booleans, dates, decimals, timestamps with
+    a zone; floats on double columns, as a float column's values are compared in double by
+    Spark). Spark applies every filter again to what is read: these only let the driver
+    skip row groups and rows, never keep fewer rows than Spark would."""
+    return [
+        (p.column, arrow.predicate_expression(p))
+        for p in bound
+        if p.op in _PREFILTERED
+        and p.values
+        and all(v.exact and _same_kind(v.value, p.kind) for v in p.values)
+    ]
 
 
 def _same_kind(value: Any, kind: pa.DataType) -> bool:

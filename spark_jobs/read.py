@@ -15,17 +15,15 @@ the rows by Spark.
 from __future__ import annotations
 
 import heapq
-import operator
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as sf
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -39,12 +37,13 @@ from tidemark.jobs.driver_read import (
     read_files,
     read_pays_in_driver,
 )
+from tidemark.jobs.filters import predicate_column
 from tidemark.jobs.session import use_driver_python
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
-from tidemark.table.files.reader import Filter
 from tidemark.table.files.view import BaseFile
-from tidemark.table.records.literals import NO_SESSION_TIME_ZONE
+from tidemark.table.filters.expression import Filter
+from tidemark.table.filters.literals import NO_SESSION_TIME_ZONE
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +74,7 @@ def read_dataframe(
     ``is not null``) and ``where`` (``column == value``; a list or tuple: ``column in
     value``); meta columns included unless ``columns`` says otherwise. ``reader``: one of
     ``READ_READERS``. Filter values are read as Spark reads literals of their columns'
-    types (``tidemark.table.records.literals``), zone-less timestamps in the session's time zone."""
+    types (``tidemark.table.filters.literals``), zone-less timestamps in the session's time zone."""
     if reader not in READ_READERS:
         raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
     conditions = [*filters, *where_filters(where or {})]
@@ -99,9 +98,9 @@ def _in_driver(
     applies them all again); None when the scan should read them."""
     if not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
         return None
-    wanted = set(columns or plan.schema.names) | {name for name, _, _ in plan.filters}
+    wanted = set(columns or plan.schema.names) | set(plan.filters.columns)
     schema = pa.schema([field for field in plan.schema if field.name in wanted])
-    keep = prefilter(plan.filters, plan.schema)
+    keep = prefilter(plan.filters)
     try:
         rows = read_files(plan.uri, plan.files, schema, keep, bounded=reader == "auto")
     except RowsOverBoundError as over:
@@ -187,43 +186,12 @@ def spark_reaches(spark: SparkSession, table_uri: str) -> bool:
 
 def apply_filters(frame: DataFrame, plan: SnapshotPlan) -> DataFrame:
     """``frame`` narrowed to the rows meeting the plan's filters."""
-    for condition in plan.filters:
-        frame = frame.where(filter_column(condition, plan.schema))
+    for predicate in plan.filters:
+        frame = frame.where(predicate_column(predicate))
     return frame
 
 
 SESSION_TIME_ZONE = "spark.sql.session.timeZone"
-
-COMPARISONS: dict[str, Callable[[Column, Column], Column]] = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-"""A filter's comparison operators as Spark's (only the one asked for is built: each
-Column operation is a round of calls to the JVM)."""
-
-
-def filter_column(condition: Filter, schema: pa.Schema) -> Column:
-    """A checked filter (values typed by ``tidemark.table.records.literals.literal``, timestamps
-    aware) as a Spark condition, with ``tidemark.table.files.reader.row_mask``'s meaning:
-    equality with None matches nulls (and, on a string column, empty strings: both are the
-    default partition)."""
-    name, op, value = condition
-    column = sf.col(f"`{name}`")
-    if op == "is null" or (op == "=" and value is None):
-        missing = column.isNull()
-        if op == "=" and pa.types.is_string(schema.field(name).type):
-            missing = missing | (column == sf.lit(""))
-        return missing
-    if op == "is not null":
-        return column.isNotNull()
-    if op in ("in", "not in"):
-        hit = column.isin(list(value))
-        return ~hit if op == "not in" else hit
-    return COMPARISONS[op](column, sf.lit(value))
 
 
 def pack(files: Sequence[BaseFile], tasks: int) -> list[list[str]]:

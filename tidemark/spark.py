@@ -42,7 +42,7 @@ from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
-from tidemark.table.files.reader import Filter
+from tidemark.table.filters.expression import Filter
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
 from tidemark.table.maintenance.archival import ArchiveResult, ArchiveSettings
 from tidemark.table.maintenance.clean import CleanResult

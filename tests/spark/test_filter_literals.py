@@ -1,4 +1,4 @@
-"""Filter values typed by ``tidemark.table.records.literals.literal`` against Spark's own cast of
+"""Filter values typed by ``tidemark.table.filters.literals.literal`` against Spark's own cast of
 the same literal, form by form, in a session time zone other than UTC; then reads filtered by
 text forms of timestamps and decimals keep the rows Spark's own filter keeps."""
 
@@ -18,7 +18,7 @@ import tidemark.spark
 from spark.sparkkit import local_frame
 from tidemark.errors import InvalidArgumentError
 from tidemark.spark import WriteOptions
-from tidemark.table.records.literals import literal
+from tidemark.table.filters.literals import literal
 
 ZONE = "America/New_York"
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)

@@ -21,8 +21,9 @@ from tidemark.index import pruning
 from tidemark.index.pruning import plan_snapshot
 from tidemark.index.record_index import RecordIndex
 from tidemark.jobs import driver_read
+from tidemark.jobs.filters import predicate_column
 from tidemark.jobs.lookup import plan_lookup
-from tidemark.jobs.read import filter_column, glob_of_names, scan, spark_reaches
+from tidemark.jobs.read import glob_of_names, scan, spark_reaches
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
@@ -151,7 +152,7 @@ def test_small_reads_are_answered_in_the_driver_as_spark_answers_them(
         assert "LocalTableScan" in scan_nodes(driver), condition
         plan = plan_snapshot(table_uri, [condition])
         (checked,) = plan.filters
-        expected = everything.where(filter_column(checked, plan.schema)).collect()
+        expected = everything.where(predicate_column(checked)).collect()
         assert {tuple(r) for r in driver.collect()} == {tuple(r) for r in expected}, condition
     both = [("n", ">", 1), ("s", "!=", "s6"), ("part", "=", "p")]
     picked, native = (

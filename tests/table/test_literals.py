@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.records.literals import column_scalar, literal
+from tidemark.table.filters.literals import column_scalar, literal
 
 AT = pa.timestamp("us", tz="UTC")
 

@@ -19,7 +19,8 @@ from table.table_testkit import (
 )
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.table import HoodieTable
-from tidemark.table.files.reader import parse_partition_path, read_snapshot
+from tidemark.table.files.reader import read_snapshot
+from tidemark.table.filters.partitions import parse_partition_path
 from tidemark.table.properties.config import TableConfig
 
 

@@ -456,8 +456,9 @@ def _point_query(spark: SparkSession, table: HoodieTable) -> dict[str, Any]:
     key)."""
     key = str(read_snapshot(table.storage, columns=[KEY]).column(KEY)[0])
     every = plan_snapshot(table.uri)
-    indexed = _native_query(spark, plan_snapshot(table.uri, [(KEY, "=", key)]))
-    scanned = _native_query(spark, replace(every, filters=[(KEY, "=", key)]))
+    by_key = plan_snapshot(table.uri, [(KEY, "=", key)])
+    indexed = _native_query(spark, by_key)
+    scanned = _native_query(spark, replace(every, filters=by_key.filters))
     if indexed.rows_matched != scanned.rows_matched:
         raise FailedPreconditionError(
             f"the index found {indexed.rows_matched} rows of {key}, the scan "

@@ -24,8 +24,9 @@ from tidemark.jobs.job_options import add_lock_options, add_lock_wait_option
 from tidemark.jobs.rollback import rollback_table
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
-from tidemark.table.files.reader import Filter, read_snapshot
+from tidemark.table.files.reader import read_snapshot
 from tidemark.table.files.view import BaseFile
+from tidemark.table.filters.expression import Filter
 from tidemark.table.maintenance.upgrade import TARGETS, upgrade_table
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.avro_names import check_write_schema, table_name_from_uri

@@ -12,14 +12,13 @@ scanned whole by the reader, which applies the filters to the rows.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import structlog
 
-from tidemark.errors import InvalidArgumentError, NotFoundError, TidemarkError
+from tidemark.errors import NotFoundError, TidemarkError
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
@@ -27,19 +26,12 @@ from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
-from tidemark.table.files.column_stats import ColumnStats, FileStats
-from tidemark.table.files.reader import (
-    Filter,
-    Locator,
-    files_holding,
-    keys_from_filters,
-    parse_partition_path,
-    prepare_filters,
-    snapshot_schema,
-)
+from tidemark.table.files.reader import Locator, files_holding, snapshot_schema
 from tidemark.table.files.view import BaseFile
-from tidemark.table.records.keys import DEFAULT_PARTITION, partition_paths
-from tidemark.table.records.literals import NO_SESSION_TIME_ZONE, literal
+from tidemark.table.filters import partitions
+from tidemark.table.filters.expression import BoundFilter, Filter, bind
+from tidemark.table.filters.literals import NO_SESSION_TIME_ZONE
+from tidemark.table.filters.record_keys import keys_of
 
 READ_COMPACT_AFTER_DELTAS = 4
 """A read that finds a shard of the record index with this many deltas (or deltas as large
@@ -57,13 +49,13 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class SnapshotPlan:
-    """The files a read opens, the snapshot's schema (meta columns first) and the checked
-    filters (values typed like their columns) the rows must still meet; ``pruned`` says
-    how many files each step left, for logs and benchmarks."""
+    """The files a read opens, the snapshot's schema (meta columns first) and the bound
+    filters the rows must still meet; ``pruned`` says how many files each step left, for
+    logs and benchmarks."""
 
     uri: str
     schema: pa.Schema
-    filters: list[Filter]
+    filters: BoundFilter
     files: list[BaseFile]
     pruned: dict[str, int] = field(default_factory=dict)
 
@@ -83,31 +75,30 @@ def plan_snapshot(
     ``as_of`` would be missed. Zone-less timestamps in filters are in ``time_zone``."""
     table = HoodieTable.open(table_uri)
     schema = snapshot_schema(table, as_of)
-    checked = prepare_filters(table.config, schema, list(filters), time_zone)
-    for column, _, _ in checked:
-        if column not in schema.names:
-            raise InvalidArgumentError("no such column in the table", field=column)
+    bound = bind(
+        filters, schema, partition_fields=table.config.partition_fields, time_zone=time_zone
+    )
     view = table.view(as_of)
-    files = view.latest_base_files(_partitions_to_list(table, schema, checked))
+    files = view.latest_base_files(partitions.partitions_to_list(bound, table.config))
     pruned = {"listed": len(files)}
     matching = {
         path
         for path in {f.partition_path for f in files}
-        if column_stats.may_match(_partition_stats(table, schema, path), checked)
+        if partitions.may_hold(bound, path, table.config)
     }
     files = [f for f in files if f.partition_path in matching]
     pruned["partitions"] = len(files)
     if keys is None:
-        keys = keys_from_filters(table.config, schema, checked)
+        keys = keys_of(bound, table.config)
     if keys is not None:
         pruned["keys"] = len(keys)
     if as_of is None and keys is not None:
         files = files_holding(table.uri, files, set(keys), index_locator(table.storage))
     pruned["record index"] = len(files)
-    files = column_stats.may_hold(table.storage, files, checked)
+    files = column_stats.may_hold(table.storage, files, bound)
     pruned["column stats"] = len(files)
     log.debug("read.planned", table=table.uri, **pruned)
-    return SnapshotPlan(table.uri, schema, checked, files, pruned)
+    return SnapshotPlan(table.uri, schema, bound, files, pruned)
 
 
 def index_locator(storage: Storage) -> Locator | None:
@@ -150,45 +141,3 @@ def _compact_piled_up(index: RecordIndex) -> None:
         log.info("read.index_compacted", shards=len(done.shards), deltas=done.deltas_folded)
     except (TidemarkError, OSError) as error:  # ConflictError: another one runs
         log.warning("read.index_not_compacted", error=str(error))
-
-
-def _partitions_to_list(
-    table: HoodieTable, schema: pa.Schema, filters: list[Filter]
-) -> list[str] | None:
-    """The partition paths to list when ``=``/``IN`` name values for every partition field
-    (every combination), else None (list them all)."""
-    fields = table.config.partition_fields
-    wanted: dict[str, list[object]] = {}
-    for column, op, value in filters:
-        if column in fields and op in ("=", "in") and column not in wanted:
-            wanted[column] = list(value) if op == "in" else [value]
-    if not fields or set(wanted) != set(fields) or any(None in v for v in wanted.values()):
-        return None
-    combinations = list(itertools.product(*(wanted[name] for name in fields)))
-    values = pa.table(
-        {
-            name: pa.array([c[i] for c in combinations], type=schema.field(name).type)
-            for i, name in enumerate(fields)
-        }
-    )
-    try:
-        return sorted(set(partition_paths(values, table.config).to_pylist()))
-    except TidemarkError:
-        return None
-
-
-def _partition_stats(table: HoodieTable, schema: pa.Schema, partition_path: str) -> FileStats:
-    """A partition's values as statistics (each its own min and max) for the values its
-    path encodes; none for a path that cannot be decoded (time-based key generators) or
-    the default partition (null or empty: either may be stored)."""
-    decoded = parse_partition_path(partition_path, table.config) or {}
-    columns: dict[str, ColumnStats] = {}
-    for name, text in decoded.items():
-        if text == DEFAULT_PARTITION or name not in schema.names:
-            continue
-        try:
-            value = literal(text, schema.field(name).type, name)
-        except InvalidArgumentError:
-            continue
-        columns[name] = ColumnStats(value, value, 0)
-    return FileStats(1, columns)

@@ -1,6 +1,6 @@
 """Files: base-file names, the file-system view (the latest committed slice of each file
 group), snapshot reads of base files, column statistics, and the index-free scan baseline.
-Imports ``records``, ``properties``, ``timeline``, ``metadata``."""
+Imports ``filters``, ``records``, ``properties``, ``timeline``, ``metadata``."""
 
 __all__ = [
     "column_stats",

@@ -17,8 +17,8 @@ files of the writes it archives into one, ``archived.parquet`` (``fold``): their
 join those already folded, less the files the archived cleans deleted, and only then are
 their own files deleted. An instant without its own file is looked up there.
 
-Floating-point columns are left out: Spark orders NaN above every number, and Parquet's
-statistics leave NaN out, so a range could skip a file whose NaN rows match.
+What they rule out is ``tidemark.table.filters.statistics``'s to say (floating-point
+columns are left out: NaN).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import io
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -37,50 +36,20 @@ import structlog
 from tidemark.errors import NotFoundError
 from tidemark.storage.base import Storage
 from tidemark.table.files.view import BaseFile
+from tidemark.table.filters.expression import BoundFilter
+from tidemark.table.filters.statistics import ColumnStats, FileStats, may_match, orderable
 
 STATS_DIR = ".hoodie/.tidemark/column-stats"
 FOLDED = f"{STATS_DIR}/archived.parquet"
 """The entries of archived writes' files, folded at each archival."""
 FOOTER_READERS = 16
 """Footers read in parallel: a write of thousands of files costs one request per file."""
-UNARY = ("is null", "is not null")
-"""Filter operators without a value."""
-COMPARISONS = ("=", "in", "<", "<=", ">", ">=")
 
 log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True)
-class ColumnStats:
-    """One column of one file: ``low``/``high`` None when unknown (or every value null),
-    ``nulls`` None when unknown."""
-
-    low: Any
-    high: Any
-    nulls: int | None
-
-
-@dataclass(frozen=True)
-class FileStats:
-    rows: int
-    columns: Mapping[str, ColumnStats]
-
-
 def stats_path(instant: str) -> str:
     return f"{STATS_DIR}/{instant}.parquet"
-
-
-def orderable(kind: pa.DataType) -> bool:
-    """Types whose Parquet statistics order values as Spark and Arrow compare them."""
-    return (
-        pa.types.is_integer(kind)
-        or pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_boolean(kind)
-        or pa.types.is_date(kind)
-        or pa.types.is_timestamp(kind)
-        or pa.types.is_decimal(kind)
-    )
 
 
 def footer_stats(metadata: pq.FileMetaData) -> FileStats:
@@ -92,6 +61,20 @@ def footer_stats(metadata: pq.FileMetaData) -> FileStats:
         if orderable(field.type) and field.name in index:
             columns[field.name] = _fold(metadata, index[field.name])
     return FileStats(metadata.num_rows, columns)
+
+
+def row_group_stats(metadata: pq.FileMetaData, row_group: int, columns: list[str]) -> FileStats:
+    """The statistics of one row group's top-level ``columns`` (those it has)."""
+    group = metadata.row_group(row_group)
+    found: dict[str, ColumnStats] = {}
+    for index in range(metadata.num_columns):
+        name = metadata.schema.column(index).path
+        stats = group.column(index).statistics if name in columns else None
+        if stats is not None:
+            low, high = (stats.min, stats.max) if stats.has_min_max else (None, None)
+            nulls = stats.null_count if stats.has_null_count else None
+            found[name] = ColumnStats(low, high, nulls)
+    return FileStats(group.num_rows, found)
 
 
 def _fold(metadata: pq.FileMetaData, column: int) -> ColumnStats:
@@ -201,14 +184,12 @@ def fold(storage: Storage, instants: Sequence[str], deleted: Iterable[str]) -> N
     storage.delete_many(stats_path(instant) for instant in instants)
 
 
-def may_hold(
-    storage: Storage, files: list[BaseFile], filters: Sequence[tuple[str, str, Any]]
-) -> list[BaseFile]:
-    """``files`` without those whose statistics prove no row meets ``filters``."""
-    if not filters:
+def may_hold(storage: Storage, files: list[BaseFile], bound: BoundFilter) -> list[BaseFile]:
+    """``files`` without those whose statistics prove no row meets ``bound``."""
+    if not bound:
         return files
     found = load(storage, files)
-    return [f for f in files if f.path not in found or may_match(found[f.path], filters)]
+    return [f for f in files if f.path not in found or may_match(bound, found[f.path])]
 
 
 def _entries(storage: Storage, path: str, paths: set[str] | None) -> dict[str, FileStats] | None:
@@ -269,37 +250,3 @@ def _decode(table: pa.Table) -> dict[str, FileStats]:
         )
         for row in rows
     }
-
-
-def may_match(stats: FileStats, filters: Iterable[tuple[str, str, Any]]) -> bool:
-    """False only when the statistics prove no row meets every filter (``(column, op,
-    value)``, values typed like their columns); a column without statistics, an operator
-    they cannot decide (``!=``, ``not in``) or values that do not compare never skip."""
-    return all(_may_match(stats, column, op, value) for column, op, value in filters)
-
-
-def _may_match(stats: FileStats, column: str, op: str, value: Any) -> bool:
-    entry = stats.columns.get(column)
-    if entry is None:
-        return True
-    if op in UNARY:
-        if entry.nulls is None:
-            return True
-        return entry.nulls > 0 if op == "is null" else entry.nulls < stats.rows
-    if op not in COMPARISONS or value is None:
-        return True
-    if entry.low is None or entry.high is None:
-        return entry.nulls is None or entry.nulls < stats.rows  # all null: no comparison holds
-    low, high = entry.low, entry.high
-    try:
-        if op == "in":
-            return any(v is not None and low <= v <= high for v in value)
-        return {
-            "=": low <= value <= high,
-            "<": low < value,
-            "<=": low <= value,
-            ">": high > value,
-            ">=": high >= value,
-        }[op]
-    except TypeError:
-        return True

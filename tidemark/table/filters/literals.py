@@ -1,8 +1,8 @@
 """A filter's value as a value of its column's type, read as Spark reads that literal.
 
-Every reader of filters (row masks, footer and column statistics, the driver's pyarrow
-prefilter, Spark's own condition, partition pruning) takes the values this one function
-typed, so a filter means the same wherever it is applied. Text is read as Spark's
+``expression.bind`` types every filter value by this one function, once; every reader of
+filters (row masks, footer and column statistics, the driver's pyarrow prefilter, Spark's
+own condition, partition and record-key pruning) takes the bound values. Text is read as Spark's
 ``CAST(text AS type)`` reads it (ANSI: a value it refuses is an error naming the column,
 not an empty result):
 
