@@ -15,8 +15,8 @@ import pytest
 from table.table_testkit import hudi_rs_table
 from tidemark.errors import FailedPreconditionError
 from tidemark.table import HoodieTable
-from tidemark.table.files.merge import merge_slice, read_slice
-from tidemark.table.files.reader import snapshot_schema
+from tidemark.table.files.merge import merge_slice
+from tidemark.table.files.reader import read_snapshot
 from tidemark.table.leases.table_lock import changing
 from tidemark.table.logfiles.data_blocks import parquet_data_block
 from tidemark.table.logfiles.delete_blocks import (
@@ -44,14 +44,7 @@ TABLES = [
 
 
 def merged_snapshot(table: HoodieTable) -> pa.Table:
-    view = table.view()
-    completed = view.completed_deltacommits()
-    schema = snapshot_schema(table)
-    pieces = [
-        read_slice(table.storage, file_slice, completed, table.config, schema)
-        for file_slice in view.latest_file_slices()
-    ]
-    return pa.concat_tables(pieces) if pieces else schema.empty_table()
+    return read_snapshot(table.storage)
 
 
 def _rows(rows: pa.Table, columns: list[str]) -> list[tuple]:
@@ -144,3 +137,10 @@ def test_every_change_to_a_merge_on_read_table_is_refused_before_the_lock(
     assert refused.value.field == "hoodie.table.type"
     assert "merge-on-read tables are read" in str(refused.value)
     assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before
+
+
+def test_a_filter_sees_the_merged_value_not_the_base_files(mor_tables: Path) -> None:
+    uri = str(mor_tables / "v6_trips_8i1u")
+    rows = read_snapshot(uri, filters=[("fare", "=", 25.0)], columns=["rider", "fare"])
+    assert rows.to_pylist() == [{"rider": "rider-D", "fare": 25.0}]
+    assert read_snapshot(uri, filters=[("fare", "=", 33.90)]).num_rows == 0
