@@ -9,7 +9,8 @@ DataFrame without filters (a ``count()``) reuses the partitions planned for the 
 one (PySpark 4.1 to 4.3), so a pruning reader returns wrong rows for a reused DataFrame or
 SQL view. Spark evaluates every filter on the full snapshot instead. The files are packed
 into at most ``tasks`` (an option; default twice the driver's cores) tasks of about equal
-bytes, as each Python task costs far more than reading a small file.
+bytes, as each Python task costs far more than reading a small file; a merge-on-read slice
+with logs is a task of its own, merged there.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from pyspark.sql.types import StructType
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.keying import arrow_schema_in_zone
-from tidemark.jobs.read import pack, read_file
+from tidemark.jobs.read import merged_slice, pack, read_file
 from tidemark.table import HoodieTable
 from tidemark.table.files.reader import snapshot_schema
+from tidemark.table.files.view import FileSlice
 
 NAME = "tidemark"
 ARROW_TIME_ZONE = "UTC"
@@ -44,6 +46,15 @@ class FilesPartition(InputPartition):
         self.paths = paths
 
 
+class SlicePartition(InputPartition):
+    """One Spark task: a merge-on-read slice to merge, with the deltacommits it reads."""
+
+    def __init__(self, file_slice: FileSlice, deltacommits: dict[str, str]) -> None:
+        super().__init__(file_slice)
+        self.file_slice = file_slice
+        self.deltacommits = deltacommits
+
+
 class SnapshotReader(DataSourceReader):
     def __init__(self, table_uri: str, schema: StructType, as_of: str | None, tasks: int) -> None:
         self.table_uri = table_uri
@@ -53,11 +64,17 @@ class SnapshotReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         plan = plan_snapshot(self.table_uri, as_of=self.as_of)
-        return [FilesPartition(group) for group in pack(plan.files, self.tasks)] or [
-            FilesPartition([])
-        ]
+        merged: list[InputPartition] = [SlicePartition(s, plan.deltacommits) for s in plan.slices]
+        files: list[InputPartition] = [FilesPartition(g) for g in pack(plan.files, self.tasks)]
+        return files + merged or [FilesPartition([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, SlicePartition):
+            rows = merged_slice(
+                self.table_uri, partition.file_slice, partition.deltacommits, self.output
+            )
+            yield from rows.to_batches()
+            return
         assert isinstance(partition, FilesPartition)
         for path in partition.paths:
             yield from read_file(self.table_uri, path, self.output).to_batches()

@@ -54,10 +54,10 @@ from tidemark.table import HoodieTable
 from tidemark.table.files.view import BaseFile
 from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.leases.table_lock import changing, holding, owner_name
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.plans.clustering import pending_plans
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import RECORD_KEY
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 log = structlog.get_logger(__name__)
 

@@ -37,11 +37,11 @@ from tidemark.jobs.sizing import WritePlan
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.table import HoodieTable
 from tidemark.table.files.view import BaseFile
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.metadata.commit import WriteStat
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.records.keys import RECORD_KEY
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 log = structlog.get_logger(__name__)
 

@@ -42,7 +42,10 @@ class LookupPlan:
     keys: pa.Table
 
     def in_driver(self, reader: str) -> bool:
-        """Whether ``reader`` reads this lookup's files in the driver."""
+        """Whether ``reader`` reads this lookup's files in the driver (never when it has
+        merge-on-read slices to merge: tasks merge them)."""
+        if self.snapshot.slices:
+            return False
         return reader == "driver" or (reader == "auto" and fits_driver(self.snapshot.files))
 
 

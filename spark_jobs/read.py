@@ -41,7 +41,9 @@ from tidemark.jobs.filters import predicate_column
 from tidemark.jobs.session import use_driver_python
 from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
-from tidemark.table.files.view import BaseFile
+from tidemark.table import HoodieTable
+from tidemark.table.files.merge import read_slice
+from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters.expression import Filter
 from tidemark.table.filters.literals import NO_SESSION_TIME_ZONE
 
@@ -95,8 +97,9 @@ def _in_driver(
 ) -> DataFrame | None:
     """The plan's files read in the driver, when ``reader`` has it read there: the columns
     asked for and those filtered on, the rows its filters certainly drop left out (Spark
-    applies them all again); None when the scan should read them."""
-    if not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
+    applies them all again); None when the scan should read them (always for a plan with
+    merge-on-read slices to merge, which tasks merge)."""
+    if plan.slices or not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
         return None
     wanted = set(columns or plan.schema.names) | set(plan.filters.columns)
     schema = pa.schema([field for field in plan.schema if field.name in wanted])
@@ -121,17 +124,20 @@ def where_filters(where: Mapping[str, Any]) -> list[Filter]:
 
 
 def scan(spark: SparkSession, plan: SnapshotPlan, reader: str = "auto") -> DataFrame:
-    """Every row of the planned files, in the snapshot's schema."""
+    """Every row of the planned files and merged slices, in the snapshot's schema."""
     if reader not in READERS:
         raise InvalidArgumentError(f"use one of {', '.join(READERS)}", field="reader")
     schema = from_arrow_schema(plan.schema)
-    if not plan.files:
-        return spark.createDataFrame([], schema)
-    native = reader == "spark" or (reader == "auto" and spark_reaches(spark, plan.uri))
-    log.debug("read.scan", table=plan.uri, files=len(plan.files), native=native)
-    if native:
-        return _parquet_scan(spark, plan, schema)
-    return _storage_scan(spark, plan)
+    frame = spark.createDataFrame([], schema)
+    if plan.files:
+        native = reader == "spark" or (reader == "auto" and spark_reaches(spark, plan.uri))
+        log.debug("read.scan", table=plan.uri, files=len(plan.files), native=native)
+        frame = _parquet_scan(spark, plan, schema) if native else _storage_scan(spark, plan)
+    if plan.slices:
+        log.debug("read.merge", table=plan.uri, slices=len(plan.slices))
+        merged = _merged_scan(spark, plan)
+        frame = merged if not plan.files else frame.unionByName(merged)
+    return frame
 
 
 def _parquet_scan(spark: SparkSession, plan: SnapshotPlan, schema: StructType) -> DataFrame:
@@ -211,6 +217,32 @@ def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
     runs in a task, reading through ``tidemark.storage``."""
     with storage_for(table_uri).open_input(path) as stream:
         return conform(pq.read_table(stream), output)
+
+
+def merged_slice(
+    table_uri: str, file_slice: FileSlice, deltacommits: Mapping[str, str], output: pa.Schema
+) -> pa.Table:
+    """A merge-on-read slice's rows, its base file merged with the log blocks of
+    ``deltacommits``, as ``output``; runs in a task."""
+    table = HoodieTable.from_storage(storage_for(table_uri))
+    return read_slice(table.storage, file_slice, deltacommits, table.config, output)
+
+
+def _merged_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
+    """The plan's merge-on-read slices, merged in Python tasks, a slice at a time."""
+    use_driver_python(spark)
+    count = len(plan.slices)
+    tasks = spark.createDataFrame(
+        spark.sparkContext.parallelize([(i,) for i in range(count)], count), "slice int"
+    )
+    uri, slices, deltacommits, output = plan.uri, plan.slices, plan.deltacommits, plan.schema
+
+    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from merged_slice(uri, slices[index], deltacommits, output).to_batches()
+
+    return tasks.mapInArrow(merge, from_arrow_schema(plan.schema))
 
 
 def _storage_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:

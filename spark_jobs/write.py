@@ -100,7 +100,7 @@ from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.leases.table_lock import changing, holding, owner_name, release_quietly
 from tidemark.table.leases.write_lease import forget_write, write_lease
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS, CleanSettings
-from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.plans.clustering import CLUSTER_OPERATION
 from tidemark.table.properties.config import TableConfig
@@ -108,7 +108,6 @@ from tidemark.table.records.avro_names import check_column_names, table_name_fro
 from tidemark.table.records.keys import PARTITION_PATH, RECORD_KEY
 from tidemark.table.records.schema import arrow_to_avro_schema, avro_to_arrow_schema
 from tidemark.table.timeline.instant import Instant, new_instant_time
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 from tidemark.table.timeline.versions import DEFAULT_TABLE_VERSION, add_table_version_argument
 from tidemark.table.writes import pending_clustering
 from tidemark.table.writes.checks import check_writable

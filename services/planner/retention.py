@@ -26,8 +26,7 @@ from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.maintenance.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS, CleanSettings
-from tidemark.table.metadata.actions import CLEAN
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.metadata.actions import CLEAN, WRITE_ACTIONS
 
 POLICY_PATH = ".hoodie/.tidemark/planner/retention-policy.json"
 MESSAGE_FIELDS = {"keep_min": "keep_min_commits", "keep_max": "keep_max_commits"}

@@ -26,7 +26,7 @@ from tidemark.clients.planner import PlannerClient
 from tidemark.config import ClientConfig
 from tidemark.errors import UnauthenticatedError
 from tidemark.table import HoodieTable
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 
 from .chart import notes_addresses, rendered, submitted_command
 from .local_release import LocalRelease, notes_env

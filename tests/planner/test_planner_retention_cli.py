@@ -14,8 +14,7 @@ from planner.plankit import hoodie_files, new_table, people
 from tidemark.cli import main
 from tidemark.services.planner.retention import RetentionPolicy, load_policy
 from tidemark.table import HoodieTable
-from tidemark.table.metadata.actions import CLEAN
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.metadata.actions import CLEAN, WRITE_ACTIONS
 from tidemark.testing.tables import rewrite_file_groups
 
 ROWS = 5

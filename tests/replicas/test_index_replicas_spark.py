@@ -15,7 +15,7 @@ from spark.sparkkit import assert_readers_agree
 
 from tidemark.clients.index import IndexClient
 from tidemark.table import HoodieTable
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 
 from .index_replicakit import Replica, addresses, running
 

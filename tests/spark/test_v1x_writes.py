@@ -15,7 +15,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 
 DATA = ["id", "name", "part", "ts"]
 

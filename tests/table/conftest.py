@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from table.log_testkit import extract_mor_fixtures
 from table.table_testkit import Writer, people_config
 from tidemark.table import HoodieTable
 
@@ -25,3 +28,9 @@ def any_table_uri(request: pytest.FixtureRequest, local_root: str) -> str:
 @pytest.fixture
 def people(table_uri: str) -> Writer:
     return Writer(HoodieTable.create(table_uri, people_config()))
+
+
+@pytest.fixture(scope="session")
+def mor_tables(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The merge-on-read tables Hudi wrote, extracted once; tests copy before changing one."""
+    return extract_mor_fixtures(tmp_path_factory.mktemp("hudi-mor"))

@@ -33,11 +33,10 @@ from tidemark.table.files.view import earliest_readable
 from tidemark.table.maintenance.archival import ArchiveSettings
 from tidemark.table.maintenance.clean_plan import CleanSettings
 from tidemark.table.maintenance.orphans import find_orphans
-from tidemark.table.metadata.actions import CLEAN
+from tidemark.table.metadata.actions import CLEAN, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata
 from tidemark.table.timeline.archive_writer import MERGE_PLAN, MERGED_POINT
 from tidemark.table.timeline.archived import last_block, parse_archive_log
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 from tidemark.table.timeline.lsm import COMPACTED_POINT, LSM_FILE, MANIFEST, LsmTimeline
 from tidemark.table.timeline.versions import archived_log
 

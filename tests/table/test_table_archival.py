@@ -42,12 +42,11 @@ from tidemark.table.maintenance.archival import ARCHIVED_POINT, ArchiveSettings,
 from tidemark.table.maintenance.clean import DELETED_SOME_POINT, clean
 from tidemark.table.maintenance.clean_plan import CleanSettings
 from tidemark.table.maintenance.orphans import find_orphans, remove_orphans
-from tidemark.table.metadata.actions import CLEAN, REPLACE_COMMIT
+from tidemark.table.metadata.actions import CLEAN, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanPlan
 from tidemark.table.metadata.commit_avro import commit_metadata_from_avro
 from tidemark.table.records.keys import META_COLUMNS
 from tidemark.table.timeline.archived import MAGIC, parse_archive_log
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 from tidemark.table.timeline.lsm import AVRO_SCHEMA, HistoryInstant, LsmTimeline, append_history
 from tidemark.testing.tables import data_columns, rewrite_file_groups
 

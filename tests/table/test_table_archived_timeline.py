@@ -30,7 +30,7 @@ def _archive(tmp_path: Path, folder: str = ".hoodie/archived") -> tuple[Archived
     return ArchivedTimeline(open_storage(str(tmp_path)), folder), tmp_path / folder
 
 
-def test_completed_commits_and_replacecommits_across_blocks_and_files(tmp_path: Path) -> None:
+def test_completed_writes_across_blocks_and_files(tmp_path: Path) -> None:
     archive, folder = _archive(tmp_path)
     write_archive(
         folder,
@@ -53,6 +53,7 @@ def test_completed_commits_and_replacecommits_across_blocks_and_files(tmp_path: 
     assert archive.completed_writes() == {
         "20240101000000001",
         "20240101000000002",
+        "20240101000000003",  # a merge-on-read write
         "20240101000000007",
     }
 

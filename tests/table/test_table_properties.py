@@ -12,6 +12,7 @@ from tidemark.table.properties.config import (
     parse_properties,
     table_checksum,
 )
+from tidemark.table.writes.checks import check_writable
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
@@ -58,16 +59,21 @@ def test_written_config_round_trips() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("key", "value"),
-    [("hoodie.table.type", "MERGE_ON_READ"), ("hoodie.table.version", "5")],
-)
-def test_unsupported_tables_are_rejected(key: str, value: str) -> None:
-    props = people_config().to_properties() | {key: value}
+def test_unsupported_tables_are_rejected() -> None:
+    props = people_config().to_properties() | {"hoodie.table.version": "5"}
     with pytest.raises(FailedPreconditionError) as error:
         TableConfig.from_properties(props)
-    assert error.value.field == key
-    assert repr(value) in str(error.value)
+    assert error.value.field == "hoodie.table.version"
+    assert "'5'" in str(error.value)
+
+
+def test_merge_on_read_tables_open_for_reads_and_refuse_writes() -> None:
+    props = people_config().to_properties() | {"hoodie.table.type": "MERGE_ON_READ"}
+    config = TableConfig.from_properties(props)
+    with pytest.raises(FailedPreconditionError) as error:
+        check_writable(config, disable_hudi_metadata_table=False)
+    assert error.value.field == "hoodie.table.type"
+    assert "'MERGE_ON_READ'" in str(error.value)
 
 
 def test_invalid_config_fields() -> None:

@@ -20,7 +20,6 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "hudi-properties.md"
 FIXTURE = "v6_simplekeygen_nonhivestyle"
 
 TABLE_REFUSALS = [
-    ("hoodie.table.type", "MERGE_ON_READ"),
     ("hoodie.table.version", "5"),
     ("hoodie.timeline.layout.version", "0"),
     ("hoodie.table.base.file.format", "ORC"),
@@ -53,25 +52,29 @@ def test_refused_value_stops_reads_in_one_line(
         ("hoodie.bootstrap.base.path", ""),
         ("hoodie.datasource.write.drop.partition.columns", "false"),
         ("hoodie.table.cdc.enabled", "true"),
+        ("hoodie.table.type", "MERGE_ON_READ"),
         ("hoodie.table.timeline.timezone", "UTC"),
     ],
 )
 def test_accepted_values_read(
     key: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Write-only refusals (CDC) and ignored keys leave reads working."""
+    """Write-only refusals (CDC, merge-on-read) and ignored keys leave reads working."""
     root = Path(copy_fixture(FIXTURE, tmp_path))
     set_property(root, key, value)
     assert main(["read", "--table", str(root), "--where", "id=2"]) == 0
     assert "1 rows" in capsys.readouterr().out
 
 
-def test_write_scope_rules_refuse_only_writes() -> None:
-    props = {"hoodie.table.cdc.enabled": "true"}
+@pytest.mark.parametrize(
+    ("key", "value"), [("hoodie.table.cdc.enabled", "true"), ("hoodie.table.type", "MERGE_ON_READ")]
+)
+def test_write_scope_rules_refuse_only_writes(key: str, value: str) -> None:
+    props = {key: value}
     check_properties(props, "table")
     with pytest.raises(FailedPreconditionError) as refused:
         check_properties(props, "write")
-    assert str(refused.value).startswith("hoodie.table.cdc.enabled: value 'true'")
+    assert str(refused.value).startswith(f"{key}: value {value!r}")
 
 
 def test_fixture_keys_are_all_accounted_for(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.reader import Locator, files_holding, snapshot_schema
-from tidemark.table.files.view import BaseFile
+from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters import partitions
 from tidemark.table.filters.expression import BoundFilter, Filter, bind
 from tidemark.table.filters.literals import NO_SESSION_TIME_ZONE
@@ -58,6 +58,11 @@ class SnapshotPlan:
     filters: BoundFilter
     files: list[BaseFile]
     pruned: dict[str, int] = field(default_factory=dict)
+    slices: list[FileSlice] = field(default_factory=list)
+    """Merge-on-read slices with committed logs: read merged (``files.merge.read_slice``),
+    never as their base files, and never pruned by the base files' statistics."""
+    deltacommits: dict[str, str] = field(default_factory=dict)
+    """Requested -> completion time of the deltacommits the slices' blocks may come from."""
 
 
 def plan_snapshot(
@@ -79,14 +84,16 @@ def plan_snapshot(
         filters, schema, partition_fields=table.config.partition_fields, time_zone=time_zone
     )
     view = table.view(as_of)
-    files = view.latest_base_files(partitions.partitions_to_list(bound, table.config))
-    pruned = {"listed": len(files)}
+    listed = view.latest_file_slices(partitions.partitions_to_list(bound, table.config))
+    pruned = {"listed": len(listed)}
     matching = {
         path
-        for path in {f.partition_path for f in files}
+        for path in {s.partition_path for s in listed}
         if partitions.may_hold(bound, path, table.config)
     }
-    files = [f for f in files if f.partition_path in matching]
+    listed = [s for s in listed if s.partition_path in matching]
+    slices = [s for s in listed if s.logs]
+    files = [s.base for s in listed if s.base is not None and not s.logs]
     pruned["partitions"] = len(files)
     if keys is None:
         keys = keys_of(bound, table.config)
@@ -98,7 +105,8 @@ def plan_snapshot(
     files = column_stats.may_hold(table.storage, files, bound)
     pruned["column stats"] = len(files)
     log.debug("read.planned", table=table.uri, **pruned)
-    return SnapshotPlan(table.uri, schema, bound, files, pruned)
+    deltacommits = view.completed_deltacommits() if slices else {}
+    return SnapshotPlan(table.uri, schema, bound, files, pruned, slices, deltacommits)
 
 
 def index_locator(storage: Storage) -> Locator | None:

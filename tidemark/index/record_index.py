@@ -45,9 +45,10 @@ from tidemark.index.wire import CHANGE_COLUMNS, LOOKUP_COLUMNS
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table.leases.storage_lease import STALE_TEMPORARY_S, StorageLease
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.properties.config import read_properties
 from tidemark.table.timeline.instant import new_instant_time, validate_instant_time
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS, Timeline
+from tidemark.table.timeline.layout1 import Timeline
 from tidemark.table.timeline.versions import Archive, open_archive, open_timeline
 
 COMPACT_AFTER_DELTAS = 8

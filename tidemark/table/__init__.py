@@ -1,14 +1,16 @@
-"""Hudi tables (copy-on-write, versions 6, 8 and 9): ``HoodieTable``, the opened table that
-ties a table's storage, configuration, timeline and file-system view, and the packages below,
-by concept and from the bottom up:
+"""Hudi tables (versions 6, 8 and 9; copy-on-write, and merge-on-read for reads):
+``HoodieTable``, the opened table that ties a table's storage, configuration, timeline and
+file-system view, and the packages below, by concept and from the bottom up:
 
 - ``metadata``: what each action records, in Hudi's encodings (JSON and Avro);
 - ``timeline``: instants, the active timelines (layouts 1 and 2), the archived timeline;
 - ``properties``: ``hoodie.properties`` and how each key is treated;
 - ``records``: keys, schemas, Avro names, ordering;
+- ``logfiles``: merge-on-read log files: names, block framing, data, delete and command blocks;
 - ``filters``: filters bound once to a schema, as pyarrow expressions, statistics, partition
   and record-key pruning;
-- ``files``: file names, the file-system view, base-file reads, column statistics;
+- ``files``: file names, the file-system view and file slices, base-file reads and slice
+  merges, column statistics;
 - ``leases`` and ``plans``: leases on the table's storage; clustering plans;
 - ``writes``: checks, markers, commit and rollback;
 - ``maintenance``: cleaning, orphans, archival, upgrade.

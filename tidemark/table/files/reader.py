@@ -21,11 +21,13 @@ from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged, describe
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
+from tidemark.table.files.merge import read_slice
 from tidemark.table.files.view import BaseFile, resolve_as_of
 from tidemark.table.filters import arrow, partitions
 from tidemark.table.filters.expression import BoundFilter, Filter, bind
 from tidemark.table.filters.record_keys import keys_of
 from tidemark.table.filters.statistics import may_match
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import (
     META_COLUMNS,
@@ -34,7 +36,6 @@ from tidemark.table.records.keys import (
     stored_record_keys,
 )
 from tidemark.table.records.schema import avro_to_arrow_schema
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 PartitionFilter = Callable[[str], bool] | Mapping[str, Any]
 
@@ -66,11 +67,18 @@ def read_snapshot(
     bound = bind(filters or [], declared, partition_fields=table.config.partition_fields)
     keys = set(record_keys) if record_keys is not None else keys_of(bound, table.config)
     accept_partition = _partition_predicate(table.config, declared, partition_filter, bound)
-    base_files = [
-        f for f in table.view(as_of).latest_base_files() if accept_partition(f.partition_path)
-    ]
+    view = table.view(as_of)
+    slices = [s for s in view.latest_file_slices() if accept_partition(s.partition_path)]
+    base_files = [s.base for s in slices if s.base is not None and not s.logs]
     pieces: list[pa.Table] = []
     schemas: list[pa.Schema] = []
+    merged = [s for s in slices if s.logs]
+    if merged:  # merge-on-read slices with logs: merged first, then filtered like a file
+        completed = view.completed_deltacommits()
+        schemas.append(declared)
+        for file_slice in merged:
+            rows = read_slice(table.storage, file_slice, completed, table.config, declared)
+            pieces.append(_kept(rows, table.config, columns, keys, bound))
     pruned = files_holding(table.uri, base_files, keys, locate)
     pruned = column_stats.may_hold(table.storage, pruned, bound)
     if len(pruned) < len(base_files):
@@ -169,7 +177,17 @@ def _read_file(
         needed = list(dict.fromkeys([*columns, *extra]))
         needed = [n for n in needed if n in parquet.schema_arrow.names]
     data = parquet.read(columns=needed)
-    data = data.cast(_promoted(data.schema, promoted))
+    return _kept(data.cast(_promoted(data.schema, promoted)), config, columns, keys, bound)
+
+
+def _kept(
+    data: pa.Table,
+    config: TableConfig,
+    columns: Collection[str] | None,
+    keys: set[str] | None,
+    bound: BoundFilter,
+) -> pa.Table:
+    """``data``'s rows meeting ``bound`` and having one of ``keys``, in ``columns``."""
     stored = data.column_names
     if keys is not None:
         wanted = pa.array(sorted(keys), pa.string())

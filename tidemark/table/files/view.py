@@ -1,4 +1,6 @@
-"""File-system view: the latest committed base file of each live file group.
+"""File-system view: the latest committed base file of each live file group, and on
+merge-on-read tables its latest file slice (the base file and the log files since,
+``slices``).
 
 Mirrors Hudi's view without the metadata table: list the partitions, keep base files whose
 instant is committed and not after ``as_of``, take the newest per file group, and drop
@@ -35,11 +37,12 @@ from tidemark.table.files.file_names import (
     parse_base_file_name,
     partition_of,
 )
-from tidemark.table.metadata.actions import CLEAN, REPLACE_COMMIT
+from tidemark.table.files.slices import LogFile, log_files_in, logs_of_slice
+from tidemark.table.metadata.actions import CLEAN, DELTA_COMMIT, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan
 from tidemark.table.timeline.archived import META_FOLDER, ArchivedTimeline
 from tidemark.table.timeline.instant import State, validate_instant_time
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS, Timeline
+from tidemark.table.timeline.layout1 import Timeline
 from tidemark.table.timeline.versions import Archive
 
 FILE_VERSIONS_POLICY = "KEEP_LATEST_FILE_VERSIONS"
@@ -53,6 +56,17 @@ class BaseFile:
     instant: str
     path: str
     size: int
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A file group's latest slice: its base file (None for a group of logs only) and the
+    log files a reader merges into it, in order."""
+
+    partition_path: str
+    file_id: str
+    base: BaseFile | None
+    logs: tuple[LogFile, ...]
 
 
 class FileSystemView:
@@ -81,8 +95,11 @@ class FileSystemView:
 
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
         """One BaseFile per live file group, sorted by partition then file id."""
+        return self._latest(self._list(partitions))
+
+    def _latest(self, listing: Iterable[FileInfo]) -> list[BaseFile]:
         latest: dict[tuple[str, str], BaseFile] = {}
-        for base_file in self.committed_base_files(partitions):
+        for base_file in self._committed(listing):
             key = (base_file.partition_path, base_file.file_id)
             if key in self._replaced:
                 continue
@@ -90,10 +107,45 @@ class FileSystemView:
                 latest[key] = base_file
         return sorted(latest.values(), key=lambda f: (f.partition_path, f.file_id))
 
+    def latest_file_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
+        """One FileSlice per live file group, sorted by partition then file id; groups
+        written only to logs count when a visible deltacommit wrote them."""
+        listing = list(self._list(partitions))
+        bases = {(b.partition_path, b.file_id): b for b in self._latest(listing)}
+        logs: dict[tuple[str, str], list[LogFile]] = {}
+        for log in log_files_in(listing):
+            logs.setdefault(log.file_group, []).append(log)
+        completed_at = self.completed_deltacommits()
+        slices = []
+        for group in sorted(set(bases) | set(logs)):
+            if group in self._replaced:
+                continue
+            base = bases.get(group)
+            read = logs_of_slice(
+                logs.get(group, []),
+                base.instant if base else None,
+                self.timeline.LAYOUT == 1,
+                completed_at,
+            )
+            if base is not None or read:
+                slices.append(FileSlice(group[0], group[1], base, tuple(read)))
+        return slices
+
+    def completed_deltacommits(self) -> dict[str, str]:
+        """Requested time -> completion time of each deltacommit visible at ``as_of``."""
+        return {
+            instant.timestamp: instant.completed_at
+            for instant in self.timeline.completed(frozenset({DELTA_COMMIT}))
+            if instant.timestamp in self._completed
+        }
+
     def committed_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
         """Every committed base file: each file group's every slice, replaced groups too
         (what the cleaner chooses from)."""
-        found = (self._visible_base_file(info) for info in self._list(partitions))
+        return self._committed(self._list(partitions))
+
+    def _committed(self, listing: Iterable[FileInfo]) -> list[BaseFile]:
+        found = (self._visible_base_file(info) for info in listing)
         return [base_file for base_file in found if base_file is not None]
 
     def replaced_file_groups(self) -> dict[tuple[str, str], str]:

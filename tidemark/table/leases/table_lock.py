@@ -23,6 +23,7 @@ from tidemark.table.leases.storage_lease import (
     DEFAULT_LOCK_WAIT_S,
     StorageLease,
 )
+from tidemark.table.properties.support import check_properties
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +43,10 @@ def changing(
     on_lost: Callable[[], None] | None = None,
 ) -> Iterator[StorageLease]:
     """The table lock held by ``tidemark-<role>`` for the block, fencing every timeline
-    transition in it; ``on_lost`` runs once if the lease is lost (e.g. to cancel jobs)."""
+    transition in it; ``on_lost`` runs once if the lease is lost (e.g. to cancel jobs).
+    Every change passes here, so a table whose properties refuse writes (a merge-on-read
+    table, which Tidemark reads only) is refused here, before the lock is taken."""
+    check_properties(dict(table.config.properties), "write")
     lock = StorageLease(table.storage, owner_name(role), lease_s=lease_s, on_lost=on_lost)
     lock.acquire(wait_s)
     table.timeline.fence = lock

@@ -39,7 +39,13 @@ from tidemark.table.files.view import last_clean
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S
 from tidemark.table.leases.table_lock import changing
 from tidemark.table.maintenance.clean_plan import CleanPolicy, CleanSettings
-from tidemark.table.metadata.actions import CLEAN, CLUSTERING, REPLACE_COMMIT, ROLLBACK
+from tidemark.table.metadata.actions import (
+    CLEAN,
+    CLUSTERING,
+    REPLACE_COMMIT,
+    ROLLBACK,
+    WRITE_ACTIONS,
+)
 from tidemark.table.metadata.clean import CleanMetadata
 from tidemark.table.timeline.archive_writer import (
     DEFAULT_MERGE_BATCH_SIZE,
@@ -52,7 +58,6 @@ from tidemark.table.timeline.archive_writer import (
 )
 from tidemark.table.timeline.archived import COMPLETED, last_block
 from tidemark.table.timeline.instant import TIMELINE_FOLDERS, Instant, State
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 from tidemark.table.timeline.lsm import (
     DEFAULT_COMPACTION_BATCH_SIZE,
     HistoryInstant,

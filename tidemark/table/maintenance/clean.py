@@ -25,10 +25,9 @@ from tidemark.table import HoodieTable
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
 from tidemark.table.leases.table_lock import changing
 from tidemark.table.maintenance.clean_plan import CleanSettings, plan_clean
-from tidemark.table.metadata.actions import CLEAN
+from tidemark.table.metadata.actions import CLEAN, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan
 from tidemark.table.timeline.instant import Instant, State, new_instant_time
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 log = structlog.get_logger(__name__)
 

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table import HoodieTable
 from tidemark.table.files.view import BaseFile, completion_times, last_clean
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan, RetainedInstant
 from tidemark.table.plans.clustering import file_groups_in, pending_plans
 from tidemark.table.timeline.instant import Instant, instant_time_ago
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 
 
 class CleanPolicy(enum.StrEnum):

@@ -30,8 +30,8 @@ from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name
 from tidemark.table.files.view import partition_listings
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.timeline.instant import instant_time_ago
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 from tidemark.table.writes.markers import marker_dir_instants
 
 DEFAULT_GRACE_S = 24 * 3600.0

@@ -36,7 +36,7 @@ from tidemark.storage.damaged import read_parsed
 from tidemark.table import HoodieTable
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S
 from tidemark.table.leases.table_lock import changing
-from tidemark.table.metadata.actions import CLUSTERING, REPLACE_COMMIT
+from tidemark.table.metadata.actions import CLUSTERING, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.metadata.commit_avro import commit_metadata_to_avro
 from tidemark.table.plans.clustering import plan_of_request
@@ -57,7 +57,7 @@ from tidemark.table.timeline.archived import (
     parse_archive_log,
 )
 from tidemark.table.timeline.instant import Instant, State, parse_instant_file_name
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS, Timeline
+from tidemark.table.timeline.layout1 import Timeline
 from tidemark.table.timeline.layout2 import TIMELINE_DIR
 from tidemark.table.timeline.lsm import HistoryInstant, history_folder, write_history
 from tidemark.table.timeline.versions import table_version

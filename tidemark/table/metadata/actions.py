@@ -4,6 +4,10 @@ metadata encoding in this package."""
 from __future__ import annotations
 
 COMMIT = "commit"
+DELTA_COMMIT = "deltacommit"
+"""A merge-on-read write (log blocks appended, new base files for inserts)."""
+COMPACTION = "compaction"
+"""A merge-on-read table's pending compaction; it completes as a ``commit``."""
 REPLACE_COMMIT = "replacecommit"
 ROLLBACK = "rollback"
 CLEAN = "clean"
@@ -15,8 +19,8 @@ ACTIONS = frozenset(
         REPLACE_COMMIT,
         ROLLBACK,
         CLEAN,
-        "deltacommit",
-        "compaction",
+        DELTA_COMMIT,
+        COMPACTION,
         "logcompaction",
         "savepoint",
         "restore",
@@ -24,3 +28,6 @@ ACTIONS = frozenset(
         "schemacommit",
     }
 )
+WRITE_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
+"""The actions that write data files: what makes a file committed, and what archival,
+cleaning and conflict checks count as writes."""

@@ -19,7 +19,9 @@ NULL_COMMIT = "null"
 
 @dataclass(frozen=True)
 class WriteStat:
-    """What one task wrote into one base file (HoodieWriteStat)."""
+    """What one task wrote into one base file or, on a merge-on-read table, appended to one
+    file slice's log (HoodieWriteStat; the log fields are HoodieDeltaWriteStat's, None for a
+    base file)."""
 
     file_id: str
     path: str
@@ -33,6 +35,27 @@ class WriteStat:
     partition_path: str
     min_record_key: str | None = None
     max_record_key: str | None = None
+    log_version: int | None = None
+    log_offset: int | None = None
+    base_file: str | None = None
+    """The name of the slice's base file ("" for a slice of logs only)."""
+    log_files: tuple[str, ...] | None = None
+    """Names of the slice's log files the write appended to."""
+
+    @property
+    def is_delta(self) -> bool:
+        return self.log_version is not None
+
+    def delta_fields(self) -> dict[str, Any]:
+        """HoodieDeltaWriteStat's fields, under Hudi's names (none for a base file)."""
+        if not self.is_delta:
+            return {}
+        return {
+            "logVersion": self.log_version,
+            "logOffset": self.log_offset,
+            "baseFile": self.base_file,
+            "logFiles": list(self.log_files or ()),
+        }
 
     def to_json_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -64,7 +87,7 @@ class WriteStat:
             data["minRecordKey"] = self.min_record_key
         if self.max_record_key is not None:
             data["maxRecordKey"] = self.max_record_key
-        return data
+        return data | self.delta_fields()
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> WriteStat:
@@ -81,6 +104,10 @@ class WriteStat:
             partition_path=data.get("partitionPath") or "",
             min_record_key=data.get("minRecordKey"),
             max_record_key=data.get("maxRecordKey"),
+            log_version=data.get("logVersion"),
+            log_offset=data.get("logOffset"),
+            base_file=data.get("baseFile"),
+            log_files=tuple(data["logFiles"]) if data.get("logFiles") is not None else None,
         )
 
 

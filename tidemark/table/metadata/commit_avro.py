@@ -61,6 +61,10 @@ _WRITE_STAT = {
             ("partitionPath", "string"),
             ("numInserts", "long"),
             ("fileSizeInBytes", "long"),
+            ("logVersion", "int"),
+            ("logOffset", "long"),
+            ("baseFile", "string"),
+            ("logFiles", {"type": "array", "items": "string"}),
         )
     ],
 }
@@ -102,7 +106,8 @@ reader resolves this schema to its own)."""
 
 
 def commit_metadata_to_avro(metadata: CommitMetadata, action: str) -> bytes:
-    """The completed ``commit`` or ``replacecommit`` file of table versions 8 and 9."""
+    """The completed ``commit``, ``deltacommit`` or ``replacecommit`` file of table
+    versions 8 and 9."""
     record: dict[str, Any] = {
         "partitionToWriteStats": {
             partition: [
@@ -118,6 +123,7 @@ def commit_metadata_to_avro(metadata: CommitMetadata, action: str) -> bytes:
                     "partitionPath": stat.partition_path,
                     "numInserts": stat.num_inserts,
                     "fileSizeInBytes": stat.file_size_in_bytes,
+                    **stat.delta_fields(),
                 }
                 for stat in stats
             ]

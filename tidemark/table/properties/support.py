@@ -64,8 +64,10 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.table.type",
         "refused",
-        "only copy-on-write tables are supported",
+        "merge-on-read tables are read, their logs merged; Tidemark writes copy-on-write "
+        "tables only",
         _one_of("COPY_ON_WRITE"),
+        scope="write",
     ),
     PropertyRule(
         "hoodie.table.version",

@@ -43,7 +43,7 @@ from fastavro.types import Schema
 
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import FileInfo, Storage
-from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 
 META_FOLDER = ".hoodie"
 ARCHIVE_FOLDER_PROPERTY = "hoodie.archivelog.folder"
@@ -56,7 +56,6 @@ SCHEMA_HEADER = 2
 COMPLETED = "COMPLETED"
 MERGE_RELISTS = 3
 """Listings tried when archive files vanish while being read (merges meanwhile)."""
-COW_WRITE_ACTIONS = frozenset({COMMIT, REPLACE_COMMIT})
 """Actions whose completion publishes base files in a copy-on-write table."""
 
 ENTRY_FIELDS: Schema = fastavro.parse_schema(
@@ -116,7 +115,7 @@ class ArchivedTimeline:
             self._completed_writes = frozenset(
                 instant.timestamp
                 for instant in self._instants
-                if instant.state == COMPLETED and instant.action in COW_WRITE_ACTIONS
+                if instant.state == COMPLETED and instant.action in WRITE_ACTIONS
             )
             self._read_from = files
         return self._instants

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.timeline.archived import COMPLETED
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 from tidemark.table.timeline.lsm import LsmTimeline
 from tidemark.table.timeline.versions import archived_log
 

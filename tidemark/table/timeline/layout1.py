@@ -21,7 +21,7 @@ from tidemark.errors import (
 )
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT, ROLLBACK
+from tidemark.table.metadata.actions import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.metadata.rollback import RollbackMetadata
 from tidemark.table.timeline.instant import (
@@ -35,7 +35,6 @@ from tidemark.table.timeline.instant import (
 log = structlog.get_logger(__name__)
 
 TIMELINE_DIR = ".hoodie/"
-WRITE_ACTIONS = frozenset({COMMIT, REPLACE_COMMIT})
 METADATA_CACHE_ENTRIES = 1024
 """Completed commits' metadata kept per process: a completed instant file is never
 rewritten (create-if-absent), so a writer that reads the timeline again each micro-batch
@@ -235,7 +234,8 @@ class Timeline:
     def read_metadata(self, instant: Instant) -> CommitMetadata:
         if not instant.is_completed or instant.action not in WRITE_ACTIONS:
             raise FailedPreconditionError(
-                f"{instant.file_name} is not a completed commit or replacecommit",
+                f"{instant.file_name} is not a completed write"
+                " (commit, deltacommit or replacecommit)",
                 field="instant",
             )
         size = self._sizes.get(instant.path)

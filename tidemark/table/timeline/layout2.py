@@ -20,7 +20,7 @@ from tidemark.errors import (
 )
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.metadata.actions import CLUSTERING, REPLACE_COMMIT
+from tidemark.table.metadata.actions import CLUSTERING, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.metadata.commit_avro import commit_metadata_from_avro, commit_metadata_to_avro
 from tidemark.table.timeline.instant import (
@@ -32,7 +32,7 @@ from tidemark.table.timeline.instant import (
     parse_layout2_file_name,
     validate_instant_time,
 )
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS, Timeline
+from tidemark.table.timeline.layout1 import Timeline
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +87,8 @@ class LayoutTwoTimeline(Timeline):
     def read_metadata(self, instant: Instant) -> CommitMetadata:
         if not instant.is_completed or instant.action not in WRITE_ACTIONS:
             raise FailedPreconditionError(
-                f"{instant.file_name} is not a completed commit or replacecommit",
+                f"{instant.file_name} is not a completed write"
+                " (commit, deltacommit or replacecommit)",
                 field="instant",
             )
         return read_parsed(self.storage, instant.path, self.decode_metadata)

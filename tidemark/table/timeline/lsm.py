@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from tidemark import faults
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import Storage
-from tidemark.table.timeline.archived import COW_WRITE_ACTIONS
+from tidemark.table.metadata.actions import WRITE_ACTIONS
 
 VERSION_FILE = "_version_"
 MANIFEST = re.compile(r"manifest_(\d+)")
@@ -126,7 +126,7 @@ class LsmTimeline:
 
     def completed_writes(self) -> frozenset[str]:
         """Requested times of the commits and replacecommits the history lists."""
-        return frozenset(i.timestamp for i in self.instants() if i.action in COW_WRITE_ACTIONS)
+        return frozenset(i.timestamp for i in self.instants() if i.action in WRITE_ACTIONS)
 
     def instants(self) -> tuple[HistoryInstant, ...]:
         """Every archived instant (all of them completed), oldest requested time first."""

@@ -37,7 +37,7 @@ from tidemark.storage.damaged import read_parsed
 from tidemark.table import HoodieTable
 from tidemark.table.files.view import BaseFile
 from tidemark.table.leases.plan_run import check_not_running, forget_runs, live_run
-from tidemark.table.metadata.actions import REPLACE_COMMIT
+from tidemark.table.metadata.actions import REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.plans.clustering import (
     CLUSTER_OPERATION,
     ClusteringPlan,
@@ -49,7 +49,6 @@ from tidemark.table.plans.clustering import (
     without_file_groups,
 )
 from tidemark.table.timeline.instant import State
-from tidemark.table.timeline.layout1 import WRITE_ACTIONS
 from tidemark.table.writes.commit import rollback
 from tidemark.table.writes.markers import StorageMarkerReader
 
