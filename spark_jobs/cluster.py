@@ -172,7 +172,8 @@ def run_clustering(
     plans = checked_plans(table, instant)
     if not plans:
         return []
-    options.marker_options().check_reachable()
+    if options.marker_service_address:  # else an embedded service, started below
+        options.marker_options().check_reachable()
     check_executors_import(spark)
     indexed = RecordIndex.exists(table.storage)
     with (

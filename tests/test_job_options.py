@@ -80,16 +80,20 @@ CLUSTER_RUN = ("cluster", "run", "--table", "t")
 CLUSTER_SCHEDULE = ("cluster", "schedule", "--table", "t")
 READ = ("read", "--table", "t")
 
+JOB_FLAGS = {
+    "markers": ["--markers", "direct"],
+    "marker_service_address": ["--marker-service", "h:1"],
+    "marker_fallback_direct": ["--marker-fallback-direct"],
+    "index_service_address": ["--index-service", "h:2"],
+    "lock_lease_s": ["--lock-lease-s", "30"],
+    "lock_wait_s": ["--lock-wait-s", "5"],
+}
+"""The flags of ``add_job_options``, which every job writing files takes (``JobOptions``)."""
 FLAGS: dict[type[Any], tuple[tuple[str, ...], dict[str, list[str]]]] = {
     WriteOptions: (
         WRITE,
         {
-            "markers": ["--markers", "direct"],
-            "marker_service_address": ["--marker-service", "h:1"],
-            "marker_fallback_direct": ["--marker-fallback-direct"],
-            "index_service_address": ["--index-service", "h:2"],
-            "lock_lease_s": ["--lock-lease-s", "30"],
-            "lock_wait_s": ["--lock-wait-s", "5"],
+            **JOB_FLAGS,
             "record_key_fields": ["--key", "id"],
             "partition_fields": ["--partition", "day"],
             "precombine_field": ["--precombine", "ts"],
@@ -112,12 +116,7 @@ FLAGS: dict[type[Any], tuple[tuple[str, ...], dict[str, list[str]]]] = {
     ClusterOptions: (
         CLUSTER_RUN,
         {
-            "markers": ["--markers", "direct"],
-            "marker_service_address": ["--marker-service", "h:1"],
-            "marker_fallback_direct": ["--marker-fallback-direct"],
-            "index_service_address": ["--index-service", "h:2"],
-            "lock_lease_s": ["--lock-lease-s", "30"],
-            "lock_wait_s": ["--lock-wait-s", "5"],
+            **JOB_FLAGS,
             "row_group_bytes": ["--row-group-mb", "8"],
             "min_slice_bytes": ["--min-slice-mb", "8"],
         },
