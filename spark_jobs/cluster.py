@@ -31,7 +31,7 @@ import itertools
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,18 +73,23 @@ from tidemark.jobs.cluster_options import (
 from tidemark.jobs.context import WriteContext
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_writes import file_changes, files_written_after, new_files, stage
-from tidemark.jobs.job_options import MarkerOptions, add_job_options, serving_markers
+from tidemark.jobs.job_options import (
+    Locking,
+    MarkerOptions,
+    add_job_options,
+    serving_index,
+    serving_markers,
+)
 from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import current_task, marker_writer, storage_for
-from tidemark.jobs.write import index_client
 from tidemark.storage import Storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import new_file_id, parse_base_file_name
 from tidemark.table.leases.plan_run import forget_runs, run_lock
 from tidemark.table.leases.storage_lease import StorageLease
-from tidemark.table.leases.table_lock import changing, holding, owner_name
+from tidemark.table.leases.table_lock import holding, owner_name
 from tidemark.table.metadata.actions import REPLACE_COMMIT
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.plans.clustering import (
@@ -161,21 +166,23 @@ def run_clustering(
     before any lock is taken. The table lock (waited for up to
     ``options.lock_wait_s``) is held only to start each plan and to commit it. A table
     with a record index is kept in step through the index service at
-    ``options.index_service_address`` (default: one embedded in the driver)."""
-    markers = options.marker_options()
+    ``options.index_service_address`` (default: one embedded in the driver); service
+    markers without an address get an embedded marker service, as a write's."""
     table.timeline.reload()
     plans = checked_plans(table, instant)
     if not plans:
         return []
-    markers.check_reachable()
+    if options.marker_service_address:  # else an embedded service, started below
+        options.marker_options().check_reachable()
     check_executors_import(spark)
     indexed = RecordIndex.exists(table.storage)
     with (
-        index_client(table.uri, indexed, options.index_service_address) as index,
+        serving_markers(options.markers, options.marker_service_address) as address,
+        serving_index(table.uri, indexed, options.index_service_address) as index,
         cancellable_jobs(spark, f"tidemark-cluster-{uuid.uuid4().hex}") as cancel,
     ):
-        locking = _Locking(options.lock_wait_s, options.lock_lease_s, cancel)
-        runner = _Runner(spark, table, options, markers, index, locking)
+        markers = options.with_marker_service(address).marker_options()
+        runner = _Runner(spark, table, options, markers, index, options.locking(cancel))
         results = []
         tried: set[str] = set()
         while plans:
@@ -257,16 +264,6 @@ def _check_layout(table: HoodieTable, pending: PendingPlan) -> None:
 
 
 @dataclass(frozen=True)
-class _Locking:
-    """How a run takes the table lock (its short transitions) and its plan's run lease
-    (held for the whole run); ``cancel`` stops the run's Spark jobs when either is lost."""
-
-    wait_s: float
-    lease_s: float
-    cancel: Callable[[], None]
-
-
-@dataclass(frozen=True)
 class _Runner:
     """Runs plans one at a time: start under the table lock, rewrite without it (fenced by
     the plan's run lease), commit under the table lock."""
@@ -276,7 +273,8 @@ class _Runner:
     options: ClusterOptions
     markers: MarkerOptions
     index: IndexClient | None
-    locking: _Locking
+    locking: Locking
+    """The table lock for the short transitions; its lease is the plan's run lease too."""
     lock_waits: list[float] = field(default_factory=list)
     """Waits for the table lock of the plan being run."""
 
@@ -304,13 +302,7 @@ class _Runner:
 
     @contextmanager
     def _locked(self) -> Iterator[StorageLease]:
-        with changing(
-            self.table,
-            ROLE,
-            wait_s=self.locking.wait_s,
-            lease_s=self.locking.lease_s,
-            on_lost=self.locking.cancel,
-        ) as lock:
+        with self.locking.changing(self.table, ROLE) as lock:
             self.lock_waits.append(lock.waited_s)
             yield lock
 
@@ -751,18 +743,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_ROW_GROUP_BYTES / MIB,
         help="Parquet row group size of the clustered files (Hudi's hoodie.parquet.block.size)",
     )
+    parser.add_argument(
+        "--min-slice-mb",
+        type=float,
+        default=MIN_SLICE_INPUT_BYTES / MIB,
+        help="cut a group across tasks only into slices of at least this much input",
+    )
 
 
 def run(args: argparse.Namespace) -> list[ClusterResult]:
-    """Run parsed ``add_arguments`` options; service markers with no address get an
-    embedded marker service in the driver. Arguments are checked before Spark starts."""
+    """Run parsed ``add_arguments`` options, checked before Spark starts."""
     options = ClusterOptions.from_args(args)
     table = HoodieTable.open(canonical_uri(args.table))
     if not checked_plans(table, args.instant):
         return []
-    spark = build_session(args.master)
-    with serving_markers(options.markers, options.marker_service_address) as address:
-        return run_clustering(spark, table, args.instant, options.with_marker_service(address))
+    return run_clustering(build_session(args.master), table, args.instant, options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.checks import require_one_of, require_positive
-from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind, MarkerOptions
-from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S, check_lock_wait
+from tidemark.jobs.checks import require_positive
+from tidemark.jobs.job_options import JobOptions
 
 DEFAULT_ROW_GROUP_BYTES = 120 * MIB
 """Hudi's ``hoodie.parquet.block.size``: several row groups per clustered file, so a
@@ -27,57 +26,36 @@ clustering``'s 11 MB group cut in four slices took twice the Python CPU of one t
 
 
 @dataclass(frozen=True)
-class ClusterOptions:
-    """How to run clustering plans. The markers default to ``direct`` here; the CLI and
-    ``tidemark.spark.cluster_run`` use service markers, as every write."""
+class ClusterOptions(JobOptions):
+    """How to run clustering plans; every field has the CLI's default (``JobOptions``: the
+    markers, service markers as every write, the index service and the table lock)."""
 
-    markers: MarkerKind = "direct"
-    """``service``: markers batched by the marker service; ``direct``: one object per file."""
-    marker_service_address: str | None = None
-    """``host:port`` of the marker service; needed for service markers once the run starts
-    (the CLI and ``tidemark.spark`` start an embedded one when it is None)."""
-    marker_fallback_direct: bool = False
-    """Write direct markers when the marker service stays unreachable after retries."""
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     """Parquet row group size of the clustered files (``--row-group-mb``)."""
-    lock_lease_s: float = DEFAULT_LOCK_LEASE_S
-    """Lease of the table lock and of the plan's run."""
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S
-    """How long to wait for the table lock another writer holds (0: fail at once)."""
-    index_service_address: str | None = None
-    """``host:port`` of the index service, for a table with a record index; None starts an
-    embedded one in the driver."""
     min_slice_bytes: int = MIN_SLICE_INPUT_BYTES
-    """A group is cut across tasks only into slices of at least this much input."""
+    """A group is cut across tasks only into slices of at least this much input
+    (``--min-slice-mb``)."""
 
     def __post_init__(self) -> None:
-        require_one_of("markers", self.markers, ("direct", "service"), "marker kind")
-        for name in ("row_group_bytes", "lock_lease_s", "min_slice_bytes"):
+        super().__post_init__()
+        for name in ("row_group_bytes", "min_slice_bytes"):
             require_positive(name, getattr(self, name))
-        check_lock_wait(self.lock_wait_s)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
         """The options ``spark_jobs.cluster.add_arguments`` parsed."""
-        if not math.isfinite(args.row_group_mb):
-            raise InvalidArgumentError(
-                f"must be a number, got {args.row_group_mb}", field="row_group_mb"
-            )
         return cls(
-            markers=args.markers,
-            marker_service_address=args.marker_service,
-            row_group_bytes=math.ceil(args.row_group_mb * MIB),
-            lock_lease_s=args.lock_lease_s,
-            lock_wait_s=args.lock_wait_s,
-            index_service_address=args.index_service,
+            **cls.job_fields(args),
+            row_group_bytes=_bytes(args.row_group_mb, "row_group_mb"),
+            min_slice_bytes=_bytes(args.min_slice_mb, "min_slice_mb"),
         )
 
-    def marker_options(self) -> MarkerOptions:
-        """How the run's tasks make markers (service markers need an address by now)."""
-        return MarkerOptions(self.markers, self.marker_service_address, self.marker_fallback_direct)
 
-    def with_marker_service(self, address: str | None) -> ClusterOptions:
-        return replace(self, marker_service_address=address)
+def _bytes(mib: float, field: str) -> int:
+    """A size given in MiB (fractions allowed) as bytes."""
+    if not math.isfinite(mib):
+        raise InvalidArgumentError(f"must be a number, got {mib}", field=field)
+    return math.ceil(mib * MIB)
 
 
 DEFAULT_CLUSTER_OPTIONS = ClusterOptions()

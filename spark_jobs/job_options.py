@@ -1,19 +1,23 @@
 """Options of the Spark jobs that write files (``write``, ``cluster run``): where markers
 and the record index are served, the Spark master and the table lock's wait and lease, so
-the jobs spell them the same way, and how their markers are made and read back
-(``MarkerOptions``)."""
+the jobs spell them the same way, with one default each (``JobOptions``, the fields
+``WriteOptions`` and ``ClusterOptions`` share), how their markers are made and read back
+(``MarkerOptions``) and how they hold the table lock (``Locking``)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Self
 
+from tidemark.clients.index import IndexClient
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.config import add_client_arguments
 from tidemark.errors import InvalidArgumentError
+from tidemark.jobs.checks import require_one_of, require_positive
 from tidemark.rpc.client import config_for
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.table import HoodieTable
@@ -21,10 +25,20 @@ from tidemark.table.leases.storage_lease import (
     DEFAULT_LOCK_LEASE_S,
     DEFAULT_LOCK_WAIT_S,
     LockHolder,
+    StorageLease,
+    check_lock_wait,
 )
+from tidemark.table.leases.table_lock import changing
 from tidemark.table.writes.markers import MarkerReader, MarkerSpec, StorageMarkerReader
 
-__all__ = ["DEFAULT_LOCK_LEASE_S", "DEFAULT_LOCK_WAIT_S", "MarkerKind", "MarkerOptions"]
+__all__ = [
+    "DEFAULT_LOCK_LEASE_S",
+    "DEFAULT_LOCK_WAIT_S",
+    "JobOptions",
+    "Locking",
+    "MarkerKind",
+    "MarkerOptions",
+]
 
 MarkerKind = Literal["direct", "service"]
 
@@ -71,6 +85,82 @@ class MarkerOptions:
         return StorageMarkerReader(table.storage)
 
 
+@dataclass(frozen=True)
+class Locking:
+    """How a job holds the table lock for its short steps and keeps its own lease (a
+    write's, a clustering run's) meanwhile: the wait for a holder, the lease, and what to
+    do when a lease is lost (``cancel`` the job's Spark jobs)."""
+
+    wait_s: float
+    lease_s: float
+    cancel: Callable[[], None]
+
+    @contextmanager
+    def changing(
+        self, table: HoodieTable, role: str, wait_s: float | None = None
+    ) -> Iterator[StorageLease]:
+        """The table lock for one short step (``wait_s``: this step's wait, when less)."""
+        with changing(
+            table,
+            role,
+            wait_s=self.wait_s if wait_s is None else wait_s,
+            lease_s=self.lease_s,
+            on_lost=self.cancel,
+        ) as lock:
+            yield lock
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The options every job that writes files takes (``add_job_options``' flags), with
+    the CLI's defaults; ``WriteOptions`` and ``ClusterOptions`` extend it."""
+
+    markers: MarkerKind = "service"
+    """``service``: markers batched by the marker service (Hudi's timeline-server markers);
+    ``direct``: one marker object per data file."""
+    marker_service_address: str | None = None
+    """``host:port`` of a ``tidemark serve marker``; None with service markers starts an
+    embedded marker service in the driver, like Hudi's embedded timeline server."""
+    marker_fallback_direct: bool = False
+    """Write direct markers when the marker service stays unreachable after retries."""
+    index_service_address: str | None = None
+    """``host:port`` of a ``tidemark serve index`` for a table with a record index; None
+    starts an embedded one in the driver."""
+    lock_lease_s: float = DEFAULT_LOCK_LEASE_S
+    """Lease of the table lock and of the job's own run; a job that cannot renew it for
+    half of it stops."""
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S
+    """How long to wait for a table lock another writer holds (0: fail at once)."""
+
+    def __post_init__(self) -> None:
+        require_one_of("markers", self.markers, ("direct", "service"), "marker kind")
+        require_positive("lock_lease_s", self.lock_lease_s)
+        check_lock_wait(self.lock_wait_s)
+
+    @staticmethod
+    def job_fields(args: argparse.Namespace) -> dict[str, Any]:
+        """The fields ``add_job_options`` parsed, for a subclass's ``from_args``."""
+        return {
+            "markers": args.markers,
+            "marker_service_address": args.marker_service,
+            "marker_fallback_direct": args.marker_fallback_direct,
+            "index_service_address": args.index_service,
+            "lock_lease_s": args.lock_lease_s,
+            "lock_wait_s": args.lock_wait_s,
+        }
+
+    def marker_options(self) -> MarkerOptions:
+        """How the job's tasks make markers (service markers need an address by now)."""
+        return MarkerOptions(self.markers, self.marker_service_address, self.marker_fallback_direct)
+
+    def with_marker_service(self, address: str | None) -> Self:
+        return dataclasses.replace(self, marker_service_address=address)
+
+    def locking(self, cancel: Callable[[], None]) -> Locking:
+        """The job's ``Locking``, cancelling its Spark jobs through ``cancel``."""
+        return Locking(self.lock_wait_s, self.lock_lease_s, cancel)
+
+
 @contextmanager
 def serving_markers(kind: MarkerKind, address: str | None) -> Iterator[str | None]:
     """The marker service a job's tasks use: ``address``, or for service markers without
@@ -82,12 +172,32 @@ def serving_markers(kind: MarkerKind, address: str | None) -> Iterator[str | Non
         yield address
 
 
+@contextmanager
+def serving_index(
+    table_uri: str, indexed: bool, address: str | None
+) -> Iterator[IndexClient | None]:
+    """A client of the index service for a table with a record index (an embedded service
+    in the driver when no address is given), None for a table without one."""
+    if not indexed:
+        yield None
+    elif address:
+        yield IndexClient(address, table_uri)
+    else:
+        with start_embedded_service("index") as service:
+            yield IndexClient(service.address, table_uri)
+
+
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--markers",
         choices=("direct", "service"),
         default="service",
         help="marker type (default service: batched by the marker service)",
+    )
+    parser.add_argument(
+        "--marker-fallback-direct",
+        action="store_true",
+        help="write direct markers when the marker service stays unreachable after retries",
     )
     parser.add_argument(
         "--marker-service",

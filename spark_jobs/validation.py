@@ -30,6 +30,7 @@ from pyspark.sql import functions as sf
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.keying import arrow_schema, check_fields, column
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
 from tidemark.table.files.view import partitions_around
 from tidemark.table.properties.config import COMPLEX_KEY_GENERATOR, TableConfig
@@ -63,22 +64,10 @@ _SAMPLE = f"{INTERNAL_COLUMN_PREFIX}sample_"
 """Aggregate names carry the reserved prefix: they sit beside the user's partition columns."""
 
 
-@dataclass(frozen=True)
-class TableRequest:
-    """The table layout asked for by the caller (used to create a table, checked otherwise)."""
-
-    record_key_fields: tuple[str, ...]
-    partition_fields: tuple[str, ...]
-    precombine_field: str | None
-    hive_style: bool
-    url_encode_partitions: bool = False
-    disable_hudi_metadata_table: bool = False
-    table_version: int | None = None
-
-
-def check_layout(config: TableConfig, request: TableRequest) -> None:
-    """What the caller asked for must be what ``hoodie.properties`` says. A precombine field
-    may be given for a table without one (Hudi orders that write by it)."""
+def check_layout(config: TableConfig, request: WriteOptions) -> None:
+    """The table layout the write asked for (used to create a table, checked otherwise)
+    must be what ``hoodie.properties`` says. A precombine field may be given for a table
+    without one (Hudi orders that write by it)."""
     for name, asked, actual in (
         ("record_key_fields", request.record_key_fields, config.record_key_fields),
         ("partition_fields", request.partition_fields, config.partition_fields),

@@ -1,6 +1,6 @@
 """Every option of a write as one frozen value, with the CLI's defaults.
 
-``tidemark write``, ``spark-submit spark_jobs/write.py`` and the Python API
+``tidemark write``, ``spark-submit spark_jobs/write/__main__.py`` and the Python API
 (``tidemark.spark.write``) all build a ``WriteOptions`` (the CLI from its flags with
 ``from_args``), so a write has one default for everything wherever it starts, and
 options that cannot be right are refused when the value is made, before any work.
@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES
 from tidemark.jobs.checks import require_non_negative, require_one_of, require_positive
 from tidemark.jobs.index_writes import TAGGINGS
-from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind
+from tidemark.jobs.job_options import JobOptions
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
-from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S, check_lock_wait
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 from tidemark.table.writes import pending_clustering
 
@@ -27,8 +26,9 @@ MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 
 @dataclass(frozen=True)
-class WriteOptions:
-    """How to write; every field has the CLI's default."""
+class WriteOptions(JobOptions):
+    """How to write; every field has the CLI's default (``JobOptions``: the markers, the
+    index service and the table lock, as every job that writes files)."""
 
     record_key_fields: Sequence[str] = ()
     """Record key field(s); needed only when the write creates the table (``--key``)."""
@@ -43,24 +43,12 @@ class WriteOptions:
     table_version: int | None = None
     """Hudi table version (6, 8 or 9) of a table the write creates (None: 6); on an
     existing table a different version is refused (``--table-version``)."""
-    markers: MarkerKind = "service"
-    """``service``: markers batched by the marker service (Hudi's timeline-server markers);
-    ``direct``: one marker object per data file."""
-    marker_service_address: str | None = None
-    """``host:port`` of a ``tidemark serve marker``; None with service markers starts an
-    embedded marker service in the driver, like Hudi's embedded timeline server."""
-    marker_fallback_direct: bool = False
-    """Write direct markers when the marker service stays unreachable after retries."""
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     """Size of the base files the write aims at (``--target-file-mb``)."""
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES
     """Files below it are topped up by inserts (``--small-file-mb``)."""
     sort_mode: str = DEFAULT_SORT_MODE
     """bulk_insert layout: none (no shuffle, Hudi's default), partition_sort, global_sort."""
-    lock_lease_s: float = DEFAULT_LOCK_LEASE_S
-    """Lease of the table lock; a writer that cannot renew it for half of it stops."""
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S
-    """How long to wait for a table lock another writer holds (0: fail at once)."""
     idempotency_key: str | None = None
     """Stored with the commit; a write whose key a completed instant carries does nothing."""
     disable_hudi_metadata_table: bool = False
@@ -74,9 +62,6 @@ class WriteOptions:
     index: str | None = None
     """How keys are tagged: ``record`` (the record index; the default once the table has
     one) or ``simple`` (a join with the latest base files)."""
-    index_service_address: str | None = None
-    """``host:port`` of a ``tidemark serve index`` for a table with a record index; None
-    starts an embedded one in the driver."""
     on_pending_clustering: str = pending_clustering.REPLAN
     """A write touching a pending clustering plan's file groups takes them from the plan
     (``replan``: the rest is saved as a new plan; a running or protected plan is waited
@@ -93,9 +78,9 @@ class WriteOptions:
     ``spark.sql.shuffle.partitions``."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in ("record_key_fields", "partition_fields"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        require_one_of("markers", self.markers, ("direct", "service"), "marker kind")
         require_one_of("sort_mode", self.sort_mode, SORT_MODES, "sort mode")
         if self.index is not None:
             require_one_of("index", self.index, TAGGINGS, "index")
@@ -106,45 +91,35 @@ class WriteOptions:
             "policy",
         )
         require_positive("target_file_bytes", self.target_file_bytes)
-        require_positive("lock_lease_s", self.lock_lease_s)
         require_non_negative(
             "small_file_limit_bytes", self.small_file_limit_bytes, "no small-file top-up"
         )
         require_non_negative("shuffle_parallelism", self.shuffle_parallelism, "sized to the input")
-        check_lock_wait(self.lock_wait_s)
         _check_idempotency_key(self.idempotency_key)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> WriteOptions:
-        """The options ``spark_jobs.write.add_arguments`` parsed."""
+        """The options ``tidemark.jobs.write.add_arguments`` parsed."""
         return cls(
+            **cls.job_fields(args),
             record_key_fields=args.key,
             partition_fields=args.partition,
             precombine_field=args.precombine,
             hive_style=args.hive_style,
             url_encode_partitions=args.urlencode_partitions,
             table_version=args.table_version,
-            markers=args.markers,
-            marker_service_address=args.marker_service,
-            marker_fallback_direct=args.marker_fallback_direct,
             target_file_bytes=args.target_file_mb * MIB,
             small_file_limit_bytes=args.small_file_mb * MIB,
             sort_mode=args.sort_mode,
-            lock_lease_s=args.lock_lease_s,
-            lock_wait_s=args.lock_wait_s,
             idempotency_key=args.idempotency_key,
             disable_hudi_metadata_table=args.disable_hudi_metadata_table,
             allow_duplicates=args.allow_duplicates,
             set_null_for_missing_columns=args.set_null_for_missing_columns,
             index=args.index,
-            index_service_address=args.index_service,
             on_pending_clustering=args.on_pending_clustering,
             auto_clean=not args.no_auto_clean,
             retain_commits=args.retain_commits,
         )
-
-    def with_marker_service(self, address: str | None) -> WriteOptions:
-        return replace(self, marker_service_address=address)
 
 
 def _check_idempotency_key(key: str | None) -> None:

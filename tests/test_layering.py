@@ -43,12 +43,12 @@ def test_the_tree_keeps_its_layers(tree_copy: Path) -> None:
     ("module", "forbidden"),
     [
         ("tidemark/services/planner/engine.py", "tidemark.jobs.rollback"),
-        ("tidemark/jobs/write.py", "tidemark.services.index.tables"),
+        ("tidemark/jobs/write/steps.py", "tidemark.services.index.tables"),
         ("tidemark/table/writes/markers.py", "tidemark.clients.marker"),
         ("tidemark/storage/local.py", "tidemark.table.timeline.layout1"),
         ("tidemark/services/marker/engine.py", "tidemark.services.index.tables"),
         ("tidemark/table/timeline/layout1.py", "tidemark.testing.tables"),
-        ("tidemark/jobs/write.py", "tidemark.testing.s3local"),
+        ("tidemark/jobs/write/steps.py", "tidemark.testing.s3local"),
         ("tidemark/table/timeline/layout1.py", "tidemark.table.files.view"),
         ("tidemark/table/metadata/commit.py", "tidemark.table.timeline.instant"),
         ("tidemark/table/plans/clustering.py", "tidemark.table.leases.storage_lease"),
@@ -73,7 +73,6 @@ def test_a_new_package_must_be_placed_in_a_layer(tree_copy: Path) -> None:
 
 
 def test_reports_of_the_assembled_tree_name_the_real_files(tmp_path: Path) -> None:
-    reported = f"{tmp_path}/tidemark/jobs/write.py:3: error\n{tmp_path}/tidemark/spark.py:1"
-    assert (
-        real_path(reported, ROOT, tmp_path) == "spark_jobs/write.py:3: error\ntidemark/spark.py:1"
-    )
+    reported = f"{tmp_path}/tidemark/jobs/write/steps.py:3: error\n{tmp_path}/tidemark/spark.py:1"
+    expected = "spark_jobs/write/steps.py:3: error\ntidemark/spark.py:1"
+    assert real_path(reported, ROOT, tmp_path) == expected

@@ -1,6 +1,6 @@
 """Retention of one table: clean, then archive, as Hudi runs them after every commit.
 
-The one entry point for the inline run after each write (``write.py``), ``tidemark clean``
+The one entry point for the inline run after each write (``jobs.write``), ``tidemark clean``
 / ``tidemark archive`` and the Python API. Archival is told the record index's oldest
 unfolded delta (``tidemark.index``), which the table layer below it cannot read, so no
 instant whose delta the index still judges by the timeline leaves the active timeline.

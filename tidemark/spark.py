@@ -16,21 +16,21 @@ handed down to the job.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from tidemark.clients.planner import PlannerClient, plan_options
+from tidemark.clients.planner import DEFAULT_PLAN, PlannerClient, PlanOptions
 from tidemark.index.record_index import Compaction, RecordIndex
 from tidemark.jobs.cluster import ClusterResult, run_clustering
-from tidemark.jobs.cluster_options import ClusterOptions
+from tidemark.jobs.cluster_options import DEFAULT_CLUSTER_OPTIONS, ClusterOptions
 from tidemark.jobs.datasource import TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
-from tidemark.jobs.job_options import serving_markers
 from tidemark.jobs.lookup import lookup_dataframe
 from tidemark.jobs.read import read_dataframe
+from tidemark.jobs.read_options import DEFAULT_LOOKUP, DEFAULT_READ, LookupOptions, ReadOptions
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.session import use_driver_python
 from tidemark.jobs.stream import STREAM_OPTIONS, StreamWriter
@@ -54,6 +54,10 @@ __all__ = [
     "STREAM_OPTIONS",
     "ArchiveSettings",
     "CleanSettings",
+    "ClusterOptions",
+    "LookupOptions",
+    "PlanOptions",
+    "ReadOptions",
     "StreamWriter",
     "WriteOptions",
     "WriteResult",
@@ -114,35 +118,19 @@ def index_build(
     return build_index(spark, _open(table), options)
 
 
-def cluster_schedule(
-    table: str,
-    *,
-    sort_columns: Sequence[str] = (),
-    layout: str = "linear",
-    partitions: str = "all",
-    target_file_bytes: int | None = None,
-    small_file_limit_bytes: int | None = None,
-    hot_commits: int | None = None,
-    hot_minutes: int | None = None,
-    planner_service_address: str | None = None,
-) -> str | None:
+def cluster_schedule(table: str, options: PlanOptions = DEFAULT_PLAN, **fields: Any) -> str | None:
     """Schedule a clustering plan through the planner service; its instant, or None when
-    there is nothing to cluster. ``hot_commits`` / ``hot_minutes`` leave out the file
-    groups the last N commits or T minutes wrote (a stream still updates them)."""
-    options = plan_options(
-        sort_columns=sort_columns,
-        layout=layout,
-        partitions=partitions,
-        target_file_bytes=target_file_bytes,
-        small_file_limit_bytes=small_file_limit_bytes,
-        hot_commits=hot_commits,
-        hot_minutes=hot_minutes,
-    )
-    if planner_service_address:
-        response = PlannerClient(planner_service_address).schedule(table, options)
+    there is nothing to cluster. ``options`` (``PlanOptions``, the defaults of ``tidemark
+    cluster schedule``) changed by keyword ``fields`` (``sort_columns=["id"]``): e.g.
+    ``hot_commits`` / ``hot_minutes`` leave out the file groups the last N commits or T
+    minutes wrote (a stream still updates them)."""
+    options = dataclasses.replace(options, **fields)
+    if options.planner_service_address:
+        client = PlannerClient(options.planner_service_address)
+        response = client.schedule(table, options.message())
     else:
         with start_embedded_service("planner") as planner:
-            response = PlannerClient(planner.address).schedule(table, options)
+            response = PlannerClient(planner.address).schedule(table, options.message())
     return response.plan.instant_time if response.HasField("plan") else None
 
 
@@ -150,19 +138,13 @@ def cluster_run(
     spark: SparkSession,
     table: str,
     instant: str | None = None,
-    *,
-    marker_service_address: str | None = None,
-    index_service_address: str | None = None,
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
+    options: ClusterOptions = DEFAULT_CLUSTER_OPTIONS,
+    **fields: Any,
 ) -> list[ClusterResult]:
     """Run the pending clustering plan at ``instant`` (default: every pending plan) beside
-    the table's writers, with service markers as every write."""
-    options = ClusterOptions(
-        markers="service", lock_wait_s=lock_wait_s, index_service_address=index_service_address
-    )
-    hoodie_table = _open(table)
-    with serving_markers("service", marker_service_address) as address:
-        return run_clustering(spark, hoodie_table, instant, options.with_marker_service(address))
+    the table's writers; ``options`` (``ClusterOptions``, the defaults of ``tidemark
+    cluster run``: service markers as every write) changed by keyword ``fields``."""
+    return run_clustering(spark, _open(table), instant, dataclasses.replace(options, **fields))
 
 
 def rollback(
@@ -173,16 +155,10 @@ def rollback(
 
 
 def read(
-    spark: SparkSession,
-    table: str,
-    *,
-    filters: Sequence[Filter] = (),
-    where: Mapping[str, Any] | None = None,
-    columns: Sequence[str] | None = None,
-    as_of: str | None = None,
-    reader: str = "auto",
+    spark: SparkSession, table: str, options: ReadOptions = DEFAULT_READ, **fields: Any
 ) -> DataFrame:
-    """The snapshot of the table at ``table`` (at instant ``as_of``, default the latest),
+    """The snapshot of the table at ``table``, read as ``options`` (``ReadOptions``)
+    changed by keyword ``fields`` say: at instant ``as_of`` (default the latest),
     meta columns first, from the files the driver resolved: ``filters`` (``(column, op,
     value)``) and ``where`` (``{column: value or list}``) prune partitions, files by the
     record index (``=``/``IN`` on the key) and by column statistics before the read, and
@@ -193,8 +169,15 @@ def read(
     ``"driver"``, ``"scan"`` (Spark's reader, or pyarrow in Spark tasks on S3 without
     S3A), ``"spark"`` or ``"storage"`` choose. A path without a table is a
     ``NotFoundError`` before Spark plans anything."""
+    options = dataclasses.replace(options, **fields)
     return read_dataframe(
-        spark, table, where=where, filters=filters, columns=columns, as_of=as_of, reader=reader
+        spark,
+        table,
+        where=options.where,
+        filters=options.filters,
+        columns=options.columns,
+        as_of=options.as_of,
+        reader=options.reader,
     )
 
 
@@ -202,18 +185,20 @@ def lookup(
     spark: SparkSession,
     table: str,
     keys: Sequence[Any] | DataFrame,
-    *,
-    columns: Sequence[str] | None = None,
-    as_of: str | None = None,
-    reader: str = "auto",
+    options: LookupOptions = DEFAULT_LOOKUP,
+    **fields: Any,
 ) -> DataFrame:
     """The rows having the record keys ``keys`` (a list of key values, tuples for a
-    composite key, or a DataFrame with the key fields' columns) in the snapshot at
-    ``as_of`` (default the latest), opening only the files the record index names.
+    composite key, or a DataFrame with the key fields' columns), read as ``options``
+    (``LookupOptions``) changed by keyword ``fields`` say: in the snapshot at ``as_of``
+    (default the latest), opening only the files the record index names.
     ``reader="auto"`` reads up to ``DRIVER_MAX_FILES`` files (``DRIVER_MAX_BYTES``) in
     the driver, answering without a Spark job, and more with Spark's Parquet reader;
     ``"driver"``, ``"spark"`` or ``"storage"`` (pyarrow in Spark tasks) choose."""
-    return lookup_dataframe(spark, table, keys, columns=columns, as_of=as_of, reader=reader)
+    options = dataclasses.replace(options, **fields)
+    return lookup_dataframe(
+        spark, table, keys, columns=options.columns, as_of=options.as_of, reader=options.reader
+    )
 
 
 HISTORY_SCHEMA = (
@@ -246,7 +231,7 @@ def register_view(
     ``name`` for SQL; the view is that snapshot: call again to see later commits. Its
     files are always scanned by Spark (never read into the driver), which prunes them again
     for each query's own filters."""
-    frame = read(spark, table, filters=filters, as_of=as_of, reader="scan")
+    frame = read(spark, table, ReadOptions(filters=filters, as_of=as_of, reader="scan"))
     frame.createOrReplaceTempView(name)
     return frame
 

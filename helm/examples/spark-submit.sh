@@ -44,7 +44,7 @@ spark-submit \
   --archives tidemark-env.tar.gz#environment \
   --conf spark.pyspark.python=./environment/bin/python \
   "${tidemark_notes[@]}" \
-  spark_jobs/write.py \
+  spark_jobs/write/__main__.py \
   --table s3://lake/tables/events \
   --input s3://lake/incoming/events-2026-11-24.parquet \
   --op upsert \

@@ -91,7 +91,7 @@ def _start_task(table: HoodieTable, instant: str, data: pa.Table) -> BaseFileWri
 
 def _next_write(table: HoodieTable, data: pa.Table) -> str:
     """What the next write does under the lock before it writes (as
-    ``spark_jobs/write.py``), then its commit; returns the committed instant."""
+    ``spark_jobs/write/``), then its commit; returns the committed instant."""
     rollback_failed_writes(table, StorageMarkerReader(table.storage), lock_held=True)
     delete_stale_marker_dirs(table)
     return Writer(table).commit(data)

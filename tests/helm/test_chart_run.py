@@ -119,7 +119,7 @@ def test_the_spark_submit_example_writes_through_the_release(
     Secret), run as ``tidemark write`` on local Spark: markers and the new table's record
     index go through the release's marker and index processes."""
     command = submitted_command()
-    job = command[command.index("spark_jobs/write.py") + 1 :]
+    job = command[command.index("spark_jobs/write/__main__.py") + 1 :]
     source = tmp_path / "events.parquet"
     pq.write_table(
         pa.table(

@@ -45,7 +45,7 @@ def test_spark_submit_passes_what_notes_print() -> None:
     assert conf["spark.pyspark.python"] == ENVIRONMENT
     assert command[command.index("--archives") + 1].endswith("#environment")
     assert not [key for key in conf if "TOKEN" in key and "secretKeyRef" not in key]
-    job = command.index("spark_jobs/write.py")
+    job = command.index("spark_jobs/write/__main__.py")
     args = write_job_args(command[job + 1 :])
     services = notes_addresses(release.notes)
     assert (args.marker_service, args.index_service) == (services["marker"], services["index"])

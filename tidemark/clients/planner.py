@@ -8,10 +8,12 @@ deadline covers the service's wait for the table lock.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tidemark.clustering.layouts import LAYOUTS
-from tidemark.config import ClientConfig
+from tidemark.config import MIB, ClientConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
@@ -76,6 +78,72 @@ def plan_options(
         hot_commits=hot_commits,
         hot_minutes=hot_minutes,
     )
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What to plan when scheduling a clustering (``tidemark cluster schedule``'s flags, with
+    their defaults; ``tidemark.spark.cluster_schedule`` takes the same), and the planner
+    service to ask. A size left None is the service's (Hudi's) default."""
+
+    sort_columns: Sequence[str] = ()
+    """Columns ordering the rewritten rows (``--sort-columns``)."""
+    layout: str = "linear"
+    """Row order: ``linear``, ``z-order`` or ``hilbert`` (``--layout``)."""
+    partitions: str = "all"
+    """``all``, ``recent:N``, ``regex:R`` or ``list:p1,p2`` (``--partitions``)."""
+    target_file_bytes: int | None = None
+    """Size of the written files (``--target-file-mb``)."""
+    small_file_limit_bytes: int | None = None
+    """Files below it are clustered (``--small-file-mb``)."""
+    max_bytes_per_group: int | None = None
+    """Input per group at most (``--max-group-mb``)."""
+    max_groups: int | None = None
+    """Groups per plan at most (``--max-groups``)."""
+    hot_commits: int | None = None
+    """Leave out the file groups the last N commits wrote (``--skip-hot-commits``)."""
+    hot_minutes: int | None = None
+    """Leave out the file groups written in the last T minutes (``--skip-hot-minutes``)."""
+    planner_service_address: str | None = None
+    """``host:port`` of a planner service; None starts an embedded one (``--planner-service``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sort_columns", tuple(self.sort_columns))
+        self.message()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PlanOptions:
+        """The options ``tidemark cluster schedule`` (or ``trigger``) parsed."""
+        return cls(
+            sort_columns=[c.strip() for c in args.sort_columns.split(",") if c.strip()],
+            layout=args.layout,
+            partitions=args.partitions,
+            target_file_bytes=_bytes(args.target_file_mb),
+            small_file_limit_bytes=_bytes(args.small_file_mb),
+            max_bytes_per_group=_bytes(args.max_group_mb),
+            max_groups=args.max_groups,
+            hot_commits=args.skip_hot_commits,
+            hot_minutes=args.skip_hot_minutes,
+            planner_service_address=args.planner_service,
+        )
+
+    def message(self) -> pb.PlanOptions:
+        """The plan's options as the service takes them (``plan_options``)."""
+        return plan_options(
+            sort_columns=self.sort_columns,
+            layout=self.layout,
+            partitions=self.partitions,
+            target_file_bytes=self.target_file_bytes,
+            small_file_limit_bytes=self.small_file_limit_bytes,
+            max_bytes_per_group=self.max_bytes_per_group,
+            max_groups=self.max_groups,
+            hot_commits=self.hot_commits,
+            hot_minutes=self.hot_minutes,
+        )
+
+
+def _bytes(megabytes: int | None) -> int | None:
+    return None if megabytes is None else megabytes * MIB
 
 
 class PlannerClient:
@@ -145,3 +213,6 @@ class PlannerClient:
 
 def _table(table: str) -> TableRef:
     return TableRef(base_path=canonical_uri(table))
+
+
+DEFAULT_PLAN = PlanOptions()

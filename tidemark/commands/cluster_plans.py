@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from tidemark.clients.planner import plan_options
+from tidemark.clients.planner import PlanOptions
 from tidemark.clustering.layouts import LAYOUT_NAMES, LAYOUTS
 from tidemark.commands.planner import (
     add_trigger_arguments,
@@ -21,7 +21,6 @@ from tidemark.commands.planner import (
     set_trigger,
     trigger_summary,
 )
-from tidemark.config import MIB
 from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 
@@ -83,23 +82,9 @@ def _add_plan_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _plan_options(args: argparse.Namespace) -> pb.PlanOptions:
-    return plan_options(
-        sort_columns=[c.strip() for c in args.sort_columns.split(",") if c.strip()],
-        layout=args.layout,
-        partitions=args.partitions,
-        target_file_bytes=_bytes(args.target_file_mb),
-        small_file_limit_bytes=_bytes(args.small_file_mb),
-        max_bytes_per_group=_bytes(args.max_group_mb),
-        max_groups=args.max_groups,
-        hot_commits=args.skip_hot_commits,
-        hot_minutes=args.skip_hot_minutes,
-    )
-
-
 def run_schedule(args: argparse.Namespace) -> int:
     with planner_client(args.planner_service, args.lock_wait_s) as client:
-        response = client.schedule(args.table, _plan_options(args))
+        response = client.schedule(args.table, PlanOptions.from_args(args).message())
     if not response.HasField("plan"):
         if args.json:
             print(json.dumps({"instant": None, "reason": response.reason}))
@@ -156,7 +141,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 def run_trigger(args: argparse.Namespace) -> int:
     """Without --every-commits, --every-seconds or --on-demand, show the policy."""
-    policy = pb.TriggerPolicy(options=_plan_options(args))
+    policy = pb.TriggerPolicy(options=PlanOptions.from_args(args).message())
     with planner_client(args.planner_service) as client:
         if set_trigger(policy, args):
             policy = client.set_policy(args.table, policy)
@@ -197,7 +182,3 @@ def given_up_summary(gone: pb.GivenUpPlan) -> dict[str, Any]:
         "file_groups_taken": gone.file_groups_taken,
         "replacement": gone.replacement_instant_time or None,
     }
-
-
-def _bytes(megabytes: int | None) -> int | None:
-    return None if megabytes is None else megabytes * MIB

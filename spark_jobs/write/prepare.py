@@ -1,0 +1,197 @@
+"""The write's first step, before the table is touched: the input validated and keyed
+(``prepare``), and the table to write opened or created (``create_or_join``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import structlog
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, with_note
+from tidemark.index.build import create_empty_index, index_building, shard_count_for
+from tidemark.index.record_index import RecordIndex
+from tidemark.jobs.deletes import delete_keys, without_deleted
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.evolution import conform_to_table
+from tidemark.jobs.index_writes import choose_tagging
+from tidemark.jobs.keying import (
+    arrow_schema,
+    check_fields,
+    data_columns,
+    dedupe,
+    keyed_schema,
+    with_keys,
+)
+from tidemark.jobs.validation import check_layout, validate_input
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.storage import open_storage
+from tidemark.table import HoodieTable
+from tidemark.table.properties.config import TableConfig
+from tidemark.table.records.avro_names import check_column_names, table_name_from_uri
+from tidemark.table.records.schema import arrow_to_avro_schema
+from tidemark.table.timeline.versions import DEFAULT_TABLE_VERSION
+from tidemark.table.writes.checks import check_writable
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """What the caller asked for, kept to prepare the input again when another writer
+    created the table meanwhile; ``known_partitions`` exist already (``TableMemo``)."""
+
+    df: DataFrame
+    table_uri: str
+    operation: str
+    options: WriteOptions
+    known_partitions: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Validated input: ``rows`` are the data columns for bulk_insert (keyed while writing),
+    else keyed, deduplicated and persisted rows."""
+
+    config: TableConfig
+    table: HoodieTable | None
+    rows: DataFrame
+    row_count: int
+    file_schema: pa.Schema
+    avro_schema: str
+    indexed: bool
+    tagging: str
+
+
+def prepare(asked: WriteRequest) -> Prepared:
+    """Validate everything that can be validated without the lock; nothing is written.
+    Rows with duplicate keys are reduced to one per key (``keying.dedupe``) unless
+    ``allow_duplicates``; a batch without duplicates is not shuffled. An empty input
+    (``row_count`` 0) is returned as given, nothing persisted."""
+    options, operation = asked.options, asked.operation
+    data = data_columns(asked.df)
+    check_column_names(arrow_schema(data.schema, data.sparkSession))
+    table = _open_existing(asked.table_uri, options)
+    config = table.config if table else _new_config(asked.table_uri, data, options)
+    if table is not None:
+        check_writable(config, disable_hudi_metadata_table=options.disable_hudi_metadata_table)
+    if options.precombine_field:
+        config = replace(config, precombine_field=options.precombine_field)
+    creates_index = table is None and options.index == "record"
+    indexed = creates_index or (table is not None and RecordIndex.exists(table.storage))
+    tagging = choose_tagging(
+        options.index, indexed, lambda: table is not None and index_building(table.storage)
+    )
+    if options.allow_duplicates and indexed:
+        raise InvalidArgumentError(
+            "the table has a record index, which maps each key to one file group",
+            field="allow_duplicates",
+        )
+    if operation != "delete" or table is None:
+        check_fields(data, config)  # a delete that creates the table gives its layout
+    if operation != "delete" and table is not None:
+        data = conform_to_table(
+            data,
+            table.current_avro_schema(),
+            protected_fields=(*config.record_key_fields, *config.partition_fields),
+            fill_missing=options.set_null_for_missing_columns,
+        )
+    data_schema = arrow_schema(data.schema, data.sparkSession)
+    storage = table.storage if table is not None else open_storage(asked.table_uri)
+    counts = validate_input(
+        data, config, operation, table, storage.max_path_bytes, asked.known_partitions
+    )
+    deduplicate = counts.has_duplicate_keys and not options.allow_duplicates
+    row_count = counts.keys if deduplicate else counts.rows
+    if row_count == 0:
+        rows = data
+    elif operation == "bulk_insert":
+        rows = without_deleted(dedupe(data, config) if deduplicate else data)
+    else:
+        if operation == "delete":
+            rows = delete_keys(data, config)
+            config_of_rows = replace(config, precombine_field=None)
+        else:
+            rows, config_of_rows = with_keys(data, config), config
+        if deduplicate:
+            rows = dedupe(rows, config_of_rows)
+        if operation == "insert_overwrite":
+            rows = without_deleted(rows)
+        rows.persist(StorageLevel.MEMORY_AND_DISK)
+        run_spark_action(rows.count)
+    if operation == "delete" and table is not None:
+        file_schema = _latest_file_schema(table) or arrow_schema(
+            keyed_schema(data), data.sparkSession
+        )
+        avro_schema = table.current_avro_schema()
+    else:
+        file_schema = arrow_schema(keyed_schema(data), data.sparkSession)
+        avro_schema = arrow_to_avro_schema(data_schema, config.name)
+    return Prepared(config, table, rows, row_count, file_schema, avro_schema, indexed, tagging)
+
+
+def create_or_join(asked: WriteRequest, prepared: Prepared) -> tuple[HoodieTable, Prepared]:
+    """The table to write: the existing one, a new one, or, when another writer created
+    it concurrently, that one (the input checked again against its layout)."""
+    if prepared.table is not None:
+        return prepared.table, prepared
+    try:
+        table = HoodieTable.create(asked.table_uri, prepared.config)
+    except AlreadyExistsError:
+        log.info("write.table_created_concurrently", table=asked.table_uri)
+    else:
+        if prepared.indexed:  # --index record on a new table: its index starts with it
+            create_empty_index(table.storage, shard_count_for(prepared.row_count))
+        return table, prepared
+    prepared.rows.unpersist()
+    try:
+        joined = prepare(asked)
+    except InvalidArgumentError as error:
+        raise with_note(
+            error, "another writer created the table concurrently with a different layout"
+        ) from error
+    assert joined.table is not None
+    return joined.table, joined
+
+
+def _open_existing(table_uri: str, options: WriteOptions) -> HoodieTable | None:
+    try:
+        table = HoodieTable.open(table_uri)
+    except NotFoundError as missing:
+        if missing.field != "table":
+            raise
+        if options.record_key_fields:
+            return None
+        raise with_note(
+            missing, "a write creates the table when given its record key (--key)"
+        ) from missing
+    check_layout(table.config, options)
+    return table
+
+
+def _new_config(table_uri: str, data: DataFrame, options: WriteOptions) -> TableConfig:
+    name = table_name_from_uri(table_uri)
+    keys, partitions = tuple(options.record_key_fields), tuple(options.partition_fields)
+    return TableConfig(
+        name=name,
+        record_key_fields=keys,
+        partition_fields=partitions,
+        precombine_field=options.precombine_field,
+        hive_style=options.hive_style,
+        avro_schema=arrow_to_avro_schema(arrow_schema(data.schema, data.sparkSession), name),
+        key_generator_class=TableConfig.default_key_generator(keys, partitions),
+        url_encode_partitions=options.url_encode_partitions,
+        table_version=options.table_version or DEFAULT_TABLE_VERSION,
+    )
+
+
+def _latest_file_schema(table: HoodieTable) -> pa.Schema | None:
+    files = table.view().latest_base_files()
+    if not files:
+        return None
+    newest = max(files, key=lambda f: f.instant)
+    with table.storage.open_input(newest.path) as stream:
+        return pq.read_schema(stream)

@@ -1,0 +1,119 @@
+"""The write's keys tagged with their file groups, without the table lock (``tag_keys``):
+the record index or a join with the latest base files says where each key is, and the
+tagged batch is profiled into the file groups it touches and its inserts per partition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from tidemark.errors import FailedPreconditionError
+from tidemark.jobs.errors import run_spark_action
+from tidemark.jobs.index_writes import tag_with_index
+from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
+from tidemark.jobs.write.job import WriteJob
+from tidemark.table import HoodieTable
+from tidemark.table.files.view import BaseFile, FileSystemView
+from tidemark.table.metadata.actions import WRITE_ACTIONS
+from tidemark.table.records.keys import PARTITION_PATH
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A batch's keys tagged with their file groups, without the table lock: ``seen``
+    are the writes completed when it was tagged (a write completed later may conflict),
+    ``touched`` the latest base files of the groups its keys are in, ``inserts`` the new
+    rows per partition, ``latest`` the base files of the partitions it goes to or comes
+    from."""
+
+    rows: DataFrame
+    seen: frozenset[str]
+    latest: list[BaseFile]
+    touched: list[BaseFile]
+    inserts: dict[str, int]
+
+
+def tag_keys(
+    spark: SparkSession, table: HoodieTable, keyed: DataFrame, operation: str, job: WriteJob
+) -> Tagged:
+    """Tag keys with their file groups (upsert, delete; insert too with a record index),
+    as of the latest completed write, and count what goes where; runs without the table
+    lock. Tagged by the record index, only the partitions the batch goes to or comes from
+    are listed: the file view costs what the batch touches, not the table."""
+    table.timeline.refresh()
+    seen = frozenset(i.timestamp for i in table.timeline.completed(WRITE_ACTIONS))
+    view = table.view()
+    looked_up = ("upsert", "delete", "insert") if job.index else ("upsert", "delete")
+    latest: list[BaseFile] | None = None
+    if operation not in looked_up:
+        tagged = tag(keyed, None)
+    elif job.tagging == "record":
+        assert job.index is not None
+        last = table.timeline.last_completed()
+        as_of = last.timestamp if last else None
+        tagged = tag(keyed, None) if last is None else tag_with_index(keyed, job.index, as_of)
+    else:
+        latest = view.latest_base_files()
+        tagged = tag(
+            keyed, existing_keys(spark, table.uri, table.config, latest) if latest else None
+        )
+    tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _profiled(table, tagged, seen, view, latest, operation)
+    except BaseException:
+        tagged.unpersist()
+        raise
+
+
+def release(tagged: Tagged | None) -> None:
+    """Unpersist the tagged rows of a batch that is tagged again or done."""
+    if tagged is not None:
+        tagged.rows.unpersist()
+
+
+def _profiled(
+    table: HoodieTable,
+    tagged: DataFrame,
+    seen: frozenset[str],
+    view: FileSystemView,
+    latest: list[BaseFile] | None,
+    operation: str,
+) -> Tagged:
+    """``tag_keys`` once keys are tagged: the file groups the write touches and its inserts
+    per partition. ``latest``: the table's latest base files when tagging listed them
+    already, else the partitions the batch's rows go to and come from are listed here."""
+    profile = run_spark_action(
+        tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
+    )
+    if latest is None:  # a delete's rows carry no partition path: only where keys are
+        partitions = {row[PARTITION_PATH] for row in profile if operation != "delete"}
+        partitions |= {row[OLD_PARTITION] for row in profile if row[OLD_FILE_ID] is not None}
+        latest = view.latest_base_files(partitions)
+    by_file = {f.file_id: f for f in latest}
+    inserts: dict[str, int] = {}
+    touched: list[BaseFile] = []
+    for row in profile:
+        old_file = row[OLD_FILE_ID]
+        if old_file is not None:
+            if old_file not in by_file:
+                raise FailedPreconditionError(
+                    f"the record index places keys in file group {old_file} "
+                    f"(partition {row[OLD_PARTITION]!r}), which the table does not have "
+                    "(rebuild the index with `tidemark index build --rebuild`)",
+                    field="index",
+                )
+            touched.append(by_file[old_file])
+        moved = old_file is not None and row[OLD_PARTITION] != row[PARTITION_PATH]
+        if moved and operation != "delete" and table.config.orders_by_event_time:
+            raise FailedPreconditionError(
+                f"value 'EVENT_TIME_ORDERING' is not supported for writes moving keys to "
+                f"another partition ({row[OLD_PARTITION]!r} to {row[PARTITION_PATH]!r}): the "
+                "stored record may be the newer one",
+                field="hoodie.record.merge.mode",
+            )
+        if operation != "delete" and (old_file is None or moved):
+            partition = row[PARTITION_PATH]
+            inserts[partition] = inserts.get(partition, 0) + row["count"]
+    return Tagged(tagged, seen, latest, touched, inserts)
