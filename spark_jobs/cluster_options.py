@@ -11,9 +11,10 @@ import argparse
 import math
 from dataclasses import dataclass, replace
 
+from tidemark.checks import require_positive
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.checks import require_one_of, require_positive
+from tidemark.jobs.checks import require_one_of
 from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S, MarkerKind, MarkerOptions
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S, check_lock_wait
 

@@ -48,6 +48,7 @@ from types import TracebackType
 
 import structlog
 
+from tidemark.checks import require_non_negative, require_positive
 from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import (
     ConflictError,
@@ -136,8 +137,7 @@ class StorageLease:
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
-        if lease_s <= 0:
-            raise InvalidArgumentError(f"must be > 0, got {lease_s}", field="lease_s")
+        require_positive("lease_s", lease_s)
         self.storage = storage
         self.owner = owner
         self.lease_s = lease_s
@@ -438,8 +438,7 @@ class StorageLease:
 
 def check_lock_wait(wait_s: float) -> None:
     """InvalidArgumentError(field="lock_wait_s") unless it is a number of seconds >= 0."""
-    if not wait_s >= 0:
-        raise InvalidArgumentError(f"must be >= 0, got {wait_s}", field="lock_wait_s")
+    require_non_negative("lock_wait_s", wait_s)
 
 
 def _outdated(generation: int, generations: list[int]) -> bool:
