@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from tidemark.checks import require_non_negative, require_positive
 from tidemark.errors import ConfigError, PermissionDeniedError
+from tidemark.retrying import RetryPolicy
 
 T = TypeVar("T")
 
@@ -402,6 +403,13 @@ class ClientConfig:
     @property
     def tls(self) -> bool:
         return self.tls_ca_path is not None
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The retries of one call (``max_attempts``, the backoffs and ``max_total_s``)."""
+        return RetryPolicy(
+            self.max_attempts, self.initial_backoff_s, self.max_backoff_s, self.max_total_s
+        )
 
     def without_credentials(self) -> ClientConfig:
         """These settings without TLS or token: for a service embedded in this process,

@@ -38,7 +38,6 @@ never run at once and one paused past its lease commits nothing.
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 import uuid
@@ -47,6 +46,7 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 
 import structlog
+from tenacity import RetryCallState
 
 from tidemark.checks import require_non_negative, require_positive
 from tidemark.clock import SYSTEM_CLOCK, Clock
@@ -59,6 +59,7 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
+from tidemark.retrying import waiting_for_holder
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 
@@ -77,8 +78,9 @@ DEFAULT_LOCK_WAIT_S = 120.0
 """How long taking a lock waits for its holder (``--lock-wait-s``; 0 fails at once)."""
 FIRST_POLL_S = 0.2
 MAX_POLL_S = 5.0
-"""Polls of a held lock back off from the first to the last, jittered, so waiting
-contenders do not list the lock folder in step."""
+"""Polls of a held lock back off from the first to the last, jittered
+(``tidemark.retrying.waiting_for_holder``), so waiting contenders do not list the lock
+folder in step."""
 UNREADABLE_LEASE = "delete it once no process of the table is running, to free the lock"
 QUEUE_SUFFIX = ".queue"
 """Folder beside the lock's holding the waiters' tickets."""
@@ -212,26 +214,28 @@ class StorageLease:
         meanwhile is taken over. Past the wait, the ConflictError of a held lock."""
         check_lock_wait(wait_s)
         began = time.monotonic()
-        deadline = began + wait_s
-        poll_s = FIRST_POLL_S
         ticket: str | None = None
+
+        def queue(state: RetryCallState) -> None:
+            """Take a place in the queue (logging the holder once), or keep it."""
+            nonlocal ticket
+            if ticket is None:
+                held = state.outcome.exception() if state.outcome else None
+                log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
+            ticket = self._renew_ticket(ticket)
+
+        waiting = waiting_for_holder(
+            wait_s, first_s=FIRST_POLL_S, max_s=MAX_POLL_S, before_sleep=queue
+        )
         try:
-            while True:
-                try:
+            for attempt in waiting:
+                with attempt:
                     self._wait_turn(ticket)
                     self._try_acquire()
-                    return
-                except ConflictError as held:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        if ticket is not None:
-                            raise with_note(held, f"waited {wait_s:g} s") from None
-                        raise
-                    if ticket is None:
-                        log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
-                    ticket = self._renew_ticket(ticket)
-                    time.sleep(min(left, poll_s * random.uniform(0.5, 1.0)))
-                    poll_s = min(MAX_POLL_S, poll_s * 2)
+        except ConflictError as held:
+            if ticket is not None:
+                raise with_note(held, f"waited {wait_s:g} s") from None
+            raise
         finally:
             self.waited_s = time.monotonic() - began
             if ticket is not None:
