@@ -8,8 +8,9 @@ the dir, and only one contender can create it), renewed by the engine rather tha
 heartbeat thread. The owner stops writing a safety margin before the expiry it wrote
 (``held`` turns false), so clock skew below that margin is harmless.
 
-What differs from the table lock: a refused dir names its owner and the address its
-clients reach it at (``NotOwnerError``, which clients follow); an owner may take a newer
+What differs from the table lock: nobody queues for a dir; a renewal landing past the
+margin loses it; a refused dir names its owner and the address its clients reach it at
+(``NotOwnerError``, which clients follow); an owner may take a newer
 generation over its own live one (its engine keeps at most one open state per marker
 dir); the generations keep their 10-digit names from 0 (replicas of an earlier release
 list the same dir); and the owner gives up only the last 0.2 of the lease, as the engine
@@ -78,6 +79,14 @@ class DirLease(StorageLease):
                 return
         super().acquire(wait_s)
 
+    def renew(self) -> None:
+        """Extend the lease; one that lands past the margin loses it: ``held`` (no listing)
+        fences the dir's writes, and the dir may have changed hands meanwhile."""
+        renewed_at = self._renewed_at
+        super().renew()
+        if self.held and self._clock.monotonic() - renewed_at > self._margin_s():
+            self._mark_lost(f"the renewal landed after {self._margin_s():g} s without one")
+
     def abandon(self) -> None:
         """Delete the generation ``acquire`` just created, as if it never ran (the dir
         turned out unusable before anything was written under the lease)."""
@@ -89,6 +98,10 @@ class DirLease(StorageLease):
         """Remove every generation object; only the owner does this, with the marker dir."""
         self.storage.delete_prefix(self.lock_dir + "/")
         self._generation = None
+
+    def _wait_turn(self, ticket: str | None) -> None:
+        """Nobody queues for a marker dir (a replica refuses at once, naming the owner, and
+        the client polls), so there is no queue to list."""
 
     def _held_error(self, holder: Lease | None) -> ConflictError:
         if holder is None:

@@ -363,9 +363,6 @@ class StorageLease:
             return
         started = self._clock.monotonic()
         self.storage.write(self._path(self._generation), self._lease_bytes(self._clock.now()))
-        if self._renewal_overdue():  # landed past the margin: we had stopped counting on it
-            self._mark_lost(f"the renewal landed after {self._margin_s():g} s without one")
-            return
         self._renewed_at = started
 
     def check(self) -> None:
