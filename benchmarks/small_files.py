@@ -29,8 +29,8 @@ from pyspark.sql import functions as sf
 
 from benchmarks.markers import table_root
 from benchmarks.write import bulk_insert_generated
+from tidemark.checks import require_non_negative
 from tidemark.commands.args import positive_int
-from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.job_options import MarkerKind
 from tidemark.jobs.session import build_session
 from tidemark.jobs.write import WriteResult
@@ -193,8 +193,7 @@ def _median(runs: Sequence[TimedWrite], stage: str | None = None) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.latency_ms < 0:
-        raise InvalidArgumentError("must be >= 0", field="latency_ms")
+    require_non_negative("latency_ms", args.latency_ms)
     configure_logging(json=False, level="warning")
     with table_root(args.storage, args.latency_ms) as root:
         spark = build_session(

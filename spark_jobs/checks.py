@@ -9,19 +9,6 @@ from collections.abc import Collection
 from tidemark.errors import InvalidArgumentError
 
 
-def require_positive(field: str, value: float) -> None:
-    """``value > 0`` (a NaN is refused too)."""
-    if not value > 0:
-        raise InvalidArgumentError(f"must be > 0, got {value}", field=field)
-
-
-def require_non_negative(field: str, value: float, zero_means: str = "") -> None:
-    """``value >= 0``; ``zero_means`` says what 0 does, in the message."""
-    if not value >= 0:
-        meaning = f" (0: {zero_means})" if zero_means else ""
-        raise InvalidArgumentError(f"must be >= 0{meaning}, got {value}", field=field)
-
-
 def require_between(field: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
         raise InvalidArgumentError(f"must be {low} to {high}, got {value}", field=field)

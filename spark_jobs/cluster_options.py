@@ -11,9 +11,9 @@ import argparse
 import math
 from dataclasses import dataclass
 
+from tidemark.checks import require_positive
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.checks import require_positive
 from tidemark.jobs.job_options import JobOptions
 
 DEFAULT_ROW_GROUP_BYTES = 120 * MIB

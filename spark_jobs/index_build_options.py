@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from tidemark.checks import require_positive
 from tidemark.index.build import MAX_SHARDS
-from tidemark.jobs.checks import require_between, require_positive
+from tidemark.jobs.checks import require_between
 from tidemark.jobs.job_options import DEFAULT_LOCK_LEASE_S
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S, check_lock_wait
 

@@ -13,11 +13,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
+from tidemark.checks import require_positive
 from tidemark.clients.index import IndexClient
 from tidemark.clients.marker import ServiceMarkerReader, check_reachable
 from tidemark.config import add_client_arguments
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.checks import require_one_of, require_positive
+from tidemark.jobs.checks import require_one_of
 from tidemark.rpc.client import config_for
 from tidemark.rpc.embedded import start_embedded_service
 from tidemark.table import HoodieTable

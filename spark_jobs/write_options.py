@@ -12,10 +12,11 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tidemark.checks import require_non_negative, require_positive
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES
-from tidemark.jobs.checks import require_non_negative, require_one_of, require_positive
+from tidemark.jobs.checks import require_one_of
 from tidemark.jobs.index_writes import TAGGINGS
 from tidemark.jobs.job_options import JobOptions
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES

@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tidemark.checks import require_non_negative, require_positive
 from tidemark.errors import ConfigError, PermissionDeniedError
+from tidemark.retrying import RetryPolicy
 
 T = TypeVar("T")
 
@@ -163,11 +165,6 @@ def require_host_port(field: str, value: str) -> None:
         raise ConfigError(f"must be HOST:PORT, got {value!r}", field=field)
 
 
-def require_positive(field: str, value: float) -> None:
-    if value <= 0:
-        raise ConfigError(f"must be positive, got {value}", field=field)
-
-
 def require_readable(field: str, path: str) -> None:
     if not os.access(path, os.R_OK) or not Path(path).is_file():
         raise ConfigError(f"cannot read file {path}", field=field)
@@ -290,11 +287,8 @@ class ServerConfig:
             "max_connection_age_s",
             "max_connection_age_grace_s",
         ):
-            require_positive(field, getattr(self, field))
-        if self.grace_period_s < 0:
-            raise ConfigError(
-                f"must not be negative, got {self.grace_period_s}", field="grace_period_s"
-            )
+            require_positive(field, getattr(self, field), error=ConfigError)
+        require_non_negative("grace_period_s", self.grace_period_s, error=ConfigError)
         if (self.tls_cert_path is None) != (self.tls_key_path is None):
             raise ConfigError("TLS needs both a certificate and a key", field="tls_cert_path")
         if self.tls_cert_path is not None and self.tls_key_path is not None:
@@ -393,7 +387,7 @@ class ClientConfig:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if isinstance(value, int | float):
-                require_positive(field.name, value)
+                require_positive(field.name, value, error=ConfigError)
         if (self.tls_cert_path is None) != (self.tls_key_path is None):
             raise ConfigError(
                 "a client certificate needs its key and the key its certificate",
@@ -409,6 +403,13 @@ class ClientConfig:
     @property
     def tls(self) -> bool:
         return self.tls_ca_path is not None
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The retries of one call (``max_attempts``, the backoffs and ``max_total_s``)."""
+        return RetryPolicy(
+            self.max_attempts, self.initial_backoff_s, self.max_backoff_s, self.max_total_s
+        )
 
     def without_credentials(self) -> ClientConfig:
         """These settings without TLS or token: for a service embedded in this process,

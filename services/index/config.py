@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from tidemark.config import MIB, load_config, require_positive
+from tidemark.checks import require_positive
+from tidemark.config import MIB, load_config
+from tidemark.errors import ConfigError
 
 SECTION = "index"
 
@@ -34,7 +36,7 @@ class IndexConfig:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            require_positive(field.name, getattr(self, field.name))
+            require_positive(field.name, getattr(self, field.name), error=ConfigError)
 
     @classmethod
     def load(

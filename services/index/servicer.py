@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from tidemark.checks import require_non_negative
 from tidemark.config import ServerConfig
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.wire import LOCATION_COLUMNS
@@ -118,10 +119,7 @@ class IndexServicer(pb_grpc.IndexServiceServicer):
         self, request: pb.CompactRequest, context: Context
     ) -> pb.CompactResponse:
         table = self._table_uri(request.table.base_path)
-        if request.min_deltas < 0:
-            raise InvalidArgumentError(
-                f"must be >= 0, got {request.min_deltas}", field="min_deltas"
-            )
+        require_non_negative("min_deltas", request.min_deltas)
         done = await asyncio.to_thread(
             lambda: self.tables.index(table).compact(max(request.min_deltas, 1))
         )

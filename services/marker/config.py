@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from tidemark.config import load_config, require_positive
+from tidemark.checks import require_positive
+from tidemark.config import load_config
 from tidemark.errors import ConfigError
 
 SECTION = "marker"
@@ -32,7 +33,7 @@ class MarkerConfig:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            require_positive(field.name, getattr(self, field.name))
+            require_positive(field.name, getattr(self, field.name), error=ConfigError)
         if self.num_marker_files > 1000:
             raise ConfigError(
                 f"at most 1000 files per marker dir, got {self.num_marker_files}",

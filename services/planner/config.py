@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from tidemark.config import load_config, require_positive
+from tidemark.checks import require_non_negative, require_positive
+from tidemark.config import load_config
 from tidemark.errors import ConfigError
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, DEFAULT_LOCK_WAIT_S
 
@@ -33,12 +34,9 @@ class PlannerConfig:
 
     def __post_init__(self) -> None:
         for name in ("lock_lease_s", "trigger_poll_s"):
-            require_positive(name, getattr(self, name))
-        for name in ("hot_commits", "hot_minutes"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"must be >= 0, got {getattr(self, name)}", field=name)
-        if not self.lock_wait_s >= 0:
-            raise ConfigError(f"must be >= 0, got {self.lock_wait_s}", field="lock_wait_s")
+            require_positive(name, getattr(self, name), error=ConfigError)
+        for name in ("hot_commits", "hot_minutes", "lock_wait_s"):
+            require_non_negative(name, getattr(self, name), error=ConfigError)
         if self.lock_lease_s < 1:
             raise ConfigError(
                 f"must be at least 1 second, got {self.lock_lease_s}", field="lock_lease_s"

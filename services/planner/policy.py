@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tidemark.checks import require_non_negative
 from tidemark.clustering.strategy import PlanOptions
 from tidemark.errors import InvalidArgumentError
 
@@ -20,8 +21,7 @@ class TriggerPolicy:
 
     def __post_init__(self) -> None:
         for name in ("every_n_commits", "every_seconds"):
-            if getattr(self, name) < 0:
-                raise InvalidArgumentError(f"must be >= 0, got {getattr(self, name)}", field=name)
+            require_non_negative(name, getattr(self, name))
         if self.every_n_commits and self.every_seconds:
             raise InvalidArgumentError(
                 "choose every_n_commits or every_seconds, not both", field="policy"

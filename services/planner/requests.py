@@ -3,6 +3,7 @@ raised before anything touches the table."""
 
 from __future__ import annotations
 
+from tidemark.checks import require_positive
 from tidemark.clustering.layouts import LAYOUT_NAMES
 from tidemark.clustering.strategy import (
     ALL_PARTITIONS,
@@ -78,11 +79,9 @@ def trigger_policy(message: pb.TriggerPolicy) -> TriggerPolicy:
     options = plan_options(message.options, "policy.options")
     kind = message.WhichOneof("trigger")
     if kind == "every_n_commits":
-        if message.every_n_commits <= 0:
-            raise InvalidArgumentError("must be > 0", field="policy.every_n_commits")
+        require_positive("policy.every_n_commits", message.every_n_commits)
         return TriggerPolicy(every_n_commits=message.every_n_commits, options=options)
     if kind == "every_seconds":
-        if message.every_seconds <= 0:
-            raise InvalidArgumentError("must be > 0", field="policy.every_seconds")
+        require_positive("policy.every_seconds", message.every_seconds)
         return TriggerPolicy(every_seconds=message.every_seconds, options=options)
     return TriggerPolicy(options=options)

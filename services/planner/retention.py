@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from google.protobuf import json_format
 
+from tidemark.checks import require_positive
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.retention import RetentionSettings
@@ -62,8 +63,8 @@ def policy_from_message(message: pb.RetentionPolicy) -> RetentionPolicy:
     """A request's policy; unset numbers take Hudi's defaults; errors name the field."""
     kind = message.WhichOneof("trigger")
     for name in ("every_n_commits", "every_seconds"):
-        if kind == name and getattr(message, name) <= 0:
-            raise InvalidArgumentError("must be > 0", field=f"policy.{name}")
+        if kind == name:
+            require_positive(f"policy.{name}", getattr(message, name))
     try:
         return RetentionPolicy(
             every_n_commits=message.every_n_commits if kind == "every_n_commits" else 0,

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DataType
 
+from tidemark.checks import require_non_negative, require_positive
 from tidemark.config import MIB
-from tidemark.errors import InvalidArgumentError, NotFoundError
+from tidemark.errors import NotFoundError
 from tidemark.jobs.bulk import DEFAULT_SORT_MODE, SORT_MODES
 from tidemark.jobs.index_writes import TAGGINGS
 from tidemark.jobs.input import FORMATS, read_input
@@ -113,15 +114,8 @@ def run(args: argparse.Namespace, listener: StageListener | None = None) -> Writ
     """Run a write described by parsed ``add_arguments`` options: the same
     ``WriteOptions`` the Python API takes. The size options are checked first, by their
     names on the command line."""
-    if args.target_file_mb <= 0:
-        raise InvalidArgumentError(
-            f"must be > 0, got {args.target_file_mb}", field="target_file_mb"
-        )
-    if args.small_file_mb < 0:
-        raise InvalidArgumentError(
-            f"must be >= 0 (0: no small-file top-up), got {args.small_file_mb}",
-            field="small_file_mb",
-        )
+    require_positive("target_file_mb", args.target_file_mb)
+    require_non_negative("small_file_mb", args.small_file_mb, "no small-file top-up")
     options = WriteOptions.from_args(args)
     spark = build_session(args.master)
     source = read_input(

@@ -163,5 +163,5 @@ def test_trigger_policy_set_and_shown(
     before = hoodie_files(small_files)
     code, _, err = run(capsys, "trigger", "--table", uri, "--every-seconds", "0")
     assert code == 2
-    assert err == "tidemark cluster: error: policy.every_seconds: must be > 0\n"
+    assert err == "tidemark cluster: error: policy.every_seconds: must be > 0, got 0\n"
     assert hoodie_files(small_files) == before

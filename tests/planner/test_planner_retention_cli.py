@@ -86,8 +86,8 @@ def test_trigger_is_stored_shown_and_changed_in_part(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--every-commits", "0"], "policy.every_n_commits: must be > 0"),
-        (["--every-seconds", "-5"], "policy.every_seconds: must be > 0"),
+        (["--every-commits", "0"], "policy.every_n_commits: must be > 0, got 0"),
+        (["--every-seconds", "-5"], "policy.every_seconds: must be > 0, got -5"),
         (["--retain-commits", "0"], "policy.retain_commits: must be > 0, got 0"),
         (
             ["--retain-commits", "20"],

@@ -15,15 +15,14 @@ mark expires and the owner is tried again (so it gets its shards back once it se
 a replica down for long, or hung, costs a failed attempt only once a minute). One
 attempt per replica: the delay before failing over is one failed attempt, at once for a
 refused connection, the call's deadline for a hung replica. Only when every replica is
-marked down does the client back off between rounds, within the config's
-``max_attempts`` and ``max_total_s`` as for one service.
+marked down does the client back off between rounds, with the config's retry policy
+(``tidemark.retrying``: ``max_attempts`` rounds, ``max_total_s``) as for one service.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,8 +36,7 @@ import structlog
 from tidemark import errors
 from tidemark.config import ClientConfig
 from tidemark.errors import InvalidArgumentError, TidemarkError, UnavailableError
-from tidemark.rpc.client import ServiceClient, ServiceName
-from tidemark.rpc.status import retry_after_s
+from tidemark.rpc.client import ServiceClient, ServiceName, server_hint_s
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +50,20 @@ MAX_DOWN_S = 60.0
 FAILS_OVER = (UnavailableError, errors.ResourceExhaustedError)
 """Errors of one replica (unreachable, hung, overloaded) that another replica may not
 have; every other error is the answer (a bad request fails the same everywhere)."""
+
+
+class EveryReplicaDownError(Exception):
+    """A round of ``Replicas.spread`` left every replica marked down: the policy backs off
+    before the next round. ``last`` is the last replica's error."""
+
+    def __init__(self, last: TidemarkError) -> None:
+        super().__init__(last.message)
+        self.last = last
+
+
+def _hint_s(error: BaseException) -> float:
+    """The retry hint of the last replica's RESOURCE_EXHAUSTED (0 for any other error)."""
+    return server_hint_s(error.last.__cause__) if isinstance(error, EveryReplicaDownError) else 0.0
 
 
 def replica_addresses(address: str, *, field: str) -> tuple[str, ...]:
@@ -123,34 +135,50 @@ class Replicas(Generic[S]):
     ) -> list[tuple[np.ndarray, T]]:
         """Rows (shard of each in ``shards``) grouped by the replica that serves their
         shard now, ``work(client, rows)`` for each group at once; a group that fails over
-        is grouped again over the replicas left. Returns each group's rows and result."""
+        is grouped again over the replicas left. Returns each group's rows and result.
+        Once every replica is down, the config's retry policy backs off between rounds,
+        each round starting from the next replica of the rankings."""
         pending = np.arange(len(shards))
         answered: list[tuple[np.ndarray, T]] = []
         began = time.monotonic()
-        rounds = 0
-        while True:
-            targets = self._targets(shards[pending], rotation=rounds if self._all_down() else None)
-            groups = {int(replica): pending[targets == replica] for replica in np.unique(targets)}
-            failed: list[np.ndarray] = []
-            last: TidemarkError | None = None
-            for replica, outcome in self._run(groups, work).items():
-                if isinstance(outcome, TidemarkError):
-                    self._mark_down(replica, outcome)
-                    failed.append(groups[replica])
-                    last = outcome
-                else:
-                    self._mark_up(replica)
-                    answered.append((groups[replica], outcome))
-            if last is None:
-                return answered
-            pending = np.sort(np.concatenate(failed))
-            if time.monotonic() - began > self.config.max_total_s:
-                raise self._unreachable(last)
-            if self._all_down():
-                rounds += 1
-                if rounds >= self.config.max_attempts:
+
+        def serve(rotation: int) -> None:
+            """Serve ``pending``, failing over at once while a replica is up."""
+            nonlocal pending
+            while True:
+                every_down = self._all_down()
+                targets = self._targets(shards[pending], rotation=rotation if every_down else None)
+                groups = {
+                    int(replica): pending[targets == replica] for replica in np.unique(targets)
+                }
+                failed: list[np.ndarray] = []
+                last: TidemarkError | None = None
+                for replica, outcome in self._run(groups, work).items():
+                    if isinstance(outcome, TidemarkError):
+                        self._mark_down(replica, outcome)
+                        failed.append(groups[replica])
+                        last = outcome
+                    else:
+                        self._mark_up(replica)
+                        answered.append((groups[replica], outcome))
+                if last is None:
+                    return
+                pending = np.sort(np.concatenate(failed))
+                if time.monotonic() - began > self.config.max_total_s:
                     raise self._unreachable(last)
-                time.sleep(self._backoff(rounds, last))
+                if self._all_down():
+                    raise EveryReplicaDownError(last)
+
+        retrying = self.config.retry_policy.retrying(
+            lambda error: isinstance(error, EveryReplicaDownError), hint_s=_hint_s
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    serve(rotation=attempt.retry_state.attempt_number - 1)
+        except EveryReplicaDownError as down:
+            raise self._unreachable(down.last) from None
+        return answered
 
     def _run(
         self, groups: dict[int, np.ndarray], work: Callable[[ServiceClient[S], np.ndarray], T]
@@ -219,13 +247,6 @@ class Replicas(Generic[S]):
             self._failures[replica] = 0
         if was_down:
             log.info("index.replica_up", replica=self.addresses[replica])
-
-    def _backoff(self, rounds: int, error: TidemarkError) -> float:
-        """Exponential with jitter, at least the retry hint of a RESOURCE_EXHAUSTED."""
-        cause = error.__cause__
-        hint = retry_after_s(cause.trailing_metadata() or ()) if isinstance(cause, grpc.Call) else 0
-        ceiling = min(self.config.max_backoff_s, self.config.initial_backoff_s * 2**rounds)
-        return max(hint, random.uniform(0, ceiling))
 
     def _unreachable(self, error: TidemarkError) -> TidemarkError:
         """The last replica's error once every replica failed: unavailability names

@@ -21,13 +21,13 @@ from typing import Any, TypeVar, cast
 
 import grpc
 import structlog
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from tidemark.config import ClientConfig
-from tidemark.errors import ConflictError, InvalidArgumentError, NotOwnerError, UnavailableError
+from tidemark.errors import InvalidArgumentError, NotOwnerError, UnavailableError
 from tidemark.proto.common.v1.common_pb2 import TableRef
 from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
+from tidemark.retrying import waiting_for_holder
 from tidemark.rpc.client import ServiceClient, ServiceName, sent_by_server
 from tidemark.rpc.options import balanced
 from tidemark.rpc.status import OWNER_KEY
@@ -92,8 +92,9 @@ class OwnerRouting:
     be reached is forgotten: the one remembered, by asking the service address again at
     once; the one a replica named (crashed, its lease still running), by reporting that
     NotOwnerError, which the call waits out for up to ``owner_wait_s``, asking the
-    service address again every ``OWNER_POLL_S``: once the lease ran out, the replica
-    asked takes the dir over.
+    service address again every ``OWNER_POLL_S`` (jittered down to half, as every wait
+    for a holder in ``tidemark.retrying``): once the lease ran out, the replica asked
+    takes the dir over.
     """
 
     def __init__(
@@ -115,12 +116,7 @@ class OwnerRouting:
         instant: str,
     ) -> R:
         """``method(stub)(request)`` on the dir's owner, waiting out an unreachable one."""
-        waiting = Retrying(
-            retry=retry_if_exception_type(ConflictError),
-            wait=wait_fixed(OWNER_POLL_S),
-            stop=stop_after_delay(self.owner_wait_s),
-            reraise=True,
-        )
+        waiting = waiting_for_holder(self.owner_wait_s, first_s=OWNER_POLL_S, max_s=OWNER_POLL_S)
         return waiting(self._follow, method, request, instant)
 
     def _follow(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tidemark.checks import require_non_negative, require_positive
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.files.view import BaseFile
@@ -63,8 +64,7 @@ class PartitionFilter:
 
     @classmethod
     def recent(cls, count: int, field: str = "partitions") -> PartitionFilter:
-        if count <= 0:
-            raise InvalidArgumentError(f"recent count must be > 0, got {count}", field=field)
+        require_positive(field, count)
         return cls("recent", count=count)
 
     @classmethod
@@ -126,17 +126,15 @@ class PlanOptions:
     def __post_init__(self) -> None:
         for name in ("hot_commits", "hot_minutes"):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise InvalidArgumentError(f"must be >= 0, got {value}", field=name)
+            if value is not None:
+                require_non_negative(name, value)
         for name in (
             "target_file_bytes",
             "small_file_limit_bytes",
             "max_bytes_per_group",
             "max_groups",
         ):
-            value = getattr(self, name)
-            if value <= 0:
-                raise InvalidArgumentError(f"must be > 0, got {value}", field=name)
+            require_positive(name, getattr(self, name))
         if self.layout != "linear" and not self.sort_columns:
             raise InvalidArgumentError(
                 f"the {self.layout} layout needs sort columns", field="sort_columns"

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tidemark.checks import require_positive
 from tidemark.clients.index import IndexClient
 from tidemark.commands.index_build import add_build
 from tidemark.config import add_client_arguments
@@ -194,8 +195,7 @@ def _print_values(values: dict[str, Any], *, as_json: bool) -> None:
 
 
 def run_compact(args: argparse.Namespace) -> int:
-    if args.min_deltas < 1:
-        raise InvalidArgumentError(f"must be >= 1, got {args.min_deltas}", field="min_deltas")
+    require_positive("min_deltas", args.min_deltas)
     with index_client(args) as client:
         done = client.compact(args.min_deltas)
     _print_values(dataclasses.asdict(done), as_json=args.json)

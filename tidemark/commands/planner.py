@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tidemark.checks import require_positive
 from tidemark.clients.planner import PlannerClient
 from tidemark.config import add_client_arguments
 from tidemark.logs import configure_logging
@@ -77,11 +78,14 @@ def add_trigger_arguments(parser: argparse.ArgumentParser) -> None:
 
 def set_trigger(policy: Policy, args: argparse.Namespace) -> bool:
     """Put the trigger ``add_trigger_arguments`` parsed into ``policy``; False when none was
-    given. A count below one goes as 0, which the service refuses naming the field."""
+    given. A count below one is refused here (the message's fields are unsigned), naming
+    the field as the service would."""
     if args.every_commits is not None:
-        policy.every_n_commits = max(args.every_commits, 0)
+        require_positive("policy.every_n_commits", args.every_commits)
+        policy.every_n_commits = args.every_commits
     elif args.every_seconds is not None:
-        policy.every_seconds = max(args.every_seconds, 0)
+        require_positive("policy.every_seconds", args.every_seconds)
+        policy.every_seconds = args.every_seconds
     elif args.on_demand:
         policy.on_demand.SetInParent()
     else:

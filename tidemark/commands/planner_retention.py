@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from tidemark.checks import require_positive
 from tidemark.commands.planner import (
     add_trigger_arguments,
     planner_client,
@@ -22,7 +23,6 @@ from tidemark.commands.planner import (
     set_trigger,
     trigger_summary,
 )
-from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.table.maintenance.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN
@@ -77,9 +77,8 @@ def run_trigger(args: argparse.Namespace) -> int:
     """Without a trigger or a number, show the policy; else change what is given."""
     numbers = {name: getattr(args, name) for name in RETENTION_FIELDS}
     given = {name: value for name, value in numbers.items() if value is not None}
-    for name, value in given.items():
-        if value <= 0:  # 0 in the message would mean "Hudi's default"
-            raise InvalidArgumentError(f"must be > 0, got {value}", field=f"policy.{name}")
+    for name, value in given.items():  # 0 in the message would mean "Hudi's default"
+        require_positive(f"policy.{name}", value)
     with planner_client(args.planner_service) as client:
         policy = client.get_retention_policy(args.table)
         if set_trigger(policy, args) or given:

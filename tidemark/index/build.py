@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tidemark.checks import require_non_negative, require_positive
 from tidemark.errors import InvalidArgumentError
 from tidemark.index import layout
 from tidemark.index.record_index import delta_files, write_stage
@@ -50,12 +51,8 @@ class BuildStatus:
 
 def shard_count_for(records: int, max_shard_bytes: int = MAX_SHARD_BYTES) -> int:
     """Shards for ``records`` entries, as Hudi sizes its record index."""
-    if records < 0:
-        raise InvalidArgumentError(f"must not be negative, got {records}", field="records")
-    if max_shard_bytes <= 0:
-        raise InvalidArgumentError(
-            f"must be positive, got {max_shard_bytes}", field="max_shard_bytes"
-        )
+    require_non_negative("records", records)
+    require_positive("max_shard_bytes", max_shard_bytes)
     needed = math.ceil(records * ESTIMATED_BYTES_PER_ENTRY * GROWTH_FACTOR / max_shard_bytes)
     return min(MAX_SHARDS, max(MIN_SHARDS, needed))
 
@@ -101,8 +98,7 @@ def publish_index(storage: Storage, num_shards: int, as_of: str) -> None:
     """Write ``index.properties`` once every shard's base file exists (the caller's
     job); from then on the table has a record index as of ``as_of``."""
     validate_instant_time(as_of, field="as_of")
-    if num_shards < 1:
-        raise InvalidArgumentError(f"must be positive, got {num_shards}", field="num_shards")
+    require_positive("num_shards", num_shards)
     storage.write(layout.PROPERTIES_PATH, layout.IndexProperties(num_shards, as_of).to_bytes())
 
 

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidemark.checks import require_positive
 from tidemark.errors import (
     DataLossError,
     FailedPreconditionError,
@@ -396,8 +397,7 @@ class RecordIndex:
         the older records that name them for the next compaction to delete. Staging and
         discarding go on meanwhile: they only touch pending instants, which compaction
         never folds."""
-        if min_deltas < 1:
-            raise InvalidArgumentError(f"must be >= 1, got {min_deltas}", field="min_deltas")
+        require_positive("min_deltas", min_deltas)
         with (
             self._compacting,
             StorageLease(self.storage, owner, lease_s, lock_dir=layout.COMPACTION_LOCK_DIR) as lock,

@@ -25,14 +25,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_random_exponential,
-)
+from tenacity import RetryCallState
 
 from tidemark.config import ClientConfig
 from tidemark.errors import TidemarkError, UnavailableError
@@ -237,19 +230,10 @@ def call(
     settings = config or ClientConfig()
     deadline = settings.timeout_s if timeout is None else timeout
     metadata = call_metadata(settings, request_id or uuid.uuid4().hex)
-    backoff = wait_random_exponential(
-        multiplier=settings.initial_backoff_s, max=settings.max_backoff_s
-    )
-
-    def wait(state: RetryCallState) -> float:
-        return max(backoff(state), _server_hint_s(state))
-
-    retrying = Retrying(
-        stop=stop_after_attempt(settings.max_attempts) | stop_after_delay(settings.max_total_s),
-        wait=wait,
-        retry=retry_if_exception(lambda error: is_retryable(error, idempotent=idempotent)),
+    retrying = settings.retry_policy.retrying(
+        lambda error: is_retryable(error, idempotent=idempotent),
+        hint_s=server_hint_s,
         before_sleep=_log_retry,
-        reraise=True,
     )
     try:
         return retrying(method, request, timeout=deadline, metadata=metadata)
@@ -273,9 +257,8 @@ def to_domain_error(error: grpc.RpcError) -> TidemarkError:
     return error_from_status(error.code(), error.details() or "", error.trailing_metadata() or ())
 
 
-def _server_hint_s(state: RetryCallState) -> float:
-    """The retry hint of the failed attempt (0 when the server gave none)."""
-    error = state.outcome.exception() if state.outcome else None
+def server_hint_s(error: BaseException | None) -> float:
+    """The retry hint of a failed call (0 when the server gave none, or no call failed)."""
     if not isinstance(error, grpc.Call):
         return 0.0
     return retry_after_s(error.trailing_metadata() or ())

@@ -3,6 +3,8 @@
 botocore's own retries are switched off so that every attempt is visible here: each
 attempt is counted as a request, and exhaustion becomes an ``UnavailableError`` naming
 the path. Client errors (403, 404, 400...) are never retried; they are not transient.
+The backoff is ``tidemark.retrying``'s (exponential with full jitter, from
+``INITIAL_BACKOFF_S`` up to ``MAX_BACKOFF_S``), the attempts TIDEMARK_STORAGE_MAX_ATTEMPTS.
 """
 
 from __future__ import annotations
@@ -20,16 +22,10 @@ from botocore.exceptions import (
 from botocore.exceptions import (
     ConnectionError as BotocoreConnectionError,
 )
-from tenacity import (
-    RetryCallState,
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
+from tenacity import RetryCallState, RetryError
 
 from tidemark.errors import ConfigError, UnavailableError
+from tidemark.retrying import RetryPolicy
 from tidemark.storage.base import RequestCounter
 
 T = TypeVar("T")
@@ -107,13 +103,8 @@ def call_with_retry(
         )
 
     attempts = max_attempts()
-    retrying = Retrying(
-        retry=retry_if_exception(is_retryable),
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential_jitter(
-            multiplier=INITIAL_BACKOFF_S, max=MAX_BACKOFF_S, jitter=INITIAL_BACKOFF_S
-        ),
-        before_sleep=log_retry,
+    retrying = RetryPolicy(attempts, INITIAL_BACKOFF_S, MAX_BACKOFF_S).retrying(
+        is_retryable, before_sleep=log_retry, reraise=False
     )
     try:
         return retrying(counted)

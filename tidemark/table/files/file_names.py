@@ -6,6 +6,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from tidemark.checks import require_non_negative
 from tidemark.errors import InvalidArgumentError
 from tidemark.table.timeline.instant import validate_instant_time
 
@@ -35,8 +36,7 @@ def write_token(task_partition_id: int, stage_id: int, task_attempt_id: int) -> 
         ("stage_id", stage_id),
         ("task_attempt_id", task_attempt_id),
     ):
-        if value < 0:
-            raise InvalidArgumentError(f"must be >= 0, got {value}", field=name)
+        require_non_negative(name, value)
     return f"{task_partition_id}-{stage_id}-{task_attempt_id}"
 
 

@@ -32,13 +32,15 @@ ran out.
 
 The same leases fence other exclusive runs under their own folder (``lock_dir``): a
 clustering plan's run (``plan_run.py``) and a record index build each hold one, so two
-never run at once and one paused past its lease commits nothing.
+never run at once and one paused past its lease commits nothing. The marker service's
+lease of a marker dir (``tidemark.services.marker.lease.DirLease``) is one too: a subclass
+that names the dir's owner and its address when refused, lets an owner take over its own
+live generation, keeps its 10-digit generation names and gives up 0.2 of the lease.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 import uuid
@@ -47,7 +49,9 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 
 import structlog
+from tenacity import RetryCallState
 
+from tidemark.checks import require_non_negative, require_positive
 from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import (
     ConflictError,
@@ -58,6 +62,7 @@ from tidemark.errors import (
     TidemarkError,
     with_note,
 )
+from tidemark.retrying import waiting_for_holder
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
 
@@ -76,8 +81,9 @@ DEFAULT_LOCK_WAIT_S = 120.0
 """How long taking a lock waits for its holder (``--lock-wait-s``; 0 fails at once)."""
 FIRST_POLL_S = 0.2
 MAX_POLL_S = 5.0
-"""Polls of a held lock back off from the first to the last, jittered, so waiting
-contenders do not list the lock folder in step."""
+"""Polls of a held lock back off from the first to the last, jittered
+(``tidemark.retrying.waiting_for_holder``), so waiting contenders do not list the lock
+folder in step."""
 UNREADABLE_LEASE = "delete it once no process of the table is running, to free the lock"
 QUEUE_SUFFIX = ".queue"
 """Folder beside the lock's holding the waiters' tickets."""
@@ -90,10 +96,15 @@ the other half covers clock skew between writers and stopping the tasks."""
 
 @dataclass(frozen=True)
 class Lease:
+    """A generation's record: its holder (``token`` is empty in a marker dir lease written
+    before the marker service's leases were StorageLeases), until when (epoch seconds),
+    and where the holder is reached (a marker service replica's address; else empty)."""
+
     owner: str
     token: str
     expires_at: float
     released: bool = False
+    address: str = ""
 
     def is_live(self, now: float) -> bool:
         return not self.released and self.expires_at > now
@@ -119,7 +130,18 @@ class StorageLease:
 
     ``on_lost`` runs (on the heartbeat thread) once when the lock is found lost, e.g. to
     cancel the writer's Spark jobs. ``clock`` dates the leases and times the safety margin
-    (tests advance it rather than sleep); waiting for a holder takes real time."""
+    (tests advance it rather than sleep); waiting for a holder takes real time. A subclass
+    changes the class attributes below and ``_held_error``."""
+
+    GENERATION_DIGITS = 20
+    """Width of the generation names (zero-padded, so they list in order)."""
+    FIRST_GENERATION = 1
+    SAFETY_MARGIN = SAFETY_MARGIN
+    TAKES_OVER_OWN = False
+    """Whether a generation of this owner counts as free (an owner that keeps one holder
+    per lock dir by itself, and may have lost track of an older one)."""
+    address = ""
+    """Where the holder is reached, written in its generations."""
 
     def __init__(
         self,
@@ -136,8 +158,7 @@ class StorageLease:
     ) -> None:
         if not owner:
             raise InvalidArgumentError("lock owner must be non-empty", field="owner")
-        if lease_s <= 0:
-            raise InvalidArgumentError(f"must be > 0, got {lease_s}", field="lease_s")
+        require_positive("lease_s", lease_s)
         self.storage = storage
         self.owner = owner
         self.lease_s = lease_s
@@ -174,7 +195,10 @@ class StorageLease:
 
     @property
     def held(self) -> bool:
-        return self._generation is not None and not self.lost.is_set()
+        """Taken, not found lost, and renewed within the safety margin."""
+        return (
+            self._generation is not None and not self.lost.is_set() and not self._renewal_overdue()
+        )
 
     @property
     def holder(self) -> LockHolder | None:
@@ -212,26 +236,28 @@ class StorageLease:
         meanwhile is taken over. Past the wait, the ConflictError of a held lock."""
         check_lock_wait(wait_s)
         began = time.monotonic()
-        deadline = began + wait_s
-        poll_s = FIRST_POLL_S
         ticket: str | None = None
+
+        def queue(state: RetryCallState) -> None:
+            """Take a place in the queue (logging the holder once), or keep it."""
+            nonlocal ticket
+            if ticket is None:
+                held = state.outcome.exception() if state.outcome else None
+                log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
+            ticket = self._renew_ticket(ticket)
+
+        waiting = waiting_for_holder(
+            wait_s, first_s=FIRST_POLL_S, max_s=MAX_POLL_S, before_sleep=queue
+        )
         try:
-            while True:
-                try:
+            for attempt in waiting:
+                with attempt:
                     self._wait_turn(ticket)
                     self._try_acquire()
-                    return
-                except ConflictError as held:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        if ticket is not None:
-                            raise with_note(held, f"waited {wait_s:g} s") from None
-                        raise
-                    if ticket is None:
-                        log.warning("lock.waiting", owner=self.owner, wait_s=wait_s, held=str(held))
-                    ticket = self._renew_ticket(ticket)
-                    time.sleep(min(left, poll_s * random.uniform(0.5, 1.0)))
-                    poll_s = min(MAX_POLL_S, poll_s * 2)
+        except ConflictError as held:
+            if ticket is not None:
+                raise with_note(held, f"waited {wait_s:g} s") from None
+            raise
         finally:
             self.waited_s = time.monotonic() - began
             if ticket is not None:
@@ -241,7 +267,7 @@ class StorageLease:
         """Take a place in the queue (``ticket`` None) or keep it; returns its path."""
         path = ticket or f"{self.lock_dir}{QUEUE_SUFFIX}/{time.time_ns():020d}-{self._token}"
         expires_at = self._clock.now() + max(self.lease_s, MIN_TICKET_S)
-        self.storage.write(path, _encode(Lease(self.owner, self._token, expires_at)))
+        self.storage.write(path, _encode(self._lease(expires_at)))
         return path
 
     def _drop_ticket(self, ticket: str) -> None:
@@ -267,30 +293,30 @@ class StorageLease:
                     f"{self._subject} is awaited first by {waiter.owner!r}", field=self._field
                 )
 
+    def _held_error(self, holder: Lease | None) -> ConflictError:
+        """The error of a lock that ``holder`` holds (None: a holder not read)."""
+        if holder is None:
+            return ConflictError(
+                f"{self._subject} is locked by 'another writer'", field=self._field
+            )
+        return ConflictError(
+            f"{self._subject} is locked by {holder.owner!r} until {holder.ends}", field=self._field
+        )
+
     def _try_acquire(self) -> None:
         generation, lease = self._latest()
         now = self._clock.now()
-        if lease is not None and lease.is_live(now):
-            raise ConflictError(
-                f"{self._subject} is locked by {lease.owner!r} until {lease.ends}",
-                field=self._field,
-            )
+        own = self.TAKES_OVER_OWN and lease is not None and lease.owner == self.owner
+        if lease is not None and lease.is_live(now) and not own:
+            raise self._held_error(lease)
         claim = generation + 1
         started = self._clock.monotonic()
         if not self.storage.create_if_absent(self._path(claim), self._lease_bytes(now)):
-            holder = self._read(claim)
-            raise ConflictError(
-                f"{self._subject} is locked by {holder.owner if holder else 'another writer'!r}",
-                field=self._field,
-            )
+            raise self._held_error(self._read(claim))
         generations = self._generations()
         if _outdated(claim, generations):  # the claim rested on a listing that missed the holder
             self.storage.delete(self._path(claim))
-            holder = self._read(max(generations)) if generations else None
-            raise ConflictError(
-                f"{self._subject} is locked by {holder.owner if holder else 'another writer'!r}",
-                field=self._field,
-            )
+            raise self._held_error(self._read(max(generations)) if generations else None)
         self._generation = claim
         self._renewed_at = started
         self.lost.clear()
@@ -305,9 +331,9 @@ class StorageLease:
                 ),
             ]
         )
-        if lease is not None and not lease.released:
-            log.warning("lock.taken_over", previous_owner=lease.owner, owner=self.owner)
-        log.info("lock.acquired", owner=self.owner, generation=claim)
+        if lease is not None and not lease.released and lease.owner != self.owner:
+            self._taken_over(lease)
+        log.info("lock.acquired", lock_dir=self.lock_dir, owner=self.owner, generation=claim)
         if self.heartbeat:
             self._stop.clear()
             self._thread = threading.Thread(target=self._renew_loop, daemon=True)
@@ -322,8 +348,8 @@ class StorageLease:
             self._thread = None
         if self.lost.is_set():
             log.warning("lock.not_released", owner=self.owner, reason=self._lost_reason)
-        elif not self._superseded():
-            lease = Lease(self.owner, self._token, self._clock.now(), released=True)
+        elif not self._superseded():  # ended at 0 too, for readers that predate ``released``
+            lease = self._lease(0.0, released=True)
             self.storage.write(self._path(self._generation), _encode(lease))
         log.info("lock.released", owner=self.owner, generation=self._generation)
         self._generation = None
@@ -382,8 +408,12 @@ class StorageLease:
             if self.lost.is_set():
                 return
 
+    def _taken_over(self, previous: Lease) -> None:
+        """We took the lock of another owner whose lease ran out."""
+        log.warning("lock.taken_over", previous_owner=previous.owner, owner=self.owner)
+
     def _margin_s(self) -> float:
-        return self.lease_s * SAFETY_MARGIN
+        return self.lease_s * self.SAFETY_MARGIN
 
     def _renewal_overdue(self) -> bool:
         return self._clock.monotonic() - self._renewed_at > self._margin_s()
@@ -405,13 +435,16 @@ class StorageLease:
             return False
         return _outdated(self._generation, self._generations())
 
+    def _lease(self, expires_at: float, *, released: bool = False) -> Lease:
+        return Lease(self.owner, self._token, expires_at, released, self.address)
+
     def _lease_bytes(self, now: float) -> bytes:
-        return _encode(Lease(self.owner, self._token, now + self.lease_s))
+        return _encode(self._lease(now + self.lease_s))
 
     def _latest(self) -> tuple[int, Lease | None]:
         generations = self._generations()
         if not generations:
-            return 0, None
+            return self.FIRST_GENERATION - 1, None
         latest = max(generations)
         return latest, self._read(latest)
 
@@ -433,13 +466,12 @@ class StorageLease:
         ]
 
     def _path(self, generation: int) -> str:
-        return f"{self.lock_dir}/{generation:020d}"
+        return f"{self.lock_dir}/{generation:0{self.GENERATION_DIGITS}d}"
 
 
 def check_lock_wait(wait_s: float) -> None:
     """InvalidArgumentError(field="lock_wait_s") unless it is a number of seconds >= 0."""
-    if not wait_s >= 0:
-        raise InvalidArgumentError(f"must be >= 0, got {wait_s}", field="lock_wait_s")
+    require_non_negative("lock_wait_s", wait_s)
 
 
 def _outdated(generation: int, generations: list[int]) -> bool:
@@ -452,7 +484,18 @@ def _encode(lease: Lease) -> bytes:
 
 
 def _decode(data: bytes) -> Lease:
-    lease = Lease(**json.loads(data))
-    if not isinstance(lease.expires_at, int | float) or not isinstance(lease.token, str):
+    fields = json.loads(data)
+    if not isinstance(fields, dict):
+        raise ValueError(f"not a lease: {data[:100]!r}")
+    lease = Lease(
+        owner=fields["owner"],
+        token=fields.get("token", ""),
+        expires_at=fields["expires_at"],
+        released=fields.get("released", False),
+        address=fields.get("address", ""),
+    )
+    if not isinstance(lease.expires_at, int | float) or not all(
+        isinstance(text, str) for text in (lease.owner, lease.token, lease.address)
+    ):
         raise ValueError(f"not a lease: {data[:100]!r}")
     return lease

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from tidemark import faults
+from tidemark.checks import require_positive
 from tidemark.errors import InvalidArgumentError
 from tidemark.storage.damaged import read_parsed
 from tidemark.table import HoodieTable
@@ -94,12 +95,8 @@ class ArchiveSettings:
         for name in ("merge_batch_size", "compaction_batch_size"):
             if getattr(self, name) < 2:
                 raise InvalidArgumentError(f"must be >= 2, got {getattr(self, name)}", field=name)
-        if self.merge_small_file_limit < 1:
-            raise InvalidArgumentError(
-                f"must be >= 1, got {self.merge_small_file_limit}", field="merge_small_file_limit"
-            )
-        if self.keep_min < 1:
-            raise InvalidArgumentError(f"must be >= 1, got {self.keep_min}", field="keep_min")
+        require_positive("merge_small_file_limit", self.merge_small_file_limit)
+        require_positive("keep_min", self.keep_min)
         if self.keep_max <= self.keep_min:
             raise InvalidArgumentError(
                 f"keep_max ({self.keep_max}) must be greater than keep_min ({self.keep_min})",

@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tidemark.checks import require_positive
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table import HoodieTable
 from tidemark.table.files.view import BaseFile, completion_times, last_clean
@@ -72,13 +73,8 @@ class CleanSettings:
                 field="policy",
             )
         object.__setattr__(self, "policy", CleanPolicy(self.policy))
-        for name in ("retain_commits", "retain_versions"):
-            if getattr(self, name) < 1:
-                raise InvalidArgumentError(f"must be >= 1, got {getattr(self, name)}", field=name)
-        if self.retain_hours <= 0:
-            raise InvalidArgumentError(
-                f"must be > 0, got {self.retain_hours}", field="retain_hours"
-            )
+        for name in ("retain_commits", "retain_versions", "retain_hours"):
+            require_positive(name, getattr(self, name))
 
 
 def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:

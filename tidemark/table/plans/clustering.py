@@ -28,6 +28,7 @@ import fastavro
 import structlog
 from fastavro.types import Schema
 
+from tidemark.checks import require_positive
 from tidemark.config import MIB
 from tidemark.errors import ConflictError, FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.damaged import read_parsed
@@ -162,10 +163,7 @@ class ClusteringGroup:
             raise InvalidArgumentError(
                 "the slices of a clustering group must share one partition", field="slices"
             )
-        if self.num_output_file_groups < 1:
-            raise InvalidArgumentError(
-                f"must be >= 1, got {self.num_output_file_groups}", field="num_output_file_groups"
-            )
+        require_positive("num_output_file_groups", self.num_output_file_groups)
 
     @property
     def partition_path(self) -> str:
@@ -206,10 +204,7 @@ class ClusteringStrategy:
             raise InvalidArgumentError(
                 f"unknown layout {self.layout!r} (use {', '.join(LAYOUTS)})", field="layout"
             )
-        if self.target_file_bytes <= 0:
-            raise InvalidArgumentError(
-                f"must be > 0, got {self.target_file_bytes}", field="target_file_bytes"
-            )
+        require_positive("target_file_bytes", self.target_file_bytes)
 
     def params(self) -> dict[str, str]:
         params = dict(self.extra_params)
