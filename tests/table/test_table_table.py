@@ -15,6 +15,7 @@ from tidemark.errors import (
 )
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
+from tidemark.table.leases.table_lock import changing
 from tidemark.table.properties.config import PROPERTIES_PATH, parse_properties
 
 
@@ -57,10 +58,11 @@ def test_open_refuses_non_tables(tmp_path: Path) -> None:
     assert not (Path(uri) / ".hoodie" / ".hoodie").exists()
 
 
-def test_open_refuses_merge_on_read(tmp_path: Path) -> None:
+def test_open_takes_merge_on_read_and_a_change_refuses_it(tmp_path: Path) -> None:
     uri = copy_fixture("v6_empty", tmp_path)
     path = Path(uri) / ".hoodie" / "hoodie.properties"
     path.write_text(path.read_text().replace("COPY_ON_WRITE", "MERGE_ON_READ"))
-    with pytest.raises(FailedPreconditionError) as error:
-        HoodieTable.open(uri)
+    table = HoodieTable.open(uri)
+    with pytest.raises(FailedPreconditionError) as error, changing(table, "write"):
+        pass
     assert error.value.field == "hoodie.table.type"

@@ -1,11 +1,14 @@
 """Files: base-file names, the file-system view (the latest committed slice of each file
-group), snapshot reads of base files, column statistics, and the index-free scan baseline.
-Imports ``filters``, ``records``, ``properties``, ``timeline``, ``metadata``."""
+group), merge-on-read slices and their merge, snapshot reads, column statistics, and the
+index-free scan baseline. Imports ``logfiles``, ``filters``, ``records``, ``properties``,
+``timeline``, ``metadata``."""
 
 __all__ = [
     "column_stats",
     "file_names",
+    "merge",
     "reader",
     "scan",
+    "slices",
     "view",
 ]

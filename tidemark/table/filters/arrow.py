@@ -72,9 +72,10 @@ def _equal_any(column: pc.Expression, predicate: Predicate) -> pc.Expression:
 
 
 def _ordering(column: pc.Expression, op: str, value: Value, kind: pa.DataType) -> pc.Expression:
-    """Spark's order on floats: NaN above every number."""
+    """Spark's order on floats: NaN above every number; nothing is ordered against a null
+    value."""
     compared = _ORDERINGS[op](column, value.scalar)
-    if not pa.types.is_floating(kind):
+    if not pa.types.is_floating(kind) or value.value is None:
         return compared
     if _nan(value):
         return {
