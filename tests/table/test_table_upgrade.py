@@ -26,10 +26,9 @@ from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.reader import read_snapshot
-from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, StorageLease
 from tidemark.table.properties.config import read_properties
 from tidemark.table.timeline.instant import parse_instant_file_name
-from tidemark.testing.clock import AdvancingClock
+from tidemark.testing.leases import outlive_lease
 
 FIXTURE = "v6_simplekeygen_nonhivestyle"
 FIRST, SECOND = "20240418172802262", "20240418172804498"
@@ -141,18 +140,6 @@ def test_pending_instants_are_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     _refused(Path(uri), 8, capsys, f"commit {pending} is inflight")
 
 
-def outlive_the_lease(uri: str) -> None:
-    """Free the killed upgrade's table lock the way time does: a contender whose clock is
-    past the lease's end takes it over, then releases it. The killed process keeps the
-    default lease: a short one, renewed by a thread a loaded machine stalls, was lost
-    before the kill point (its ``check`` found no renewal for over 0.5 s)."""
-    later = AdvancingClock()
-    later.advance(DEFAULT_LOCK_LEASE_S + 1)
-    successor = StorageLease(open_storage(uri), "a later writer", heartbeat=False, clock=later)
-    successor.acquire()
-    successor.release()
-
-
 @pytest.mark.parametrize(
     "point", ["upgrade.timeline_written", "upgrade.history_written", "upgrade.properties_written"]
 )
@@ -175,7 +162,7 @@ def test_a_killed_upgrade_reads_the_same_and_the_next_one_finishes(
     assert version == ("8" if point == "upgrade.properties_written" else "6")
     assert snapshot(uri) == ours
     assert hudi_rs_rows(uri) == theirs
-    outlive_the_lease(uri)
+    outlive_lease(open_storage(uri))
     assert upgrade(root, 8, "--lock-wait-s", "0") == 0
     assert layout_one_files(root) == []
     assert [i.timestamp for i in HoodieTable.open(uri).timeline.completed()] == [FIRST, SECOND]
