@@ -39,8 +39,8 @@ INSTANTS = [f"2026010100000000{i}" for i in range(4)]
 MARKERS = 30
 """Creates per executor and dir, one call each, as a write task makes them."""
 RETRY_EVENT = "retrying rpc"
-"""The client's log line for a call it sends again: a redirect to a name that does not
-resolve is retried as UNAVAILABLE until the client gives the owner up."""
+"""The client's log line for a call it sends again: none on this write, whose owners are
+all reachable by the names they advertise."""
 
 
 AT_MAX_ENV = "TIDEMARK_CHART_DNS_AT_MAX"
