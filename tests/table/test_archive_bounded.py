@@ -165,7 +165,7 @@ def _archive_killed_at(uri: str, point: str, settings: ArchiveSettings) -> None:
         env={**os.environ, EXIT_AT_ENV: point},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,  # a hang guard: a child at load 70 took over 120 s
         check=False,
     )
     assert killed.returncode == EXIT_CODE, killed.stderr[-2000:]
