@@ -148,7 +148,7 @@ def run_write(release: ClusterRelease) -> Outcome:
         instants = ",".join(INSTANTS)
         listed = subprocess.run(
             [*release.launcher(), *load, "list", address, release.table, instants],
-            env=env, capture_output=True, text=True, timeout=120, check=True,
+            env=env, capture_output=True, text=True, timeout=300, check=True,
         )  # fmt: skip
         expected = sorted(
             marker_name(f"p={e}", f"f{e}-{i}.parquet", IOType.CREATE)
