@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from tidemark.clock import SYSTEM_CLOCK, Clock
 from tidemark.errors import DataLossError, UnavailableError
 from tidemark.services.marker.lease import DirLease
 from tidemark.services.marker.waiters import Outcome, PendingCreate, answer_all
@@ -100,6 +101,7 @@ class MarkerDirState:
         *,
         on_answered: Callable[[int], None],
         on_flushed: Callable[[float, int, bool], None],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.storage = storage
         self.instant = instant
@@ -109,7 +111,9 @@ class MarkerDirState:
         self._on_answered = on_answered
         self._on_flushed = on_flushed
         """Called with (seconds, new markers, succeeded) after each MARKERS file write."""
-        self.last_used = time.monotonic()
+        self._clock = clock
+        """Times how long the dir was idle (a test steps it past ``idle_evict_s``)."""
+        self.last_used = clock.monotonic()
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
         self._opened = False
@@ -163,18 +167,18 @@ class MarkerDirState:
             if self._closed is not None:
                 return False
             self._pending.append(request)
-            self.last_used = time.monotonic()
+            self.last_used = self._clock.monotonic()
             return True
 
     def snapshot(self) -> set[str]:
         """Every acknowledged marker."""
         with self._lock:
-            self.last_used = time.monotonic()
+            self.last_used = self._clock.monotonic()
             return set(self._markers)
 
     def is_idle(self, idle_s: float) -> bool:
         with self._lock:
-            quiet = time.monotonic() - self.last_used >= idle_s
+            quiet = self._clock.monotonic() - self.last_used >= idle_s
             return quiet and not self._pending and not any(self._busy)
 
     def take_batch(self) -> Batch | None:

@@ -34,7 +34,7 @@ def start_embedded_marker_service(
     clock: Clock = SYSTEM_CLOCK,
 ) -> EmbeddedMarkerService:
     """Start the service on 127.0.0.1 with a free gRPC port and a free metrics port;
-    ``clock`` dates its marker dir leases."""
+    ``clock`` dates its marker dir leases and times idle dirs."""
     engine = MarkerEngine(config or MarkerConfig.load(), clock=clock)
     server = start_loopback_server([marker_service(engine=engine)], allowed_roots=allowed_roots)
     return EmbeddedMarkerService(server, engine)

@@ -49,7 +49,8 @@ class MarkerEngine:
 
     ``address`` is where clients reach this engine (its server's advertise address, set
     when it is served): the leases it takes record it for the other replicas to name.
-    ``clock`` is the marker dir leases' (tests advance it past a dead owner's lease)."""
+    ``clock`` dates the marker dir leases and times idle dirs (tests advance it past a dead
+    owner's lease or ``idle_evict_s``)."""
 
     def __init__(
         self, config: MarkerConfig, *, owner: str | None = None, clock: Clock = SYSTEM_CLOCK
@@ -208,6 +209,7 @@ class MarkerEngine:
                     lease,
                     on_answered=self._answered,
                     on_flushed=self.flush_metrics.observe,
+                    clock=self.clock,
                 )
         if state.closed:
             raise _closing(instant)

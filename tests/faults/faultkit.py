@@ -140,12 +140,19 @@ def bulk_insert(spark: SparkSession, batch: list[Row], table: str, **options: An
 
 
 def write_command(table: str, input_path: Path, operation: str, *options: str) -> list[str]:
-    """The argv of a ``tidemark write`` of ``input_path`` keyed by id, partitioned by part;
-    ``options`` are more flags."""
+    """The command line of a ``tidemark write`` child process (``write_args``)."""
     return [
         sys.executable,
         "-m",
         "tidemark.cli",
+        *write_args(table, input_path, operation, *options),
+    ]
+
+
+def write_args(table: str, input_path: Path, operation: str, *options: str) -> list[str]:
+    """The arguments of a ``tidemark write`` of ``input_path`` keyed by id, partitioned by
+    part; ``options`` are more flags."""
+    return [
         "write",
         "--table",
         table,

@@ -5,7 +5,6 @@ instant did not commit, and a race to create the table is joined, not lost."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,9 +23,10 @@ from faults.faultkit import (
     rows,
     rows_to_parquet,
     start_stopping_writer,
-    write_command,
+    write_args,
     write_rows,
 )
+from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError, PermissionDeniedError
 from tidemark.storage import open_storage
 from tidemark.storage.local import TEMP_MARKER
@@ -35,6 +35,7 @@ from tidemark.table.leases.storage_lease import LOCK_DIR, STALE_TEMPORARY_S, Sto
 from tidemark.table.metadata.actions import COMMIT
 from tidemark.table.writes.commit import IDEMPOTENCY_KEY
 from tidemark.table.writes.markers import delete_marker_dir, marker_dir, marker_lease_dir
+from tidemark.testing.leases import outlive_lease
 from tidemark.testing.s3local import FaultProxy
 
 DELETE_OBJECTS = r"[?&]delete"
@@ -71,7 +72,7 @@ def test_clean_up_failures_after_the_commit_are_warnings(
     assert any(open_storage(s3_bucket).list(marker_dir(result.instant) + "/"))
 
     driver_faulty_s3.clear()
-    time.sleep(LOCK_LEASE_S)
+    outlive_lease(open_storage(s3_bucket), lease_s=LOCK_LEASE_S)  # its release failed
     second = rows(20, 40, "v2", ts=2)
     write_rows(spark, second, s3_bucket, "upsert", markers="direct")
     assert_committed_and_clean(s3_bucket, model_of(first, second))
@@ -123,18 +124,18 @@ def test_a_storage_failure_before_the_publish_is_reported_as_itself(
     assert "release" not in message and "\n" not in message
 
     driver_faulty_s3.clear()
-    time.sleep(WRITER_LEASE_S)
+    outlive_lease(open_storage(s3_bucket), lease_s=WRITER_LEASE_S)  # it could not release
     kept = rows(10, 10, "kept")
     write_rows(spark, kept, s3_bucket, "upsert")
     assert_committed_and_clean(s3_bucket, model_of(kept))
 
 
-@pytest.mark.spark
 def test_a_bulk_insert_retried_with_its_idempotency_key_writes_nothing_twice(
-    tmp_path: Path,
+    spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """The writer dies (SIGKILL) after its commit, before it could report it: the retry
-    with the same key reports the earlier instant and writes nothing."""
+    with the same key (``tidemark write`` in this process, its session) reports the
+    earlier instant and writes nothing."""
     table = str(tmp_path / "table")
     batch = rows(0, 30, "once")
     writer = start_stopping_writer(
@@ -148,16 +149,13 @@ def test_a_bulk_insert_retried_with_its_idempotency_key_writes_nothing_twice(
     assert metadata.extra_metadata[IDEMPOTENCY_KEY] == "load-7"
 
     source = rows_to_parquet(tmp_path / "batch.parquet", batch)
-    time.sleep(LOCK_LEASE_S)
-    retry = subprocess.run(
-        write_command(table, source, "bulk_insert", "--idempotency-key", "load-7"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert retry.returncode == 0, retry.stderr
-    assert f"already committed as instant {committed}" in retry.stdout
+    outlive_lease(open_storage(table), lease_s=LOCK_LEASE_S)  # the killed writer's lock
+    capfd.readouterr()
+    retry = write_args(table, source, "bulk_insert", "--idempotency-key", "load-7")
+    code = main([*retry, "--master", "local[2]"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert f"already committed as instant {committed}" in out
     assert _completed(table) == [committed]
     assert_committed_and_clean(table, model_of(batch))
 

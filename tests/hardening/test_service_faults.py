@@ -20,7 +20,6 @@ from index.test_index_compaction import (
     assert_clean,
     assert_exact,
     commit,
-    compact_once_free,
     first_new_base,
     indexed_with_deltas,
 )
@@ -31,8 +30,9 @@ from table.table_testkit import people_config
 from tidemark.clients.index import IndexClient
 from tidemark.clients.planner import PlannerClient, plan_options
 from tidemark.config import ClientConfig
-from tidemark.errors import TidemarkError, UnavailableError
+from tidemark.errors import ConflictError, TidemarkError, UnavailableError
 from tidemark.faults import HOLD_AT_ENV, REACHED_FILE
+from tidemark.index import layout
 from tidemark.index.record_index import COMPACTION_LEASE_S
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
@@ -40,6 +40,7 @@ from tidemark.storage.local import TEMP_MARKER
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
 from tidemark.table import HoodieTable
 from tidemark.table.plans.clustering import pending_plans
+from tidemark.testing.leases import outlive_lease
 from tidemark.testing.s3local import FaultProxy
 
 WAIT_S = 120.0
@@ -177,15 +178,15 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
-COMPACTION_LEASE_WAIT_S = COMPACTION_LEASE_S + WAIT_S
 NO_BACKGROUND_COMPACTION = {"TIDEMARK_INDEX_COMPACT_DELTAS": "1000"}
 ONE_ATTEMPT = ClientConfig(max_attempts=1)
 
 
 def test_index_service_killed_during_its_compaction(local_root: str) -> None:
     """``tidemark serve index`` is killed once its Compact call wrote a first new base: a
-    restarted service answers exactly at once, takes writes, and once the dead one's
-    compaction lease ran out compacts everything and deletes the orphans."""
+    restarted service answers exactly at once, takes writes, refuses to compact while
+    the dead one's compaction lease holds, and once it is outlived (on a clock past it,
+    not a minute of waiting) compacts everything and deletes the orphans."""
     rng = np.random.default_rng(29)
     storage, model, keys, latest = indexed_with_deltas(local_root, rng)
     first = ServeProcess("index", env=NO_BACKGROUND_COMPACTION)
@@ -204,7 +205,10 @@ def test_index_service_killed_during_its_compaction(local_root: str) -> None:
         assert_exact(client, model, keys, latest)
         latest = commit(storage, model, keys, rng, count=600, stage=client)
         assert_exact(client, model, keys, latest)
-        done = compact_once_free(client, COMPACTION_LEASE_WAIT_S)
+        with pytest.raises(ConflictError):  # the dead service's compaction lease holds
+            client.compact()
+        outlive_lease(storage, lock_dir=layout.COMPACTION_LOCK_DIR, lease_s=COMPACTION_LEASE_S)
+        done = client.compact()
         assert done.shards_compacted == SHARDS
         assert_exact(client, model, keys, latest)
     finally:

@@ -17,15 +17,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tidemark.clients.index import Compaction, IndexClient
+from tidemark.clients.index import IndexClient
 from tidemark.errors import ConflictError, TidemarkError
 from tidemark.index import layout
-from tidemark.index.record_index import RecordIndex
+from tidemark.index.record_index import COMPACTION_LEASE_S, RecordIndex
 from tidemark.rpc.embedded import EmbeddedServer
 from tidemark.services.index.config import IndexConfig
 from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.retry import MAX_ATTEMPTS_ENV
+from tidemark.testing.leases import outlive_lease
 from tidemark.testing.s3local import FaultProxy
 
 from .indexkit import Commits, uuid_keys
@@ -208,7 +209,7 @@ KILLABLE = (
     "import sys\n"
     "from tidemark.index.record_index import RecordIndex\n"
     "from tidemark.storage import open_storage\n"
-    "RecordIndex.open(open_storage(sys.argv[1])).compact(1, lease_s=2.0)\n"
+    "RecordIndex.open(open_storage(sys.argv[1])).compact(1)\n"
 )
 SHARDS = 24
 
@@ -245,17 +246,6 @@ def indexed_with_deltas(
     return storage, model, universe, latest
 
 
-def compact_once_free(client: IndexClient, wait_s: float) -> Compaction:
-    """Compact once the compaction lock is free: a killed compactor's lease must run out."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return client.compact()
-        except ConflictError:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-
-
 @pytest.mark.parametrize("moment", [first_new_base, bases_record], ids=["bases", "record"])
 def test_compaction_killed_mid_way_leaves_exact_lookups(
     local_root: str, service_of: ServiceOf, moment: Callable[[Storage], bool]
@@ -273,7 +263,10 @@ def test_compaction_killed_mid_way_leaves_exact_lookups(
     service = service_of(IndexConfig(compact_deltas=1000))  # no background compaction
     client = IndexClient(service.address, local_root)
     assert_exact(client, model, keys, latest)
-    done = compact_once_free(client, WAIT_S)  # the killed compactor's 2 s lease runs out
+    with pytest.raises(ConflictError):  # the killed compactor's lease is still live
+        client.compact()
+    outlive_lease(storage, lock_dir=layout.COMPACTION_LOCK_DIR, lease_s=COMPACTION_LEASE_S)
+    done = client.compact()
     assert done.deltas_folded == (SHARDS * 12 if moment is first_new_base else 0)
     assert_exact(client, model, keys, latest)
     assert_clean(storage, SHARDS)

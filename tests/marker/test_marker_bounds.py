@@ -17,8 +17,16 @@ from tidemark.proto.marker.v1 import marker_service_pb2 as pb
 from tidemark.proto.marker.v1.marker_service_pb2_grpc import MarkerServiceStub
 from tidemark.services.marker.config import MarkerConfig
 from tidemark.table.writes.markers import marker_lease_dir
+from tidemark.testing.clock import ManualClock
 
-from .conftest import INSTANT, StartService, create_request, error_field, stored_markers
+from .conftest import (
+    INSTANT,
+    StartService,
+    create_request,
+    error_field,
+    metric,
+    stored_markers,
+)
 
 
 def test_full_queue_is_resource_exhausted(
@@ -49,12 +57,19 @@ def test_full_queue_is_resource_exhausted(
 def test_idle_dir_is_evicted_and_reloaded(
     start_service: StartService, stub_for: Callable[[str], MarkerServiceStub], local_root: str
 ) -> None:
-    stub = stub_for(start_service(MarkerConfig(batch_interval_ms=5, idle_evict_s=0.3)).address)
+    """Idle time is the service's clock, stepped by the test: the dir is evicted (its lease
+    released, its state dropped) only after the step, and the reloaded dir cannot be
+    evicted again while its request waits on a loaded machine."""
+    clock = ManualClock()
+    service = start_service(MarkerConfig(batch_interval_ms=5, idle_evict_s=10), clock=clock)
+    stub = stub_for(service.address)
     assert stub.CreateMarker(create_request(local_root, "a.parquet")).created
     lease_file = Path(local_root, marker_lease_dir(INSTANT), "0000000000")
 
-    while json.loads(lease_file.read_bytes())["expires_at"] != 0:
-        time.sleep(0.05)  # eviction releases the lease
+    clock.advance(11)
+    while metric(service.metrics_port, "tidemark_marker_dirs") != 0:
+        time.sleep(0.05)  # the maintenance thread's next pass evicts it
+    assert json.loads(lease_file.read_bytes())["expires_at"] == 0  # released, not run out
 
     assert not stub.CreateMarker(create_request(local_root, "a.parquet")).created
     assert stub.CreateMarker(create_request(local_root, "b.parquet")).created

@@ -16,12 +16,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import structlog
@@ -41,12 +40,13 @@ from pyspark.sql import SparkSession
 from spark.indexkit import assert_index_agrees
 from spark.sparkkit import assert_readers_agree, hudi_rs_table, local_frame, table_bytes
 from tidemark.clients.index import IndexClient
-from tidemark.errors import ConflictError, FailedPreconditionError
+from tidemark.errors import ConflictError, FailedPreconditionError, TidemarkError
 from tidemark.faults import HOLD_AT_ENV, REACHED_FILE, RESUME_FILE
 from tidemark.index import layout
 from tidemark.index.build import build_lease
-from tidemark.jobs.cluster import run_clustering
-from tidemark.jobs.index_build import build_index
+from tidemark.jobs.cluster import ClusterResult, run_clustering
+from tidemark.jobs.cluster_options import ClusterOptions
+from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.rollback import rollback_table
 from tidemark.jobs.write import WriteResult, write
@@ -56,7 +56,7 @@ from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import new_file_id
 from tidemark.table.leases.plan_run import RUNS_DIR, run_lock
-from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, StorageLease
+from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, FIRST_POLL_S, StorageLease
 from tidemark.table.leases.table_lock import changing
 from tidemark.table.leases.write_lease import WRITES_DIR
 from tidemark.table.metadata.actions import COMMIT
@@ -76,6 +76,11 @@ RUN_LEASE_S = 120.0
 """A run held at its commit point while the test writes keeps its leases that long."""
 SHORT_LEASE_S = 3.0
 """The lease of a process the test pauses: it runs out soon after the pause."""
+RUN_HOLD = "cluster_before_commit"
+"""Where a clustering run is held: rewritten and staged, not committed, no table lock."""
+BUILD_HOLD = "index_build_before_publish"
+"""Where an index build is held: before it catches up and publishes."""
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -130,13 +135,13 @@ def schedule(uri: str, partition: str = PLANNED) -> str:
 def start_runner(uri: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
     """A ``cluster run`` process, once it is held at its commit point."""
     command = ["cluster", "run", "--table", uri, "--markers", "direct"]
-    return start_held(command, "cluster_before_commit", folder, lease_s)
+    return start_held(command, RUN_HOLD, folder, lease_s)
 
 
 def start_builder(uri: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
     """An ``index build`` process, once it is held before it catches up and publishes."""
     command = ["index", "build", "--table", uri]
-    return start_held(command, "index_build_before_publish", folder, lease_s)
+    return start_held(command, BUILD_HOLD, folder, lease_s)
 
 
 def start_held(args: list[str], point: str, folder: Path, lease_s: float) -> tuple[Path, Writer]:
@@ -180,25 +185,22 @@ def resume(hold: Path, held: Writer) -> tuple[int, str, str]:
 
 
 def test_writes_commit_during_a_runs_rewrite(
-    spark: SparkSession, table: str, tmp_path: Path
+    spark: SparkSession, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     instant = schedule(table)
-    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
-    try:
+    outside = range(1, 400, 4)  # p1: outside the plan
+    with held_at(monkeypatch, tmp_path / "hold", RUN_HOLD, running(spark, table, instant)) as run:
         # held at its commit point: rewritten and staged, not committed; no table lock
         assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
         inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
         write(
             spark, spark.read.parquet(str(inserted)), table, "insert", WriteOptions(lock_wait_s=0)
         )
-        outside = range(1, 400, 4)  # p1: outside the plan
         updated = write_input(tmp_path / "upsert.parquet", outside, "v3")
         write(spark, spark.read.parquet(str(updated)), table, "upsert", WriteOptions(lock_wait_s=0))
         assert HoodieTable.open(table).timeline.find(instant).state is State.INFLIGHT
-        code, _, err = resume(hold, runner)
-    finally:
-        runner.kill()
-    assert code == 0, err[-3000:]
+    [result] = run.result()
+    assert result.instant == instant
     assert HoodieTable.open(table).timeline.find(instant).is_completed
     model = model_rows(range(400), "v1") | model_rows(range(400, 440), "v2")
     assert_exact(table, model | model_rows(outside, "v3"))
@@ -209,19 +211,22 @@ def test_writes_commit_during_a_runs_rewrite(
     [("planned group", "is stale"), ("p1", "was written meanwhile to file group")],
 )
 def test_a_commit_touching_the_plan_meanwhile_stops_the_run(
-    spark: SparkSession, table: str, tmp_path: Path, into: str, refusal: str
+    spark: SparkSession,
+    table: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    into: str,
+    refusal: str,
 ) -> None:
     """Writers are refused on planned file groups and keys, so a forged commit stands in
     for one that got through: a new slice of a planned group, or a planned file's keys
     in a new group of p1. The run's commit refuses and rolls back to the plan."""
     instant = schedule(table)
-    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
-    try:
+    with held_at(monkeypatch, tmp_path / "hold", RUN_HOLD, running(spark, table, instant)) as run:
         forge_copy_of_a_planned_file(table, into)
-        code, _, err = resume(hold, runner)
-    finally:
-        runner.kill()
-    assert code == 2
+    with pytest.raises(TidemarkError) as refused:
+        run.result()
+    err = str(refused.value)
     assert refusal in err and f"plan {instant}" in err
     assert "rolled back; its plan stays pending" in err
     assert HoodieTable.open(table).timeline.find(instant).state is State.REQUESTED
@@ -287,27 +292,27 @@ def run_lease_expired(uri: str, instant: str) -> bool:
 
 
 def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
-    spark: SparkSession, table: str, tmp_path: Path
+    spark: SparkSession, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tidemark.services.planner.config import PlannerConfig
     from tidemark.services.planner.engine import PlannerEngine
 
     instant = schedule(table)
-    hold, runner = start_runner(table, tmp_path, RUN_LEASE_S)
     engine = PlannerEngine(PlannerConfig(lock_wait_s=0))
     try:
-        assert (
-            run_clustering(spark, HoodieTable.open(table)) == []
-        )  # every pending plan: left to its runner
-        with pytest.raises(ConflictError, match=f"clustering plan {instant} is locked by"):
-            run_clustering(spark, HoodieTable.open(table), instant)
-        with pytest.raises(FailedPreconditionError, match="is being run by"):
-            engine.cancel(table, instant)
-        code, _, err = resume(hold, runner)
+        hold = tmp_path / "hold"
+        with held_at(monkeypatch, hold, RUN_HOLD, running(spark, table, instant)) as run:
+            assert (
+                run_clustering(spark, HoodieTable.open(table)) == []
+            )  # every pending plan: left to its runner
+            with pytest.raises(ConflictError, match=f"clustering plan {instant} is locked by"):
+                run_clustering(spark, HoodieTable.open(table), instant)
+            with pytest.raises(FailedPreconditionError, match="is being run by"):
+                engine.cancel(table, instant)
     finally:
         engine.close()
-        runner.kill()
-    assert code == 0, err[-3000:]
+    [result] = run.result()
+    assert result.instant == instant
     assert HoodieTable.open(table).timeline.find(instant).is_completed
     assert list(open_storage(table).list(f"{RUNS_DIR}/")) == []
 
@@ -327,6 +332,24 @@ def test_two_writers_started_together_both_commit(table: str, tmp_path: Path) ->
 
 
 @contextmanager
+def held_at(
+    monkeypatch: pytest.MonkeyPatch, folder: Path, point: str, job: Callable[[], T]
+) -> Iterator[Future[T]]:
+    """``job`` in a thread of this process (its JVM, its session), held at ``point``
+    until the block ends; the hold applies to this job only. A test about the process
+    boundary (a pause, a kill) starts a ``tidemark`` child instead (``start_held``)."""
+    folder.mkdir()
+    monkeypatch.setenv(HOLD_AT_ENV, f"{point}:{folder}")
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(job)
+        wait_for(lambda: (folder / REACHED_FILE).exists() or held.done(), f"the job at {point}")
+        monkeypatch.delenv(HOLD_AT_ENV)
+        try:
+            yield held
+        finally:
+            (folder / RESUME_FILE).touch()
+
+
 def held_at_commit(
     spark: SparkSession,
     monkeypatch: pytest.MonkeyPatch,
@@ -334,21 +357,26 @@ def held_at_commit(
     rows: list[tuple[int, str, str, int]],
     table: str,
     operation: str = "upsert",
-) -> Iterator[Future[WriteResult]]:
-    """A write of ``rows`` in a thread of this process, held at its commit point (files
-    written, index changes staged, no table lock) until the block ends; the hold applies
-    to this write only."""
-    folder.mkdir()
-    monkeypatch.setenv(HOLD_AT_ENV, f"before_commit:{folder}")
-    with ThreadPoolExecutor(1) as pool:
-        frame = local_frame(spark, rows, SCHEMA)
-        held = pool.submit(write, spark, frame, table, operation)
-        wait_for(lambda: (folder / REACHED_FILE).exists() or held.done(), "the commit point")
-        monkeypatch.delenv(HOLD_AT_ENV)
-        try:
-            yield held
-        finally:
-            (folder / RESUME_FILE).touch()
+) -> AbstractContextManager[Future[WriteResult]]:
+    """A write of ``rows`` held at its commit point (files written, index changes
+    staged, no table lock) until the block ends."""
+    frame = local_frame(spark, rows, SCHEMA)
+    return held_at(
+        monkeypatch, folder, "before_commit", lambda: write(spark, frame, table, operation)
+    )
+
+
+def running(spark: SparkSession, uri: str, instant: str) -> Callable[[], list[ClusterResult]]:
+    """``cluster run`` of the plan at ``instant``, with direct markers as the CLI's
+    ``--markers direct``, and a run lease that outlasts the test's hold."""
+    options = ClusterOptions(markers="direct", lock_lease_s=RUN_LEASE_S)
+    return lambda: run_clustering(spark, HoodieTable.open(uri), instant, options)
+
+
+def building(spark: SparkSession, uri: str) -> Callable[[], BuildResult]:
+    """``index build``, with a lease that outlasts the test's hold."""
+    options = IndexBuildOptions(lock_lease_s=RUN_LEASE_S)
+    return lambda: build_index(spark, HoodieTable.open(uri), options)
 
 
 def logged(logs: list[MutableMapping[str, Any]], event: str) -> list[MutableMapping[str, Any]]:
@@ -495,30 +523,29 @@ def test_a_writer_waits_out_a_dead_holders_lease(spark: SparkSession, table: str
 def test_the_result_counts_the_commits_wait_for_the_table_lock(
     spark: SparkSession, table: str
 ) -> None:
-    """Another holder takes the table lock as the write's files are done and keeps it two
-    seconds: the write's ``lock_wait_s`` counts that wait at its commit, not only the
-    begin's (which found the lock free)."""
+    """Another holder takes the table lock as the write's files are done and keeps it
+    until the write's commit waits for it: the write's ``lock_wait_s`` counts that wait
+    (at least one poll's sleep), not only the begin's (which found the lock free)."""
     holder = StorageLease(open_storage(table), "another writer", lease_s=RUN_LEASE_S)
-    released: list[threading.Timer] = []
-
-    def hold_two_seconds() -> None:
-        holder.acquire()
-        released.append(threading.Timer(2.0, holder.release))
-        released[0].start()
-
     frame = local_frame(spark, [(7, "v9", "p3", 9)], SCHEMA)
-    hook = StageHook(finished={"write files": hold_two_seconds})
-    result = write(spark, frame, table, "upsert", listener=hook)
-    released[0].join()
-    assert result.lock_wait_s >= 1.0
+    hook = StageHook(finished={"write files": holder.acquire})
+    with structlog.testing.capture_logs() as logs, ThreadPoolExecutor(1) as pool:
+        committing = pool.submit(write, spark, frame, table, "upsert", listener=hook)
+        wait_for(
+            lambda: bool(logged(logs, "lock.waiting")) or committing.done(),
+            "the commit to wait for the lock",
+        )
+        holder.release()
+        result = committing.result()
+    assert result.lock_wait_s >= FIRST_POLL_S / 2  # the shortest sleep between two polls
     assert HoodieTable.open(table).timeline.find(result.instant).is_completed
 
 
 def test_writes_during_an_index_build_are_caught_up(
-    spark: SparkSession, plain_table: str, tmp_path: Path
+    spark: SparkSession, plain_table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hold, builder = start_builder(plain_table, tmp_path, RUN_LEASE_S)
-    try:
+    hold = tmp_path / "hold"
+    with held_at(monkeypatch, hold, BUILD_HOLD, building(spark, plain_table)) as build:
         # every shard's base file written as of the snapshot
         inserted = write_input(tmp_path / "insert.parquet", range(400, 440), "v2")
         write(
@@ -540,11 +567,7 @@ def test_writes_during_an_index_build_are_caught_up(
         assert [e["event"] for e in logs].count("write.index_being_built") == 1
         deleted = local_frame(spark, [(i, "x", "p3", 9) for i in range(3, 400, 8)], SCHEMA)
         write(spark, deleted, plain_table, "delete", WriteOptions(lock_wait_s=0))
-        code, out, err = resume(hold, builder)
-    finally:
-        builder.kill()
-    assert code == 0, err[-3000:]
-    assert "3 commits made meanwhile caught up" in out
+    assert build.result().commits_caught_up == 3
     model = model_rows(range(400), "v1") | model_rows(range(400, 440), "v2")
     model |= model_rows(range(0, 400, 5), "v3")
     for key in range(3, 400, 8):
@@ -590,22 +613,21 @@ def index_bytes(uri: str) -> dict[str, bytes]:
 
 
 def test_an_index_service_killed_during_a_build_serves_it_once_restarted(
-    plain_table: str, tmp_path: Path
+    spark: SparkSession, plain_table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``tidemark serve index`` sees the build in progress, is killed (SIGKILL) before the
     build publishes; the build still completes, and the restarted service answers every
     key exactly as the table holds it."""
     first = ServeProcess("index")
-    hold, builder = start_builder(plain_table, tmp_path, RUN_LEASE_S)
     try:
-        status = IndexClient(first.address, plain_table).status()
-        assert status.build_in_progress and not status.exists
-        first.kill()
-        code, _, err = resume(hold, builder)
+        hold = tmp_path / "hold"
+        with held_at(monkeypatch, hold, BUILD_HOLD, building(spark, plain_table)) as build:
+            status = IndexClient(first.address, plain_table).status()
+            assert status.build_in_progress and not status.exists
+            first.kill()
     finally:
-        builder.kill()
         first.kill()
-    assert code == 0, err[-3000:]
+    assert build.result().as_of
     expected = assert_index_agrees(plain_table)
     second = ServeProcess("index")
     try:

@@ -39,6 +39,7 @@ from tidemark.table.timeline.archive_writer import MERGE_PLAN, MERGED_POINT
 from tidemark.table.timeline.archived import last_block, parse_archive_log
 from tidemark.table.timeline.lsm import COMPACTED_POINT, LSM_FILE, MANIFEST, LsmTimeline
 from tidemark.table.timeline.versions import archived_log
+from tidemark.testing.leases import outlive_lease
 
 TIGHT = ArchiveSettings(keep_min=3, keep_max=5, merge_batch_size=3, compaction_batch_size=2)
 TIGHT_RETENTION = RetentionSettings(CleanSettings(retain_commits=2), TIGHT)
@@ -149,24 +150,25 @@ def test_the_lsm_history_is_compacted_and_old_manifests_cleaned(
 
 
 def _archive_killed_at(uri: str, point: str, settings: ArchiveSettings) -> None:
-    """One archival with ``settings`` in a child process killed at ``point``, holding the
-    table lock on a one-second lease (the next archival takes it over once expired)."""
+    """One archival with ``settings`` in a child process killed at ``point``; then its
+    table lock's lease is outlived, so the next writer or archival takes the lock."""
     script = (
         "import sys\n"
         "from tidemark.table.maintenance.archival import ArchiveSettings, archive\n"
         "from tidemark.table import HoodieTable\n"
         f"settings = ArchiveSettings(**{asdict(settings)!r})\n"
-        "archive(HoodieTable.open(sys.argv[1]), settings, lease_s=1.0)\n"
+        "archive(HoodieTable.open(sys.argv[1]), settings)\n"
     )
     killed = subprocess.run(
         [sys.executable, "-c", script, uri],
         env={**os.environ, EXIT_AT_ENV: point},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,  # a hang guard: a child at load 70 took over 120 s
         check=False,
     )
     assert killed.returncode == EXIT_CODE, killed.stderr[-2000:]
+    outlive_lease(open_storage(uri))
 
 
 @pytest.mark.parametrize("deleted_some", [False, True])

@@ -17,11 +17,17 @@ from tidemark.table import HoodieTable
 from tidemark.table.leases.storage_lease import LOCK_DIR, StorageLease
 from tidemark.table.metadata.actions import COMMIT
 from tidemark.table.timeline.instant import new_instant_time
-from tidemark.testing.clock import AdvancingClock
+from tidemark.testing.clock import AdvancingClock, ManualClock
 from tidemark.testing.s3local import FaultProxy
 
 LOCK_REQUESTS = r"\.tidemark(/|%2F)lock"
 """The lock's objects and listings in request targets (list prefixes are URL-encoded)."""
+LOADED_WAIT_S = 60.0
+"""How long a contender waits for the lock: what a machine at load 30 needs, far more
+than an idle one (the starvation it guards against makes any wait run out)."""
+TIGHT_LOOP_TAKES = 60
+"""Takes of the lock by the contenders of the tight loop (about three seconds on an idle
+2-core machine)."""
 
 
 def test_second_acquirer_conflicts_until_release(any_table_uri: str) -> None:
@@ -40,20 +46,20 @@ def test_second_acquirer_conflicts_until_release(any_table_uri: str) -> None:
 
 
 def test_contenders_in_a_tight_loop_never_hold_the_lock_together(table_uri: str) -> None:
-    """Four contenders take and release the lock as fast as they can for three seconds. A
-    directory listing is not a snapshot: one made while the lock changed hands could miss
-    both the old and the new generation, and the claim built on it (an old generation
-    number, long deleted) used to succeed: two holders at once, the stale one failing its
-    first ``check`` (about 40 times in five seconds here). Every holder is alone and
-    proves its lock."""
+    """Four contenders take and release the lock as fast as they can until it was taken
+    60 times. A directory listing is not a snapshot: one made while the lock changed hands
+    could miss both the old and the new generation, and the claim built on it (an old
+    generation number, long deleted) used to succeed: two holders at once, the stale one
+    failing its first ``check`` (about 40 times in five seconds here). Every holder is
+    alone and proves its lock. The loop counts takes, not seconds: the race needs
+    hand-overs, and a loaded machine makes fewer of them per second."""
     storage = open_storage(table_uri)
     holders, overlaps, lost, taken = 0, 0, 0, 0
     counting = threading.Lock()
-    deadline = time.monotonic() + 3
 
     def contend(owner: str) -> None:
         nonlocal holders, overlaps, lost, taken
-        while time.monotonic() < deadline:
+        while taken < TIGHT_LOOP_TAKES:
             lock = StorageLease(storage, owner, lease_s=60, heartbeat=False)
             try:
                 lock.acquire()
@@ -77,7 +83,6 @@ def test_contenders_in_a_tight_loop_never_hold_the_lock_together(table_uri: str)
         thread.start()
     for thread in threads:
         thread.join()
-    assert taken > 50
     assert (overlaps, lost) == (0, 0)
 
 
@@ -95,18 +100,18 @@ def test_a_waiting_committer_gets_the_lock_from_a_writer_loop(table_uri: str) ->
         nonlocal writes
         while not stop.is_set():
             lock = StorageLease(storage, "writer", lease_s=30, heartbeat=False)
-            lock.acquire(wait_s=10)
+            lock.acquire(wait_s=LOADED_WAIT_S)
             holding.set()
+            writes += 1  # while holding: a write counted is one the lock let through
             time.sleep(0.02)
             lock.release()
-            writes += 1
 
     writer = threading.Thread(target=writer_loop)
     writer.start()
     try:
-        assert holding.wait(10)
+        assert holding.wait(LOADED_WAIT_S)
         committer = StorageLease(storage, "clustering-commit", lease_s=30, heartbeat=False)
-        committer.acquire(wait_s=8)
+        committer.acquire(wait_s=LOADED_WAIT_S)
         assert committer.held
         written = writes
         time.sleep(0.2)
@@ -152,12 +157,19 @@ def test_expired_lease_is_taken_over_and_old_holder_learns_it(any_table_uri: str
 
 
 def test_heartbeat_keeps_a_short_lease_alive(table_uri: str) -> None:
+    """The heartbeat renews the lease past its first end. Time moves only in the test's
+    steps, each shorter than the safety margin and taken once the lease was renewed at the
+    step before, so a stalled heartbeat thread on a loaded machine cannot lose the lock."""
     storage = open_storage(table_uri)
-    with StorageLease(storage, "busy-writer", lease_s=3.0) as busy:
-        time.sleep(4.5)
+    clock = ManualClock()
+    with StorageLease(storage, "busy-writer", lease_s=3.0, clock=clock) as busy:
+        for _ in range(6):  # 4.2 s: past the first lease's end
+            clock.advance(0.7)
+            _wait_for_renewal(table_uri, clock.now() + 3.0)
         assert busy.held
+        busy.check()
         with pytest.raises(ConflictError):
-            StorageLease(storage, "other", lease_s=3.0).acquire()
+            StorageLease(storage, "other", lease_s=3.0, clock=clock).acquire()
 
 
 def test_invalid_arguments(table_uri: str) -> None:
@@ -176,15 +188,23 @@ def _lease_expiry(storage_uri: str) -> float:
     return float(json.loads(storage.read(latest))["expires_at"])
 
 
+def _wait_for_renewal(storage_uri: str, expires_at: float) -> None:
+    """Until the holder's heartbeat wrote a lease ending at ``expires_at``."""
+    while _lease_expiry(storage_uri) != expires_at:
+        time.sleep(0.05)
+
+
 def test_a_failed_renewal_is_retried_on_the_next_tick(
     s3_bucket: str, faulty_s3: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A renewal fails (its PUT is refused, with no retry); a later tick renews at the
+    time the test stepped to, and the lock is still held and proven."""
     monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
-    with StorageLease(open_storage(s3_bucket), "writer", lease_s=3) as lock:
-        granted = _lease_expiry(s3_bucket)
+    clock = ManualClock()
+    with StorageLease(open_storage(s3_bucket), "writer", lease_s=3, clock=clock) as lock:
         faulty_s3.fail_next(1, method="PUT", path_pattern=LOCK_REQUESTS)
-        while _lease_expiry(s3_bucket) == granted:
-            time.sleep(0.1)
+        clock.advance(1.0)  # within the safety margin of 1.5 s
+        _wait_for_renewal(s3_bucket, clock.now() + 3)
         assert faulty_s3.injected == 1
         assert lock.held
         lock.check()
@@ -193,15 +213,24 @@ def test_a_failed_renewal_is_retried_on_the_next_tick(
 def test_renewals_failing_past_the_margin_lose_the_lock_and_fence_the_timeline(
     s3_bucket: str, faulty_s3: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Renewals fail from some tick on; once the clock passed the safety margin since the
+    last one that succeeded, the heartbeat declares the lock lost, cancels the work and
+    the timeline refuses the next transition."""
     monkeypatch.setenv(MAX_ATTEMPTS_ENV, "1")
     table = HoodieTable.create(s3_bucket, people_config())
     cancelled = threading.Event()
-    with StorageLease(table.storage, "writer", lease_s=1.5, on_lost=cancelled.set) as lock:
+    clock = ManualClock()
+    with StorageLease(
+        table.storage, "writer", lease_s=1.5, on_lost=cancelled.set, clock=clock
+    ) as lock:
         table.timeline.fence = lock
         instant = new_instant_time()
         table.timeline.create_requested(instant, COMMIT)
         faulty_s3.fail_always(path_pattern=LOCK_REQUESTS)
-        assert cancelled.wait(30)
+        while faulty_s3.injected == 0:  # a renewal failed: every later one fails too
+            time.sleep(0.05)
+        clock.advance(1.0)  # past the safety margin of 0.75 s
+        assert cancelled.wait(60)
         assert lock.lost.is_set()
         assert not lock.held
         faulty_s3.clear()

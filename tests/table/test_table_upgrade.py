@@ -23,10 +23,12 @@ from table.table_testkit import (
 )
 from tidemark.cli import main
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
+from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.reader import read_snapshot
 from tidemark.table.properties.config import read_properties
 from tidemark.table.timeline.instant import parse_instant_file_name
+from tidemark.testing.leases import outlive_lease
 
 FIXTURE = "v6_simplekeygen_nonhivestyle"
 FIRST, SECOND = "20240418172802262", "20240418172804498"
@@ -149,10 +151,10 @@ def test_a_killed_upgrade_reads_the_same_and_the_next_one_finishes(
     write_archive(root / ".hoodie" / "archived", 1, archived_commit("20240101000000000"))
     ours, theirs = snapshot(uri), hudi_rs_rows(uri)
     killed = subprocess.run(
-        [*UPGRADE, "--table", uri, "--to", "8", "--lock-lease-s", "1"],
+        [*UPGRADE, "--table", uri, "--to", "8"],
         env={**os.environ, EXIT_AT_ENV: point},
         capture_output=True,
-        timeout=120,
+        timeout=300,  # a hang guard: a child at load 70 took over 120 s
         check=False,
     )
     assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
@@ -160,7 +162,8 @@ def test_a_killed_upgrade_reads_the_same_and_the_next_one_finishes(
     assert version == ("8" if point == "upgrade.properties_written" else "6")
     assert snapshot(uri) == ours
     assert hudi_rs_rows(uri) == theirs
-    assert upgrade(root, 8, "--lock-wait-s", "30") == 0
+    outlive_lease(open_storage(uri))
+    assert upgrade(root, 8, "--lock-wait-s", "0") == 0
     assert layout_one_files(root) == []
     assert [i.timestamp for i in HoodieTable.open(uri).timeline.completed()] == [FIRST, SECOND]
     assert snapshot(uri) == ours

@@ -1,4 +1,4 @@
-"""A clock a test moves forward (``tidemark.clock.Clock``), for leases and locks."""
+"""Clocks a test moves forward (``tidemark.clock.Clock``), for leases and locks."""
 
 from __future__ import annotations
 
@@ -26,3 +26,20 @@ class AdvancingClock:
 
     def monotonic(self) -> float:
         return time.monotonic() + self._offset_s
+
+
+class ManualClock(AdvancingClock):
+    """Time that stands still until the test advances it: a lease's safety margin or an
+    idle timeout runs out at the step the test takes, never because a loaded machine
+    stalled a thread (what a short real lease did at load 20)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._start_s = time.time()
+        self._start_monotonic = time.monotonic()
+
+    def now(self) -> float:
+        return self._start_s + self._offset_s
+
+    def monotonic(self) -> float:
+        return self._start_monotonic + self._offset_s
