@@ -97,7 +97,7 @@ def stream_writer(
     the checkpoint). The services it starts live until ``close()`` or the end of a
     ``with`` block; ``options`` default to a write's, except that a batch touching a
     pending clustering plan's file groups takes them from the plan (``replan``)."""
-    return StreamWriter(table, operation, options, query_id)
+    return StreamWriter(canonical_uri(table), operation, options, query_id)
 
 
 def index_build(
@@ -194,7 +194,13 @@ def read(
     S3A), ``"spark"`` or ``"storage"`` choose. A path without a table is a
     ``NotFoundError`` before Spark plans anything."""
     return read_dataframe(
-        spark, table, where=where, filters=filters, columns=columns, as_of=as_of, reader=reader
+        spark,
+        _open(table),
+        where=where,
+        filters=filters,
+        columns=columns,
+        as_of=as_of,
+        reader=reader,
     )
 
 
@@ -213,7 +219,7 @@ def lookup(
     ``reader="auto"`` reads up to ``DRIVER_MAX_FILES`` files (``DRIVER_MAX_BYTES``) in
     the driver, answering without a Spark job, and more with Spark's Parquet reader;
     ``"driver"``, ``"spark"`` or ``"storage"`` (pyarrow in Spark tasks) choose."""
-    return lookup_dataframe(spark, table, keys, columns=columns, as_of=as_of, reader=reader)
+    return lookup_dataframe(spark, _open(table), keys, columns=columns, as_of=as_of, reader=reader)
 
 
 HISTORY_SCHEMA = (
@@ -254,13 +260,13 @@ def register_view(
 def index_compact(table: str, *, min_deltas: int = 1) -> Compaction:
     """Fold the record index's deltas into its shards' bases (shards with at least
     ``min_deltas``): key lookups then read one file per shard."""
-    return RecordIndex.open(HoodieTable.open(table).storage).compact(min_deltas)
+    return RecordIndex.open(_open(table).storage).compact(min_deltas)
 
 
 def stats_rebuild(table: str) -> int:
     """Recompute the column statistics of the table's live base files from their footers
     (what writes record as they commit); returns how many files have them."""
-    opened = HoodieTable.open(table)
+    opened = _open(table)
     return column_stats.rebuild(opened.storage, opened.view().latest_base_files())
 
 
@@ -281,7 +287,7 @@ def clean(
 ) -> CleanResult:
     """Delete the file slices outside the retention (default: snapshots of the last 10
     commits stay readable), as Hudi's cleaner; ``dry_run`` only lists them."""
-    return clean_table(table, settings, dry_run=dry_run, wait_s=lock_wait_s)
+    return clean_table(_open(table), settings, dry_run=dry_run, wait_s=lock_wait_s)
 
 
 def archive(
@@ -294,10 +300,11 @@ def archive(
     """Move completed instants beyond ``settings.keep_max`` (default 30) to Hudi's archived
     timeline, down to ``keep_min`` (20), which must exceed ``cleaner``'s retained commits."""
     both = RetentionSettings(cleaner or CleanSettings(), settings or ArchiveSettings())
-    return archive_table(table, both, wait_s=lock_wait_s)
+    return archive_table(_open(table), both, wait_s=lock_wait_s)
 
 
 def _open(table: str) -> HoodieTable:
-    """The table at ``table`` made absolute (executors and services run in other working
-    directories); NotFoundError when there is none."""
-    return HoodieTable.open(canonical_uri(table))
+    """The table at ``table``, opened once for the call: its ``uri`` is canonical (absolute:
+    executors and services run in other working directories); NotFoundError when there is
+    none."""
+    return HoodieTable.open(table)

@@ -98,7 +98,7 @@ class S3Storage(Storage):
         parsed = parse_uri(uri)
         if not isinstance(parsed, S3Uri):
             raise TypeError(f"not an s3 URI: {uri}")
-        self.uri = uri
+        self.uri = parsed.canonical
         self.bucket = parsed.bucket
         self.key_prefix = f"{parsed.prefix}/" if parsed.prefix else ""
         self.list_page_size = list_page_size

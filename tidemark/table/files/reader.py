@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 import structlog
 
 from tidemark.errors import InvalidArgumentError, TidemarkError
-from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged, describe
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
@@ -53,7 +52,7 @@ log = structlog.get_logger(__name__)
 
 
 def read_snapshot(
-    storage_or_uri: Storage | str,
+    table: HoodieTable,
     *,
     columns: Collection[str] | None = None,
     partition_filter: PartitionFilter | None = None,
@@ -65,10 +64,6 @@ def read_snapshot(
     """Rows visible at ``as_of`` (default: latest), meta columns first, Hudi's snapshot.
     With ``locate`` (a record index) and filters naming every record key field, only the
     file groups holding those keys are opened."""
-    if isinstance(storage_or_uri, str):
-        table = HoodieTable.open(storage_or_uri)
-    else:
-        table = HoodieTable.from_storage(storage_or_uri)
     declared = snapshot_schema(table)
     filters = prepare_filters(table.config, declared, filters or [])
     if record_keys is not None:
