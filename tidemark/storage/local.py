@@ -69,8 +69,9 @@ class LocalStorage(Storage):
     """Objects under a local directory, opened from a path or ``file://`` URI; ``uri`` is
     the absolute, normalised path."""
 
-    def __init__(self, uri: str) -> None:
-        parsed = parse_uri(uri)
+    def __init__(self, uri: str | LocalUri) -> None:
+        """``uri`` as given, or parsed already (``open_storage``: parsed once)."""
+        parsed = uri if isinstance(uri, LocalUri) else parse_uri(uri)
         if not isinstance(parsed, LocalUri):
             raise TypeError(f"not a local URI: {uri}")
         self.uri = parsed.canonical
