@@ -10,7 +10,9 @@ own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
 ``stream_writer``, the ``foreachBatch`` function of a streaming query; ``register`` for
 the slower ``spark.read.format("tidemark")`` data source. Services are used at the
 addresses given, else started embedded in the driver. The table is opened here, once, and
-handed down to the job.
+handed down to the job (its ``uri`` canonical, as every opened storage's); ``write`` and
+``stream_writer`` take the URI, as a write may create the table, and ``cluster_schedule``
+sends it to the planner service, which opens it.
 """
 
 from __future__ import annotations
