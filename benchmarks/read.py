@@ -112,7 +112,7 @@ def run_benchmark(
     build_index(spark, HoodieTable.open(table))
     clustered = str(root / "clustered")
     shutil.copytree(table, clustered)
-    total = sum(f.size for f in plan_snapshot(clustered).files)
+    total = sum(f.size for f in plan_snapshot(HoodieTable.open(clustered)).files)
     schedule_whole_table(clustered, ("ts",), "linear", max(1, total // clustered_files))
     run_clustering(spark, HoodieTable.open(clustered))
     wanted = sorted(random.Random(SEED).sample(range(rows), keys))
@@ -141,7 +141,8 @@ def run_benchmark(
 
 
 def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[str, Any]:
-    snapshot = plan_snapshot(uri)
+    table = HoodieTable.open(uri)
+    snapshot = plan_snapshot(table)
     files = [f"{hadoop_uri(uri)}/{f.path}" for f in snapshot.files]
     low, high = RANGE
     between = [("ts", ">=", low), ("ts", "<", high)]
@@ -212,15 +213,15 @@ def _measure(spark: SparkSession, uri: str, keys: list[int], runs: int) -> dict[
         report[name] = {label: min(runs_s) for label, runs_s in timings.items()}
     plans = {  # the files each read opens (rows read in the driver: Spark lists none)
         "full scan": snapshot,
-        "partition": plan_snapshot(uri, where_filters({"part": PARTITION})),
-        "range": plan_snapshot(uri, between),
-        "point": plan_snapshot(uri, where_filters({"id": keys[0]})),
+        "partition": plan_snapshot(table, where_filters({"part": PARTITION})),
+        "range": plan_snapshot(table, between),
+        "point": plan_snapshot(table, where_filters({"id": keys[0]})),
     }
     plans["count"] = plans["full scan"]
     for name, plan in plans.items():
         report[name]["files_read"] = len(plan.files)
         report[name]["in_driver"] = read_pays_in_driver(plan)
-    looked_up = plan_lookup(uri, keys)
+    looked_up = plan_lookup(table, keys)
     report["keys"]["files_read"] = len(looked_up.snapshot.files)
     report["keys"]["in_driver"] = looked_up.in_driver("auto")
     return report

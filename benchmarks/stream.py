@@ -47,6 +47,7 @@ from tidemark.commands.args import positive_int
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.jobs.write_options import WriteOptions
+from tidemark.table import HoodieTable
 
 SIDES = ("stream", "one_at_a_time")
 KEY_PATTERNS = ("recent", "spread")
@@ -160,7 +161,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "batch_rows": args.batch_rows,
         "keys": args.keys,
         "sides": args.sides,
-        "files": len(plan_snapshot(table).files),
+        "files": len(plan_snapshot(HoodieTable.open(table)).files),
         "files_written_median": statistics.median(files_written),
         "master": spark.sparkContext.master,
         "setup_s": round(setup_s, 1),

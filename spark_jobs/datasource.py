@@ -27,6 +27,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.keying import arrow_schema_in_zone
 from tidemark.jobs.read import merged_slice, pack, read_file
+from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
 from tidemark.table.files.reader import snapshot_schema
 from tidemark.table.files.view import FileSlice
@@ -63,7 +64,8 @@ class SnapshotReader(DataSourceReader):
         self.tasks = tasks
 
     def partitions(self) -> Sequence[InputPartition]:
-        plan = plan_snapshot(self.table_uri, as_of=self.as_of)
+        """Planned in the Python worker Spark gives the reader, which opens the table."""
+        plan = plan_snapshot(HoodieTable.open(self.table_uri), as_of=self.as_of)
         merged: list[InputPartition] = [SlicePartition(s, plan.deltacommits) for s in plan.slices]
         files: list[InputPartition] = [FilesPartition(g) for g in pack(plan.files, self.tasks)]
         return files + merged or [FilesPartition([])]
@@ -95,10 +97,11 @@ class TidemarkDataSource(DataSource):
         return SnapshotReader(self._path(), schema, self._as_of(), self._tasks())
 
     def _path(self) -> str:
+        """The ``path`` option, canonical: the reader plans and reads in other processes."""
         path = self.options.get("path")
         if not path:
             raise InvalidArgumentError("give the table's path: load(path)", field="path")
-        return str(path)
+        return canonical_uri(str(path))
 
     def _as_of(self) -> str | None:
         as_of = self.options.get("as_of")

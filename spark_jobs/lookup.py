@@ -51,7 +51,7 @@ class LookupPlan:
 
 def lookup_dataframe(
     spark: SparkSession,
-    table_uri: str,
+    table: HoodieTable,
     keys: Sequence[Any] | DataFrame,
     *,
     columns: Sequence[str] | None = None,
@@ -64,7 +64,7 @@ def lookup_dataframe(
     ``tidemark.jobs.read.READ_READERS``."""
     if reader not in READ_READERS:
         raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
-    plan = plan_lookup(table_uri, keys, as_of=as_of)
+    plan = plan_lookup(table, keys, as_of=as_of)
     for name in columns or ():
         if name not in plan.snapshot.schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
@@ -83,17 +83,16 @@ def lookup_dataframe(
 
 
 def plan_lookup(
-    table_uri: str, keys: Sequence[Any] | DataFrame, *, as_of: str | None = None
+    table: HoodieTable, keys: Sequence[Any] | DataFrame, *, as_of: str | None = None
 ) -> LookupPlan:
     """The files holding ``keys`` (as ``lookup_dataframe`` takes them) in the snapshot at
     ``as_of``."""
-    table = HoodieTable.open(table_uri)
     fields = list(table.config.record_key_fields)
     if not fields:
         raise InvalidArgumentError("the table declares no record key fields", field="table")
     wanted = _key_table(keys, fields, snapshot_schema(table, as_of))
     snapshot = plan_snapshot(
-        table_uri, keys=set(record_keys(wanted, table.config).to_pylist()), as_of=as_of
+        table, keys=set(record_keys(wanted, table.config).to_pylist()), as_of=as_of
     )
     return LookupPlan(snapshot, wanted)
 

@@ -63,7 +63,7 @@ within its bound, else scans."""
 
 def read_dataframe(
     spark: SparkSession,
-    table_uri: str,
+    table: HoodieTable,
     *,
     where: Mapping[str, Any] | None = None,
     filters: Sequence[Filter] = (),
@@ -81,7 +81,7 @@ def read_dataframe(
         raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
     conditions = [*filters, *where_filters(where or {})]
     time_zone = spark.conf.get(SESSION_TIME_ZONE) or NO_SESSION_TIME_ZONE
-    plan = plan_snapshot(table_uri, conditions, as_of=as_of, time_zone=time_zone)
+    plan = plan_snapshot(table, conditions, as_of=as_of, time_zone=time_zone)
     for name in columns or ():
         if name not in plan.schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)

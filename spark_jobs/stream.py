@@ -31,7 +31,6 @@ from tidemark.errors import InvalidArgumentError, TidemarkError
 from tidemark.jobs.write import TableMemo, WriteResult, check_operation, write
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, MAX_IDEMPOTENCY_KEY_CHARS, WriteOptions
 from tidemark.rpc.embedded import start_embedded_service
-from tidemark.storage.uri import canonical_uri
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +64,9 @@ class BatchFailedError(TidemarkError):
 
 class StreamWriter(Closing):
     """``foreachBatch``'s function for one streaming query: call it with ``(df, batch_id)``;
-    ``close()`` (or leaving a ``with`` block) stops the services it started."""
+    ``close()`` (or leaving a ``with`` block) stops the services it started. It holds the
+    table's canonical URI, not an opened table: its first batch may create the table, and
+    each batch is a ``write``, which opens it."""
 
     def __init__(self, table_uri: str, operation: str, options: WriteOptions, query_id: str):
         check_operation(operation)
@@ -79,7 +80,7 @@ class StreamWriter(Closing):
                 "a stream writer keys each batch itself (<query_id>-<batch_id>)",
                 field="idempotency_key",
             )
-        self.table_uri = canonical_uri(table_uri)
+        self.table_uri = table_uri
         self.operation = operation
         self.query_id = query_id
         self._options = options

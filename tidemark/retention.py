@@ -40,51 +40,45 @@ class RetentionResult:
 
 
 def clean_table(
-    table: HoodieTable | str,
+    table: HoodieTable,
     settings: CleanSettings | None = None,
     *,
     dry_run: bool = False,
     wait_s: float = DEFAULT_LOCK_WAIT_S,
 ) -> CleanResult:
-    return clean(_opened(table), settings, dry_run=dry_run, wait_s=wait_s)
+    return clean(table, settings, dry_run=dry_run, wait_s=wait_s)
 
 
 def archive_table(
-    table: HoodieTable | str,
+    table: HoodieTable,
     settings: RetentionSettings | None = None,
     *,
     wait_s: float = DEFAULT_LOCK_WAIT_S,
     reload: bool = True,
 ) -> ArchiveResult:
     """Archive with ``settings.archive`` (checked against ``settings.clean``)."""
-    opened = _opened(table)
     settings = settings or RetentionSettings()
     return archive(
-        opened,
+        table,
         settings.archive,
-        keep_from=lambda: oldest_unfolded_delta(opened.storage),
+        keep_from=lambda: oldest_unfolded_delta(table.storage),
         wait_s=wait_s,
         reload=reload,
     )
 
 
 def run_retention(
-    table: HoodieTable | str,
+    table: HoodieTable,
     settings: RetentionSettings | None = None,
     *,
     wait_s: float = DEFAULT_LOCK_WAIT_S,
 ) -> RetentionResult:
     """Clean, then archive (the archiver keeps what the new clean still needs)."""
-    opened = _opened(table)
     settings = settings or RetentionSettings()
     started = time.perf_counter()
-    cleaned = clean(opened, settings.clean, wait_s=wait_s)
+    cleaned = clean(table, settings.clean, wait_s=wait_s)
     cleaned_at = time.perf_counter()
-    archived = archive_table(opened, settings, wait_s=wait_s, reload=False)
+    archived = archive_table(table, settings, wait_s=wait_s, reload=False)
     return RetentionResult(
         cleaned, archived, cleaned_at - started, time.perf_counter() - cleaned_at
     )
-
-
-def _opened(table: HoodieTable | str) -> HoodieTable:
-    return HoodieTable.open(table) if isinstance(table, str) else table

@@ -10,7 +10,9 @@ own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
 ``stream_writer``, the ``foreachBatch`` function of a streaming query; ``register`` for
 the slower ``spark.read.format("tidemark")`` data source. Services are used at the
 addresses given, else started embedded in the driver. The table is opened here, once, and
-handed down to the job.
+handed down to the job (its ``uri`` canonical, as every opened storage's); ``write`` and
+``stream_writer`` take the URI, as a write may create the table, and ``cluster_schedule``
+sends it to the planner service, which opens it.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def stream_writer(
     the checkpoint). The services it starts live until ``close()`` or the end of a
     ``with`` block; ``options`` default to a write's, except that a batch touching a
     pending clustering plan's file groups takes them from the plan (``replan``)."""
-    return StreamWriter(table, operation, options, query_id)
+    return StreamWriter(canonical_uri(table), operation, options, query_id)
 
 
 def index_build(
@@ -172,7 +174,7 @@ def read(
     options = dataclasses.replace(options, **fields)
     return read_dataframe(
         spark,
-        table,
+        _open(table),
         where=options.where,
         filters=options.filters,
         columns=options.columns,
@@ -197,7 +199,12 @@ def lookup(
     ``"driver"``, ``"spark"`` or ``"storage"`` (pyarrow in Spark tasks) choose."""
     options = dataclasses.replace(options, **fields)
     return lookup_dataframe(
-        spark, table, keys, columns=options.columns, as_of=options.as_of, reader=options.reader
+        spark,
+        _open(table),
+        keys,
+        columns=options.columns,
+        as_of=options.as_of,
+        reader=options.reader,
     )
 
 
@@ -239,13 +246,13 @@ def register_view(
 def index_compact(table: str, *, min_deltas: int = 1) -> Compaction:
     """Fold the record index's deltas into its shards' bases (shards with at least
     ``min_deltas``): key lookups then read one file per shard."""
-    return RecordIndex.open(HoodieTable.open(table).storage).compact(min_deltas)
+    return RecordIndex.open(_open(table).storage).compact(min_deltas)
 
 
 def stats_rebuild(table: str) -> int:
     """Recompute the column statistics of the table's live base files from their footers
     (what writes record as they commit); returns how many files have them."""
-    opened = HoodieTable.open(table)
+    opened = _open(table)
     return column_stats.rebuild(opened.storage, opened.view().latest_base_files())
 
 
@@ -266,7 +273,7 @@ def clean(
 ) -> CleanResult:
     """Delete the file slices outside the retention (default: snapshots of the last 10
     commits stay readable), as Hudi's cleaner; ``dry_run`` only lists them."""
-    return clean_table(table, settings, dry_run=dry_run, wait_s=lock_wait_s)
+    return clean_table(_open(table), settings, dry_run=dry_run, wait_s=lock_wait_s)
 
 
 def archive(
@@ -279,10 +286,11 @@ def archive(
     """Move completed instants beyond ``settings.keep_max`` (default 30) to Hudi's archived
     timeline, down to ``keep_min`` (20), which must exceed ``cleaner``'s retained commits."""
     both = RetentionSettings(cleaner or CleanSettings(), settings or ArchiveSettings())
-    return archive_table(table, both, wait_s=lock_wait_s)
+    return archive_table(_open(table), both, wait_s=lock_wait_s)
 
 
 def _open(table: str) -> HoodieTable:
-    """The table at ``table`` made absolute (executors and services run in other working
-    directories); NotFoundError when there is none."""
-    return HoodieTable.open(canonical_uri(table))
+    """The table at ``table``, opened once for the call: its ``uri`` is canonical (absolute:
+    executors and services run in other working directories); NotFoundError when there is
+    none."""
+    return HoodieTable.open(table)

@@ -7,6 +7,13 @@ without a record index FAILED_PRECONDITION; neither is remembered, so a table bu
 later is served at once). An open index re-reads ``index.properties`` at most once per
 ``recheck_s`` and is reopened when a rebuild replaced it. Every method blocks on
 storage: the servicer calls them in threads.
+
+This is where the service opens a table (``HoodieTable.open`` on the canonical URI the
+request validation resolved), once per open index rather than once per call: a lookup
+costs no ``hoodie.properties`` read and no timeline listing. It opens the table again only
+when the index has to be reopened (a rebuild replaced it, or it left the LRU), since an
+index held across a rebuild would answer from shards that no longer exist; the index
+follows the timeline by itself (``RecordIndex.refresh``).
 """
 
 from __future__ import annotations

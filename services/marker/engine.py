@@ -221,6 +221,9 @@ class MarkerEngine:
             return self._storage_locked(table_uri)
 
     def _storage_locked(self, table_uri: str) -> Storage:
+        """The table's storage, opened at the first request naming it (its URI resolved by
+        the request validation) and kept: marker dirs need no table configuration or
+        timeline, so the service opens no ``HoodieTable``."""
         storage = self._storages.get(table_uri)
         if storage is None:
             storage = self._storages[table_uri] = open_storage(table_uri)

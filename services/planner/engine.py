@@ -96,9 +96,8 @@ class PlannerEngine:
         self.triggers.close()
 
     def schedule(
-        self, table_uri: str, options: PlanOptions, trigger: str = "request"
+        self, table: HoodieTable, options: PlanOptions, trigger: str = "request"
     ) -> ScheduleResult:
-        table = HoodieTable.open(table_uri)
         check_clusterable(table.config)
         if table.timeline.last_completed() is None:
             raise FailedPreconditionError(
@@ -136,21 +135,19 @@ class PlannerEngine:
         self._count_schedule("scheduled", trigger, table.uri)
         return ScheduleResult(PendingPlan(instant, outcome.plan))
 
-    def list_plans(self, table_uri: str) -> tuple[list[PendingPlan], list[GivenUpTo]]:
+    def list_plans(self, table: HoodieTable) -> tuple[list[PendingPlan], list[GivenUpTo]]:
         """The pending plans and the plans given up to writers on the active timeline."""
-        table = HoodieTable.open(table_uri)
         given_up = given_up_plans(table)
         self._note_given_up(table.uri, given_up)
         return pending_plans(table, reload=False), given_up
 
-    def get_plan(self, table_uri: str, instant: str) -> PendingPlan:
-        return pending_plan(HoodieTable.open(table_uri), instant)
+    def get_plan(self, table: HoodieTable, instant: str) -> PendingPlan:
+        return pending_plan(table, instant)
 
-    def cancel(self, table_uri: str, instant: str) -> RollbackResult:
+    def cancel(self, table: HoodieTable, instant: str) -> RollbackResult:
         """Roll the pending plan back as Hudi rolls back a pending replacecommit (files an
         interrupted run wrote are deleted, what it staged in the record index discarded);
         refused while a runner executes it (its run lease is live)."""
-        table = HoodieTable.open(table_uri)
         pending_plan(table, instant)
         check_not_running(table.storage, instant)
         with self._locked(table):
@@ -162,8 +159,7 @@ class PlannerEngine:
         self._count("cancelled")
         return result
 
-    def set_policy(self, table_uri: str, policy: TriggerPolicy) -> TriggerPolicy:
-        table = HoodieTable.open(table_uri)
+    def set_policy(self, table: HoodieTable, policy: TriggerPolicy) -> TriggerPolicy:
         check_sortable(
             avro_to_arrow_schema(table.current_avro_schema()), policy.options.sort_columns
         )
@@ -172,26 +168,22 @@ class PlannerEngine:
         log.info("planner.policy_set", table=table.uri, policy=policy.describe())
         return policy
 
-    def get_policy(self, table_uri: str) -> TriggerPolicy:
-        table = HoodieTable.open(table_uri)
+    def get_policy(self, table: HoodieTable) -> TriggerPolicy:
         self.triggers.watch(table.uri)
         return load_policy(table.storage)
 
-    def set_retention(self, table_uri: str, policy: RetentionPolicy) -> RetentionPolicy:
-        table = HoodieTable.open(table_uri)
+    def set_retention(self, table: HoodieTable, policy: RetentionPolicy) -> RetentionPolicy:
         save_retention(table.storage, policy)
         self.triggers.watch(table.uri)
         log.info("planner.retention_policy_set", table=table.uri, policy=str(policy))
         return policy
 
-    def get_retention(self, table_uri: str) -> RetentionPolicy:
-        table = HoodieTable.open(table_uri)
+    def get_retention(self, table: HoodieTable) -> RetentionPolicy:
         self.triggers.watch(table.uri)
         return load_retention(table.storage)
 
-    def run_retention(self, table_uri: str, trigger: str = "request") -> RetentionResult:
+    def run_retention(self, table: HoodieTable, trigger: str = "request") -> RetentionResult:
         """Clean, then archive, with the table's retention policy's settings."""
-        table = HoodieTable.open(table_uri)
         settings = load_retention(table.storage).settings()
         result = run_retention(table, settings, wait_s=self.config.lock_wait_s)
         with self._counts_lock:
@@ -208,11 +200,11 @@ class PlannerEngine:
         )
         return result
 
-    def _trigger(self, table_uri: str, options: PlanOptions, trigger: str) -> ScheduleResult:
-        result = self.schedule(table_uri, options, trigger)
+    def _trigger(self, table: HoodieTable, options: PlanOptions, trigger: str) -> ScheduleResult:
+        result = self.schedule(table, options, trigger)
         log.info(
             "planner.triggered",
-            table=table_uri,
+            table=table.uri,
             trigger=trigger,
             instant=result.plan.timestamp if result.plan else None,
             reason=result.reason or None,

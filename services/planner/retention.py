@@ -22,7 +22,6 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.retention import RetentionSettings
 from tidemark.services.planner.triggers import load_message
-from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.maintenance.archival import DEFAULT_KEEP_MAX, DEFAULT_KEEP_MIN, ArchiveSettings
@@ -111,8 +110,8 @@ def commits_since_last_clean(table: HoodieTable) -> int:
     return sum(1 for i in table.timeline.completed(WRITE_ACTIONS) if i.timestamp > after)
 
 
-Run = Callable[[str, str], object]
-"""``run(table_uri, trigger)``: the engine's retention run."""
+Run = Callable[[HoodieTable, str], object]
+"""``run(table, trigger)``: the engine's retention run."""
 
 
 class RetentionTrigger:
@@ -126,11 +125,13 @@ class RetentionTrigger:
         self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def check(self, table_uri: str) -> bool:
-        """Run ``table_uri``'s retention if its policy is due; True if it ran."""
-        policy = load_policy(open_storage(table_uri))
+    def check(self, storage: Storage) -> bool:
+        """Run the retention of the table at ``storage`` if its policy is due; True if it
+        ran (the table opened only then, or when its commits are counted)."""
+        policy = load_policy(storage)
+        table_uri = storage.uri
         if policy.every_n_commits:
-            table = HoodieTable.open(table_uri)
+            table = HoodieTable.from_storage(storage)
             completed = table.timeline.last_completed()
             latest = completed.timestamp if completed else ""
             if self._checked.get(table_uri) == latest:
@@ -138,7 +139,7 @@ class RetentionTrigger:
             self._checked[table_uri] = latest
             if commits_since_last_clean(table) < policy.every_n_commits:
                 return False
-            self._run(table_uri, "commits")
+            self._run(table, "commits")
             return True
         if policy.every_seconds:
             now = time.monotonic()
@@ -148,6 +149,6 @@ class RetentionTrigger:
                 if due:
                     self._last_run[table_uri] = now
             if due:
-                self._run(table_uri, "periodic")
+                self._run(HoodieTable.from_storage(storage), "periodic")
             return due
         return False

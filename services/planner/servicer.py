@@ -17,6 +17,7 @@ from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
 from tidemark.services.planner import messages, requests, retention
 from tidemark.services.planner.engine import PlannerEngine
+from tidemark.table import HoodieTable
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -26,10 +27,16 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         self.engine = engine
         self.config = config
 
+    async def _table(self, base_path: str) -> HoodieTable:
+        """The request's table, checked and opened once for the call (in a thread: opening
+        reads ``hoodie.properties`` and lists the timeline); the engine takes it opened."""
+        uri = requests.table(base_path, self.config)
+        return await asyncio.to_thread(HoodieTable.open, uri)
+
     async def SchedulePlan(  # noqa: N802 (gRPC method name)
         self, request: pb.SchedulePlanRequest, context: Context
     ) -> pb.SchedulePlanResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         options = requests.plan_options(request.options)
         result = await asyncio.to_thread(self.engine.schedule, table, options)
         if result.plan is None:
@@ -39,7 +46,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     async def ListPlans(  # noqa: N802 (gRPC method name)
         self, request: pb.ListPlansRequest, context: Context
     ) -> pb.ListPlansResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         plans, given_up = await asyncio.to_thread(self.engine.list_plans, table)
         return pb.ListPlansResponse(
             plans=[messages.plan_message(plan) for plan in plans],
@@ -49,7 +56,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     async def GetPlan(  # noqa: N802 (gRPC method name)
         self, request: pb.GetPlanRequest, context: Context
     ) -> pb.GetPlanResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         instant = requests.instant_time(request.instant_time)
         plan = await asyncio.to_thread(self.engine.get_plan, table, instant)
         return pb.GetPlanResponse(plan=messages.plan_message(plan))
@@ -57,7 +64,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     async def CancelPlan(  # noqa: N802 (gRPC method name)
         self, request: pb.CancelPlanRequest, context: Context
     ) -> pb.CancelPlanResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         instant = requests.instant_time(request.instant_time)
         result = await asyncio.to_thread(self.engine.cancel, table, instant)
         return pb.CancelPlanResponse(rollback_instant_time=result.rollback_instant)
@@ -65,7 +72,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     async def SetTriggerPolicy(  # noqa: N802 (gRPC method name)
         self, request: pb.SetTriggerPolicyRequest, context: Context
     ) -> pb.SetTriggerPolicyResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         policy = requests.trigger_policy(request.policy)
         saved = await asyncio.to_thread(self.engine.set_policy, table, policy)
         return pb.SetTriggerPolicyResponse(policy=messages.policy_message(saved))
@@ -73,14 +80,14 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     async def GetTriggerPolicy(  # noqa: N802 (gRPC method name)
         self, request: pb.GetTriggerPolicyRequest, context: Context
     ) -> pb.GetTriggerPolicyResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         policy = await asyncio.to_thread(self.engine.get_policy, table)
         return pb.GetTriggerPolicyResponse(policy=messages.policy_message(policy))
 
     async def SetRetentionPolicy(  # noqa: N802 (gRPC method name)
         self, request: pb.SetRetentionPolicyRequest, context: Context
     ) -> pb.SetRetentionPolicyResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         policy = retention.policy_from_message(request.policy)
         saved = await asyncio.to_thread(self.engine.set_retention, table, policy)
         return pb.SetRetentionPolicyResponse(policy=retention.policy_message(saved))
@@ -88,14 +95,14 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     async def GetRetentionPolicy(  # noqa: N802 (gRPC method name)
         self, request: pb.GetRetentionPolicyRequest, context: Context
     ) -> pb.GetRetentionPolicyResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         policy = await asyncio.to_thread(self.engine.get_retention, table)
         return pb.GetRetentionPolicyResponse(policy=retention.policy_message(policy))
 
     async def RunRetention(  # noqa: N802 (gRPC method name)
         self, request: pb.RunRetentionRequest, context: Context
     ) -> pb.RunRetentionResponse:
-        table = requests.table(request.table.base_path, self.config)
+        table = await self._table(request.table.base_path)
         result = await asyncio.to_thread(self.engine.run_retention, table)
         return pb.RunRetentionResponse(
             clean_instant_times=result.clean.instants,

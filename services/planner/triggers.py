@@ -89,18 +89,25 @@ def commits_since_last_plan(table: HoodieTable) -> int:
     )
 
 
-Schedule = Callable[[str, PlanOptions, str], object]
-"""``schedule(table_uri, options, trigger)``: the engine's scheduling path."""
+Schedule = Callable[[HoodieTable, PlanOptions, str], object]
+"""``schedule(table, options, trigger)``: the engine's scheduling path."""
+Check = Callable[[Storage], object]
+"""A check each poll makes of each watched table, given its storage."""
 
 
 class TriggerLoop:
     """A daemon thread looking at every watched table each ``poll_s``: due policies
     schedule a plan. A table whose N commits found nothing to cluster waits for the next
-    commit before trying again, so a quiet table never takes its lock on every poll."""
+    commit before trying again, so a quiet table never takes its lock on every poll.
 
-    def __init__(
-        self, schedule: Schedule, poll_s: float, also: Sequence[Callable[[str], object]] = ()
-    ) -> None:
+    The loop is the planner's own entry point for the tables it watches, as a request is
+    for the table it names: each poll opens the table's storage again, and its checks open
+    the table from it only when a policy reads its timeline. Nothing is kept open between
+    polls because the table changes under a long-lived service: an upgrade rewrites
+    ``hoodie.properties`` and moves the timeline to another layout, a table can be dropped
+    and created again, and an on-demand table (most) costs one GET per poll this way."""
+
+    def __init__(self, schedule: Schedule, poll_s: float, also: Sequence[Check] = ()) -> None:
         self._schedule = schedule
         self._also = tuple(also)
         """More checks each poll makes of each table (the retention trigger)."""
@@ -132,24 +139,30 @@ class TriggerLoop:
     def _run(self) -> None:
         while not self._stop.wait(self._poll_s):
             for table_uri in self.watched():
+                try:
+                    storage = open_storage(table_uri)
+                except TidemarkError as error:
+                    log.warning("planner.trigger_failed", table=table_uri, error=str(error))
+                    continue
                 for check in (self.check, *self._also):
                     try:
-                        check(table_uri)
+                        check(storage)
                     except TidemarkError as error:
                         log.warning("planner.trigger_failed", table=table_uri, error=str(error))
 
-    def check(self, table_uri: str) -> bool:
-        """Schedule ``table_uri`` if its policy is due; True if it tried."""
-        policy = load_policy(open_storage(table_uri))
+    def check(self, storage: Storage) -> bool:
+        """Schedule the table at ``storage`` if its policy is due; True if it tried."""
+        policy = load_policy(storage)
+        table_uri = storage.uri
         if policy.every_n_commits:
-            table = HoodieTable.open(table_uri)
+            table = HoodieTable.from_storage(storage)
             latest = table.timeline.latest_timestamp() or ""
             if self._checked.get(table_uri) == latest:
                 return False
             if commits_since_last_plan(table) < policy.every_n_commits:
                 return False
             self._checked[table_uri] = latest
-            self._schedule(table_uri, policy.options, "commits")
+            self._schedule(table, policy.options, "commits")
             return True
         if policy.every_seconds:
             now = time.monotonic()
@@ -158,6 +171,6 @@ class TriggerLoop:
                 if due:
                     self._tables[table_uri] = now
             if due:
-                self._schedule(table_uri, policy.options, "periodic")
+                self._schedule(HoodieTable.from_storage(storage), policy.options, "periodic")
             return due
         return False

@@ -249,7 +249,7 @@ def test_reading_a_damaged_data_file_names_it_in_one_line(
     before = file_tree(Path(table.uri))
 
     with pytest.raises(DataLossError, match=f"{base_file.path} is damaged"):
-        read_snapshot(table.uri)
+        read_snapshot(HoodieTable.open(table.uri))
     assert main(["read", "--table", table.uri]) == 2
 
     captured = capsys.readouterr()

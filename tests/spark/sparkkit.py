@@ -62,7 +62,7 @@ def rows_by_key(table: pa.Table | None, columns: list[str] | None = None) -> dic
 
 
 def snapshot(uri: str) -> pa.Table:
-    return read_snapshot(uri)
+    return read_snapshot(HoodieTable.open(uri))
 
 
 def assert_readers_agree(uri: str, data_columns: list[str]) -> dict[str, dict[str, Any]]:

@@ -308,7 +308,7 @@ def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
             with pytest.raises(ConflictError, match=f"clustering plan {instant} is locked by"):
                 run_clustering(spark, HoodieTable.open(table), instant)
             with pytest.raises(FailedPreconditionError, match="is being run by"):
-                engine.cancel(table, instant)
+                engine.cancel(HoodieTable.open(table), instant)
     finally:
         engine.close()
     [result] = run.result()

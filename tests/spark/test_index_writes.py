@@ -66,9 +66,11 @@ def test_upserts_moves_and_deletes_keep_the_index(
     assert len(files_in_view(uri)) > len(holders)
     with capture_logs() as logs:
         read = read_snapshot(
-            uri, filters=[("id", "in", ["1", "20"])], locate=index_locator(open_storage(uri))
+            HoodieTable.open(uri),
+            filters=[("id", "in", ["1", "20"])],
+            locate=index_locator(open_storage(uri)),
         )
-        frame = read_dataframe(spark, uri, where={"id": [1, 20]}).toArrow()
+        frame = read_dataframe(spark, HoodieTable.open(uri), where={"id": [1, 20]}).toArrow()
     assert [e["files"] for e in logs if e["event"] == "read.files_opened"] == [len(holders)] * 2
     assert sorted(read.column("id").to_pylist()) == [1, 20]
     assert sorted(frame.column("id").to_pylist()) == [1, 20]
@@ -95,7 +97,7 @@ def test_every_operation_and_tagging_keeps_the_index(
     write(spark, rows(spark, (6, "inserted-again", "a", 4), (22, "fresh", "b", 4)), uri, "insert")
     located = assert_index_agrees(uri)
     assert located["6"][0] == "a" and "22" in located
-    names = read_snapshot(uri, filters=[("id", "=", "6")], columns=["name"])
+    names = read_snapshot(HoodieTable.open(uri), filters=[("id", "=", "6")], columns=["name"])
     assert names.column("name").to_pylist() == ["inserted-again"]
     write(spark, rows(spark, (30, "bulk", "c", 5), (31, "bulk", "a", 5)), uri, "bulk_insert")
     assert {"30", "31"} <= set(assert_index_agrees(uri))

@@ -150,7 +150,7 @@ def test_small_reads_are_answered_in_the_driver_as_spark_answers_them(
     for condition in READ_CASES:
         driver = tidemark.spark.read(spark, table_uri, filters=[condition])
         assert "LocalTableScan" in scan_nodes(driver), condition
-        plan = plan_snapshot(table_uri, [condition])
+        plan = plan_snapshot(HoodieTable.open(table_uri), [condition])
         (checked,) = plan.filters
         expected = everything.where(predicate_column(checked)).collect()
         assert {tuple(r) for r in driver.collect()} == {tuple(r) for r in expected}, condition
@@ -215,7 +215,7 @@ def test_scan_reads_exactly_the_planned_files(spark: SparkSession, table_uri: st
     plan left out) is not read; a planned file deleted before the scan (or a read in the
     driver) is a NotFoundError naming it."""
     indexed_table(spark, table_uri)
-    plan = plan_snapshot(table_uri)
+    plan = plan_snapshot(HoodieTable.open(table_uri))
     copied = next(f for f in plan.files if f.partition_path == "a")
     stray = Path(table_uri, "b", copied.path.rsplit("/", 1)[1])
     shutil.copy(Path(table_uri, copied.path), stray)
@@ -256,7 +256,9 @@ def test_key_filters_and_lookup_open_only_the_files_holding_the_keys(
     listed = tidemark.spark.lookup(spark, table_uri, keys, reader="spark")
     assert file_ids(listed, table_uri) == holders
     assert data_rows(listed) == {MODEL[k] for k in keys}
-    assert {f.file_id for f in plan_lookup(table_uri, keys).snapshot.files} == holders
+    assert {
+        f.file_id for f in plan_lookup(HoodieTable.open(table_uri), keys).snapshot.files
+    } == holders
     frame_keys = local_frame(spark, [(4,), (7,), (7,), (99,)], "id int")
     for reader in ("spark", "driver"):
         joined = tidemark.spark.lookup(
@@ -382,9 +384,9 @@ def test_date_partitions_are_listed_only_when_asked(spark: SparkSession, table_u
         spark, [(k, days[k % 3], k) for k in range(9)], "id long, day date, ts long"
     ).repartition(1)
     write(spark, frame, table_uri, "bulk_insert", keyed_by_id("day"))
-    one = plan_snapshot(table_uri, [("day", "=", days[1])])
+    one = plan_snapshot(HoodieTable.open(table_uri), [("day", "=", days[1])])
     assert one.pruned["listed"] == 1 and {f.partition_path for f in one.files} == {"2026-11-02"}
-    later = plan_snapshot(table_uri, [("day", ">=", days[1])])
+    later = plan_snapshot(HoodieTable.open(table_uri), [("day", ">=", days[1])])
     assert later.pruned["listed"] == 3 and later.pruned["partitions"] == 2
     read = tidemark.spark.read(spark, table_uri, filters=[("day", "in", days[1:])], reader="spark")
     theirs = hudi_rs_table(table_uri)
@@ -416,14 +418,16 @@ def test_column_statistics_skip_files(spark: SparkSession, table_uri: str) -> No
     theirs = hudi_rs_table(table_uri)
     assert theirs is not None
     for condition, partitions in cases.items():
-        plan = plan_snapshot(table_uri, [condition])
+        plan = plan_snapshot(HoodieTable.open(table_uri), [condition])
         assert {f.partition_path for f in plan.files} == partitions, condition
         read = tidemark.spark.read(spark, table_uri, filters=[condition])
         assert {r["id"] for r in read.collect()} == _matching(theirs.to_pylist(), condition)
     storage.delete_prefix(column_stats.STATS_DIR)
-    assert len(plan_snapshot(table_uri, [("ts", ">", 8)]).files) == 3  # no stats: no skipping
+    assert (
+        len(plan_snapshot(HoodieTable.open(table_uri), [("ts", ">", 8)]).files) == 3
+    )  # no stats: no skipping
     assert main(["stats", "rebuild", "--table", table_uri]) == 0
-    assert len(plan_snapshot(table_uri, [("ts", ">", 8)]).files) == 1
+    assert len(plan_snapshot(HoodieTable.open(table_uri), [("ts", ">", 8)]).files) == 1
     assert tidemark.spark.stats_rebuild(table_uri) == 3
     table = HoodieTable.open(table_uri)
     failed = new_instant_time(after=table.timeline.latest_timestamp())
@@ -480,7 +484,7 @@ def test_key_reads_compact_a_piled_up_index(
     index.refresh()
     assert index.max_deltas() == 1
     monkeypatch.setattr(pruning, "READ_COMPACT_AFTER_DELTAS", 1)
-    assert len(plan_snapshot(table_uri, [("id", "=", 40)]).files) == 1
+    assert len(plan_snapshot(HoodieTable.open(table_uri), [("id", "=", 40)]).files) == 1
     index.refresh()
     assert index.max_deltas() == 0
 
@@ -491,7 +495,7 @@ def test_s3_tables_resolve_and_read_without_s3a(spark: SparkSession, s3_bucket: 
     located = indexed_table(spark, s3_bucket)
     assert hadoop_uri(s3_bucket).startswith("s3a://")
     assert not spark_reaches(spark, s3_bucket)
-    plan = plan_snapshot(s3_bucket, [("id", "=", 4)])
+    plan = plan_snapshot(HoodieTable.open(s3_bucket), [("id", "=", 4)])
     assert [f.file_id for f in plan.files] == [located["4"][1]]
     frame = tidemark.spark.read(spark, s3_bucket, reader="storage")
     columns = [*META_COLUMNS, *DATA_COLUMNS]

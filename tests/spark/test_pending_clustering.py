@@ -53,7 +53,7 @@ def _schedule(uri: str, partition: str) -> PendingPlan:
     engine = PlannerEngine(PlannerConfig())
     try:
         options = PlanOptions(partitions=PartitionFilter.listed([partition]))
-        result = engine.schedule(uri, options)
+        result = engine.schedule(HoodieTable.open(uri), options)
     finally:
         engine.close()
     assert result.plan is not None, result.reason
@@ -186,7 +186,7 @@ def test_plans_given_up_to_writers_are_told_and_the_third_is_waited_for(
     try:
         given_up = []
         for round_ in range(2):
-            scheduled = engine.schedule(table_uri, options).plan
+            scheduled = engine.schedule(HoodieTable.open(table_uri), options).plan
             assert scheduled is not None and not is_protected(scheduled.plan)
             every_key = [(i, f"r{round_}", "a", 1) for i in (*range(5), *range(10, 15))]
             _write(spark, table_uri, "upsert", every_key)
@@ -198,17 +198,17 @@ def test_plans_given_up_to_writers_are_told_and_the_third_is_waited_for(
         with pytest.raises(FailedPreconditionError, match="nothing was left to run") as told:
             tidemark.spark.cluster_run(spark, table_uri, given_up[0])
         assert f"{given_up[0]} was given up to writers" in str(told.value)
-        pending, listed = engine.list_plans(table_uri)
+        pending, listed = engine.list_plans(HoodieTable.open(table_uri))
         assert pending == [] and [gone.record.plan for gone in listed] == given_up
         assert engine.counts["given_up"] == 2
 
-        unrun = engine.schedule(table_uri, options).plan
+        unrun = engine.schedule(HoodieTable.open(table_uri), options).plan
         assert unrun is not None and is_protected(unrun.plan)
         _write(spark, table_uri, "upsert", [(2, "late", "a", 2)], lock_wait_s=1.0)
         assert _given_up_in_last_commit(table_uri) == [GivenUp(unrun.timestamp, 1, None)]
         assert pending_plans(HoodieTable.open(table_uri)) == []
 
-        waited_for = engine.schedule(table_uri, options).plan
+        waited_for = engine.schedule(HoodieTable.open(table_uri), options).plan
         assert waited_for is not None and is_protected(waited_for.plan)
         outcome: list[WriteResult | BaseException] = []
 

@@ -37,15 +37,17 @@ def test_read_dataframe_filters_prunes_and_time_travels(
         WriteOptions(**CREATE),
     )
     write(spark, local_frame(spark, [(1, "a2", "p", 1)], SCHEMA), table_uri, "upsert")
-    everything = read_dataframe(spark, table_uri)
+    everything = read_dataframe(spark, HoodieTable.open(table_uri))
     assert sorted(r["name"] for r in everything.collect()) == ["a2", "b"]
     assert everything.columns == snapshot(table_uri).column_names
-    only_q = read_dataframe(spark, table_uri, where={"part": "q"}, columns=["id", "name"])
+    only_q = read_dataframe(
+        spark, HoodieTable.open(table_uri), where={"part": "q"}, columns=["id", "name"]
+    )
     assert [tuple(r) for r in only_q.collect()] == [(2, "b")]
-    old = read_dataframe(spark, table_uri, as_of=first.instant, where={"id": 1})
+    old = read_dataframe(spark, HoodieTable.open(table_uri), as_of=first.instant, where={"id": 1})
     assert [r["name"] for r in old.collect()] == ["a"]
     with pytest.raises(InvalidArgumentError) as raised:
-        read_dataframe(spark, table_uri, columns=["nope"])
+        read_dataframe(spark, HoodieTable.open(table_uri), columns=["nope"])
     assert raised.value.field == "nope"
 
 

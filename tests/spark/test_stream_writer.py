@@ -182,7 +182,7 @@ def test_a_stream_writer_refuses_bad_arguments() -> None:
 def _schedule(uri: str, options: PlanOptions | None = None) -> str | None:
     engine = PlannerEngine(PlannerConfig())
     try:
-        result = engine.schedule(uri, options or PlanOptions())
+        result = engine.schedule(HoodieTable.open(uri), options or PlanOptions())
     finally:
         engine.close()
     return result.plan.timestamp if result.plan else None
@@ -291,7 +291,7 @@ def test_upserts_and_clustering_both_progress(spark: SparkSession, table_uri: st
     failures: list[BaseException] = []
     stop = time.monotonic() + STREAM_LOOP_S
     planner = PlannerEngine(PlannerConfig(trigger_poll_s=1.0, tables=(table_uri,)))
-    planner.set_policy(table_uri, TriggerPolicy(every_seconds=TRIGGER_EVERY_S))
+    planner.set_policy(HoodieTable.open(table_uri), TriggerPolicy(every_seconds=TRIGGER_EVERY_S))
 
     def run_what_is_planned() -> None:
         try:

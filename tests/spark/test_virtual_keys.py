@@ -107,12 +107,12 @@ def test_upsert_delete_insert_and_read_by_key(
     assert HoodieTable.open(uri).config.populate_meta_fields is False
 
     for key, name in (("4", "Diana"), ("5", "Eve"), ("1", "Alicia")):
-        by_key = read_snapshot(uri, record_keys={key}, columns=["id", "name"])
+        by_key = read_snapshot(HoodieTable.open(uri), record_keys={key}, columns=["id", "name"])
         assert by_key.to_pylist() == [{"id": int(key), "name": name}]
         out = tmp_path / f"key{key}.json"
         assert main(["read", "--table", uri, "--where", f"id={key}", "--output", str(out)]) == 0
         assert [row["name"] for row in json.loads(out.read_text())] == [name]
-    assert read_snapshot(uri, record_keys={"3"}).num_rows == 0
+    assert read_snapshot(HoodieTable.open(uri), record_keys={"3"}).num_rows == 0
     capsys.readouterr()
 
 

@@ -231,8 +231,13 @@ def test_read_dataframe_where_matches_values_as_typed(
 ) -> None:
     """Item 12 for the Spark reader: the same typing and default partition."""
     uri = tables["simple"]
-    assert [r["id"] for r in read_dataframe(spark, uri, where={"p": ""}).collect()] == [3]
-    assert [r["name"] for r in read_dataframe(spark, uri, where={"id": "01"}).collect()] == ["one"]
+    assert [
+        r["id"] for r in read_dataframe(spark, HoodieTable.open(uri), where={"p": ""}).collect()
+    ] == [3]
+    assert [
+        r["name"]
+        for r in read_dataframe(spark, HoodieTable.open(uri), where={"id": "01"}).collect()
+    ] == ["one"]
     with pytest.raises(InvalidArgumentError) as refused:
-        read_dataframe(spark, uri, where={"id": "abc"})
+        read_dataframe(spark, HoodieTable.open(uri), where={"id": "abc"})
     assert refused.value.field == "id"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,35 @@ def test_s3_uri_opens_s3_storage_with_bucket_and_prefix() -> None:
     assert isinstance(storage, S3Storage)
     assert (storage.bucket, storage.key_prefix) == ("my-bucket", "tables/orders/")
     assert parse_uri("s3://my-bucket") == S3Uri(bucket="my-bucket", prefix="")
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "data/t1",
+        "data/t1/",
+        "./data/../data/t1",
+        "data//t1",
+        "{root}/data/t1/",
+        "file://{root}/data/x/../t1",
+    ],
+)
+def test_opened_storage_keeps_the_canonical_root(
+    spelling: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every spelling of one folder opens a storage whose ``uri`` is the absolute, normalised
+    path, so nothing below the layer that opened it canonicalises again."""
+    monkeypatch.chdir(tmp_path)
+    storage = open_storage(spelling.format(root=tmp_path))
+    assert storage.uri == str(tmp_path.resolve() / "data" / "t1")
+    assert pickle.loads(pickle.dumps(storage)).uri == storage.uri
+
+
+@pytest.mark.parametrize(
+    "spelling", ["s3://my-bucket/tables/orders/", "s3://my-bucket//tables/orders"]
+)
+def test_opened_s3_storage_keeps_the_canonical_root(spelling: str) -> None:
+    assert open_storage(spelling).uri == "s3://my-bucket/tables/orders"
 
 
 def test_relative_path_becomes_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

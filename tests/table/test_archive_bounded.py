@@ -58,7 +58,9 @@ def write_and_retain(
     for n in range(start, start + count):
         batch = [(1, f"e{n}", "eu", float(n))] + ([(2, "b", "us", 0.0)] if n == 0 else [])
         writes.append(people.commit(rows(*batch)))
-        run_retention(uri, RetentionSettings(CleanSettings(retain_commits=2), archive))
+        run_retention(
+            HoodieTable.open(uri), RetentionSettings(CleanSettings(retain_commits=2), archive)
+        )
     return writes
 
 
@@ -93,7 +95,7 @@ def oldest_readable_reads_exactly(uri: str, writes: list[str]) -> None:
     floor = earliest_readable(table.timeline)
     assert floor is not None
     oldest = next(i for i in table.timeline.completed(WRITE_ACTIONS) if i.completed_at >= floor)
-    found = sorted_rows(read_snapshot(uri, as_of=oldest.completed_at))
+    found = sorted_rows(read_snapshot(HoodieTable.open(uri), as_of=oldest.completed_at))
     assert [(r["id"], r["name"]) for r in found] == expected_rows(writes.index(oldest.timestamp))
 
 
@@ -102,7 +104,7 @@ def expected_rows(last: int) -> list[tuple[int, str]]:
 
 
 def read_rows(uri: str) -> list[tuple[int, str]]:
-    return [(r["id"], r["name"]) for r in sorted_rows(read_snapshot(uri))]
+    return [(r["id"], r["name"]) for r in sorted_rows(read_snapshot(HoodieTable.open(uri)))]
 
 
 def test_small_archive_files_are_merged_as_hudi_merges_them(table_uri: str) -> None:
@@ -194,7 +196,7 @@ def test_a_merge_killed_before_deleting_the_small_files_loses_nothing(
     every_write_found(table, writes, settled=False)  # the killed archival's still active
     assert [(r["id"], r["name"]) for r in hudi_rs_rows(table_uri)] == expected_rows(21)
 
-    run_retention(table_uri, TIGHT_RETENTION)  # settles the merge from its plan
+    run_retention(HoodieTable.open(table_uri), TIGHT_RETENTION)  # settles the merge from its plan
 
     table = HoodieTable.open(table_uri)
     assert not table.storage.exists(f"{archive.folder}/{MERGE_PLAN}")
@@ -218,7 +220,7 @@ def test_a_compaction_killed_before_its_manifest_is_invisible_and_redone(
     every_write_found(HoodieTable.open(table_uri), writes, settled=False)
 
     writes += upserts(people, 15, 15)
-    run_retention(table_uri, TIGHT_RETENTION)
+    run_retention(HoodieTable.open(table_uri), TIGHT_RETENTION)
 
     assert any(not n.endswith("_0.parquet") for n in current_history_files(table_uri))
     every_write_found(HoodieTable.open(table_uri), writes)
@@ -255,7 +257,7 @@ def test_column_statistics_of_archived_writes_are_folded_and_still_prune_exactly
     }
     assert gone <= deleted_lately  # left out once the clean that deleted them is archived
     for value, expected in ((1, [(1, "e24")]), (2, [(2, "b")]), (3, [])):
-        found = read_snapshot(table_uri, filters=[("id", "=", value)])
+        found = read_snapshot(HoodieTable.open(table_uri), filters=[("id", "=", value)])
         assert [(r["id"], r["name"]) for r in sorted_rows(found)] == expected
     assert not [o for o in find_orphans(table, grace_s=0) if "column-stats" in o.path]
 

@@ -85,7 +85,7 @@ def test_archival_keeps_keep_min_writes_and_the_cleaners_instants(
     assert table.timeline.completed(frozenset({CLEAN}))  # the last clean stays active
     assert set(table.archive.completed_writes()) == set(writes[:7])
     assert hudi_rs_rows(table_uri) == before  # the us row's write is archived
-    assert {r["id"] for r in sorted_rows(read_snapshot(table_uri))} == {1, 2}
+    assert {r["id"] for r in sorted_rows(read_snapshot(HoodieTable.open(table_uri)))} == {1, 2}
     assert archive(HoodieTable.open(table_uri), SMALL).archived == []  # until keep_max again
     assert result.archive_file is not None
     if table.config.table_version != 6:
@@ -295,10 +295,12 @@ def test_retention_after_every_write_bounds_the_timeline_and_keeps_reads_exact(
         instant = versioned.commit(rows(*batch))
         model.update({r["id"]: r for r in rows(*batch).to_pylist()})
         snapshots[instant] = sorted(model.values(), key=lambda r: r["id"])
-        run_retention(table_uri, SMALL_RETENTION)
+        run_retention(HoodieTable.open(table_uri), SMALL_RETENTION)
 
     assert [_data(r) for r in hudi_rs_rows(table_uri)] == snapshots[instant]
-    assert [_data(r) for r in sorted_rows(read_snapshot(table_uri))] == snapshots[instant]
+    assert [_data(r) for r in sorted_rows(read_snapshot(HoodieTable.open(table_uri)))] == snapshots[
+        instant
+    ]
     table = HoodieTable.open(table_uri)
     active = table.timeline.completed(WRITE_ACTIONS)
     assert len(active) <= SMALL.keep_max
@@ -313,7 +315,7 @@ def test_retention_after_every_write_bounds_the_timeline_and_keeps_reads_exact(
     # the retained commits and the write before them, whose slices the cleaner keeps
     assert len(readable) == SMALL_RETENTION.clean.retain_commits + 1
     for write in readable:
-        as_of = sorted_rows(read_snapshot(table_uri, as_of=write.completed_at))
+        as_of = sorted_rows(read_snapshot(HoodieTable.open(table_uri), as_of=write.completed_at))
         assert [_data(r) for r in as_of] == snapshots[write.timestamp]
     assert main(["read", "--table", table_uri, "--as-of", readable[0].completed_at]) == 0
     capsys.readouterr()
@@ -350,13 +352,13 @@ def test_tables_hudi_1x_wrote_are_cleaned_and_archived_into_their_history(
             table, [(f, data.set_column(data.schema.get_field_index(field), field,
                                         pa.array([f"r{n}"] * data.num_rows))) for f, data in files]
         )  # fmt: skip
-        run_retention(uri, SMALL_RETENTION)
+        run_retention(HoodieTable.open(uri), SMALL_RETENTION)
         model = [{**r, field: f"r{n}"} for r in model]
         assert sorted((_data(r) for r in hudi_rs_rows(uri)), key=str) == sorted(model, key=str)
 
-    assert sorted((_data(r) for r in read_snapshot(uri).to_pylist()), key=str) == sorted(
-        model, key=str
-    )
+    assert sorted(
+        (_data(r) for r in read_snapshot(HoodieTable.open(uri)).to_pylist()), key=str
+    ) == sorted(model, key=str)
     table = HoodieTable.open(uri)
     assert set(hudi_written) <= set(archived_instants(table))
     assert len(table.timeline.completed(WRITE_ACTIONS)) <= SMALL.keep_max

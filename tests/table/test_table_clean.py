@@ -46,7 +46,9 @@ def test_keep_latest_commits_keeps_every_snapshot_from_the_earliest_commit_to_re
 ) -> None:
     first = people.commit(rows((1, "a", "eu", 0.0), (2, "b", "us", 0.0)))
     instants = [first, *upserts(people, 5)]
-    snapshots = {i: sorted_rows(read_snapshot(table_uri, as_of=i)) for i in instants[-4:]}
+    snapshots = {
+        i: sorted_rows(read_snapshot(HoodieTable.open(table_uri), as_of=i)) for i in instants[-4:]
+    }
     before = hudi_rs_rows(table_uri)
 
     result = clean(HoodieTable.open(table_uri), CleanSettings(retain_commits=3))
@@ -58,11 +60,11 @@ def test_keep_latest_commits_keeps_every_snapshot_from_the_earliest_commit_to_re
     assert len(files_in(table_uri, "us")) == 1  # a group's latest slice stays
     assert hudi_rs_rows(table_uri) == before
     for instant, expected in snapshots.items():  # the write before retain's is whole too
-        assert sorted_rows(read_snapshot(table_uri, as_of=instant)) == expected
+        assert sorted_rows(read_snapshot(HoodieTable.open(table_uri), as_of=instant)) == expected
     with pytest.raises(
         FailedPreconditionError, match=f"earliest instant still readable is {instants[-4]}"
     ):
-        read_snapshot(table_uri, as_of=instants[-5])
+        read_snapshot(HoodieTable.open(table_uri), as_of=instants[-5])
 
     table = HoodieTable.open(table_uri)
     (done,) = table.timeline.completed(frozenset({CLEAN}))
@@ -183,8 +185,8 @@ def test_layout_two_counts_retained_commits_by_completion_time(
     table = HoodieTable.open(table_uri)
     done = {i.timestamp: i.completed_at for i in table.timeline.completed()}
     assert late < early and done[early] < done[late]
-    at_late = sorted_rows(read_snapshot(table_uri, as_of=done[late]))
-    at_early = sorted_rows(read_snapshot(table_uri, as_of=done[early]))
+    at_late = sorted_rows(read_snapshot(HoodieTable.open(table_uri), as_of=done[late]))
+    at_early = sorted_rows(read_snapshot(HoodieTable.open(table_uri), as_of=done[early]))
     before = hudi_rs_rows(table_uri)
 
     result = clean(table, CleanSettings(retain_commits=2))
@@ -197,11 +199,11 @@ def test_layout_two_counts_retained_commits_by_completion_time(
         "us": [first],
     }
     assert hudi_rs_rows(table_uri) == before
-    assert sorted_rows(read_snapshot(table_uri, as_of=done[late])) == at_late
+    assert sorted_rows(read_snapshot(HoodieTable.open(table_uri), as_of=done[late])) == at_late
     # early completed just before late: every slice it shows was kept
-    assert sorted_rows(read_snapshot(table_uri, as_of=done[early])) == at_early
+    assert sorted_rows(read_snapshot(HoodieTable.open(table_uri), as_of=done[early])) == at_early
     with pytest.raises(FailedPreconditionError, match=f"still readable is {done[early]}"):
-        read_snapshot(table_uri, as_of=done[second])
+        read_snapshot(HoodieTable.open(table_uri), as_of=done[second])
     timeline = HoodieTable.open(table_uri).timeline
     (cleaned,) = timeline.completed(frozenset({CLEAN}))
     assert cleaned.path == f".hoodie/timeline/{cleaned.timestamp}_{cleaned.completion_time}.clean"

@@ -40,7 +40,9 @@ def test_reconcile_deletes_files_of_failed_attempts_direct_markers(people: Write
     assert sorted(deleted) == sorted(s.path for s in failed_attempt)
     assert _data_files(people) == {s.path for s in winning}
     assert not list(people.table.storage.list(marker_dir(instant) + "/"))
-    assert sorted_rows(read_snapshot(people.table.uri)) == hudi_rs_rows(people.table.uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(people.table.uri))) == hudi_rs_rows(
+        people.table.uri
+    )
     assert people.table.storage.exists("eu/.hoodie_partition_metadata")
 
 
@@ -76,10 +78,10 @@ def test_commit_rejects_stats_of_other_instants(people: Writer) -> None:
 
 def test_failed_write_is_invisible_then_rolled_back(people: Writer) -> None:
     people.commit(FIRST)
-    before = sorted_rows(read_snapshot(people.table.uri))
+    before = sorted_rows(read_snapshot(HoodieTable.open(people.table.uri)))
     instant = people.begin()
     failed = people.write_files(instant, rows((1, "ann", "eu", 99.0), (3, "cid", "asia", 3.0)))
-    assert sorted_rows(read_snapshot(people.table.uri)) == before
+    assert sorted_rows(read_snapshot(HoodieTable.open(people.table.uri))) == before
     assert hudi_rs_rows(people.table.uri) == before
 
     result = rollback(people.table, instant, StorageMarkerReader(people.table.storage))
@@ -95,7 +97,9 @@ def test_failed_write_is_invisible_then_rolled_back(people: Writer) -> None:
     assert not list(people.table.storage.list(marker_dir(instant) + "/"))
     assert hudi_rs_rows(people.table.uri) == before
     people.commit(rows((5, "eve", "us", 5.0)))
-    assert sorted_rows(read_snapshot(people.table.uri)) == hudi_rs_rows(people.table.uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(people.table.uri))) == hudi_rs_rows(
+        people.table.uri
+    )
     assert len(hudi_rs_rows(people.table.uri)) == 3
 
 
@@ -140,7 +144,7 @@ def test_next_write_removes_files_a_rolled_back_write_published_late(people: Wri
     marker in a recreated marker dir, the other (marker lost) is found by its name in a
     partition the rollback named."""
     people.commit(FIRST)
-    before = sorted_rows(read_snapshot(people.table.uri))
+    before = sorted_rows(read_snapshot(HoodieTable.open(people.table.uri)))
     failed = people.begin()
     people.write_files(failed, rows((3, "cid", "asia", 3.0)))
     markers = StorageMarkerReader(people.table.storage)
@@ -152,13 +156,15 @@ def test_next_write_removes_files_a_rolled_back_write_published_late(people: Wri
     asia = next(s for s in late if s.partition_path == "asia")
     people.table.storage.delete(f"{marker_dir(failed)}/{asia.path}.marker.CREATE")
     assert {s.path for s in late} <= _data_files(people)
-    assert sorted_rows(read_snapshot(people.table.uri)) == before
+    assert sorted_rows(read_snapshot(HoodieTable.open(people.table.uri))) == before
     assert rollback_failed_writes(people.table, markers, lock_held=True) == []
     delete_stale_marker_dirs(people.table)
     assert not any(failed in path for path in _data_files(people))
     assert _temporaries(people) == []
     assert not list(people.table.storage.list(".hoodie/.temp/"))
-    assert sorted_rows(read_snapshot(people.table.uri)) == hudi_rs_rows(people.table.uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(people.table.uri))) == hudi_rs_rows(
+        people.table.uri
+    )
 
 
 def test_rollback_failed_writes_under_lock(people: Writer) -> None:
@@ -240,4 +246,4 @@ def test_commit_reconcile_and_rollback_on_s3(s3_bucket: str) -> None:
     result = rollback(writer.table, failed, StorageMarkerReader(writer.table.storage))
     assert [p.rpartition("/")[0] for p in result.deleted_files] == ["asia"]
     assert _data_files(writer) == {s.path for s in winning}
-    assert sorted(read_snapshot(s3_bucket).column("id").to_pylist()) == [1, 2]
+    assert sorted(read_snapshot(HoodieTable.open(s3_bucket)).column("id").to_pylist()) == [1, 2]

@@ -21,7 +21,7 @@ def test_history_lists_active_and_archived_instants(table_uri: str, version: int
     writes = []
     for n in range(8):
         writes.append(people.commit(rows((1, f"v{n}", "eu", float(n)), (n + 2, "x", "us", 0.0))))
-        run_retention(table_uri, RETENTION)
+        run_retention(HoodieTable.open(table_uri), RETENTION)
     table = HoodieTable.open(table_uri)
     active = table_history(table)
     everything = table_history(table, archived=True)

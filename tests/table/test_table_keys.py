@@ -50,7 +50,7 @@ def _config(keys: tuple[str, ...], partitions: tuple[str, ...], **kwargs: object
 )
 def test_keys_and_partitions_match_hudi_written_meta_columns(name: str) -> None:
     table = HoodieTable.open(str(FIXTURES / name))
-    data = read_snapshot(table.storage)
+    data = read_snapshot(HoodieTable.from_storage(table.storage))
     assert (
         record_keys(data, table.config).to_pylist() == data.column("_hoodie_record_key").to_pylist()
     )

@@ -44,7 +44,7 @@ TABLES = [
 
 
 def merged_snapshot(table: HoodieTable) -> pa.Table:
-    return read_snapshot(table.storage)
+    return read_snapshot(table)
 
 
 def _rows(rows: pa.Table, columns: list[str]) -> list[tuple]:
@@ -140,7 +140,7 @@ def test_every_change_to_a_merge_on_read_table_is_refused_before_the_lock(
 
 
 def test_a_filter_sees_the_merged_value_not_the_base_files(mor_tables: Path) -> None:
-    uri = str(mor_tables / "v6_trips_8i1u")
-    rows = read_snapshot(uri, filters=[("fare", "=", 25.0)], columns=["rider", "fare"])
+    table = HoodieTable.open(str(mor_tables / "v6_trips_8i1u"))
+    rows = read_snapshot(table, filters=[("fare", "=", 25.0)], columns=["rider", "fare"])
     assert rows.to_pylist() == [{"rider": "rider-D", "fare": 25.0}]
-    assert read_snapshot(uri, filters=[("fare", "=", 33.90)]).num_rows == 0
+    assert read_snapshot(table, filters=[("fare", "=", 33.90)]).num_rows == 0

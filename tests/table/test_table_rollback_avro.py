@@ -175,7 +175,7 @@ def test_hudi_rs_reads_a_table_holding_avro_rollback_instants(people: Writer) ->
     uri = people.table.uri
     assert [row["id"] for row in hudi_rs_rows(uri)] == [1, 2]
     people.commit(rows((4, "dan", "us", 4.0)))
-    assert hudi_rs_rows(uri) == sorted_rows(read_snapshot(uri))
+    assert hudi_rs_rows(uri) == sorted_rows(read_snapshot(HoodieTable.open(uri)))
     assert [row["id"] for row in hudi_rs_rows(uri)] == [1, 2, 4]
 
 

@@ -36,7 +36,7 @@ UPGRADE = [sys.executable, "-m", "tidemark.cli", "upgrade"]
 
 
 def snapshot(uri: str, as_of: str | None = None) -> list[dict[str, object]]:
-    return sorted_rows(read_snapshot(uri, as_of=as_of))
+    return sorted_rows(read_snapshot(HoodieTable.open(uri), as_of=as_of))
 
 
 def layout_one_files(root: Path) -> list[str]:
@@ -85,15 +85,17 @@ def test_an_upgraded_table_takes_writes_read_by_hudi_rs(tmp_path: Path) -> None:
     assert schema
     writer = Writer(table)
     instant = writer.begin()
-    data = read_snapshot(uri, record_keys={"2"}).drop_columns(
-        [c for c in read_snapshot(uri).column_names if c.startswith("_hoodie_")]
+    data = read_snapshot(HoodieTable.open(uri), record_keys={"2"}).drop_columns(
+        [c for c in read_snapshot(HoodieTable.open(uri)).column_names if c.startswith("_hoodie_")]
     )
     data = data.set_column(data.schema.get_field_index("name"), "name", [["Bobby"]])
     writer.finish(instant, writer.write_files(instant, data), data.schema)
     done = HoodieTable.open(uri).timeline.find(instant)
     assert done.completion_time is not None and done.completion_time > instant
-    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
-    assert read_snapshot(uri, record_keys={"2"}).column("name").to_pylist() == ["Bobby"]
+    assert sorted_rows(read_snapshot(HoodieTable.open(uri))) == hudi_rs_rows(uri)
+    assert read_snapshot(HoodieTable.open(uri), record_keys={"2"}).column("name").to_pylist() == [
+        "Bobby"
+    ]
 
 
 def test_archived_instants_move_to_the_lsm_history(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def same_rows(ours: pa.Table, theirs: pa.Table) -> bool:
 @pytest.mark.parametrize("name", PARQUET_TABLES)
 def test_snapshot_equals_hudi_rs(name: str, tmp_path: Path) -> None:
     root = unzip_fixture(name, tmp_path)
-    ours = read_snapshot(str(root))
+    ours = read_snapshot(HoodieTable.open(str(root)))
     assert same_rows(ours, hudi_rs_table(str(root)))
     assert ours.num_rows == LIVE_ROWS.get(name, 4)
 
@@ -51,7 +51,7 @@ def test_time_travel_to_each_completion_equals_hudi_rs(name: str, tmp_path: Path
     assert completed and all(instant.completion_time for instant in completed)
     for instant in completed:
         assert instant.completion_time is not None
-        ours = read_snapshot(str(root), as_of=instant.completion_time)
+        ours = read_snapshot(HoodieTable.open(str(root)), as_of=instant.completion_time)
         assert same_rows(ours, hudi_rs_as_of(root, instant.completion_time)), instant
 
 
@@ -65,13 +65,13 @@ def test_a_write_is_visible_from_its_completion_time_or_as_of_its_own_instant(
     assert second.completion_time is not None and first.completion_time is not None
     while_running = str(int(second.timestamp) + 1)
     assert while_running < second.completion_time
-    running = read_snapshot(str(root), as_of=while_running)
-    before = read_snapshot(str(root), as_of=first.completion_time)
+    running = read_snapshot(HoodieTable.open(str(root)), as_of=while_running)
+    before = read_snapshot(HoodieTable.open(str(root)), as_of=first.completion_time)
     assert sorted_rows(running) == sorted_rows(before)
     assert set(running.column("_hoodie_commit_time").to_pylist()) == {first.timestamp}
-    after = read_snapshot(str(root), as_of=second.completion_time)
+    after = read_snapshot(HoodieTable.open(str(root)), as_of=second.completion_time)
     assert second.timestamp in set(after.column("_hoodie_commit_time").to_pylist())
-    own = read_snapshot(str(root), as_of=second.timestamp)
+    own = read_snapshot(HoodieTable.open(str(root)), as_of=second.timestamp)
     assert sorted_rows(own) == sorted_rows(after)
     assert same_rows(own, hudi_rs_as_of(root, second.timestamp))
 
@@ -117,17 +117,20 @@ def test_archived_writes_are_read_through_the_lsm_history(tmp_path: Path) -> Non
     root = unzip_fixture("v9_txns_simple_nometa", tmp_path)
     first = HoodieTable.open(str(root)).timeline.completed()[0]
     assert first.completion_time is not None
-    latest = sorted_rows(read_snapshot(str(root)))
-    oldest = sorted_rows(read_snapshot(str(root), as_of=first.completion_time))
+    latest = sorted_rows(read_snapshot(HoodieTable.open(str(root))))
+    oldest = sorted_rows(read_snapshot(HoodieTable.open(str(root)), as_of=first.completion_time))
     archived = _archive_oldest(root, 3)
     table = HoodieTable.open(str(root))
     assert not {i.timestamp for i in table.timeline.instants()} & set(archived)
     assert set(archived) <= table.archive.completed_writes()
-    assert sorted_rows(read_snapshot(str(root))) == latest
-    assert sorted_rows(read_snapshot(str(root), as_of=first.completion_time)) == oldest
+    assert sorted_rows(read_snapshot(HoodieTable.open(str(root)))) == latest
+    assert (
+        sorted_rows(read_snapshot(HoodieTable.open(str(root)), as_of=first.completion_time))
+        == oldest
+    )
     (root / ".hoodie/timeline/history/manifest_1").write_text('{"files": []}')
     with pytest.raises(InvalidArgumentError, match="before the table's first commit"):
-        read_snapshot(str(root), as_of=first.completion_time)
+        read_snapshot(HoodieTable.open(str(root)), as_of=first.completion_time)
 
 
 def test_an_unreadable_history_is_one_error_naming_the_file(tmp_path: Path) -> None:
@@ -135,7 +138,7 @@ def test_an_unreadable_history_is_one_error_naming_the_file(tmp_path: Path) -> N
     _archive_oldest(root, 1)
     (root / ".hoodie/timeline/history/_version_").write_text("one")
     with pytest.raises(FailedPreconditionError, match="history/_version_"):
-        read_snapshot(str(root), as_of="20260307162440000")
+        read_snapshot(HoodieTable.open(str(root)), as_of="20260307162440000")
 
 
 def _refused_in_one_line(

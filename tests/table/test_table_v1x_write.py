@@ -45,7 +45,8 @@ def new_table(root: Path, version: int) -> Writer:
 
 def data_rows(uri: str) -> list[tuple[int, str, str, float]]:
     return sorted(
-        (r["id"], r["name"], r["region"], r["score"]) for r in read_snapshot(uri).to_pylist()
+        (r["id"], r["name"], r["region"], r["score"])
+        for r in read_snapshot(HoodieTable.open(uri)).to_pylist()
     )
 
 
@@ -58,7 +59,7 @@ def test_commits_at_each_version_read_by_hudi_rs(version: int, tmp_path: Path) -
     model = [(1, "Alicia", "eu", 4.0), (2, "Bob", "us", 2.0), (3, "Carol", "eu", 3.0)]
     model.append((4, "Diana", "us", 5.0))
     assert data_rows(uri) == model
-    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(uri))) == hudi_rs_rows(uri)
     props = read_properties(HoodieTable.open(uri).storage)
     assert props["hoodie.table.version"] == str(version)
     assert props["hoodie.timeline.layout.version"] == ("1" if version == 6 else "2")
@@ -123,7 +124,7 @@ def test_a_write_over_a_file_group_a_later_action_completed_is_refused(tmp_path:
     assert refused.value.field == "instant"
     assert not HoodieTable.open(uri).timeline.find(a).is_completed
     assert data_rows(uri) == [(1, "Ali", "eu", 3.0)]
-    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(uri))) == hudi_rs_rows(uri)
 
 
 def test_writes_to_other_file_groups_complete_side_by_side(tmp_path: Path) -> None:
@@ -136,7 +137,7 @@ def test_writes_to_other_file_groups_complete_side_by_side(tmp_path: Path) -> No
     second.finish(b, second.write_files(b, rows((2, "Bob", "us", 2.0))))
     first.finish(a, stats_a)
     assert data_rows(uri) == [(1, "Alice", "eu", 1.0), (2, "Bob", "us", 2.0)]
-    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(uri))) == hudi_rs_rows(uri)
 
 
 def planned_eu(tmp_path: Path, version: int) -> tuple[HoodieTable, BaseFile, ClusteringPlan]:
@@ -176,7 +177,7 @@ def test_writers_honour_a_pending_plan_on_every_version(version: int, tmp_path: 
     table.timeline.reload()
     assert table.timeline.pending() == [] and pending_plans(table) == []
     assert not list((Path(uri) / ".hoodie").rglob(f"{planned.timestamp}.*"))
-    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(uri))) == hudi_rs_rows(uri)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -258,7 +259,7 @@ def test_a_failed_write_rolls_back_on_the_version_timeline(version: int, tmp_pat
     assert [info.commit_time for info in metadata.instants_rollback] == [failed]
     assert failed not in {i.timestamp for i in timeline.instants()}
     assert data_rows(uri) == [(1, "Alice", "eu", 1.0)]
-    assert sorted_rows(read_snapshot(uri)) == hudi_rs_rows(uri)
+    assert sorted_rows(read_snapshot(HoodieTable.open(uri))) == hudi_rs_rows(uri)
 
 
 def test_event_time_ordering_keeps_a_stored_record_that_orders_later() -> None:

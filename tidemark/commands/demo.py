@@ -51,7 +51,6 @@ from tidemark.jobs.write_options import WriteOptions
 from tidemark.logs import configure_logging
 from tidemark.rpc.process import ServeProcess
 from tidemark.storage import open_storage
-from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
 from tidemark.table.files.reader import read_snapshot
 from tidemark.table.files.scan import ScanResult
@@ -254,7 +253,7 @@ def run_demo(
         table_version=table.config.table_version,
         services=addresses,
         rows=rows,
-        rows_in_table=read_snapshot(table.storage, columns=[KEY]).num_rows,
+        rows_in_table=read_snapshot(table, columns=[KEY]).num_rows,
         markers=markers,
         index=index,
         erasure=erasure,
@@ -423,7 +422,7 @@ def _timed(work: Callable[[], T]) -> tuple[float, T]:
 
 def _sample_session(table: HoodieTable) -> str:
     """A session that is in the table (the middle one of the first file)."""
-    sessions = read_snapshot(table.storage, columns=[SESSION]).column(SESSION)
+    sessions = read_snapshot(table, columns=[SESSION]).column(SESSION)
     return str(sessions[len(sessions) // 2])
 
 
@@ -447,16 +446,16 @@ def _schedule(planner: _Service, table_uri: str) -> str:
 def _session_query(spark: SparkSession, table: HoodieTable, session: str) -> ScanResult:
     """``session_id = X`` through the native read: files pruned by column statistics,
     then Spark's Parquet reader with row-group pushdown."""
-    return _native_query(spark, plan_snapshot(table.uri, [(SESSION, "=", session)]))
+    return _native_query(spark, plan_snapshot(table, [(SESSION, "=", session)]))
 
 
 def _point_query(spark: SparkSession, table: HoodieTable) -> dict[str, Any]:
     """One event by key through the native read: the files the record index names; as
     the baseline, Spark's Parquet reader scans every base file (row-group pushdown on the
     key)."""
-    key = str(read_snapshot(table.storage, columns=[KEY]).column(KEY)[0])
-    every = plan_snapshot(table.uri)
-    by_key = plan_snapshot(table.uri, [(KEY, "=", key)])
+    key = str(read_snapshot(table, columns=[KEY]).column(KEY)[0])
+    every = plan_snapshot(table)
+    by_key = plan_snapshot(table, [(KEY, "=", key)])
     indexed = _native_query(spark, by_key)
     scanned = _native_query(spark, replace(every, filters=by_key.filters))
     if indexed.rows_matched != scanned.rows_matched:
@@ -517,8 +516,7 @@ class _Prefixed:
 def _fresh_table(location: str) -> str:
     """The demo table's URI at ``location`` (a path or s3://bucket/prefix), emptied first;
     anything the demo did not create (no demo marker file) is refused, never wiped."""
-    table_uri = canonical_uri(location)
-    storage = open_storage(table_uri)
+    storage = open_storage(location)
     if next(iter(storage.list("")), None) is not None:
         if not storage.exists(DEMO_MARKER):
             raise FailedPreconditionError(
@@ -528,7 +526,7 @@ def _fresh_table(location: str) -> str:
             )
         storage.delete_prefix("")
     storage.write(DEMO_MARKER, b"created by tidemark demo; rerunning the demo wipes it\n")
-    return table_uri
+    return storage.uri
 
 
 @dataclass(frozen=True)

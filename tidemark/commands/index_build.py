@@ -46,12 +46,11 @@ def _run_build(args: argparse.Namespace) -> int:
     from tidemark.jobs.index_build_options import IndexBuildOptions
     from tidemark.jobs.job_metrics import reported
     from tidemark.jobs.session import build_session
-    from tidemark.storage.uri import canonical_uri
     from tidemark.table import HoodieTable
 
     configure_logging(json=False, level="warning")
     options = IndexBuildOptions.from_args(args)  # refused before Spark starts
-    table = HoodieTable.open(canonical_uri(args.table))
+    table = HoodieTable.open(args.table)
     check_build(table, options.rebuild)
     with (
         reported("index_build", args.table) as figures,

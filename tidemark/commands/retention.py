@@ -133,8 +133,9 @@ def run_clean(args: argparse.Namespace) -> int:
     configure_logging(json=False, level="warning")
     if args.orphans:
         return _run_orphans(args)
+    settings = clean_settings(args)
     result = clean_table(
-        args.table, clean_settings(args), dry_run=args.dry_run, wait_s=args.lock_wait_s
+        HoodieTable.open(args.table), settings, dry_run=args.dry_run, wait_s=args.lock_wait_s
     )
     if args.json:
         print(
@@ -191,7 +192,7 @@ def run_archive(args: argparse.Namespace) -> int:
         CleanSettings(retain_commits=args.retain_commits),
         ArchiveSettings(args.keep_min_commits, args.keep_max_commits),
     )
-    result = archive_table(args.table, settings, wait_s=args.lock_wait_s)
+    result = archive_table(HoodieTable.open(args.table), settings, wait_s=args.lock_wait_s)
     if args.json:
         print(
             json.dumps(

@@ -162,7 +162,7 @@ def run_create(args: argparse.Namespace) -> int:
 def run_read(args: argparse.Namespace) -> int:
     table = HoodieTable.open(args.table)
     result = read_snapshot(
-        table.storage,
+        table,
         columns=args.columns,
         filters=[_parse_where(item) for item in args.where],
         as_of=args.as_of,
@@ -264,7 +264,10 @@ def run_rollback(args: argparse.Namespace) -> int:
 
 def run_upgrade(args: argparse.Namespace) -> int:
     result = upgrade_table(
-        args.table, args.to, lock_wait_s=args.lock_wait_s, lock_lease_s=args.lock_lease_s
+        HoodieTable.open(args.table),
+        args.to,
+        lock_wait_s=args.lock_wait_s,
+        lock_lease_s=args.lock_lease_s,
     )
     if result.from_version == result.to_version:
         print(f"the table is at version {result.to_version}")

@@ -11,7 +11,8 @@ scanned whole by the reader, which applies the filters to the rows.
 
 from __future__ import annotations
 
-import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -22,7 +23,6 @@ from tidemark.errors import NotFoundError, TidemarkError
 from tidemark.index import layout
 from tidemark.index.block_cache import BlockCache
 from tidemark.index.record_index import RecordIndex
-from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
@@ -66,7 +66,7 @@ class SnapshotPlan:
 
 
 def plan_snapshot(
-    table_uri: str,
+    table: HoodieTable,
     filters: Sequence[Filter] = (),
     *,
     as_of: str | None = None,
@@ -78,7 +78,6 @@ def plan_snapshot(
     ``keys``, having one of those record keys. The record index prunes only the latest
     snapshot: it places keys where they are now, and a key clustered or moved since
     ``as_of`` would be missed. Zone-less timestamps in filters are in ``time_zone``."""
-    table = HoodieTable.open(table_uri)
     schema = snapshot_schema(table, as_of)
     bound = bind(
         filters, schema, partition_fields=table.config.partition_fields, time_zone=time_zone
@@ -118,7 +117,7 @@ def index_locator(storage: Storage) -> Locator | None:
         properties = layout.IndexProperties.read(storage)
     except NotFoundError:
         return None
-    index = _kept_index(storage.uri, properties)
+    index = _kept_index(storage, properties)
     index.refresh()
 
     def locate(keys: set[str]) -> set[str]:
@@ -131,14 +130,27 @@ def index_locator(storage: Storage) -> Locator | None:
     return locate
 
 
-@functools.lru_cache(maxsize=READ_INDEXES_KEPT)
-def _kept_index(uri: str, properties: layout.IndexProperties) -> RecordIndex:
-    """The index of the table at ``uri`` kept between reads, with the shard files it
-    opened and the blocks it decoded (a shard file never changes under its name; an index
-    rebuilt has other properties, so another entry). It is ``single_use``: each read asks
-    different keys, so only the blocks they need are decoded, deltas never merged. Its
-    view of the timeline and deltas is re-read by every plan (``refresh``)."""
-    return RecordIndex(open_storage(uri), properties, BlockCache(READ_CACHE_BYTES), single_use=True)
+_kept: OrderedDict[tuple[str, layout.IndexProperties], RecordIndex] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _kept_index(storage: Storage, properties: layout.IndexProperties) -> RecordIndex:
+    """The index of the table at ``storage.uri`` kept between reads (the last
+    ``READ_INDEXES_KEPT`` tables read), over the storage of the read that first opened it,
+    with the shard files it opened and the blocks it decoded (a shard file never changes
+    under its name; an index rebuilt has other properties, so another entry). It is
+    ``single_use``: each read asks different keys, so only the blocks they need are
+    decoded, deltas never merged. Its view of the timeline and deltas is re-read by every
+    plan (``refresh``)."""
+    key = (storage.uri, properties)
+    with _kept_lock:
+        index = _kept.pop(key, None)
+        if index is None:
+            index = RecordIndex(storage, properties, BlockCache(READ_CACHE_BYTES), single_use=True)
+        _kept[key] = index
+        while len(_kept) > READ_INDEXES_KEPT:
+            _kept.popitem(last=False)
+        return index
 
 
 def _compact_piled_up(index: RecordIndex) -> None:

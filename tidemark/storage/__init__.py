@@ -22,11 +22,13 @@ __all__ = [
 def open_storage(uri: str) -> Storage:
     """A local path or ``file://`` URI gives LocalStorage, ``s3://bucket/prefix`` S3Storage.
 
-    Raises InvalidArgumentError(field="uri") for anything else.
+    Raises InvalidArgumentError(field="uri") for anything else. The URI is parsed (and a
+    local path resolved) once, here: the storage's ``uri`` is its canonical spelling.
     """
-    if isinstance(parse_uri(uri), LocalUri):
-        return LocalStorage(uri)
+    parsed = parse_uri(uri)
+    if isinstance(parsed, LocalUri):
+        return LocalStorage(parsed)
     # Imported here: boto3 takes ~0.3 s to import, paid by every Spark Python worker.
     from tidemark.storage.s3 import S3Storage
 
-    return S3Storage(uri)
+    return S3Storage(parsed)

@@ -97,6 +97,7 @@ class Storage(abc.ABC):
     """A root (local directory or S3 prefix) holding objects addressed by relative path."""
 
     uri: str
+    """The root's one spelling (``canonical_uri``), whatever form it was opened from."""
     requests: RequestCounter
 
     @property

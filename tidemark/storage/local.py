@@ -66,13 +66,15 @@ _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class LocalStorage(Storage):
-    """Objects under a local directory; ``uri`` is a path or ``file://`` URI."""
+    """Objects under a local directory, opened from a path or ``file://`` URI; ``uri`` is
+    the absolute, normalised path."""
 
-    def __init__(self, uri: str) -> None:
-        parsed = parse_uri(uri)
+    def __init__(self, uri: str | LocalUri) -> None:
+        """``uri`` as given, or parsed already (``open_storage``: parsed once)."""
+        parsed = uri if isinstance(uri, LocalUri) else parse_uri(uri)
         if not isinstance(parsed, LocalUri):
             raise TypeError(f"not a local URI: {uri}")
-        self.uri = uri
+        self.uri = parsed.canonical
         self.root = Path(parsed.root)
         self.requests = RequestCounter()
         self._root_names = Path(os.path.realpath(self.root)).parts[1:]

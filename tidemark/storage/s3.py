@@ -94,11 +94,12 @@ MAX_KEY_BYTES = 1024
 class S3Storage(Storage):
     """Objects under ``s3://bucket/prefix``; ``list_page_size`` caps keys per list request."""
 
-    def __init__(self, uri: str, list_page_size: int = LIST_PAGE_SIZE) -> None:
-        parsed = parse_uri(uri)
+    def __init__(self, uri: str | S3Uri, list_page_size: int = LIST_PAGE_SIZE) -> None:
+        """``uri`` as given, or parsed already (``open_storage``: parsed once)."""
+        parsed = uri if isinstance(uri, S3Uri) else parse_uri(uri)
         if not isinstance(parsed, S3Uri):
             raise TypeError(f"not an s3 URI: {uri}")
-        self.uri = uri
+        self.uri = parsed.canonical
         self.bucket = parsed.bucket
         self.key_prefix = f"{parsed.prefix}/" if parsed.prefix else ""
         self.list_page_size = list_page_size

@@ -23,6 +23,10 @@ class LocalUri:
 
     root: str
 
+    @property
+    def canonical(self) -> str:
+        return self.root
+
 
 @dataclass(frozen=True)
 class S3Uri:
@@ -30,6 +34,10 @@ class S3Uri:
 
     bucket: str
     prefix: str
+
+    @property
+    def canonical(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 
 
 def parse_uri(uri: str) -> LocalUri | S3Uri:
@@ -67,11 +75,9 @@ def refuse_short_file_uri(uri: str, *, field: str) -> None:
 
 def canonical_uri(uri: str) -> str:
     """One spelling per root: a local path made absolute and normalised, an S3 URI as
-    ``s3://bucket/prefix``; what a process sends to a service that runs elsewhere."""
-    parsed = parse_uri(uri)
-    if isinstance(parsed, LocalUri):
-        return parsed.root
-    return f"s3://{parsed.bucket}/{parsed.prefix}".rstrip("/")
+    ``s3://bucket/prefix``; what a process sends to a service that runs elsewhere, and
+    the ``uri`` of every opened ``Storage``."""
+    return parse_uri(uri).canonical
 
 
 def _absolute(path: str) -> str:

@@ -25,7 +25,6 @@ import structlog
 from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
-from tidemark.storage.uri import LocalUri, parse_uri
 from tidemark.table.files.file_names import PARTITION_METADATA_FILE, join_path
 from tidemark.table.files.view import FileSystemView
 from tidemark.table.properties.config import (
@@ -109,12 +108,12 @@ class HoodieTable:
 
 
 def _open_table_storage(uri: str) -> Storage:
-    """Refuse table paths inside ``.hoodie`` before any request is made."""
-    parsed = parse_uri(uri)
-    path = parsed.root if isinstance(parsed, LocalUri) else parsed.prefix
-    if ".hoodie" in path.split("/"):
+    """The storage at ``uri`` (its ``uri`` canonical: the one spelling every layer below
+    uses); table paths inside ``.hoodie`` are refused before any request is made."""
+    storage = open_storage(uri)
+    if ".hoodie" in storage.uri.split("/"):
         raise InvalidArgumentError(f"table path {uri} is inside a .hoodie folder", field="table")
-    return open_storage(uri)
+    return storage
 
 
 def not_a_table(uri: str) -> NotFoundError:

@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import structlog
 
 from tidemark.errors import InvalidArgumentError
-from tidemark.storage.base import Storage
 from tidemark.storage.damaged import damaged, describe
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
@@ -46,7 +45,7 @@ log = structlog.get_logger(__name__)
 
 
 def read_snapshot(
-    storage_or_uri: Storage | str,
+    table: HoodieTable,
     *,
     columns: Collection[str] | None = None,
     partition_filter: PartitionFilter | None = None,
@@ -59,10 +58,6 @@ def read_snapshot(
     meeting ``filters`` (bound by ``tidemark.table.filters.expression.bind``). With
     ``locate`` (a record index) and filters naming every record key field, only the file
     groups holding those keys are opened."""
-    if isinstance(storage_or_uri, str):
-        table = HoodieTable.open(storage_or_uri)
-    else:
-        table = HoodieTable.from_storage(storage_or_uri)
     declared = snapshot_schema(table)
     bound = bind(filters or [], declared, partition_fields=table.config.partition_fields)
     keys = set(record_keys) if record_keys is not None else keys_of(bound, table.config)

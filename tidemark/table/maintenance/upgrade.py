@@ -84,7 +84,7 @@ class UpgradeResult:
 
 
 def upgrade_table(
-    uri: str,
+    table: HoodieTable,
     to_version: int,
     *,
     lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
@@ -94,7 +94,6 @@ def upgrade_table(
         raise InvalidArgumentError(
             f"{to_version} is not a version Tidemark upgrades to (8 or 9)", field="to"
         )
-    table = HoodieTable.open(uri)
     current = _check_upgradable(table.storage, to_version)
     if current == to_version and not _layout_one_files(
         table.storage, dict(table.config.properties)
@@ -117,7 +116,7 @@ def upgrade_table(
         table.storage.write(PROPERTIES_PATH, format_properties(upgraded, comment="Updated"))
         faults.exit_if_requested("upgrade.properties_written")
         _delete_layout_one(table.storage, props)
-    log.info("table.upgraded", table=uri, to=to_version, instants=moved, archived=archived)
+    log.info("table.upgraded", table=table.uri, to=to_version, instants=moved, archived=archived)
     return UpgradeResult(current, to_version, moved, archived)
 
 
