@@ -84,7 +84,6 @@ from tidemark.jobs.session import build_session, cancellable_jobs, check_executo
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.storage import Storage
-from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import new_file_id, parse_base_file_name
 from tidemark.table.leases.plan_run import forget_runs, run_lock
@@ -754,7 +753,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[ClusterResult]:
     """Run parsed ``add_arguments`` options, checked before Spark starts."""
     options = ClusterOptions.from_args(args)
-    table = HoodieTable.open(canonical_uri(args.table))
+    table = HoodieTable.open(args.table)
     if not checked_plans(table, args.instant):
         return []
     return run_clustering(build_session(args.master), table, args.instant, options)
