@@ -31,6 +31,7 @@ from tidemark.table.records.keys import (
     RECORD_KEY,
     commit_seqnos,
 )
+from tidemark.table.records.schema import conform
 from tidemark.table.timeline.layout1 import require_inflight
 from tidemark.table.writes.markers import IOType, MarkerWriter
 
@@ -209,14 +210,3 @@ class BaseFileWriter:
             self._sink.discarding = True
             self._writer.close()
             self._sink.discard(kind, error, traceback)
-
-
-def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Rows in the file's column order and types; columns added since are null."""
-    columns = [
-        rows.column(field.name).cast(field.type)
-        if field.name in rows.column_names
-        else pa.nulls(rows.num_rows, field.type)
-        for field in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)

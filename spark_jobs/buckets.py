@@ -21,7 +21,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from tidemark import faults
-from tidemark.jobs.base_file import BaseFileWriter, conform
+from tidemark.jobs.base_file import BaseFileWriter
 from tidemark.jobs.context import WriteContext
 from tidemark.jobs.sizing import WritePlan
 from tidemark.jobs.stats import STAT_DDL, stats_batch
@@ -30,6 +30,7 @@ from tidemark.jobs.task import current_task, marker_writer, reserve_seqnos, stor
 from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.records.keys import IS_DELETED, PARTITION_PATH, RECORD_KEY, stored_record_keys
 from tidemark.table.records.ordering import newer_than_stored
+from tidemark.table.records.schema import conform
 
 BUCKET = f"{INTERNAL_COLUMN_PREFIX}bucket"
 IS_DELETE = f"{INTERNAL_COLUMN_PREFIX}delete"

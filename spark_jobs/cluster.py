@@ -63,7 +63,7 @@ from tidemark.errors import (
     with_note,
 )
 from tidemark.index.record_index import COMPACT_AFTER_DELTAS, RecordIndex
-from tidemark.jobs.base_file import BaseFileWriter, conform
+from tidemark.jobs.base_file import BaseFileWriter
 from tidemark.jobs.cluster_options import (
     DEFAULT_CLUSTER_OPTIONS,
     DEFAULT_ROW_GROUP_BYTES,
@@ -99,6 +99,7 @@ from tidemark.table.plans.clustering import (
     replaced_by,
 )
 from tidemark.table.records.keys import FILE_NAME, RECORD_KEY
+from tidemark.table.records.schema import conform
 from tidemark.table.timeline.instant import State, validate_instant_time
 from tidemark.table.writes.checks import check_clusterable
 from tidemark.table.writes.commit import complete_commit, rollback

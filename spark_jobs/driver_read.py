@@ -27,13 +27,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.index.pruning import SnapshotPlan
-from tidemark.jobs.base_file import conform
 from tidemark.jobs.task import storage_for
 from tidemark.storage import Storage
 from tidemark.storage.local import LocalStorage
 from tidemark.table.files.view import BaseFile
 from tidemark.table.filters import arrow
 from tidemark.table.filters.expression import BoundFilter
+from tidemark.table.records.schema import conform
 
 DRIVER_MAX_FILES = 256
 """At most this many files are read in the driver by an ``auto`` read: a file costs the

@@ -29,7 +29,6 @@ from pyspark.sql.types import StructType
 
 from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.index.pruning import SnapshotPlan, plan_snapshot
-from tidemark.jobs.base_file import conform
 from tidemark.jobs.driver_read import (
     RowsOverBoundError,
     local_frame,
@@ -46,6 +45,7 @@ from tidemark.table.files.merge import read_slice
 from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters.expression import Filter
 from tidemark.table.filters.literals import NO_SESSION_TIME_ZONE
+from tidemark.table.records.schema import conform
 
 log = structlog.get_logger(__name__)
 

@@ -26,6 +26,7 @@ from tidemark.table.logfiles.delete_blocks import DELETE_REGARDLESS, deleted_rec
 from tidemark.table.logfiles.framing import BlockType, LogBlock, read_log_file
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import RECORD_KEY
+from tidemark.table.records.schema import conform
 
 __all__ = ["merge_slice", "read_slice"]
 
@@ -72,7 +73,7 @@ def merge_slice(
             )
             versions.append(schema.empty_table())
         else:
-            versions.append(_conformed(data_block_table(block), schema))
+            versions.append(conform(data_block_table(block), schema))
     return _latest(versions, deletes, ordering_field)
 
 
@@ -119,14 +120,3 @@ def _delete_ordering(ordering: Any) -> Any:
     if ordering is None or ordering == DELETE_REGARDLESS:
         return None
     return ordering.value
-
-
-def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """A block's rows in the base file's columns: missing ones null, types cast."""
-    columns = [
-        rows.column(field.name).cast(field.type)
-        if field.name in rows.column_names
-        else pa.nulls(rows.num_rows, field.type)
-        for field in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)

@@ -355,3 +355,15 @@ def _describe(avro: Any) -> str:
     if avro.get("type") == "record":
         return "struct<" + ",".join(f["name"] for f in avro["fields"]) + ">"
     return _describe(avro.get("type"))
+
+
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` in ``schema``'s column order and types (a base file's, a snapshot's); columns
+    ``rows`` lacks (added since) are null."""
+    columns = [
+        rows.column(field.name).cast(field.type)
+        if field.name in rows.column_names
+        else pa.nulls(rows.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
