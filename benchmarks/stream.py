@@ -29,6 +29,7 @@ endurance run); ``--target-file-kb`` makes the table of many small files.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -132,7 +133,11 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     stages: list[dict[str, float]] = []
     files_written: list[int] = []
     drift = Drift(spark)
-    with tidemark.spark.stream_writer(table, query_id="bench-stream") as writer:
+    files_at_start = len(plan_snapshot(HoodieTable.open(table)).files)
+    sized = dataclasses.replace(
+        tidemark.spark.STREAM_OPTIONS, target_file_bytes=args.target_file_kb * 1024
+    )  # the stream keeps the table's file size, so a table of many files stays one
+    with tidemark.spark.stream_writer(table, query_id="bench-stream", options=sized) as writer:
         for number in range(args.batches):
             rows = batch(spark, args.rows, args.batch_rows, number, args.keys).cache()
             rows.count()
@@ -142,7 +147,9 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     writer(rows, number)
                 else:
                     key = f"bench-one-at-a-time-{number}"
-                    options = WriteOptions(idempotency_key=key)
+                    options = WriteOptions(
+                        idempotency_key=key, target_file_bytes=args.target_file_kb * 1024
+                    )
                     tidemark.spark.write(rows, table, "upsert", options=options)
                 seconds[side].append(time.perf_counter() - began)
             drift.batch_done(seconds["stream"][-1])
@@ -161,6 +168,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "batch_rows": args.batch_rows,
         "keys": args.keys,
         "sides": args.sides,
+        "files_at_start": files_at_start,
         "files": len(plan_snapshot(HoodieTable.open(table)).files),
         "files_written_median": statistics.median(files_written),
         "master": spark.sparkContext.master,
@@ -222,8 +230,8 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"stream bench: {report['batches']} batches of {report['batch_rows']:,} upserts of "
         f"{report['keys']} keys per side over a {report['rows']:,}-row table "
-        f"({report['files']} file groups, {report['files_written_median']:g} rewritten a "
-        "batch) with the record index "
+        f"({report['files_at_start']} file groups at the start, {report['files']} at the end, "
+        f"{report['files_written_median']:g} rewritten a batch) with the record index "
         f"(master {report['master']}; load average {report['load_average_before']} before, "
         f"{report['load_average_after']} after)",
         f"{'side':16} {'p50 s':>8} {'p99 s':>8} {'rows/s':>10}",
