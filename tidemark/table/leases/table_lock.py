@@ -23,7 +23,7 @@ from tidemark.table.leases.storage_lease import (
     DEFAULT_LOCK_WAIT_S,
     StorageLease,
 )
-from tidemark.table.properties.support import check_properties
+from tidemark.table.properties.support import check_table_type
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +46,7 @@ def changing(
     transition in it; ``on_lost`` runs once if the lease is lost (e.g. to cancel jobs).
     Every change passes here, so a table whose properties refuse writes (a merge-on-read
     table, which Tidemark reads only) is refused here, before the lock is taken."""
-    check_properties(dict(table.config.properties), "write")
+    check_table_type(dict(table.config.properties))
     lock = StorageLease(table.storage, owner_name(role), lease_s=lease_s, on_lost=on_lost)
     lock.acquire(wait_s)
     table.timeline.fence = lock

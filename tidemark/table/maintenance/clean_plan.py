@@ -42,7 +42,7 @@ from tidemark.table.files.view import BaseFile, completion_times, last_clean
 from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan, RetainedInstant
 from tidemark.table.plans.clustering import file_groups_in, pending_plans
-from tidemark.table.properties.support import check_properties
+from tidemark.table.properties.support import check_table_type
 from tidemark.table.timeline.instant import Instant, instant_time_ago
 
 
@@ -83,7 +83,7 @@ def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
     the table's ``timeline`` last loaded it (reload it under the lock first). Planned by
     copy-on-write rules, so a table Tidemark does not write (merge-on-read: its slices are
     cleaned by other rules) is refused here, dry runs included."""
-    check_properties(dict(table.config.properties), "write")
+    check_table_type(dict(table.config.properties))
     timeline = table.timeline
     savepoints = [i.timestamp for i in timeline.instants() if i.action == SAVEPOINT]
     if savepoints:

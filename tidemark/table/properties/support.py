@@ -31,6 +31,7 @@ COMMIT_TIME_MERGER_STRATEGY = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 """Hudi 1.x's commit-time merger (``COMMIT_TIME_BASED_MERGE_STRATEGY_UUID``: the latest
 write wins), set with ``COMMIT_TIME_ORDERING``."""
 KEYGEN_OPTION_PREFIX = "hoodie.keygen."
+TABLE_TYPE_KEY = "hoodie.table.type"
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule("hoodie.table.name", "honoured", "names the table (and its checksum)"),
     PropertyRule("hoodie.database.name", "honoured", "part of the checksum"),
     PropertyRule(
-        "hoodie.table.type",
+        TABLE_TYPE_KEY,
         "refused",
         "merge-on-read tables are read, their logs merged; Tidemark writes copy-on-write "
         "tables only",
@@ -316,6 +317,17 @@ def rule_for(key: str) -> PropertyRule | None:
     if key.startswith("hoodie.keygen.timebased."):
         return _BY_KEY["hoodie.keygen.timebased.*"]
     return _BY_KEY.get(key)
+
+
+def check_table_type(props: Mapping[str, str]) -> None:
+    """Refuse a table Tidemark does not change (merge-on-read: read only), whatever else
+    its properties say; what changes a table checks this first."""
+    rule = _BY_KEY[TABLE_TYPE_KEY]
+    value = props.get(TABLE_TYPE_KEY, "")
+    if rule.accepts is not None and value and not rule.accepts(value):
+        raise FailedPreconditionError(
+            f"value {value!r} is not supported ({rule.why})", field=TABLE_TYPE_KEY
+        )
 
 
 def check_properties(props: Mapping[str, str], scope: Scope) -> None:
