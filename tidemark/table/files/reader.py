@@ -86,7 +86,7 @@ def read_snapshot(
             ):
                 promoted = _promoted(parquet.schema_arrow, declared)
                 schemas.append(promoted)
-                if _may_match(parquet, keys, bound):
+                if _may_match(parquet, keys, bound, table.config):
                     pieces.append(_read_file(parquet, table.config, promoted, columns, keys, bound))
         except (pa.ArrowInvalid, OSError) as error:  # what pyarrow raises for bad Parquet
             raise damaged(f"{table.uri}/{base_file.path}", describe(error)) from error
@@ -139,11 +139,15 @@ def _partition_predicate(
     return accept
 
 
-def _may_match(parquet: pq.ParquetFile, keys: set[str] | None, bound: BoundFilter) -> bool:
-    """False only when footer statistics prove no row group can match."""
-    if keys is not None:
-        if not keys:
-            return False
+def _may_match(
+    parquet: pq.ParquetFile, keys: set[str] | None, bound: BoundFilter, config: TableConfig
+) -> bool:
+    """False only when footer statistics prove no row group can match. The record key
+    column's statistics count only where it is written (a table of virtual keys leaves it
+    null and derives keys from their fields)."""
+    if keys is not None and not keys:
+        return False
+    if keys is not None and config.populate_meta_fields:
         key_schema = pa.schema([pa.field(RECORD_KEY, pa.string())])
         bound = bound & bind([(RECORD_KEY, "in", sorted(keys))], key_schema)
     if not bound:
