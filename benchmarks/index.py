@@ -370,7 +370,7 @@ def measure_service(root: Path, keys: pa.Array, columns: dict[str, pa.Array]) ->
 
 @contextlib.contextmanager
 def _server(workers: int) -> Iterator[str]:
-    server = ServeProcess("index", args=["--metrics-port", "0", "--workers", str(workers)])
+    server = ServeProcess("index", args=["--workers", str(workers)])
     try:
         yield server.address
     finally:

@@ -344,7 +344,7 @@ def _service(entries: int) -> Iterator[str]:
         "TIDEMARK_INDEX_BLOCK_CACHE_BYTES": str(max(256 << 20, CACHE_BYTES_PER_ENTRY * entries)),
         "TIDEMARK_INDEX_COMPACT_INTERVAL_S": "1",
     }
-    server = ServeProcess("index", env=env, args=["--metrics-port", "0"])
+    server = ServeProcess("index", env=env)
     try:
         yield server.address
     finally:

@@ -496,7 +496,7 @@ def servers(tables: tuple[str, ...]) -> Iterator[dict[LoadKind, ServeProcess]]:
         "TIDEMARK_PLANNER_TABLES": ",".join(tables),
         "TIDEMARK_PLANNER_TRIGGER_POLL_S": TRIGGER_POLL_S,
     }
-    args = ("--metrics-port", "0", "--log-level", "warning")
+    args = ("--log-level", "warning")
     started: dict[LoadKind, ServeProcess] = {}
     try:
         for kind, service in zip(KINDS, ("marker", "index", "planner"), strict=True):

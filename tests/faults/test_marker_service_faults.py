@@ -48,7 +48,7 @@ def serve_marker() -> Iterator[ServeProcess]:
     process = ServeProcess(
         "marker",
         env={"TIDEMARK_MARKER_LEASE_S": str(SERVICE_LEASE_S)},
-        args=("--metrics-port", "0", "--log-format", "console"),
+        args=("--log-format", "console"),
     )
     yield process
     process.kill()

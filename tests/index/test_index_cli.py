@@ -46,7 +46,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def served_index() -> Iterator[ServeProcess]:
-    process = ServeProcess("index", args=("--metrics-port", "0", "--log-level", "error"))
+    process = ServeProcess("index", args=("--log-level", "error"))
     yield process
     process.close()
 

@@ -427,7 +427,7 @@ def test_health_and_reflection_list_the_service(index_service: EmbeddedServer) -
 
 @pytest.fixture
 def served_all() -> Iterator[ServeProcess]:
-    process = ServeProcess("all", args=("--metrics-port", "0", "--log-level", "error"))
+    process = ServeProcess("all", args=("--log-level", "error"))
     yield process
     process.close()
 

@@ -142,7 +142,7 @@ def serve_process() -> Iterator[Callable[[dict[str, str]], ServeProcess]]:
 
     def start(env: dict[str, str]) -> ServeProcess:
         process = ServeProcess(
-            "marker", env=env, args=("--metrics-port", "0", "--log-format", "console")
+            "marker", env=env, args=("--log-format", "console")
         )
         processes.append(process)
         return process

@@ -59,4 +59,4 @@ def hoodie_files(table: HoodieTable) -> dict[str, bytes]:
 
 def serve_planner(env: Mapping[str, str] | None = None) -> ServeProcess:
     """``tidemark serve planner`` in a child process, on free gRPC and metrics ports."""
-    return ServeProcess("planner", env=env, args=["--metrics-port", "0"])
+    return ServeProcess("planner", env=env)

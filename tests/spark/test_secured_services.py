@@ -40,7 +40,6 @@ def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[S
         serving = ServeProcess(
             "all",
             args=[
-                "--metrics-port", "0",
                 "--tls-cert", server.cert,
                 "--tls-key", server.key,
                 "--tls-client-ca", authority.cert,

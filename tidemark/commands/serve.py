@@ -187,9 +187,9 @@ def run(args: argparse.Namespace) -> int:
             if code is not None:
                 log.error("a worker process stopped, stopping the others", exit_code=code)
                 break
-        running.enter_graceful_shutdown()  # NOT_SERVING while the workers drain too
-        workers.stop()
+        workers.terminate()  # the workers drain while this process drains: one grace period
         running.stop(config.grace_period_s)
+        workers.wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
