@@ -141,9 +141,7 @@ def serve_process() -> Iterator[Callable[[dict[str, str]], ServeProcess]]:
     processes: list[ServeProcess] = []
 
     def start(env: dict[str, str]) -> ServeProcess:
-        process = ServeProcess(
-            "marker", env=env, args=("--log-format", "console")
-        )
+        process = ServeProcess("marker", env=env, args=("--log-format", "console"))
         processes.append(process)
         return process
 
