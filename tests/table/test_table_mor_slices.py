@@ -126,7 +126,7 @@ def test_an_update_after_a_delete_brings_the_key_back() -> None:
     assert _merged([gone, back], "ts") == {"a": "a2", "b": "b0", "c": "c0"}
 
 
-def test_every_change_to_a_merge_on_read_table_is_refused_before_the_lock(
+def test_a_change_that_does_not_handle_merge_on_read_is_refused_before_the_lock(
     mor_tables: Path, tmp_path: Path
 ) -> None:
     copy = shutil.copytree(mor_tables / "v6_trips_8i1u", tmp_path / "t")
@@ -135,7 +135,7 @@ def test_every_change_to_a_merge_on_read_table_is_refused_before_the_lock(
     with pytest.raises(FailedPreconditionError) as refused, changing(table, "clean"):
         pass
     assert refused.value.field == "hoodie.table.type"
-    assert "merge-on-read tables are read" in str(refused.value)
+    assert "not supported by clean" in str(refused.value)
     assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before
 
 

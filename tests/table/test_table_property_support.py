@@ -66,9 +66,7 @@ def test_accepted_values_read(
     assert "1 rows" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    ("key", "value"), [("hoodie.table.cdc.enabled", "true"), ("hoodie.table.type", "MERGE_ON_READ")]
-)
+@pytest.mark.parametrize(("key", "value"), [("hoodie.table.cdc.enabled", "true")])
 def test_write_scope_rules_refuse_only_writes(key: str, value: str) -> None:
     props = {key: value}
     check_properties(props, "table")

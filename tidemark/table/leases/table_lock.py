@@ -41,12 +41,13 @@ def changing(
     wait_s: float = DEFAULT_LOCK_WAIT_S,
     lease_s: float = DEFAULT_LOCK_LEASE_S,
     on_lost: Callable[[], None] | None = None,
+    merge_on_read: bool = False,
 ) -> Iterator[StorageLease]:
     """The table lock held by ``tidemark-<role>`` for the block, fencing every timeline
     transition in it; ``on_lost`` runs once if the lease is lost (e.g. to cancel jobs).
-    Every change passes here, so a table whose properties refuse writes (a merge-on-read
-    table, which Tidemark reads only) is refused here, before the lock is taken."""
-    check_table_type(dict(table.config.properties))
+    Every change passes here, so a merge-on-read table is refused here, before the lock
+    is taken, to a ``role`` that does not say it handles one (``merge_on_read``)."""
+    check_table_type(dict(table.config.properties), merge_on_read=merge_on_read, what=role)
     lock = StorageLease(table.storage, owner_name(role), lease_s=lease_s, on_lost=on_lost)
     lock.acquire(wait_s)
     table.timeline.fence = lock

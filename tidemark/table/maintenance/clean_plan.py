@@ -81,9 +81,9 @@ class CleanSettings:
 def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
     """The files a clean at this moment deletes (empty when none); reads the timeline as
     the table's ``timeline`` last loaded it (reload it under the lock first). Planned by
-    copy-on-write rules, so a table Tidemark does not write (merge-on-read: its slices are
-    cleaned by other rules) is refused here, dry runs included."""
-    check_table_type(dict(table.config.properties))
+    copy-on-write rules, so a merge-on-read table (its slices are cleaned by other rules)
+    is refused here, dry runs included."""
+    check_table_type(dict(table.config.properties), merge_on_read=False, what="cleaning")
     timeline = table.timeline
     savepoints = [i.timestamp for i in timeline.instants() if i.action == SAVEPOINT]
     if savepoints:

@@ -32,6 +32,8 @@ COMMIT_TIME_MERGER_STRATEGY = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 write wins), set with ``COMMIT_TIME_ORDERING``."""
 KEYGEN_OPTION_PREFIX = "hoodie.keygen."
 TABLE_TYPE_KEY = "hoodie.table.type"
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,9 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         TABLE_TYPE_KEY,
         "refused",
-        "merge-on-read tables are read, their logs merged; Tidemark writes copy-on-write "
-        "tables only",
-        _one_of("COPY_ON_WRITE"),
-        scope="write",
+        "copy-on-write or merge-on-read; what does not handle merge-on-read yet refuses it "
+        "(check_table_type)",
+        _one_of(COPY_ON_WRITE, MERGE_ON_READ),
     ),
     PropertyRule(
         "hoodie.table.version",
@@ -319,14 +320,14 @@ def rule_for(key: str) -> PropertyRule | None:
     return _BY_KEY.get(key)
 
 
-def check_table_type(props: Mapping[str, str]) -> None:
-    """Refuse a table Tidemark does not change (merge-on-read: read only), whatever else
-    its properties say; what changes a table checks this first."""
-    rule = _BY_KEY[TABLE_TYPE_KEY]
-    value = props.get(TABLE_TYPE_KEY, "")
-    if rule.accepts is not None and value and not rule.accepts(value):
+def check_table_type(props: Mapping[str, str], *, merge_on_read: bool, what: str) -> None:
+    """Refuse a merge-on-read table to ``what`` unless it handles one (``merge_on_read``):
+    a copy-on-write change to a merge-on-read table would lose its log files' records."""
+    value = props.get(TABLE_TYPE_KEY, "").strip().upper()
+    if value == MERGE_ON_READ and not merge_on_read:
         raise FailedPreconditionError(
-            f"value {value!r} is not supported ({rule.why})", field=TABLE_TYPE_KEY
+            f"value {value!r} is not supported by {what} (it handles copy-on-write tables only)",
+            field=TABLE_TYPE_KEY,
         )
 
 

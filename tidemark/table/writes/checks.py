@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.table.properties.config import TableConfig
-from tidemark.table.properties.support import check_properties
+from tidemark.table.properties.support import check_properties, check_table_type
 from tidemark.table.records.keys import partition_field_kinds
 from tidemark.table.writes.hudi_metadata_table import DISABLE_OPTION, check_hudi_metadata_table
 
@@ -13,6 +13,7 @@ from tidemark.table.writes.hudi_metadata_table import DISABLE_OPTION, check_hudi
 def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) -> None:
     props = dict(config.properties)
     check_properties(props, "write")
+    check_table_type(props, merge_on_read=False, what="writes")
     if config.orders_by_event_time and not config.precombine_field:
         raise FailedPreconditionError(
             "value 'EVENT_TIME_ORDERING' needs an ordering field, and the table has none",
@@ -28,6 +29,7 @@ def check_clusterable(config: TableConfig) -> None:
     the metadata table: a write removes it."""
     props = dict(config.properties)
     check_properties(props, "write")
+    check_table_type(props, merge_on_read=False, what="clustering")
     check_hudi_metadata_table(
         props,
         disable=False,
