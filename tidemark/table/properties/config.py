@@ -16,12 +16,17 @@ from datetime import UTC, datetime
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.properties.support import DEFAULT_RECORD_PAYLOAD, check_properties
+from tidemark.table.properties.support import (
+    COPY_ON_WRITE,
+    DEFAULT_RECORD_PAYLOAD,
+    MERGE_ON_READ,
+    TABLE_TYPE_KEY,
+    check_properties,
+)
 from tidemark.table.timeline.versions import READ_VERSIONS, table_version
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 CHECKSUM_KEY = "hoodie.table.checksum"
-TABLE_TYPE = "COPY_ON_WRITE"
 TABLE_VERSION = "6"
 TIMELINE_LAYOUT_VERSION = "1"
 DATABASE_NAME = "default"
@@ -62,6 +67,9 @@ class TableConfig:
     populate_meta_fields: bool = True
     table_version: int = 6
     """6 (timeline layout 1), or 8 and 9 (Hudi 1.x, layout 2; docs/hudi-versions.md)."""
+    table_type: str = COPY_ON_WRITE
+    """COPY_ON_WRITE (every write rewrites the file groups it touches) or MERGE_ON_READ
+    (updates and deletes appended as log blocks that readers merge)."""
     properties: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     """Every key of the hoodie.properties the config was read from (empty for new tables)."""
 
@@ -80,6 +88,15 @@ class TableConfig:
             raise InvalidArgumentError("at least one record key field is required", field="key")
         if not all(self.partition_fields):
             raise InvalidArgumentError("partition field names must be non-empty", field="partition")
+        if self.table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
+            raise InvalidArgumentError(
+                f"table type {self.table_type!r} is not {COPY_ON_WRITE} or {MERGE_ON_READ}",
+                field="table_type",
+            )
+
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_type == MERGE_ON_READ
 
     @property
     def orders_by_event_time(self) -> bool:
@@ -107,7 +124,7 @@ class TableConfig:
         props = {
             "hoodie.table.name": self.name,
             "hoodie.database.name": DATABASE_NAME,
-            "hoodie.table.type": TABLE_TYPE,
+            TABLE_TYPE_KEY: self.table_type,
             "hoodie.table.version": TABLE_VERSION,
             "hoodie.timeline.layout.version": TIMELINE_LAYOUT_VERSION,
             "hoodie.archivelog.folder": "archived",
@@ -160,6 +177,7 @@ class TableConfig:
             == "true",
             populate_meta_fields=props.get(POPULATE_META_FIELDS, "true").strip().lower() != "false",
             table_version=table_version(props),
+            table_type=props[TABLE_TYPE_KEY].strip().upper(),
             properties=tuple(props.items()),
         )
 
