@@ -1,5 +1,6 @@
 """insert / upsert / delete / insert_overwrite: route records to planned file groups and
-write each group once (a new file group, or a new version merging the previous one).
+write each group once (a new file group, or a new version merging the previous one; on a
+merge-on-read table a log file appended to it).
 
 Routing is column-wise (numpy/Arrow on each batch): an update goes to the bucket of the file
 group that holds its key, an insert to a bucket of its partition chosen by the hash of its
@@ -23,10 +24,19 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from tidemark import faults
 from tidemark.jobs.base_file import BaseFileWriter
 from tidemark.jobs.context import WriteContext
-from tidemark.jobs.sizing import WritePlan
+from tidemark.jobs.log_file import append_to_slice
+from tidemark.jobs.sizing import Bucket, WritePlan
 from tidemark.jobs.stats import STAT_DDL, stats_batch
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION
-from tidemark.jobs.task import current_task, marker_writer, reserve_seqnos, storage_for
+from tidemark.jobs.task import (
+    TaskIdentity,
+    current_task,
+    marker_writer,
+    reserve_seqnos,
+    storage_for,
+)
+from tidemark.storage import Storage
+from tidemark.table.metadata.commit import WriteStat
 from tidemark.table.records.avro_names import INTERNAL_COLUMN_PREFIX
 from tidemark.table.records.keys import IS_DELETED, PARTITION_PATH, RECORD_KEY, stored_record_keys
 from tidemark.table.records.ordering import newer_than_stored
@@ -132,46 +142,73 @@ def _with_bucket(
 
 
 def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> DataFrame:
-    """Write stats, one per bucket that received rows."""
+    """Write stats, one per bucket that received rows: a new base file, or on a
+    merge-on-read table a log file for a bucket of an existing file group."""
 
     def write_group(group: pa.Table) -> pa.Table:
         bucket = plan.buckets[group.column(BUCKET)[0].as_py()]
         deleting = group.column(IS_DELETE).combine_chunks()
         incoming = conform(group.filter(pc.invert(deleting)), context.file_schema)
-        deleted_keys = group.filter(deleting).column(RECORD_KEY)
+        deleted_keys = group.filter(deleting).column(RECORD_KEY).combine_chunks()
         task = current_task()
         storage = storage_for(context.table_uri)
-        carried = incoming.slice(0, 0)
-        updates = deletes = 0
-        if bucket.base is not None:
-            with storage.open_input(bucket.base.path) as stream:
-                old = pq.read_table(stream)
-            old_keys = stored_record_keys(old, context.config)
-            if context.config.orders_by_event_time:
-                incoming = newer_than_stored(incoming, old, old_keys, context.config)
-            updated = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
-            removed = pc.is_in(old_keys, value_set=deleted_keys.combine_chunks())
-            updates = pc.sum(updated).as_py() or 0
-            deletes = pc.sum(removed).as_py() or 0
-            carried = old.filter(pc.invert(pc.or_(updated, removed)))
-        with BaseFileWriter(
-            storage=storage,
-            markers=marker_writer(context.markers),
-            task=task,
-            instant=context.instant,
-            action=context.action,
-            partition_path=bucket.partition_path,
-            file_id=bucket.file_id,
-            schema=context.file_schema,
-            prev_commit=bucket.prev_commit,
-            populate_meta_fields=context.config.populate_meta_fields,
-        ) as writer:
-            writer.write_carried(carried)
-            writer.write_new(incoming, reserve_seqnos(task, incoming.num_rows))
-            stat = writer.close(num_updates=updates, num_deletes=deletes)
+        if context.config.merge_on_read and bucket.base is not None:
+            stat = append_to_slice(
+                storage=storage,
+                markers=marker_writer(context.markers),
+                task=task,
+                context=context,
+                base=bucket.base,
+                updates=incoming,
+                deleted_keys=deleted_keys,
+                seq_start=reserve_seqnos(task, incoming.num_rows),
+            )
+        else:
+            stat = _write_base_file(storage, task, context, bucket, incoming, deleted_keys)
         task_context = TaskContext.get()
         if task_context is not None:
             faults.fail_task_after_file_written(task_context)
         return pa.Table.from_batches([stats_batch([stat])])
 
     return routed.groupBy(BUCKET).applyInArrow(write_group, STAT_DDL)
+
+
+def _write_base_file(
+    storage: Storage,
+    task: TaskIdentity,
+    context: WriteContext,
+    bucket: Bucket,
+    incoming: pa.Table,
+    deleted_keys: pa.Array,
+) -> WriteStat:
+    """A new file group, or the next version of ``bucket.base``: its rows merged with
+    ``incoming`` (the greater ordering value kept on a table ordered by event time) less
+    ``deleted_keys``."""
+    carried = incoming.slice(0, 0)
+    updates = deletes = 0
+    if bucket.base is not None:
+        with storage.open_input(bucket.base.path) as stream:
+            old = pq.read_table(stream)
+        old_keys = stored_record_keys(old, context.config)
+        if context.config.orders_by_event_time:
+            incoming = newer_than_stored(incoming, old, old_keys, context.config)
+        updated = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
+        removed = pc.is_in(old_keys, value_set=deleted_keys)
+        updates = pc.sum(updated).as_py() or 0
+        deletes = pc.sum(removed).as_py() or 0
+        carried = old.filter(pc.invert(pc.or_(updated, removed)))
+    with BaseFileWriter(
+        storage=storage,
+        markers=marker_writer(context.markers),
+        task=task,
+        instant=context.instant,
+        action=context.action,
+        partition_path=bucket.partition_path,
+        file_id=bucket.file_id,
+        schema=context.file_schema,
+        prev_commit=bucket.prev_commit,
+        populate_meta_fields=context.config.populate_meta_fields,
+    ) as writer:
+        writer.write_carried(carried)
+        writer.write_new(incoming, reserve_seqnos(task, incoming.num_rows))
+        return writer.close(num_updates=updates, num_deletes=deletes)

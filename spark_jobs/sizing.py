@@ -69,9 +69,10 @@ class WritePlan:
 
 
 def average_record_size(commits: Iterable[CommitMetadata]) -> int:
-    """Bytes per record of the most recent commit that wrote records (newest first)."""
+    """Bytes per record of the base files of the most recent commit that wrote some
+    (newest first); log files hold Avro, another size."""
     for metadata in commits:
-        stats = metadata.write_stats
+        stats = [stat for stat in metadata.write_stats if not stat.is_delta]
         records = sum(stat.num_writes for stat in stats)
         written = sum(stat.total_write_bytes for stat in stats)
         if records > 0 and written > 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Row
@@ -22,11 +23,14 @@ STAT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("partition_path", pa.string()),
     ("min_record_key", pa.string()),
     ("max_record_key", pa.string()),
+    ("log_version", pa.int64()),
+    ("log_offset", pa.int64()),
+    ("base_file", pa.string()),
+    ("log_files", pa.list_(pa.string())),
 )
 STAT_SCHEMA = pa.schema(STAT_FIELDS)
-STAT_DDL = ", ".join(
-    f"{name} {'string' if kind == pa.string() else 'bigint'}" for name, kind in STAT_FIELDS
-)
+_DDL_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.list_(pa.string()): "array<string>"}
+STAT_DDL = ", ".join(f"{name} {_DDL_TYPES[kind]}" for name, kind in STAT_FIELDS)
 
 
 def stats_batch(stats: Iterable[WriteStat]) -> pa.RecordBatch:
@@ -35,4 +39,11 @@ def stats_batch(stats: Iterable[WriteStat]) -> pa.RecordBatch:
 
 
 def stats_from_rows(rows: Iterable[Row]) -> list[WriteStat]:
-    return [WriteStat(**{name: row[name] for name, _ in STAT_FIELDS}) for row in rows]
+    return [_stat({name: row[name] for name, _ in STAT_FIELDS}) for row in rows]
+
+
+def _stat(fields: dict[str, Any]) -> WriteStat:
+    """A stat from its row (a list column arrives as a list; the stat holds a tuple)."""
+    if fields["log_files"] is not None:
+        fields["log_files"] = tuple(fields["log_files"])
+    return WriteStat(**fields)

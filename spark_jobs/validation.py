@@ -83,6 +83,12 @@ def check_layout(config: TableConfig, request: WriteOptions) -> None:
             "(a write never changes a table's version)",
             field="table_version",
         )
+    if request.table_type is not None and request.table_type != config.table_type:
+        raise InvalidArgumentError(
+            f"the table is {config.table_type}, not {request.table_type} "
+            "(a write never changes a table's type)",
+            field="table_type",
+        )
     if request.precombine_field and config.precombine_field not in (
         None,
         request.precombine_field,

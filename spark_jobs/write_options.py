@@ -21,6 +21,7 @@ from tidemark.jobs.index_writes import TAGGINGS
 from tidemark.jobs.job_options import JobOptions
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
+from tidemark.table.properties.config import TABLE_TYPES
 from tidemark.table.writes import pending_clustering
 
 MAX_IDEMPOTENCY_KEY_CHARS = 256
@@ -44,6 +45,9 @@ class WriteOptions(JobOptions):
     table_version: int | None = None
     """Hudi table version (6, 8 or 9) of a table the write creates (None: 6); on an
     existing table a different version is refused (``--table-version``)."""
+    table_type: str | None = None
+    """COPY_ON_WRITE or MERGE_ON_READ, for a table the write creates (None: copy-on-write);
+    on an existing table a different type is refused (``--table-type``)."""
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     """Size of the base files the write aims at (``--target-file-mb``)."""
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES
@@ -83,6 +87,8 @@ class WriteOptions(JobOptions):
         for name in ("record_key_fields", "partition_fields"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         require_one_of("sort_mode", self.sort_mode, SORT_MODES, "sort mode")
+        if self.table_type is not None:
+            require_one_of("table_type", self.table_type, TABLE_TYPES, "table type")
         if self.index is not None:
             require_one_of("index", self.index, TAGGINGS, "index")
         require_one_of(
@@ -109,6 +115,7 @@ class WriteOptions(JobOptions):
             hive_style=args.hive_style,
             url_encode_partitions=args.urlencode_partitions,
             table_version=args.table_version,
+            table_type=args.table_type,
             target_file_bytes=args.target_file_mb * MIB,
             small_file_limit_bytes=args.small_file_mb * MIB,
             sort_mode=args.sort_mode,

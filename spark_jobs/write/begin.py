@@ -29,8 +29,9 @@ from tidemark.table.files.view import BaseFile
 from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.leases.table_lock import owner_name, release_quietly
 from tidemark.table.leases.write_lease import write_lease
-from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT, WRITE_ACTIONS
+from tidemark.table.metadata.actions import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
+from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import RECORD_KEY
 from tidemark.table.timeline.instant import new_instant_time
 from tidemark.table.writes import pending_clustering
@@ -91,7 +92,7 @@ def begin(
     with clock.stage("rollback failed writes"):
         roll_back_failed_writes(table, job.markers.reader(table, lock.holder), job)
         delete_stale_marker_dirs(table)
-    action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
+    action = write_action(prepared.config, operation)
     replaced: dict[str, list[str]] = {}
     given_up: list[pending_clustering.GivenUp] = []
     routed: tuple[DataFrame, WritePlan] | None = None
@@ -143,7 +144,10 @@ def size(
     abandoned: set[str],
 ) -> tuple[WritePlan, dict[str, list[str]], list[pending_clustering.GivenUp]]:
     """Under the table lock: the file groups the write touches (pending plans holding them
-    resolved by ``options.on_pending_clustering``) and the file sizing. A write that
+    resolved by ``options.on_pending_clustering``) and the file sizing. On a merge-on-read
+    table inserts go to new file groups, as Hudi's MOR writer puts them when the index
+    cannot place keys in log files: small base files are not topped up (that would rewrite
+    them), compaction and clustering fold small groups later. A write that
     completed since the tagging and changed one of these groups is found at the commit."""
     options = job.options
     clustering = pending_clustering.PendingClustering.load(table)
@@ -153,7 +157,7 @@ def size(
         for base in tagged.latest:
             if base.partition_path in tagged.inserts:
                 replaced.setdefault(base.partition_path, []).append(base.file_id)
-    elif operation in ("insert", "upsert"):
+    elif operation in ("insert", "upsert") and not table.config.merge_on_read:
         small = [
             f
             for f in clustering.small_files(tagged.latest)
@@ -179,8 +183,16 @@ def size(
     return plan, replaced, given_up
 
 
+def write_action(config: TableConfig, operation: str) -> str:
+    """The write's action, as Hudi's: an insert_overwrite replaces file groups
+    (replacecommit); any other write commits, or on a merge-on-read table deltacommits."""
+    if operation == "insert_overwrite":
+        return REPLACE_COMMIT
+    return DELTA_COMMIT if config.merge_on_read else COMMIT
+
+
 def _recent_commits(table: HoodieTable) -> list[CommitMetadata]:
-    completed = table.timeline.completed(frozenset({COMMIT, REPLACE_COMMIT}))
+    completed = table.timeline.completed(WRITE_ACTIONS)
     return [table.timeline.read_metadata(i) for i in reversed(completed[-_RECENT_COMMITS:])]
 
 

@@ -25,6 +25,7 @@ from tidemark.jobs.write.steps import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
+from tidemark.table.properties.config import add_table_type_argument
 from tidemark.table.records.schema import avro_to_arrow_schema
 from tidemark.table.timeline.versions import add_table_version_argument
 from tidemark.table.writes import pending_clustering
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="URL-encode partition values as Hudi does (table creation only)",
     )
     add_table_version_argument(parser, default=None)
+    add_table_type_argument(parser, default=None)
     add_job_options(parser)
     parser.add_argument(
         "--idempotency-key",

@@ -37,5 +37,5 @@ class WriteJob:
     @contextmanager
     def locked(self, table: HoodieTable, wait_s: float | None = None) -> Iterator[StorageLease]:
         """The table lock for one of the write's two short steps (begin, commit)."""
-        with self.locking.changing(table, ROLE, wait_s) as lock:
+        with self.locking.changing(table, ROLE, wait_s, merge_on_read=True) as lock:
             yield lock

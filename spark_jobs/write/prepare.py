@@ -31,6 +31,7 @@ from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.properties.config import TableConfig
+from tidemark.table.properties.support import COPY_ON_WRITE
 from tidemark.table.records.avro_names import check_column_names, table_name_from_uri
 from tidemark.table.records.schema import arrow_to_avro_schema
 from tidemark.table.timeline.versions import DEFAULT_TABLE_VERSION
@@ -185,6 +186,7 @@ def _new_config(table_uri: str, data: DataFrame, options: WriteOptions) -> Table
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
         url_encode_partitions=options.url_encode_partitions,
         table_version=options.table_version or DEFAULT_TABLE_VERSION,
+        table_type=options.table_type or COPY_ON_WRITE,
     )
 
 

@@ -1,19 +1,21 @@
 """Merge-on-read tables Apache Hudi wrote, read through Spark: ``tidemark.spark.read`` (the
 merged slices in Python tasks beside Spark's scan of the other base files), ``lookup`` and
-the data source return the rows hudi-rs reads; a change to such a table is refused."""
+the data source return the rows hudi-rs reads; such a table takes upserts and deletes."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 from table.log_testkit import extract_mor_fixtures
 
 import tidemark.spark
 from spark.sparkkit import hudi_rs_table
-from tidemark.errors import FailedPreconditionError
+from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.records.keys import RECORD_KEY
 
 TABLES = ["v6_trips_8i1u", "v6_trips_8i3d", "v8_trips_8i3u1d", "v9_txns_simple_nometa"]
@@ -68,11 +70,38 @@ def test_a_filter_on_an_updated_value_finds_the_merged_row(
     assert [r["rider"] for r in _spark_rows(frame)] == ["rider-D"]
 
 
-def test_a_write_to_a_merge_on_read_table_is_refused(spark: SparkSession, mor_tables: Path) -> None:
-    uri = str(mor_tables / "v9_txns_simple_nometa")
-    frame = tidemark.spark.read(spark, uri).limit(1)
-    with pytest.raises(FailedPreconditionError) as refused:
-        tidemark.spark.write(
-            frame.drop(*[c for c in frame.columns if c.startswith("_hoodie_")]), uri, "upsert"
-        )
-    assert refused.value.field == "hoodie.table.type"
+@pytest.mark.parametrize("name", ["v6_trips_8i1u", "v6_nonpartitioned", "v9_txns_simple_nometa"])
+def test_a_table_hudi_wrote_takes_an_upsert_and_a_delete_as_logs(
+    spark: SparkSession, mor_tables: Path, tmp_path: Path, name: str
+) -> None:
+    """Hudi's own merge-on-read tables (its metadata table dropped, as every write does
+    with ``disable_hudi_metadata_table``) take updates and deletes that hudi-rs merges."""
+    uri = str(shutil.copytree(mor_tables / name, tmp_path / name))
+    before = hudi_rs_table(uri)
+    assert before is not None
+    columns = _data_columns(before)
+    rows = {row[RECORD_KEY]: row for row in before.select(columns).to_pylist()}
+    updated_key, deleted_key = sorted(rows)[:2]
+    frame = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == updated_key)
+    changed = {f.name: f for f in frame.schema.fields}
+    number = next(n for n in columns[1:] if changed[n].dataType.typeName() in ("double", "long"))
+    update = frame.select(*[c for c in frame.columns if not c.startswith("_hoodie_")]).withColumn(
+        number, sf.col(number) + 1
+    )
+    options = WriteOptions(disable_hudi_metadata_table=True, markers="direct")
+    result = tidemark.spark.write(update, uri, "upsert", options=options)
+    assert result.files_written == 1
+    rows[updated_key] = {**rows[updated_key], number: rows[updated_key][number] + 1}
+    gone = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == deleted_key)
+    tidemark.spark.write(
+        gone.select(*[c for c in gone.columns if not c.startswith("_hoodie_")]),
+        uri,
+        "delete",
+        options=options,
+    )
+    del rows[deleted_key]
+    after = hudi_rs_table(uri)
+    assert after is not None
+    expected = _rows(list(rows.values()), columns)
+    assert _rows(after.to_pylist(), columns) == expected
+    assert _rows(_spark_rows(tidemark.spark.read(spark, uri)), columns) == expected

@@ -17,6 +17,7 @@ from table.log_testkit import MOR_NAMES, log_paths, table_blocks
 from tidemark.errors import DataLossError, InvalidArgumentError
 from tidemark.table.logfiles.command_blocks import rollback_block, rolled_back_instant
 from tidemark.table.logfiles.data_blocks import (
+    arrow_records,
     avro_data_block,
     avro_records,
     data_block_table,
@@ -37,6 +38,7 @@ from tidemark.table.logfiles.framing import (
     encode_block,
     read_blocks,
 )
+from tidemark.table.records.schema import arrow_to_avro_schema
 
 RIDERS = {
     "rider-A": "334e26e9-8355-45cc-97c6-c31daf0df330",
@@ -341,3 +343,32 @@ def test_a_command_that_is_not_a_rollback_is_damage() -> None:
     header = {**block.header, HeaderKey.COMMAND_BLOCK_TYPE: "1"}
     with pytest.raises(DataLossError, match="not a rollback"):
         rolled_back_instant(LogBlock(BlockType.COMMAND, header))
+
+
+def test_arrow_rows_with_maps_round_trip_through_an_avro_block() -> None:
+    """Arrow gives maps as (key, value) pairs; the block holds them as Avro maps, nested in
+    lists and structs too, and reads them back as the same rows."""
+    kind = pa.map_(pa.string(), pa.struct([("f", pa.float64())]))
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("tags", kind),
+            ("many", pa.list_(kind)),
+            ("inner", pa.struct([("m", pa.map_(pa.string(), pa.int64())), ("n", pa.int64())])),
+        ]
+    )
+    rows = pa.Table.from_pylist(
+        [
+            {
+                "id": "a",
+                "tags": [("x", {"f": 1.5})],
+                "many": [[("y", {"f": 2.0})], None],
+                "inner": {"m": [("k", 7)], "n": 3},
+            },
+            {"id": "b", "tags": None, "many": None, "inner": None},
+        ],
+        schema=schema,
+    )
+    schema_json = arrow_to_avro_schema(schema, "t")
+    [found] = read_blocks(encode_block(avro_data_block(INSTANT, schema_json, arrow_records(rows))))
+    assert data_block_table(found).to_pylist() == rows.to_pylist()

@@ -67,13 +67,16 @@ def test_unsupported_tables_are_rejected() -> None:
     assert "'5'" in str(error.value)
 
 
-def test_merge_on_read_tables_open_for_reads_and_refuse_writes() -> None:
-    props = people_config().to_properties() | {"hoodie.table.type": "MERGE_ON_READ"}
+def test_merge_on_read_tables_of_virtual_keys_refuse_writes() -> None:
+    props = people_config().to_properties() | {
+        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.populate.meta.fields": "false",
+    }
     config = TableConfig.from_properties(props)
+    assert config.merge_on_read
     with pytest.raises(FailedPreconditionError) as error:
         check_writable(config, disable_hudi_metadata_table=False)
-    assert error.value.field == "hoodie.table.type"
-    assert "'MERGE_ON_READ'" in str(error.value)
+    assert error.value.field == "hoodie.populate.meta.fields"
 
 
 def test_invalid_config_fields() -> None:

@@ -28,7 +28,8 @@ from tidemark.table.files.reader import read_snapshot
 from tidemark.table.files.view import BaseFile
 from tidemark.table.filters.expression import Filter
 from tidemark.table.maintenance.upgrade import TARGETS, upgrade_table
-from tidemark.table.properties.config import TableConfig
+from tidemark.table.properties.config import TableConfig, add_table_type_argument
+from tidemark.table.properties.support import COPY_ON_WRITE
 from tidemark.table.records.avro_names import check_write_schema, table_name_from_uri
 from tidemark.table.records.keys import META_COLUMNS
 from tidemark.table.records.schema import arrow_to_avro_schema, avro_to_arrow_schema
@@ -61,6 +62,7 @@ def register(subparsers: Any) -> None:
     )
     create.add_argument("--name", help="table name (default: the last folder of --table)")
     add_table_version_argument(create, default=DEFAULT_TABLE_VERSION)
+    add_table_type_argument(create, default=COPY_ON_WRITE)
     create.set_defaults(handler=run_create)
 
     read = subparsers.add_parser(
@@ -152,10 +154,14 @@ def run_create(args: argparse.Namespace) -> int:
         key_generator_class=TableConfig.default_key_generator(keys, partitions),
         url_encode_partitions=args.urlencode_partitions,
         table_version=args.table_version,
+        table_type=args.table_type,
     )
     check_write_schema(schema, config)
     table = HoodieTable.create(args.table, config)
-    print(f"created table {config.name} (version {config.table_version}) at {table.uri}")
+    print(
+        f"created {config.table_type} table {config.name} (version {config.table_version}) "
+        f"at {table.uri}"
+    )
     return 0
 
 
@@ -200,7 +206,7 @@ def run_show(args: argparse.Namespace) -> int:
         f"partitions: {','.join(config.partition_fields) or '(none)'}  "
         f"hive-style: {str(config.hive_style).lower()}"
     )
-    console.print(f"table version: {config.table_version}")
+    console.print(f"table version: {config.table_version}  table type: {config.table_type}")
     timeline = Table(title="timeline")
     headers = ("instant", "completed at", "action", "state", "operation", "rows", "files")
     for header in headers:
@@ -235,6 +241,7 @@ def _show_document(
         "table": table.uri,
         "name": config.name,
         "table_version": config.table_version,
+        "table_type": config.table_type,
         "record_key_fields": list(config.record_key_fields),
         "partition_fields": list(config.partition_fields),
         "hive_style": config.hive_style,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 import fastavro
@@ -23,6 +23,7 @@ from tidemark.table.logfiles.framing import CONTENT_VERSION, BlockType, HeaderKe
 from tidemark.table.records.schema import avro_to_arrow_schema
 
 __all__ = [
+    "arrow_records",
     "avro_data_block",
     "avro_records",
     "data_block_table",
@@ -47,6 +48,43 @@ def avro_data_block(
         ]
     )
     return LogBlock(BlockType.AVRO_DATA, _header(instant, schema_json), content)
+
+
+def arrow_records(rows: pa.Table) -> list[dict[str, Any]]:
+    """``rows`` as the Python values an Avro data block is written from: Arrow gives a map
+    as a list of (key, value) pairs, Avro takes a dict."""
+    records: list[dict[str, Any]] = rows.to_pylist()
+    convert = _to_avro(pa.struct(list(rows.schema)))
+    return records if convert is None else [convert(record) for record in records]
+
+
+def _to_avro(kind: pa.DataType) -> Callable[[Any], Any] | None:
+    """How a value of ``kind`` becomes what fastavro writes; None when as Arrow gives it."""
+    if pa.types.is_map(kind):
+        item = _to_avro(kind.item_type) or (lambda value: value)
+        return lambda pairs: None if pairs is None else {key: item(v) for key, v in pairs}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        element = _to_avro(kind.value_type)
+        if element is None:
+            return None
+        return lambda values: None if values is None else [element(v) for v in values]
+    if pa.types.is_struct(kind):
+        converted = {
+            field.name: conversion
+            for field in kind
+            if (conversion := _to_avro(field.type)) is not None
+        }
+        if not converted:
+            return None
+        return lambda record: (
+            None
+            if record is None
+            else {
+                name: converted[name](value) if name in converted else value
+                for name, value in record.items()
+            }
+        )
+    return None
 
 
 def avro_records(block: LogBlock) -> list[dict[str, Any]]:

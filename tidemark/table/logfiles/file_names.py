@@ -24,6 +24,7 @@ __all__ = [
     "is_log_file_name",
     "log_file_instant",
     "log_file_name",
+    "names_slice_by_base_instant",
     "next_log_file_name",
     "parse_log_file_name",
 ]
@@ -89,11 +90,17 @@ def is_log_file_name(name: str) -> bool:
     return _LOG_FILE_NAME.fullmatch(name) is not None
 
 
+def names_slice_by_base_instant(table_version: int) -> bool:
+    """Whether log files of ``table_version`` carry their slice's base instant (and count
+    versions up within the slice) rather than their deltacommit's instant."""
+    return table_version <= _PER_SLICE_VERSIONS
+
+
 def log_file_instant(table_version: int, base_instant: str | None, requested: str) -> str:
     """The instant a deltacommit requested at ``requested`` names its log files with: on
     version 6 the base instant of the slice it appends to (its own instant for a slice
     without a base file), on versions 8 and 9 its own requested time."""
-    if table_version <= _PER_SLICE_VERSIONS and base_instant is not None:
+    if names_slice_by_base_instant(table_version) and base_instant is not None:
         return base_instant
     return requested
 

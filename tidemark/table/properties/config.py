@@ -7,6 +7,7 @@ Hudi's own validation accepts the file.
 
 from __future__ import annotations
 
+import argparse
 import re
 import zlib
 from collections.abc import Mapping
@@ -45,6 +46,7 @@ KEY_GENERATOR_TYPES = {
     "CUSTOM": CUSTOM_KEY_GENERATOR,
 }
 """``hoodie.table.keygenerator.type`` (Hudi 1.x writes it instead of the class name)."""
+TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
 COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
 """The merge mode of Tidemark's upserts: the incoming record wins."""
 EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
@@ -88,7 +90,7 @@ class TableConfig:
             raise InvalidArgumentError("at least one record key field is required", field="key")
         if not all(self.partition_fields):
             raise InvalidArgumentError("partition field names must be non-empty", field="partition")
-        if self.table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
+        if self.table_type not in TABLE_TYPES:
             raise InvalidArgumentError(
                 f"table type {self.table_type!r} is not {COPY_ON_WRITE} or {MERGE_ON_READ}",
                 field="table_type",
@@ -180,6 +182,19 @@ class TableConfig:
             table_type=props[TABLE_TYPE_KEY].strip().upper(),
             properties=tuple(props.items()),
         )
+
+
+def add_table_type_argument(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    """``--table-type`` of ``tidemark create`` and of writes that create a table."""
+    parser.add_argument(
+        "--table-type",
+        type=str.upper,
+        choices=TABLE_TYPES,
+        default=default,
+        help="table type of a new table: COPY_ON_WRITE (every write rewrites the file groups "
+        "it touches) or MERGE_ON_READ (updates and deletes appended as log files readers "
+        f"merge); default {COPY_ON_WRITE} (see docs/merge-on-read.md)",
+    )
 
 
 def hudi_1x_properties(config: TableConfig, version: int, merge_mode: str) -> dict[str, str]:

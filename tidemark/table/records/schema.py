@@ -57,6 +57,18 @@ def arrow_to_avro_schema(schema: pa.Schema, table_name: str) -> str:
     return json.dumps(record, separators=(",", ":"))
 
 
+def with_meta_fields(avro_json: str) -> str:
+    """The Avro record JSON with Hudi's five meta fields first, as Hudi writes the schema of
+    a log block (its records carry their key and partition in them)."""
+    record = _parse(avro_json)
+    meta = [
+        {"name": name, "type": ["null", "string"], "doc": "", "default": None}
+        for name in META_COLUMNS
+    ]
+    data = [f for f in record["fields"] if f["name"] not in META_COLUMNS]
+    return json.dumps({**record, "fields": [*meta, *data]}, separators=(",", ":"))
+
+
 def avro_to_arrow_schema(avro_json: str) -> pa.Schema:
     record = _parse(avro_json)
     return pa.schema([_arrow_field(field) for field in record["fields"]])

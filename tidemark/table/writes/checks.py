@@ -13,7 +13,12 @@ from tidemark.table.writes.hudi_metadata_table import DISABLE_OPTION, check_hudi
 def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) -> None:
     props = dict(config.properties)
     check_properties(props, "write")
-    check_table_type(props, merge_on_read=False, what="writes")
+    if config.merge_on_read and not config.populate_meta_fields:
+        raise FailedPreconditionError(
+            "value 'false' is not supported on a merge-on-read table (its log records carry "
+            "their keys in the meta columns)",
+            field="hoodie.populate.meta.fields",
+        )
     if config.orders_by_event_time and not config.precombine_field:
         raise FailedPreconditionError(
             "value 'EVENT_TIME_ORDERING' needs an ordering field, and the table has none",

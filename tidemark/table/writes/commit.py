@@ -32,7 +32,8 @@ from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name, partition_of
 from tidemark.table.leases.write_lease import WRITES_DIR, forget_write, live_writer
-from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT, ROLLBACK
+from tidemark.table.logfiles.file_names import is_log_file_name
+from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.metadata.rollback import InstantInfo, RollbackMetadata, RollbackPlan
 from tidemark.table.plans.clustering import plan_of
@@ -69,12 +70,18 @@ class RollbackResult:
 def reconcile(
     storage: Storage, instant: str, write_stats: Iterable[WriteStat], markers: MarkerReader
 ) -> list[str]:
-    """Delete data files of ``instant`` that have a CREATE/MERGE marker but are not in the
-    commit (failed or speculative task attempts), and the temporaries of killed attempts
-    in those partitions; returns the deleted paths."""
+    """Delete data files of ``instant`` that have a marker but are not in the commit (failed
+    or speculative task attempts), and the temporaries of killed attempts in those
+    partitions; returns the deleted paths. A marked log file is the instant's own (a log
+    file is written whole, never appended to), whatever instant its name carries (on
+    version 6 its slice's base instant)."""
     committed = {stat.path for stat in write_stats}
-    marked = set(map(data_file_path, markers.create_and_merge_markers(instant)))
-    strays = sorted(path for path in marked if path not in committed and _written_by(path, instant))
+    marked = set(map(data_file_path, markers.all_markers(instant)))
+    strays = sorted(
+        path
+        for path in marked
+        if path not in committed and (_written_by(path, instant) or _is_log_file(path))
+    )
     strays += _partial_files_of(storage, instant, set(map(partition_of, marked)))
     if strays:
         storage.delete_many(strays)
@@ -100,13 +107,15 @@ def complete_commit(
     Returns the stray files reconcile deleted. ``seen``: the writes completed when a write
     that ran without the table lock read the table, for the conflict check
     (``Timeline.check_concurrent``)."""
-    if action not in (COMMIT, REPLACE_COMMIT):
+    if action not in WRITE_ACTIONS:
         raise InvalidArgumentError(f"cannot complete a {action!r} as a write", field="action")
     for stat in metadata.write_stats:
-        if not _written_by(stat.path, instant) or partition_of(stat.path) != stat.partition_path:
+        own = _is_log_file(stat.path) if stat.is_delta else _written_by(stat.path, instant)
+        if not own or partition_of(stat.path) != stat.partition_path:
+            kind = "log file" if stat.is_delta else f"base file of instant {instant}"
             raise InvalidArgumentError(
-                f"write stat path {stat.path!r} is not a base file of instant {instant} "
-                f"in partition {stat.partition_path!r}",
+                f"write stat path {stat.path!r} is not a {kind} in partition "
+                f"{stat.partition_path!r}",
                 field="write_stats",
             )
     table.timeline.check_concurrent(instant, metadata, seen)
@@ -118,7 +127,8 @@ def complete_commit(
                 metadata.partition_to_write_stats,
             )
         )
-    column_stats.record(table.storage, instant, [stat.path for stat in metadata.write_stats])
+    base_files = [stat.path for stat in metadata.write_stats if not stat.is_delta]
+    column_stats.record(table.storage, instant, base_files)
     _publish(table, instant, action, metadata)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
     _delete_marker_dir_after(table, instant, markers, "commit")
@@ -454,6 +464,10 @@ def _list_base_files(storage: Storage, partitions: set[str] | None) -> list[str]
 
 def _written_by(path: str, instant: str) -> bool:
     return _instant_of(path) == instant
+
+
+def _is_log_file(path: str) -> bool:
+    return is_log_file_name(path.rpartition("/")[2])
 
 
 def _instant_of(path: str) -> str | None:
