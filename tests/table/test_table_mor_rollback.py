@@ -38,6 +38,7 @@ from tidemark.table.logfiles.file_names import (
 )
 from tidemark.table.logfiles.framing import BlockType, HeaderKey, read_blocks, write_log_file
 from tidemark.table.metadata.actions import DELTA_COMMIT, ROLLBACK
+from tidemark.table.metadata.rollback import RollbackMetadata
 from tidemark.table.timeline.instant import Instant, State, new_instant_time
 from tidemark.table.writes.commit import remove_rolled_back_leftovers
 from tidemark.table.writes.markers import DirectMarkerWriter, IOType
@@ -344,3 +345,43 @@ def test_what_is_not_a_pending_write_is_refused_on_a_mor_table(
     assert not (root / failed.log).exists()
     instant = Instant(failed.instant, DELTA_COMMIT, State.REQUESTED, layout=2)
     assert not (root / instant.path).exists()
+
+
+def test_a_version_6_slice_whose_marked_log_is_not_published_still_gets_its_block(
+    mor_tables: Path, tmp_path: Path
+) -> None:
+    """A task that marked its log and had not published it when the rollback read the
+    markers may publish it later: the slice gets its command block all the same, and the
+    plan lists the log with Hudi's unknown size."""
+    root = copy_fixture(mor_tables, tmp_path, FIXTURES[6])
+    failed = fail_a_deltacommit(root, 6)
+    (root / failed.log).unlink()
+
+    [result] = rollback_table(HoodieTable.open(str(root)), failed.instant)
+
+    full = f"{HoodieTable.open(str(root)).uri.rstrip('/')}/"
+    [block_file] = [p for p in log_paths(root) if p.name.endswith(f"_{ROLLBACK_WRITE_TOKEN}")]
+    assert [rolled_back_instant(b) for b in read_blocks(block_file.read_bytes())] == [
+        failed.instant
+    ]
+    plan, completed = rollback_files(root, result.rollback_instant, 6)
+    requests = decoded(plan, HUDI_ROLLBACK_PLAN)["RollbackRequests"]
+    assert {full + failed.log: -1} in [r["logBlocksToBeDeleted"] for r in requests]
+    [partition] = decoded(completed, HUDI_ROLLBACK_METADATA)["partitionMetadata"].values()
+    assert partition["logFilesFromFailedCommit"] == {}
+    assert list(partition["rollbackLogFiles"]) == [full + block_file.relative_to(root).as_posix()]
+
+
+@pytest.mark.parametrize("name", ["v6_nonpartitioned_rollback", "v9_nonpartitioned_rollback"])
+def test_hudis_mor_rollback_metadata_decodes_to_the_record_hudi_wrote(
+    mor_tables: Path, name: str
+) -> None:
+    """Hudi's own rollbacks of a deltacommit (the block files and failed logs on 6, empty
+    maps on 9) come back field for field from what this library decodes of them."""
+    [completed] = [
+        path
+        for path in (mor_tables / name / ".hoodie").rglob("*.rollback")
+        if "metadata" not in path.parts
+    ]
+    data = completed.read_bytes()
+    assert RollbackMetadata.from_avro(data).to_record() == decoded(data, HUDI_ROLLBACK_METADATA)

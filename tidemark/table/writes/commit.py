@@ -208,9 +208,11 @@ def rollback(
     table: HoodieTable, instant: str, markers: MarkerReader, *, keep_plan: bool = False
 ) -> RollbackResult:
     """Undo a pending (failed) write: revert it to requested (its tasks start no file from
-    then on), read its markers, delete its data files, record a rollback instant naming
-    every partition the markers name, then remove the failed instant's timeline files and
-    markers. Files of tasks that started before the revert and publish later lie in those
+    then on), read its markers, delete its data files (base files, and log files named
+    with its instant), record a rollback instant naming every partition the markers name,
+    then remove the failed instant's timeline files and markers. A deltacommit on a
+    version-6 table also gets a rollback command block in each slice it appended to
+    (``log_rollback``), written while the rollback is inflight. Files of tasks that started before the revert and publish later lie in those
     partitions, where the leftover clean-up of later writes finds them. With ``keep_plan``
     (a failed clustering run, as Hudi's rollbackInflightClustering) the requested plan
     stays pending, to be run again. The outcome is the completed rollback: failing to
