@@ -212,12 +212,13 @@ def rollback(
     with its instant), record a rollback instant naming every partition the markers name,
     then remove the failed instant's timeline files and markers. A deltacommit on a
     version-6 table also gets a rollback command block in each slice it appended to
-    (``log_rollback``), written while the rollback is inflight. Files of tasks that started before the revert and publish later lie in those
-    partitions, where the leftover clean-up of later writes finds them. With ``keep_plan``
-    (a failed clustering run, as Hudi's rollbackInflightClustering) the requested plan
-    stays pending, to be run again. The outcome is the completed rollback: failing to
-    delete the marker dir after it is only logged (the next write deletes marker dirs of
-    instants that are not pending)."""
+    (``log_rollback``), written while the rollback is inflight. Files of tasks that
+    started before the revert and publish later lie in those partitions, where the
+    leftover clean-up of later writes finds them. With ``keep_plan`` (a failed clustering
+    run, as Hudi's rollbackInflightClustering) the requested plan stays pending, to be run
+    again. The outcome is the completed rollback: failing to delete the marker dir after
+    it is only logged (the next write deletes marker dirs of instants that are not
+    pending)."""
     started = time.monotonic()
     timeline = table.timeline
     target = rollback_target(table, instant)
