@@ -1,8 +1,10 @@
 """Roll back failed writes (or one pending instant) of a table; for ``spark-submit``.
 
 Rolling back needs no executors: it deletes the files named by the failed instant's
-markers and records a rollback instant, under the table lock, then deletes the record
-index changes the failed write staged (never visible: their instant never completed).
+markers (on a merge-on-read table of version 6, appends a rollback command block to each
+file slice the failed deltacommit appended to) and records a rollback instant, under the
+table lock, then deletes the record index changes the failed write staged (never
+visible: their instant never completed).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def rollback_table(
     """Roll back ``instant`` (refused while its writer holds its lease), or every failed
     write when it is None (the table lock is waited for up to ``lock_wait_s``)."""
     markers = StorageMarkerReader(table.storage)
-    with changing(table, "rollback", wait_s=lock_wait_s):
+    with changing(table, "rollback", wait_s=lock_wait_s, merge_on_read=True):
         if instant is None:
             results = rollback_failed_writes(table, markers, lock_held=True)
         else:

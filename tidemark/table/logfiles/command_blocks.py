@@ -15,10 +15,10 @@ ROLLBACK = "0"
 
 def rollback_block(instant: str, target_instant: str) -> LogBlock:
     """The block the rollback at ``instant`` appends to undo ``target_instant``'s blocks."""
-    header = {
+    header = {  # in the order of the block Hudi wrote in v6_nonpartitioned_rollback
         HeaderKey.INSTANT_TIME: instant,
-        HeaderKey.TARGET_INSTANT_TIME: target_instant,
         HeaderKey.COMMAND_BLOCK_TYPE: ROLLBACK,
+        HeaderKey.TARGET_INSTANT_TIME: target_instant,
     }
     return LogBlock(BlockType.COMMAND, header)
 

@@ -11,7 +11,7 @@ and ``HoodieInstantInfo.avsc`` (the nested record declared inline, as hudi-rs do
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fastavro
@@ -129,20 +129,43 @@ class InstantInfo:
 
 
 @dataclass(frozen=True)
+class RollbackRequest:
+    """One HoodieRollbackRequest: files of a partition to delete, or (merge-on-read,
+    version 6) a file slice (``file_id``, ``latest_base_instant``) whose failed log files
+    (full path to size; -1 for one its marker names that is not published yet, Hudi's
+    marker-based stub) a rollback command block undoes."""
+
+    partition_path: str
+    files_to_be_deleted: Sequence[str] = ()
+    file_id: str | None = None
+    latest_base_instant: str | None = None
+    log_blocks_to_be_deleted: Mapping[str, int] | None = None
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "partitionPath": self.partition_path,
+            "fileId": self.file_id,
+            "latestBaseInstant": self.latest_base_instant,
+            "filesToBeDeleted": list(self.files_to_be_deleted),
+            "logBlocksToBeDeleted": (
+                None
+                if self.log_blocks_to_be_deleted is None
+                else dict(self.log_blocks_to_be_deleted)
+            ),
+        }
+
+
+@dataclass(frozen=True)
 class RollbackPlan:
-    """What a requested rollback will delete: base files (full paths) by partition."""
+    """What a requested rollback will do: its requests (files by full path)."""
 
     instant_to_rollback: InstantInfo
-    files_by_partition: Mapping[str, Sequence[str]]
+    requests: Sequence[RollbackRequest]
 
     def to_avro(self) -> bytes:
-        requests = [
-            {"partitionPath": partition, "filesToBeDeleted": list(files)}
-            for partition, files in self.files_by_partition.items()
-        ]
         record = {
             "instantToRollback": self.instant_to_rollback.to_avro(),
-            "RollbackRequests": requests,
+            "RollbackRequests": [request.to_avro() for request in self.requests],
             "version": METADATA_VERSION,
         }
         return write_single_record(ROLLBACK_PLAN_SCHEMA, record)
@@ -151,13 +174,17 @@ class RollbackPlan:
 @dataclass(frozen=True)
 class RollbackMetadata:
     """A completed rollback: the instants undone and the files deleted (full paths) by
-    partition. Copy-on-write rollbacks append no log blocks and fail no deletes (a failed
-    delete raises), so those fields stay empty."""
+    partition; on a merge-on-read table of version 6, by partition, the log files its
+    rollback command blocks went to (``rollback_log_files``) and the failed log files they
+    undo (``failed_commit_log_files``), full path to size. No delete fails (a failed
+    delete raises), so ``failedDeleteFiles`` stays empty."""
 
     start_rollback_time: str
     time_taken_ms: int
     instants_rollback: Sequence[InstantInfo]
     deleted_by_partition: Mapping[str, Sequence[str]]
+    rollback_log_files: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    failed_commit_log_files: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @property
     def total_files_deleted(self) -> int:
@@ -178,8 +205,10 @@ class RollbackMetadata:
                     "partitionPath": partition,
                     "successDeleteFiles": list(files),
                     "failedDeleteFiles": [],
-                    "rollbackLogFiles": {},
-                    "logFilesFromFailedCommit": {},
+                    "rollbackLogFiles": dict(self.rollback_log_files.get(partition, {})),
+                    "logFilesFromFailedCommit": dict(
+                        self.failed_commit_log_files.get(partition, {})
+                    ),
                 }
                 for partition, files in self.deleted_by_partition.items()
             },
@@ -203,4 +232,15 @@ class RollbackMetadata:
                 partition: metadata["successDeleteFiles"]
                 for partition, metadata in record["partitionMetadata"].items()
             },
+            rollback_log_files=_sizes(record, "rollbackLogFiles"),
+            failed_commit_log_files=_sizes(record, "logFilesFromFailedCommit"),
         )
+
+
+def _sizes(record: Mapping[str, Any], name: str) -> dict[str, dict[str, int]]:
+    """A per-partition map of file sizes, the partitions without one left out."""
+    return {
+        partition: dict(metadata[name])
+        for partition, metadata in record["partitionMetadata"].items()
+        if metadata.get(name)
+    }

@@ -13,7 +13,7 @@ deletes marker dirs and leases of instants that are no longer pending.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -26,16 +26,28 @@ from tidemark.errors import (
     NotFoundError,
     TidemarkError,
 )
-from tidemark.storage.base import Storage
+from tidemark.storage.base import FileInfo, Storage
 from tidemark.storage.damaged import read_parsed
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name, partition_of
 from tidemark.table.leases.write_lease import WRITES_DIR, forget_write, live_writer
-from tidemark.table.logfiles.file_names import is_log_file_name
-from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from tidemark.table.logfiles.file_names import is_log_file_name, parse_log_file_name
+from tidemark.table.logfiles.framing import HeaderKey, read_log_file
+from tidemark.table.metadata.actions import (
+    COMMIT,
+    DELTA_COMMIT,
+    REPLACE_COMMIT,
+    ROLLBACK,
+    WRITE_ACTIONS,
+)
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
-from tidemark.table.metadata.rollback import InstantInfo, RollbackMetadata, RollbackPlan
+from tidemark.table.metadata.rollback import (
+    InstantInfo,
+    RollbackMetadata,
+    RollbackPlan,
+    RollbackRequest,
+)
 from tidemark.table.plans.clustering import plan_of
 from tidemark.table.timeline.instant import (
     Instant,
@@ -43,6 +55,12 @@ from tidemark.table.timeline.instant import (
     is_instant_time,
     new_instant_time,
     validate_instant_time,
+)
+from tidemark.table.writes.log_rollback import (
+    UNPUBLISHED,
+    SliceToUndo,
+    slices_to_undo,
+    write_rollback_blocks,
 )
 from tidemark.table.writes.markers import (
     MARKER_LEASE_ROOT,
@@ -205,42 +223,103 @@ def rollback(
     table: HoodieTable, instant: str, markers: MarkerReader, *, keep_plan: bool = False
 ) -> RollbackResult:
     """Undo a pending (failed) write: revert it to requested (its tasks start no file from
-    then on), read its markers, delete its data files, record a rollback instant naming
-    every partition the markers name, then remove the failed instant's timeline files and
-    markers. Files of tasks that started before the revert and publish later lie in those
-    partitions, where the leftover clean-up of later writes finds them. With ``keep_plan``
-    (a failed clustering run, as Hudi's rollbackInflightClustering) the requested plan
-    stays pending, to be run again. The outcome is the completed rollback: failing to
-    delete the marker dir after it is only logged (the next write deletes marker dirs of
-    instants that are not pending)."""
+    then on), read its markers, delete its data files (base files, and log files named
+    with its instant), record a rollback instant naming every partition the markers name,
+    then remove the failed instant's timeline files and markers. A deltacommit on a
+    version-6 table also gets a rollback command block in each slice it appended to
+    (``log_rollback``), written while the rollback is inflight. Files of tasks that
+    started before the revert and publish later lie in those partitions, where the
+    leftover clean-up of later writes finds them. With ``keep_plan`` (a failed clustering
+    run, as Hudi's rollbackInflightClustering) the requested plan stays pending, to be run
+    again. The outcome is the completed rollback: failing to delete the marker dir after
+    it is only logged (the next write deletes marker dirs of instants that are not
+    pending)."""
     started = time.monotonic()
     timeline = table.timeline
     target = rollback_target(table, instant)
     timeline.revert_to_requested(target)
-    written = _files_of_failed_write(table, instant, markers)
-    files = written.base_files
+    marked = {data_file_path(marker) for marker in markers.all_markers(instant)}
+    written = _written_by_instant(table.storage, instant, {*map(partition_of, marked)} or None)
+    files = written.data_files
+    slices = (
+        slices_to_undo(table.config.table_version, instant, marked, written.listing)
+        if target.action == DELTA_COMMIT
+        else []
+    )
     rollback_time = new_instant_time(after=timeline.latest_timestamp())
     undone = InstantInfo(instant, target.action)
-    base = table.uri.rstrip("/")
-    full_paths: dict[str, list[str]] = {partition: [] for partition in written.partitions}
+    full = _full_path(table)
+    deleted: dict[str, list[str]] = {partition: [] for partition in written.partitions}
     for partition, paths in _by_partition(files).items():
-        full_paths[partition] = [f"{base}/{path}" for path in paths]
-    timeline.create_requested(rollback_time, ROLLBACK, RollbackPlan(undone, full_paths).to_avro())
+        deleted[partition] = [full(path) for path in paths]
+    plan = RollbackPlan(undone, [*_deletion_requests(deleted), *_block_requests(slices, full)])
+    timeline.create_requested(rollback_time, ROLLBACK, plan.to_avro())
     timeline.transition_inflight(rollback_time, ROLLBACK)
     table.storage.delete_many([*files, *written.partial_files])
+    blocks = write_rollback_blocks(table.storage, slices, rollback_time, instant, written.listing)
+    failed_logs = {
+        path: size
+        for undo in slices
+        for path, size in undo.failed_logs.items()
+        if size != UNPUBLISHED
+    }
     metadata = RollbackMetadata(
         start_rollback_time=rollback_time,
         time_taken_ms=int((time.monotonic() - started) * 1000),
         instants_rollback=[undone],
-        deleted_by_partition=full_paths,
+        deleted_by_partition=deleted,
+        rollback_log_files=_sizes_by_partition(blocks, full),
+        failed_commit_log_files=_sizes_by_partition(failed_logs, full),
     )
     timeline.complete(rollback_time, ROLLBACK, metadata.to_avro())
     column_stats.delete(table.storage, instant)
     if not keep_plan:
         timeline.delete_pending(target)
     _delete_marker_dir_after(table, instant, markers, "rollback")
-    log.info("rollback.completed", table=table.uri, instant=instant, deleted=len(files))
+    log.info(
+        "rollback.completed",
+        table=table.uri,
+        instant=instant,
+        deleted=len(files),
+        command_blocks=len(blocks),
+    )
     return RollbackResult(rollback_time, target, files)
+
+
+def _full_path(table: HoodieTable) -> Callable[[str], str]:
+    """Table-relative paths to the full paths rollback plans and metadata hold."""
+    base = table.uri.rstrip("/")
+    return lambda path: f"{base}/{path}"
+
+
+def _deletion_requests(deleted: Mapping[str, Sequence[str]]) -> list[RollbackRequest]:
+    """One request per partition the markers named, with the files deleted there."""
+    return [RollbackRequest(partition, files) for partition, files in deleted.items()]
+
+
+def _block_requests(
+    slices: Iterable[SliceToUndo], full: Callable[[str], str]
+) -> list[RollbackRequest]:
+    """One request per file slice that gets a rollback command block, as Hudi plans it:
+    its file id and base instant, the failed log files with their sizes."""
+    return [
+        RollbackRequest(
+            undo.partition_path,
+            file_id=undo.file_id,
+            latest_base_instant=undo.base_instant,
+            log_blocks_to_be_deleted={full(path): size for path, size in undo.failed_logs.items()},
+        )
+        for undo in slices
+    ]
+
+
+def _sizes_by_partition(
+    sizes: Mapping[str, int], full: Callable[[str], str]
+) -> dict[str, dict[str, int]]:
+    grouped: dict[str, dict[str, int]] = {}
+    for path, size in sizes.items():
+        grouped.setdefault(partition_of(path), {})[full(path)] = size
+    return grouped
 
 
 def rollback_target(table: HoodieTable, instant: str) -> Instant:
@@ -252,7 +331,12 @@ def rollback_target(table: HoodieTable, instant: str) -> Instant:
             f"instant {instant} is completed; only pending (failed) writes can be rolled back",
             field="instant",
         )
-    if target.action not in (COMMIT, REPLACE_COMMIT, table.timeline.CLUSTERING_ACTION):
+    if target.action not in (
+        COMMIT,
+        DELTA_COMMIT,
+        REPLACE_COMMIT,
+        table.timeline.CLUSTERING_ACTION,
+    ):
         raise FailedPreconditionError(
             f"instant {instant} is a {target.action}, not a write", field="instant"
         )
@@ -327,7 +411,13 @@ def remove_rolled_back_leftovers(table: HoodieTable) -> list[str]:
     markers after reverting the write, so they name every partition a late file can be
     in), and through the markers late tasks wrote into a marker dir recreated after the
     rollback (an orphan dir: its instant is not on the timeline; ``delete_stale_marker_dirs``
-    then deletes it).
+    then deletes it). The instant time is in the name of base files and of log files on
+    versions 8 and 9 (and of a version-6 log that started a file group); a version-6 log
+    appended to an older slice carries that slice's base instant, so it is found through
+    its marker, which names it exactly, and deleted once its blocks show it holds that
+    instant's appends only (another write may since have taken the same name). A late
+    version-6 log whose marker the rollback read is left in place: the rollback's command
+    block in its slice undoes it, as it undoes the failed log files Hudi leaves.
 
     Only rollbacks newer than the watermark are read. Once a scan ran at least
     ``LATE_FILE_GRACE_S`` after a rollback, that rollback's writer has published whatever
@@ -343,14 +433,18 @@ def remove_rolled_back_leftovers(table: HoodieTable) -> list[str]:
             for partition in metadata.deleted_by_partition:
                 undone_in.setdefault(partition, set()).add(undone.commit_time)
     orphans = [instant for instant in marker_dir_instants(storage) if instant not in on_timeline]
+    marked_logs: dict[str, dict[str, str]] = {}
     for instant in orphans:
         for marker in read_markers_from_storage(storage, instant):
-            undone_in.setdefault(partition_of(data_file_path(marker)), set()).add(instant)
+            path = data_file_path(marker)
+            undone_in.setdefault(partition_of(path), set()).add(instant)
+            if _is_log_file(path):
+                marked_logs.setdefault(partition_of(path), {})[path] = instant
     leftovers: list[str] = []
     for partition, instants in sorted(undone_in.items()):
         gone = instants - on_timeline
         if gone:
-            leftovers += _written_by_any(storage, gone, partition)
+            leftovers += _written_by_any(storage, gone, partition, marked_logs.get(partition, {}))
     if leftovers:
         storage.delete_many(leftovers)
         log.warning("rollback.leftovers_removed", table=table.uri, deleted=len(leftovers))
@@ -375,25 +469,40 @@ def read_leftovers_watermark(storage: Storage) -> str | None:
         return None
 
 
-def _written_by_any(storage: Storage, instants: set[str], partition: str) -> list[str]:
-    """Base files and temporaries in ``partition`` of any of ``instants`` (one listing)."""
-    base_files = [
+def _written_by_any(
+    storage: Storage, instants: set[str], partition: str, marked_logs: Mapping[str, str]
+) -> list[str]:
+    """Data files and temporaries in ``partition`` of any of ``instants`` (one listing):
+    named with one of them, or log files an orphan marker of one of them names
+    (``marked_logs``: path to instant) holding only that instant's blocks."""
+    data_files = [
         info.path
         for info in storage.list_dir(partition).files
-        if _instant_of(info.path) in instants
+        if _named_instant(info.path) in instants
+        or (
+            info.path in marked_logs and _only_blocks_of(storage, info.path, marked_logs[info.path])
+        )
     ]
     partials = [
         partial.path
         for partial in storage.partial_files(partition)
-        if _instant_of(partial.target) in instants
+        if _named_instant(partial.target) in instants
     ]
-    return sorted(base_files) + partials
+    return sorted(data_files) + partials
+
+
+def _only_blocks_of(storage: Storage, path: str, instant: str) -> bool:
+    """Whether every block of the log file at ``path`` that names its writer names
+    ``instant`` (a crash-cut block names none)."""
+    writers = {block.header.get(HeaderKey.INSTANT_TIME) for block in read_log_file(storage, path)}
+    return writers - {None} == {instant}
 
 
 def _is_write(table: HoodieTable, instant: Instant) -> bool:
-    """A pending commit, or a pending replacecommit without a clustering plan (a pending
-    clustering, on versions 8 and 9 the action ``clustering``, is a plan to run)."""
-    if instant.action == COMMIT:
+    """A pending commit or deltacommit, or a pending replacecommit without a clustering
+    plan (a pending clustering, on versions 8 and 9 the action ``clustering``, is a plan to
+    run)."""
+    if instant.action in (COMMIT, DELTA_COMMIT):
         return True
     if instant.action != REPLACE_COMMIT:
         return False
@@ -412,33 +521,28 @@ def _is_write(table: HoodieTable, instant: Instant) -> bool:
 
 @dataclass(frozen=True)
 class _WrittenFiles:
-    """What one instant left in storage: the partitions searched, its base files there and
-    the unpublished temporaries of its killed tasks."""
+    """What one instant left in storage: the partitions searched and their listing, the
+    data files named with the instant there (base files; log files it named with its own
+    instant) and the unpublished temporaries of its killed tasks."""
 
     partitions: set[str]
-    base_files: list[str]
+    listing: list[FileInfo]
+    data_files: list[str]
     partial_files: list[str]
-
-
-def _files_of_failed_write(
-    table: HoodieTable, instant: str, markers: MarkerReader
-) -> _WrittenFiles:
-    """Base files of the instant in the partitions its markers name (all of them, also
-    files whose marker was lost), or in the whole table when no marker survived."""
-    from_markers = {data_file_path(marker) for marker in markers.all_markers(instant)}
-    partitions: set[str] | None = {partition_of(path) for path in from_markers} or None
-    return _written_by_instant(table.storage, instant, partitions)
 
 
 def _written_by_instant(
     storage: Storage, instant: str, partitions: set[str] | None
 ) -> _WrittenFiles:
-    """The instant's base files and temporaries in ``partitions`` (None: the whole table)."""
-    base_files = sorted(
-        path for path in _list_base_files(storage, partitions) if _written_by(path, instant)
+    """The instant's data files and temporaries in ``partitions`` (the partitions its
+    markers name: all of its files there, also those whose marker was lost), or in the
+    whole table when no marker survived (None)."""
+    listing = _list_data_files(storage, partitions)
+    data_files = sorted(info.path for info in listing if _named_instant(info.path) == instant)
+    searched = partitions if partitions is not None else set(map(partition_of, data_files))
+    return _WrittenFiles(
+        searched, listing, data_files, _partial_files_of(storage, instant, searched)
     )
-    searched = partitions if partitions is not None else set(map(partition_of, base_files))
-    return _WrittenFiles(searched, base_files, _partial_files_of(storage, instant, searched))
 
 
 def _partial_files_of(storage: Storage, instant: str, partitions: set[str]) -> list[str]:
@@ -448,18 +552,19 @@ def _partial_files_of(storage: Storage, instant: str, partitions: set[str]) -> l
         partial.path
         for partition in sorted(partitions)
         for partial in storage.partial_files(partition)
-        if _written_by(partial.target, instant)
+        if _named_instant(partial.target) == instant
     ]
 
 
-def _list_base_files(storage: Storage, partitions: set[str] | None) -> list[str]:
-    """One listing per named partition; the whole table (recursively, also folders a
-    failed write created without partition metadata) only when no partition is known."""
+def _list_data_files(storage: Storage, partitions: set[str] | None) -> list[FileInfo]:
+    """Base and log files: one listing per named partition; the whole table (recursively,
+    also folders a failed write created without partition metadata) only when no
+    partition is known."""
     if partitions is None:
-        paths = [info.path for info in storage.list("") if not info.path.startswith(".hoodie/")]
+        infos = [info for info in storage.list("") if not info.path.startswith(".hoodie/")]
     else:
-        paths = [info.path for p in sorted(partitions) for info in storage.list_dir(p).files]
-    return [path for path in paths if is_base_file_name(path.rpartition("/")[2])]
+        infos = [info for p in sorted(partitions) for info in storage.list_dir(p).files]
+    return [info for info in infos if _named_instant(info.path) is not None]
 
 
 def _written_by(path: str, instant: str) -> bool:
@@ -474,6 +579,14 @@ def _instant_of(path: str) -> str | None:
     """The instant in a base file's name; None for any other file."""
     name = path.rpartition("/")[2]
     return parse_base_file_name(name).instant if is_base_file_name(name) else None
+
+
+def _named_instant(path: str) -> str | None:
+    """The instant in a base or log file's name; None for any other file. A log file's is
+    the writing deltacommit's on versions 8 and 9, its slice's base instant on version 6
+    (the writer's own when it started the file group)."""
+    name = path.rpartition("/")[2]
+    return parse_log_file_name(name).instant if is_log_file_name(name) else _instant_of(path)
 
 
 def _by_partition(paths: Iterable[str]) -> dict[str, list[str]]:
