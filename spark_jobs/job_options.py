@@ -98,15 +98,22 @@ class Locking:
 
     @contextmanager
     def changing(
-        self, table: HoodieTable, role: str, wait_s: float | None = None
+        self,
+        table: HoodieTable,
+        role: str,
+        wait_s: float | None = None,
+        *,
+        merge_on_read: bool = False,
     ) -> Iterator[StorageLease]:
-        """The table lock for one short step (``wait_s``: this step's wait, when less)."""
+        """The table lock for one short step (``wait_s``: this step's wait, when less;
+        ``merge_on_read``: the step handles merge-on-read tables)."""
         with changing(
             table,
             role,
             wait_s=self.wait_s if wait_s is None else wait_s,
             lease_s=self.lease_s,
             on_lost=self.cancel,
+            merge_on_read=merge_on_read,
         ) as lock:
             yield lock
 
