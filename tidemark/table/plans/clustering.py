@@ -58,8 +58,10 @@ TARGET_FILE_BYTES_PARAM = "hoodie.clustering.plan.strategy.target.file.max.bytes
 LAYOUTS: dict[str, str] = {"linear": "linear", "zorder": "z-order", "hilbert": "hilbert"}
 """Our layout names -> the values of Hudi's ``hoodie.layout.optimize.strategy``."""
 SLICE_BYTES_METRIC = "tidemark.sliceBytes."
-"""Group metric ``tidemark.sliceBytes.<fileId>``: a slice's base file size in bytes
-(Hudi's plan has no per-slice size; its readers ignore unknown metrics)."""
+"""Group metric ``tidemark.sliceBytes.<fileId>``: a slice's size in bytes, base file and
+log files (Hudi's plan has no per-slice size; its readers ignore unknown metrics)."""
+SLICE_LOG_BYTES_METRIC = "tidemark.sliceLogBytes."
+"""Group metric ``tidemark.sliceLogBytes.<fileId>``: a merge-on-read slice's log bytes."""
 
 _STRING_MAP = ["null", {"type": "map", "values": "string"}]
 _OPTIONAL_STRING = ["null", "string"]
@@ -188,6 +190,9 @@ class ClusteringGroup:
             "TOTAL_LOG_FILES": float(sum(len(s.logs) for s in self.slices)),
         }
         metrics.update({SLICE_BYTES_METRIC + s.file_id: float(s.size_bytes) for s in self.slices})
+        metrics.update(
+            {SLICE_LOG_BYTES_METRIC + s.file_id: float(s.log_bytes) for s in self.slices if s.logs}
+        )
         return metrics
 
 
@@ -393,6 +398,7 @@ def _slice_from_record(piece: Mapping[str, Any], metrics: Mapping[str, float]) -
         file_id=file_id,
         path=join_path(partition, data_path.rpartition("/")[2]),
         size_bytes=int(metrics.get(SLICE_BYTES_METRIC + file_id, 0)),
+        log_bytes=int(metrics.get(SLICE_LOG_BYTES_METRIC + file_id, 0)),
         logs=tuple(
             join_path(partition, log.rpartition("/")[2])
             for log in piece.get("deltaFilePaths") or []
