@@ -2,7 +2,9 @@
 
 Under the table lock, for each pending plan, oldest first: a run of it that died earlier
 is rolled back to its plan (Hudi's rollbackInflightClustering), the plan moves to
-inflight, and Spark tasks read the groups' base files through ``tidemark.storage``,
+inflight, and Spark tasks read the groups' base files through ``tidemark.storage``
+(on merge-on-read tables a slice with log files is read merged, ``files.merge.read_slice``:
+its base file with the committed blocks of the logs the plan names, deleted keys gone),
 order the rows by the plan's layout (``tidemark/clustering/curves.py``) and write them
 into the planned number of new file groups, each behind its marker like every write
 (``spark_jobs/base_file.py``). With fewer groups than cores a large group is cut into
@@ -13,7 +15,11 @@ own rows, so the files and their order are the same however the group is cut. Ev
 slice re-reads the group's sort columns and the input files holding its rows, so a group
 is cut only into slices of at least ``MIN_SLICE_INPUT_BYTES`` of input. The
 replacecommit lists the old file groups in ``partitionToReplaceFileIds``, so readers
-switch to the new ones at once.
+switch to the new ones at once (a merge-on-read group's log files go with it). A group
+whose slice changed since the plan was made (a new base file, or on merge-on-read a log
+file added or removed: a write appended to it) makes the plan stale: it is refused at
+start and again at commit, as Hudi fails a clustering whose file groups a concurrent
+writer updated; writers themselves meet pending plans by ``--on-pending-clustering``.
 
 Rows are copied, never changed: meta columns included (Hudi's preserveHoodieMetadata),
 only ``_hoodie_file_name`` names the new file. A table with a record index gets every
@@ -31,7 +37,7 @@ import itertools
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -85,7 +91,9 @@ from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.storage import Storage
 from tidemark.table import HoodieTable
-from tidemark.table.files.file_names import new_file_id, parse_base_file_name
+from tidemark.table.files.file_names import is_base_file_name, new_file_id, parse_base_file_name
+from tidemark.table.files.merge import read_slice
+from tidemark.table.files.view import FileSlice
 from tidemark.table.leases.plan_run import forget_runs, run_lock
 from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.leases.table_lock import holding, owner_name
@@ -117,13 +125,17 @@ CURVE_METHOD_PARAM = "hoodie.layout.optimize.build.curve.method"
 
 @dataclass(frozen=True)
 class GroupTask:
-    """One clustering group as its task needs it (plain data, picklable)."""
+    """One clustering group as its task needs it (plain data, picklable): ``paths`` are
+    the base files of slices without logs, ``merged`` the merge-on-read slices read
+    merged with the blocks of ``deltacommits`` (requested -> completion time)."""
 
     partition_path: str
     file_ids: tuple[str, ...]
     paths: tuple[str, ...]
     output_files: int
     input_bytes: int
+    merged: tuple[FileSlice, ...] = ()
+    deltacommits: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -302,7 +314,7 @@ class _Runner:
 
     @contextmanager
     def _locked(self) -> Iterator[StorageLease]:
-        with self.locking.changing(self.table, ROLE) as lock:
+        with self.locking.changing(self.table, ROLE, merge_on_read=True) as lock:
             self.lock_waits.append(lock.waited_s)
             yield lock
 
@@ -446,7 +458,11 @@ def _check_moved_keys_unwritten(
     the moves staged for the index (and the rows rewritten) would then be wrong. Writers
     are refused on the plan's file groups and an insert of a key they hold is tagged as
     an update of them, so this is a guard; it reads keys only when writes completed."""
-    written = files_written_after(table, instant)
+    written = [  # a deltacommit's log files hold updates of its groups: group_tasks saw them
+        file
+        for file in files_written_after(table, instant)
+        if is_base_file_name(file.path.rpartition("/")[2])
+    ]
     if not written:
         return
     planned = {(task.partition_path, file_id) for task in tasks for file_id in task.file_ids}
@@ -472,22 +488,33 @@ def layout_of(plan: ClusteringPlan) -> Layout:
 
 
 def group_tasks(table: HoodieTable, instant: str, plan: ClusteringPlan) -> list[GroupTask]:
-    """The plan's groups, each slice checked to still be its file group's latest base
-    file: a plan whose file groups changed since it was made would lose those changes."""
-    latest = {(f.partition_path, f.file_id): f for f in table.view().latest_base_files()}
+    """The plan's groups, each slice checked to still be its file group's latest slice
+    (the same base file, and on merge-on-read tables the same log files): a plan whose
+    file groups changed since it was made would lose those changes."""
+    view = table.view()
+    if table.config.merge_on_read:
+        slices = view.latest_file_slices()
+        deltacommits = view.completed_deltacommits()
+    else:
+        slices = [FileSlice(f.partition_path, f.file_id, f, ()) for f in view.latest_base_files()]
+        deltacommits = {}
+    latest = {(s.partition_path, s.file_id): s for s in slices}
     tasks = []
     for group in plan.groups:
-        paths, sizes = [], []
+        paths, merged, sizes = [], [], []
         for piece in group.slices:
             current = latest.get((piece.partition_path, piece.file_id))
-            if current is None or current.path != piece.path:
+            if current is None or not _is_planned(current, piece.path, piece.logs):
                 raise FailedPreconditionError(
                     f"plan {instant} is stale: file group {piece.file_id} in partition "
                     f"{piece.partition_path!r} changed since it was planned (cancel the plan)",
                     field="instant",
                 )
-            paths.append(current.path)
-            sizes.append(current.size)
+            if current.logs:
+                merged.append(current)
+            elif current.base is not None:
+                paths.append(current.base.path)
+            sizes.append(_slice_bytes(current))
         tasks.append(
             GroupTask(
                 partition_path=group.partition_path,
@@ -495,9 +522,22 @@ def group_tasks(table: HoodieTable, instant: str, plan: ClusteringPlan) -> list[
                 paths=tuple(paths),
                 output_files=max(1, group.num_output_file_groups),
                 input_bytes=sum(sizes),
+                merged=tuple(merged),
+                deltacommits=deltacommits if merged else {},
             )
         )
     return tasks
+
+
+def _is_planned(current: FileSlice, path: str, logs: Sequence[str]) -> bool:
+    """Whether ``current`` is the slice the plan named: its base file and log files (in
+    any order: Hudi lists a slice's logs newest first)."""
+    base = current.base.path if current.base is not None else ""
+    return base == path and sorted(log.path for log in current.logs) == sorted(logs)
+
+
+def _slice_bytes(piece: FileSlice) -> int:
+    return (piece.base.size if piece.base is not None else 0) + sum(log.size for log in piece.logs)
 
 
 def _file_schema(table: HoodieTable, plan: ClusteringPlan) -> pa.Schema:
@@ -565,6 +605,8 @@ def split_groups(
     slices: list[SliceTask] = []
     for task in tasks:
         count = max(1, min(task.output_files, per_group, task.input_bytes // min_slice_bytes))
+        if task.merged:  # merged slices have no row positions to cut the group by
+            count = 1
         bounds = [task.output_files * i // count for i in range(count + 1)]
         slices.extend(SliceTask(task, first, stop) for first, stop in itertools.pairwise(bounds))
     return slices
@@ -584,7 +626,7 @@ def cluster_slice(
     storage = storage_for(context.table_uri)
     whole = piece.first_file == 0 and piece.stop_file >= task.output_files
     if whole:
-        group = _read_files(storage, task.paths, context).combine_chunks()
+        group = _read_group(storage, task, context).combine_chunks()
         order = _order(group, layout)
     else:
         order, offsets = _group_order(task, context, layout)
@@ -698,6 +740,18 @@ def _read_files(storage: Storage, paths: Sequence[str], context: WriteContext) -
     fragments = [parquet.make_fragment(pa.py_buffer(storage.read(path))) for path in paths]
     schema = pa.schema([field for field in context.file_schema if field.name != FILE_NAME])
     return conform(ds.FileSystemDataset(fragments, schema, parquet).to_table(), context.file_schema)
+
+
+def _read_group(storage: Storage, task: GroupTask, context: WriteContext) -> pa.Table:
+    """The group's rows: its base files', then its merged slices' (each merged with its
+    committed log blocks), conformed to the file schema with the file name left null."""
+    schema = pa.schema([field for field in context.file_schema if field.name != FILE_NAME])
+    merged = (
+        read_slice(storage, piece, task.deltacommits, context.config, schema)
+        for piece in task.merged
+    )
+    merged = (conform(rows, context.file_schema) for rows in merged)
+    return pa.concat_tables([_read_files(storage, task.paths, context), *merged])
 
 
 def _rows_at(

@@ -1,13 +1,16 @@
-"""Bootstrap a table's record index from its latest base files, one Spark task per shard.
+"""Bootstrap a table's record index from its latest file slices, one Spark task per shard.
 
 As of the latest completed instant, read under the table lock, and without the lock from
 then on (writers go on; a build lease keeps other builds out): executors read each
 latest base file's keys (``tagging.file_keys``: the meta column, or the
-key fields in tables with virtual keys), route each key to its shard with Hudi's hash
+key fields in tables with virtual keys), and on merge-on-read tables each slice with log
+files merged (``files.merge.read_slice``: a key deleted in a log is not indexed, a key
+only in a log is, at its file group), route each key to its shard with Hudi's hash
 (``tidemark.index.sharding``), and each shard's task writes its base file
 (``tidemark.index.build.write_base_shard``). The driver writes the base files of shards
 that received no key; then, under the table lock again, it stages what the writes that
-completed meanwhile changed (their write stats name the file groups; their keys are read)
+completed meanwhile changed (their write stats name the file groups, deltacommits' too;
+their keys are read)
 and writes ``index.properties`` last: a build that fails leaves no index (its base files
 are deleted), and one that lost its lease publishes nothing. Works on any table the
 file-system view reads, Apache Hudi's included. A key found twice is an error naming it
@@ -17,7 +20,7 @@ and both locations: the table violates uniqueness and an index could not answer 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -51,7 +54,9 @@ from tidemark.jobs.stages import StageClock, StageListener
 from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import storage_for
 from tidemark.table import HoodieTable
-from tidemark.table.files.view import BaseFile
+from tidemark.table.files.merge import read_slice
+from tidemark.table.files.reader import snapshot_schema
+from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.leases.table_lock import changing, holding, owner_name
 from tidemark.table.metadata.actions import WRITE_ACTIONS
@@ -66,6 +71,49 @@ ROLE = "index-build"
 _SHARD = "shard"
 _ENTRIES_DDL = ", ".join([*(f"{name} string" for name in LOOKUP_COLUMNS), f"{_SHARD} int"])
 _WRITTEN_DDL = "shard int, entries long, bytes long"
+_KEY_COLUMNS = [RECORD_KEY, OLD_PARTITION, OLD_FILE_ID, FILE_INSTANT]
+"""``tagging.existing_keys``' columns, all strings."""
+
+
+@dataclass(frozen=True)
+class _Slices:
+    """The latest slices a build reads keys from: ``files``, base files read as they are
+    (every slice of a copy-on-write table), and ``merged``, merge-on-read slices with
+    log files, read merged with the blocks of ``deltacommits`` in ``schema`` (the record
+    key and the ordering field, what merging needs)."""
+
+    files: list[BaseFile]
+    merged: list[FileSlice] = field(default_factory=list)
+    deltacommits: dict[str, str] = field(default_factory=dict)
+    schema: pa.Schema | None = None
+
+    def __len__(self) -> int:
+        return len(self.files) + len(self.merged)
+
+    def of(self, groups: set[tuple[str, str]]) -> _Slices:
+        """Only the slices of ``groups`` (partition path, file id)."""
+        return _Slices(
+            [f for f in self.files if (f.partition_path, f.file_id) in groups],
+            [s for s in self.merged if (s.partition_path, s.file_id) in groups],
+            self.deltacommits,
+            self.schema,
+        )
+
+
+def _latest_slices(table: HoodieTable) -> _Slices:
+    view = table.view()
+    if not table.config.merge_on_read:
+        return _Slices(view.latest_base_files())
+    slices = view.latest_file_slices()
+    full = snapshot_schema(table)
+    config = table.config
+    wanted = {RECORD_KEY, config.precombine_field if config.orders_by_event_time else None}
+    return _Slices(
+        files=[s.base for s in slices if s.base is not None and not s.logs],
+        merged=[s for s in slices if s.logs],
+        deltacommits=view.completed_deltacommits(),
+        schema=pa.schema([f for f in full if f.name in wanted]),
+    )
 
 
 @dataclass
@@ -104,12 +152,12 @@ def build_index(
         build = build_lease(table.storage, owner_name(ROLE), lease_s, cancel)
         build.acquire(wait_s)
         with holding(build):
-            with changing(table, ROLE, wait_s=wait_s, lease_s=lease_s):
+            with changing(table, ROLE, wait_s=wait_s, lease_s=lease_s, merge_on_read=True):
                 check_build(table, options.rebuild)  # again under the lock
                 table.timeline.reload()
                 last = table.timeline.last_completed(WRITE_ACTIONS)
                 with clock.stage("list base files"):
-                    files = table.view().latest_base_files()
+                    files = _latest_slices(table)
                 _delete_index_files(table)  # writes stop staging into an index being rebuilt
             as_of = last.timestamp if last else NO_COMMIT
             publish = _Publish(build, wait_s, clock)
@@ -151,7 +199,7 @@ def check_build(table: HoodieTable, rebuild: bool) -> None:
 def _build(
     spark: SparkSession,
     table: HoodieTable,
-    files: list[BaseFile],
+    files: _Slices,
     as_of: str,
     shards: int | None,
     publish: _Publish,
@@ -208,14 +256,16 @@ class _Publish:
 
     @contextmanager
     def locked(self, table: HoodieTable) -> Iterator[None]:
-        with changing(table, ROLE, wait_s=self.lock_wait_s, lease_s=self.build.lease_s):
+        with changing(
+            table, ROLE, wait_s=self.lock_wait_s, lease_s=self.build.lease_s, merge_on_read=True
+        ):
             table.timeline.reload()
             self.build.check()
             yield
 
 
 def _catch_up(
-    spark: SparkSession, table: HoodieTable, files: Sequence[BaseFile], as_of: str, shards: int
+    spark: SparkSession, table: HoodieTable, files: _Slices, as_of: str, shards: int
 ) -> int:
     """Stage what the writes completed after ``as_of`` changed, read from the file
     groups their write stats name (and the groups they replaced): every key of those
@@ -233,8 +283,8 @@ def _catch_up(
             for partition, file_ids in metadata.partition_to_replace_file_ids.items()
             for file_id in file_ids
         }
-    now = [f for f in table.view().latest_base_files() if (f.partition_path, f.file_id) in touched]
-    then = [f for f in files if (f.partition_path, f.file_id) in touched]
+    now = _latest_slices(table).of(touched)
+    then = files.of(touched)
     placed = _entries(spark, table.uri, table.config, now).select(*CHANGE_COLUMNS)
     gone = (
         _entries(spark, table.uri, table.config, then)
@@ -252,18 +302,46 @@ def _catch_up(
     return len(later)
 
 
-def _entries(
-    spark: SparkSession, table_uri: str, config: TableConfig, files: Sequence[BaseFile]
-) -> DataFrame:
+def _entries(spark: SparkSession, table_uri: str, config: TableConfig, files: _Slices) -> DataFrame:
     """(key, partition, file id, instant of the file) of every record in ``files``; the
     shard column is left null (filled once the shard count is known)."""
-    return existing_keys(spark, table_uri, config, files).select(
+    keys = existing_keys(spark, table_uri, config, files.files)
+    if files.merged:
+        keys = keys.unionByName(_merged_keys(spark, table_uri, config, files))
+    return keys.select(
         sf.col(RECORD_KEY).alias(KEY),
         sf.col(OLD_PARTITION).alias(PARTITION),
         sf.col(OLD_FILE_ID).alias(FILE_ID),
         sf.col(FILE_INSTANT).alias(INSTANT),
         sf.lit(None).cast("int").alias(_SHARD),
     )
+
+
+def _merged_keys(
+    spark: SparkSession, table_uri: str, config: TableConfig, files: _Slices
+) -> DataFrame:
+    """``existing_keys``' columns for the keys of each merged slice (a task per slice, up
+    to a task per core); a slice of logs only stands at its first log's instant."""
+    merged, deltacommits, schema = files.merged, files.deltacommits, files.schema
+    assert schema is not None  # set with merged slices
+    count = len(merged)
+    indices = spark.sparkContext.parallelize(
+        [(i,) for i in range(count)], max(1, min(count, spark.sparkContext.defaultParallelism))
+    )
+
+    def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = storage_for(table_uri)
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                piece = merged[index]
+                keys = read_slice(storage, piece, deltacommits, config, schema).column(RECORD_KEY)
+                instant = piece.base.instant if piece.base else piece.logs[0].name.instant
+                location = [piece.partition_path, piece.file_id, instant]
+                columns = [keys.combine_chunks(), *(pa.repeat(v, len(keys)) for v in location)]
+                yield pa.RecordBatch.from_arrays(columns, names=_KEY_COLUMNS)
+
+    ddl = ", ".join(f"{name} string" for name in _KEY_COLUMNS)
+    return spark.createDataFrame(indices, "slice int").mapInArrow(read_keys, ddl)
 
 
 def _with_shard(num_shards: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

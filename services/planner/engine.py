@@ -241,7 +241,11 @@ class PlannerEngine:
         """The table lock, waited for up to ``lock_wait_s``; its fence guards every
         timeline change made inside."""
         return changing(
-            table, PLANNER_ROLE, wait_s=self.config.lock_wait_s, lease_s=self.config.lock_lease_s
+            table,
+            PLANNER_ROLE,
+            wait_s=self.config.lock_wait_s,
+            lease_s=self.config.lock_lease_s,
+            merge_on_read=True,
         )
 
 
@@ -251,8 +255,16 @@ def _given(value: int | None, default: int) -> int:
 
 def _plan(table: HoodieTable, options: PlanOptions) -> PlanOutcome:
     """A plan of the table's live file groups that no pending plan or write holds and no
-    recent commit wrote (``PlanOptions.hot_commits``, ``hot_minutes``)."""
-    live = table.view().latest_base_files()
+    recent commit wrote (``PlanOptions.hot_commits``, ``hot_minutes``); on a merge-on-read
+    table of their latest slices, logs included."""
+    view = table.view()
+    if table.config.merge_on_read:
+        file_slices = view.latest_file_slices()
+        live = [s.base for s in file_slices if s.base is not None]
+        slices = FileSlices.from_file_slices(file_slices)
+    else:
+        live = view.latest_base_files()
+        slices = FileSlices.from_base_files(live)
     busy = busy_file_groups(table, pending_plans(table), live).keys()
     hot = hot_file_groups(table, options.hot_commits or 0, options.hot_minutes or 0)
-    return plan_clustering(FileSlices.from_base_files(live), options, busy | hot)
+    return plan_clustering(slices, options, busy | hot)

@@ -2,8 +2,9 @@
 pending write touches, and, when asked, hot ones: written by the last N commits or in
 the last T minutes, which a streaming writer still updates.
 
-A pending write (a commit, or a replacecommit without a clustering plan) names its file
-groups in its markers (``<partition>/<fileId>_<token>_<instant>.parquet.marker.<IO>``) and,
+A pending write (a commit, a deltacommit, or a replacecommit without a clustering plan)
+names its file groups in its markers (``<partition>/<fileId>_<token>_<instant>.parquet
+.marker.<IO>``, or a log file's on merge-on-read tables) and,
 when Hudi wrote it, in its inflight metadata (the workload profile's write stats; JSON on
 table version 6, Avro on 8 and 9). An insert_overwrite replaces whole partitions, so every
 live file group of the partitions it names is busy. Read under the table lock: a pending
@@ -21,13 +22,16 @@ from tidemark.errors import InvalidArgumentError, NotFoundError
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name, partition_of
 from tidemark.table.files.view import BaseFile
-from tidemark.table.metadata.actions import COMMIT, REPLACE_COMMIT
+from tidemark.table.logfiles.file_names import is_log_file_name, parse_log_file_name
+from tidemark.table.metadata.actions import COMMIT, DELTA_COMMIT, REPLACE_COMMIT
 from tidemark.table.plans.clustering import PendingPlan, file_groups_in
 from tidemark.table.timeline.instant import Instant, State, instant_time_ago
 from tidemark.table.writes.markers import data_file_path, read_markers_from_storage
 
 FileGroupKey = tuple[str, str]
 """(partition path, file id)."""
+WRITES = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
+"""The actions whose file groups a new plan leaves alone while they are pending or hot."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ def busy_file_groups(
     plan_instants = {plan.timestamp for plan in plans}
     in_writes: dict[FileGroupKey, str] = {}
     for instant in table.timeline.pending():
-        if instant.action not in (COMMIT, REPLACE_COMMIT) or instant.timestamp in plan_instants:
+        if instant.action not in WRITES or instant.timestamp in plan_instants:
             continue
         touched, partitions = _touched_by(table, instant)
         if instant.action == REPLACE_COMMIT:
@@ -64,7 +68,7 @@ def hot_file_groups(table: HoodieTable, commits: int, minutes: int) -> set[FileG
     or by those completed in the last ``minutes`` (instant times are UTC)."""
     if not commits and not minutes:
         return set()
-    written = table.timeline.completed(frozenset({COMMIT, REPLACE_COMMIT}))
+    written = table.timeline.completed(WRITES)
     since = instant_time_ago(minutes * 60) if minutes else None
     recent = {instant.timestamp for instant in written[-commits:]} if commits else set()
     hot: set[FileGroupKey] = set()
@@ -84,6 +88,8 @@ def _touched_by(table: HoodieTable, instant: Instant) -> tuple[set[FileGroupKey]
         name = path.rpartition("/")[2]
         if is_base_file_name(name):
             touched.add((partition_of(path), parse_base_file_name(name).file_id))
+        elif is_log_file_name(name):
+            touched.add((partition_of(path), parse_log_file_name(name).file_id))
     inflight = instant.with_state(State.INFLIGHT)
     try:
         metadata = table.timeline.decode_metadata(table.storage.read(inflight.path))

@@ -108,6 +108,28 @@ def test_fastavro_reads_our_file_with_hudis_schema(layout: str, hudi_value: str)
     assert {s["partitionPath"] for s in group["slices"]} == {"eu"}
 
 
+def test_a_merge_on_read_plan_names_each_slices_log_files_as_hudi_does() -> None:
+    """``deltaFilePaths`` hold the logs' full paths (Hudi's ``HoodieSliceInfo``), decoded
+    back to table-relative ones whatever the base's spelling; the group metrics count them."""
+    logs = ("eu/.fg-1-0_20240101000000000.log.1_0-1-0", "eu/.fg-1-0_20240101000000000.log.2_0-1-0")
+    plain = a_plan(count=2)
+    first, second = plain.groups[0].slices
+    plan = ClusteringPlan(
+        (ClusteringGroup((first, second._replace(size_bytes=1301, logs=logs, log_bytes=300)), 1),),
+        plain.strategy,
+    )
+    data = plan.to_avro("/data/people")
+    (group,) = read_record(data, hudi_schema())["clusteringPlan"]["inputGroups"]
+    assert [s["deltaFilePaths"] for s in group["slices"]] == [
+        [],
+        [f"/data/people/{log}" for log in logs],
+    ]
+    assert group["metrics"]["TOTAL_LOG_FILES"] == 2
+    assert group["metrics"]["TOTAL_LOG_FILE_SIZE"] == 300
+    assert ClusteringPlan.from_avro(data) == plan
+    assert ClusteringPlan.from_avro(plan.to_avro("s3a://bucket/people")) == plan
+
+
 def test_a_plan_hudi_wrote_without_our_metrics_decodes_with_size_zero() -> None:
     data = a_plan().to_avro("/t")
     record = read_record(data)

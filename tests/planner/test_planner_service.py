@@ -4,12 +4,14 @@ field and change nothing; hudi-rs reads the table unchanged while a plan is pend
 from __future__ import annotations
 
 import re
+import zipfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from marker.conftest import metric
+from table.log_testkit import MOR_FIXTURES
 from table.table_testkit import Writer, hudi_rs_rows, people_config
 
 from planner.conftest import FAST_CLIENT, SMALL_FILES, TEST_CONFIG, StartPlanner
@@ -29,7 +31,8 @@ from tidemark.services.planner import planner_service
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import base_file_name, write_token
 from tidemark.table.files.view import BaseFile
-from tidemark.table.metadata.actions import COMMIT, ROLLBACK
+from tidemark.table.logfiles.file_names import LogFileName
+from tidemark.table.metadata.actions import COMMIT, DELTA_COMMIT, ROLLBACK
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.plans.clustering import pending_plans
 from tidemark.table.timeline.instant import State, new_instant_time
@@ -263,3 +266,23 @@ def test_metrics_count_outcomes(small_files: HoodieTable) -> None:
         assert metric(port, "tidemark_planner_watched_tables") == 1
     finally:
         server.stop(0)
+
+
+def test_a_plan_never_takes_file_groups_a_pending_deltacommit_appends_to(
+    planner: PlannerClient, tmp_path: Path
+) -> None:
+    """On a merge-on-read table a pending deltacommit names the groups it appends to in
+    its log files' markers: with one of the two file groups busy, nothing is planned."""
+    with zipfile.ZipFile(MOR_FIXTURES / "v6_nonpartitioned.zip") as archive:
+        archive.extractall(tmp_path, [m for m in archive.namelist() if m.startswith("v6_")])
+    table = HoodieTable.open(str(tmp_path / "v6_nonpartitioned"))
+    first = table.view().latest_file_slices()[0]
+    assert first.base is not None
+    stuck = new_instant_time(after=table.timeline.latest_timestamp())
+    table.timeline.create_requested(stuck, DELTA_COMMIT)
+    markers = marker_writer_for(MarkerSpec("direct", table.uri, stuck))
+    log = LogFileName(first.file_id, first.base.instant, 9, write_token(0, 1, 0))
+    markers.create("", log.name, IOType.APPEND)
+    response = planner.schedule(table.uri, plan_options())
+    assert not response.HasField("plan")
+    assert "1 of the 2 files" in response.reason

@@ -19,6 +19,9 @@ from tidemark.clustering.strategy import (
     time_plan,
 )
 from tidemark.errors import InvalidArgumentError
+from tidemark.table.files.slices import LogFile
+from tidemark.table.files.view import BaseFile, FileSlice
+from tidemark.table.logfiles.file_names import LogFileName
 
 PARTITIONS = ["2024/01/01", "2024/01/02", "2024/02/01", "eu", "us", ""]
 
@@ -185,3 +188,38 @@ def test_time_plan_plans_100k_slices() -> None:
     outcome = plan_clustering(slices, PlanOptions())
     assert outcome.plan is not None and len(outcome.plan.groups) == 30
     assert time_plan(1_000) > 0
+
+
+def _slice(file_id: str, size: int, log_sizes: list[int], base: bool = True) -> FileSlice:
+    partition, instant = "eu", "20240101000000000"
+    logs = tuple(
+        LogFile(
+            partition,
+            LogFileName(file_id, instant, version, "0-1-0"),
+            f"{partition}/.{file_id}_{instant}.log.{version}_0-1-0",
+            log_size,
+        )
+        for version, log_size in enumerate(log_sizes, start=1)
+    )
+    base_file = BaseFile(
+        partition, file_id, instant, f"{partition}/{file_id}_0-1-0_{instant}.parquet", size
+    )
+    return FileSlice(partition, file_id, base_file if base else None, logs)
+
+
+def test_merge_on_read_slices_are_planned_with_their_logs() -> None:
+    """A slice's logs count in its size and go into the plan; a group of logs only (no
+    base file, which hudi-rs does not read) is left out."""
+    slices = [
+        _slice("fg-a", 100, [10, 20]),
+        _slice("fg-b", 200, []),
+        _slice("fg-c", 0, [50], base=False),
+    ]
+    outcome = plan_clustering(FileSlices.from_file_slices(slices), PlanOptions())
+    assert outcome.plan is not None
+    (group,) = outcome.plan.groups
+    by_id = {piece.file_id: piece for piece in group.slices}
+    assert set(by_id) == {"fg-a", "fg-b"}
+    assert by_id["fg-a"].logs == tuple(log.path for log in slices[0].logs)
+    assert (by_id["fg-a"].size_bytes, by_id["fg-a"].log_bytes) == (130, 30)
+    assert (by_id["fg-b"].logs, by_id["fg-b"].size_bytes) == ((), 200)

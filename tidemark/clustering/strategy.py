@@ -2,7 +2,9 @@
 ``SparkSizeBasedClusteringPlanStrategy``.
 
 Select partitions (all, the most recent N by partition path order, an explicit list, a
-regex), take each live file group's latest slice, drop file groups that a pending plan
+regex), take each live file group's latest slice (on merge-on-read tables its base file
+and log files, sized together; a file group of logs only is left out, as hudi-rs 0.5 reads
+none), drop file groups that a pending plan
 or a pending write holds, keep files below the small-file limit, and in each partition
 sort them by size (largest first, as Hudi does) and pack them greedily into groups of
 at most ``max_bytes_per_group``, each writing ``ceil(group bytes / target)`` files.
@@ -29,7 +31,7 @@ import numpy as np
 from tidemark.checks import require_non_negative, require_positive
 from tidemark.config import MIB
 from tidemark.errors import InvalidArgumentError
-from tidemark.table.files.view import BaseFile
+from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.plans.clustering import (
     ClusteringGroup,
     ClusteringPlan,
@@ -150,12 +152,16 @@ class PlanOptions:
 
 @dataclass(frozen=True)
 class FileSlices:
-    """Latest file slices as parallel arrays (one entry per live file group)."""
+    """Latest file slices as parallel arrays (one entry per live file group): ``sizes``
+    counts a slice's base file and logs; ``logs`` (log paths per slice) and ``log_sizes``
+    are None on copy-on-write tables."""
 
     partitions: np.ndarray
     file_ids: np.ndarray
     paths: np.ndarray
     sizes: np.ndarray
+    logs: np.ndarray | None = None
+    log_sizes: np.ndarray | None = None
 
     @classmethod
     def from_base_files(cls, files: Sequence[BaseFile]) -> FileSlices:
@@ -164,6 +170,19 @@ class FileSlices:
             file_ids=np.array([f.file_id for f in files], dtype=object),
             paths=np.array([f.path for f in files], dtype=object),
             sizes=np.array([f.size for f in files], dtype=np.int64),
+        )
+
+    @classmethod
+    def from_file_slices(cls, slices: Sequence[FileSlice]) -> FileSlices:
+        """Merge-on-read slices; those without a base file are left out."""
+        based = [s for s in slices if s.base is not None]
+        bases = cls.from_base_files([s.base for s in based if s.base is not None])
+        logs = np.empty(len(based), dtype=object)
+        for index, piece in enumerate(based):  # one tuple per slice, never a 2-d array
+            logs[index] = tuple(log.path for log in piece.logs)
+        log_sizes = np.array([sum(log.size for log in s.logs) for s in based], dtype=np.int64)
+        return cls(
+            bases.partitions, bases.file_ids, bases.paths, bases.sizes + log_sizes, logs, log_sizes
         )
 
     def __len__(self) -> int:
@@ -296,6 +315,10 @@ def _group(slices: FileSlices, members: np.ndarray, target_file_bytes: int) -> C
                 slices.file_ids[members].tolist(),
                 slices.paths[members].tolist(),
                 slices.sizes[members].tolist(),
+                [()] * len(members) if slices.logs is None else slices.logs[members].tolist(),
+                [0] * len(members)
+                if slices.log_sizes is None
+                else slices.log_sizes[members].tolist(),
                 strict=True,
             ),
         )

@@ -58,8 +58,10 @@ TARGET_FILE_BYTES_PARAM = "hoodie.clustering.plan.strategy.target.file.max.bytes
 LAYOUTS: dict[str, str] = {"linear": "linear", "zorder": "z-order", "hilbert": "hilbert"}
 """Our layout names -> the values of Hudi's ``hoodie.layout.optimize.strategy``."""
 SLICE_BYTES_METRIC = "tidemark.sliceBytes."
-"""Group metric ``tidemark.sliceBytes.<fileId>``: a slice's base file size in bytes
-(Hudi's plan has no per-slice size; its readers ignore unknown metrics)."""
+"""Group metric ``tidemark.sliceBytes.<fileId>``: a slice's size in bytes, base file and
+log files (Hudi's plan has no per-slice size; its readers ignore unknown metrics)."""
+SLICE_LOG_BYTES_METRIC = "tidemark.sliceLogBytes."
+"""Group metric ``tidemark.sliceLogBytes.<fileId>``: a merge-on-read slice's log bytes."""
 
 _STRING_MAP = ["null", {"type": "map", "values": "string"}]
 _OPTIONAL_STRING = ["null", "string"]
@@ -139,14 +141,18 @@ REQUESTED_REPLACE_SCHEMA: Schema = fastavro.parse_schema(
 
 
 class SliceInfo(NamedTuple):
-    """One file slice to rewrite: a file group's latest base file (COW tables have no
-    log files). ``path`` is table-relative; the Avro form holds the full path. A named
-    tuple: a planner builds one per small file, 100k of them in milliseconds."""
+    """One file slice to rewrite: a file group's latest base file and, on merge-on-read
+    tables, the log files merged into it (``logs``, in order; Hudi's ``deltaFilePaths``).
+    Paths are table-relative; the Avro form holds full paths. ``size_bytes`` counts the
+    base file and the logs, ``log_bytes`` the logs alone. A named tuple: a planner builds
+    one per small file, 100k of them in milliseconds."""
 
     partition_path: str
     file_id: str
     path: str
     size_bytes: int
+    logs: tuple[str, ...] = ()
+    log_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -180,10 +186,13 @@ class ClusteringGroup:
             "TOTAL_IO_READ_MB": read_mb,
             "TOTAL_IO_WRITE_MB": read_mb,
             "TOTAL_IO_MB": 2 * read_mb,
-            "TOTAL_LOG_FILE_SIZE": 0.0,
-            "TOTAL_LOG_FILES": 0.0,
+            "TOTAL_LOG_FILE_SIZE": float(sum(s.log_bytes for s in self.slices)),
+            "TOTAL_LOG_FILES": float(sum(len(s.logs) for s in self.slices)),
         }
         metrics.update({SLICE_BYTES_METRIC + s.file_id: float(s.size_bytes) for s in self.slices})
+        metrics.update(
+            {SLICE_LOG_BYTES_METRIC + s.file_id: float(s.log_bytes) for s in self.slices if s.logs}
+        )
         return metrics
 
 
@@ -251,7 +260,7 @@ class ClusteringPlan:
     def __post_init__(self) -> None:
         if not self.groups:
             raise InvalidArgumentError("a clustering plan needs groups", field="groups")
-        keys = [(p, f) for group in self.groups for p, f, _, _ in group.slices]
+        keys = [(s.partition_path, s.file_id) for group in self.groups for s in group.slices]
         if len(set(keys)) == len(keys):
             return
         repeated = next(key for key, count in Counter(keys).items() if count > 1)
@@ -278,8 +287,8 @@ class ClusteringPlan:
         return sum(g.num_output_file_groups for g in self.groups)
 
     def to_avro(self, table_uri: str) -> bytes:
-        """The ``<ts>.replacecommit.requested`` content; data file paths are made full
-        with ``table_uri`` as Hudi stores them."""
+        """The ``<ts>.replacecommit.requested`` content; data and log file paths are
+        made full with ``table_uri`` as Hudi stores them."""
         base = table_uri.rstrip("/")
         plan = {
             "inputGroups": [
@@ -287,7 +296,7 @@ class ClusteringPlan:
                     "slices": [
                         {
                             "dataFilePath": f"{base}/{s.path}",
-                            "deltaFilePaths": [],
+                            "deltaFilePaths": [f"{base}/{log}" for log in s.logs],
                             "fileId": s.file_id,
                             "partitionPath": s.partition_path,
                             "bootstrapFilePath": "",
@@ -374,9 +383,9 @@ def _plan_from_record(plan: Mapping[str, Any]) -> ClusteringPlan:
 
 
 def _slice_from_record(piece: Mapping[str, Any], metrics: Mapping[str, float]) -> SliceInfo:
-    """The table-relative path is the partition plus the file name of ``dataFilePath``:
-    the full path's scheme and base spelling depend on the writer (``file:/``, ``s3a://``).
-    A plan without our size metric (Hudi's) has size 0."""
+    """The table-relative paths are the partition plus the file names of ``dataFilePath``
+    and ``deltaFilePaths``: the full paths' scheme and base spelling depend on the writer
+    (``file:/``, ``s3a://``). A plan without our size metric (Hudi's) has size 0."""
     file_id = piece.get("fileId") or ""
     partition = piece.get("partitionPath") or ""
     data_path = piece.get("dataFilePath") or ""
@@ -389,6 +398,11 @@ def _slice_from_record(piece: Mapping[str, Any], metrics: Mapping[str, float]) -
         file_id=file_id,
         path=join_path(partition, data_path.rpartition("/")[2]),
         size_bytes=int(metrics.get(SLICE_BYTES_METRIC + file_id, 0)),
+        log_bytes=int(metrics.get(SLICE_LOG_BYTES_METRIC + file_id, 0)),
+        logs=tuple(
+            join_path(partition, log.rpartition("/")[2])
+            for log in piece.get("deltaFilePaths") or []
+        ),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.table.properties.config import TableConfig
-from tidemark.table.properties.support import check_properties, check_table_type
+from tidemark.table.properties.support import check_properties
 from tidemark.table.records.keys import partition_field_kinds
 from tidemark.table.writes.hudi_metadata_table import DISABLE_OPTION, check_hudi_metadata_table
 
@@ -31,10 +31,10 @@ def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) ->
 def check_clusterable(config: TableConfig) -> None:
     """Clustering rewrites file groups, so what refuses a write refuses it too (Hudi's
     metadata table and indexes would list the replaced files); it has no option to remove
-    the metadata table: a write removes it."""
+    the metadata table: a write removes it. Merge-on-read tables are clustered from their
+    merged slices."""
     props = dict(config.properties)
     check_properties(props, "write")
-    check_table_type(props, merge_on_read=False, what="clustering")
     check_hudi_metadata_table(
         props,
         disable=False,
