@@ -1,6 +1,7 @@
 """Model-based: random batches of writes against a dict model, checked after every commit
 by our reader and by hudi-rs (rows and meta columns), on a table created at a drawn table
-version (6, 8 or 9: the versions share the examples rather than multiply them)."""
+version (6, 8 or 9) and type (copy-on-write, or merge-on-read: updates and deletes as log
+files); the versions and types share the examples rather than multiply them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from spark.sparkkit import (
 )
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
+from tidemark.table.properties.config import TABLE_TYPES
 
 Row = tuple[int, str, str, int]
 OPERATIONS = ("upsert", "delete", "insert", "insert_overwrite", "bulk_insert")
@@ -75,13 +77,17 @@ class Model:
 
 
 @settings(
-    max_examples=8,
+    max_examples=10,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(steps=steps, version=st.sampled_from(TABLE_VERSIONS))
+@given(
+    steps=steps,
+    version=st.sampled_from(TABLE_VERSIONS),
+    table_type=st.sampled_from(TABLE_TYPES),
+)
 def test_writes_match_the_model(
-    spark: SparkSession, steps: list[tuple[str, list[Row]]], version: int
+    spark: SparkSession, steps: list[tuple[str, list[Row]]], version: int, table_type: str
 ) -> None:
     model = Model()
     with tempfile.TemporaryDirectory() as directory:
@@ -100,6 +106,7 @@ def test_writes_match_the_model(
                     partition_fields=["part"],
                     precombine_field="ts",
                     table_version=version,
+                    table_type=table_type,
                 ),
             )
             model.apply(operation, batch, result.instant)
