@@ -99,7 +99,9 @@ def upgrade_table(
         table.storage, dict(table.config.properties)
     ):
         return UpgradeResult(current, to_version, 0, 0)
-    with changing(table, "upgrade", wait_s=lock_wait_s, lease_s=lock_lease_s) as lock:
+    with changing(
+        table, "upgrade", wait_s=lock_wait_s, lease_s=lock_lease_s, merge_on_read=True
+    ) as lock:
         current = _check_upgradable(table.storage, to_version)
         props = read_properties(table.storage)
         if current == to_version:
