@@ -28,6 +28,17 @@ ACTIONS = frozenset(
         "schemacommit",
     }
 )
+COMPLETED_AS = {CLUSTERING: REPLACE_COMMIT, COMPACTION: COMMIT}
+"""Pending actions that complete as another: a clustering as a replacecommit (layout 2),
+a compaction as a commit (both layouts: ``<t>.compaction.requested``, ``.inflight``, then
+``<t>.commit``)."""
+
+
+def completed_action(action: str) -> str:
+    """The action an instant of ``action`` has once completed."""
+    return COMPLETED_AS.get(action, action)
+
+
 WRITE_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
 """The actions that write data files: what makes a file committed, and what archival,
 cleaning and conflict checks count as writes."""

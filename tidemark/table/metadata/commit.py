@@ -15,6 +15,8 @@ from typing import Any
 from tidemark.errors import InvalidArgumentError
 
 NULL_COMMIT = "null"
+COMPACT_OPERATION = "COMPACT"
+"""``WriteOperationType.COMPACT``: a compaction's commit (Hudi sets ``compacted`` on it)."""
 
 
 @dataclass(frozen=True)
@@ -167,13 +169,17 @@ class CommitMetadata:
         }
         return written | replaced
 
+    @property
+    def is_compaction(self) -> bool:
+        return self.operation_type == COMPACT_OPERATION
+
     def to_json(self) -> bytes:
         data: dict[str, Any] = {
             "partitionToWriteStats": {
                 partition: [stat.to_json_dict() for stat in stats]
                 for partition, stats in self.partition_to_write_stats.items()
             },
-            "compacted": False,
+            "compacted": self.is_compaction,
             "extraMetadata": dict(self.extra_metadata),
             "operationType": self.operation_type,
         }

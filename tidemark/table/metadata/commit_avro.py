@@ -129,7 +129,7 @@ def commit_metadata_to_avro(metadata: CommitMetadata, action: str) -> bytes:
             ]
             for partition, stats in metadata.partition_to_write_stats.items()
         },
-        "compacted": False,
+        "compacted": metadata.is_compaction,
         "extraMetadata": dict(metadata.extra_metadata),
         "version": 1,
         "operationType": metadata.operation_type,

@@ -5,7 +5,8 @@ file is ``<ts>.inflight`` (no action), a quirk of Hudi's layout 1 that readers r
 
 Timeline layout 2 (table versions 8 and 9) keeps the files under ``.hoodie/timeline/`` and
 names a completed instant ``<requested>_<completion>.<action>``, with the time it completed;
-a pending clustering there is the action ``clustering``, completed as ``replacecommit``.
+a pending clustering there is the action ``clustering``, completed as ``replacecommit``. A
+compaction is pending as ``compaction`` and completes as ``commit`` on both layouts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tidemark.table.metadata.actions import (
     ACTIONS,
     CLUSTERING,
     COMMIT,
-    REPLACE_COMMIT,
+    completed_action,
 )
 
 _SECONDS_FORMAT = "%Y%m%d%H%M%S"
@@ -84,7 +85,7 @@ class Instant:
 
 def instant_file_name(timestamp: str, action: str, state: State) -> str:
     if state is State.COMPLETED:
-        return f"{timestamp}.{action}"
+        return f"{timestamp}.{completed_action(action)}"
     if state is State.INFLIGHT:
         return f"{timestamp}.inflight" if action == COMMIT else f"{timestamp}.{action}.inflight"
     return f"{timestamp}.{action}.requested"
@@ -120,8 +121,7 @@ def layout2_file_name(
             f"completed instant {timestamp} needs a completion time on timeline layout 2",
             field="completion_time",
         )
-    completed_action = REPLACE_COMMIT if action == CLUSTERING else action
-    return f"{timestamp}_{completion_time}.{completed_action}"
+    return f"{timestamp}_{completion_time}.{completed_action(action)}"
 
 
 def parse_layout2_file_name(name: str) -> Instant | None:

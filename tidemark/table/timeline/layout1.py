@@ -21,7 +21,12 @@ from tidemark.errors import (
 )
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.metadata.actions import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from tidemark.table.metadata.actions import (
+    REPLACE_COMMIT,
+    ROLLBACK,
+    WRITE_ACTIONS,
+    completed_action,
+)
 from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.metadata.rollback import RollbackMetadata
 from tidemark.table.timeline.instant import (
@@ -93,6 +98,10 @@ class Timeline:
         self._instants: list[Instant] = []
         self._sizes: dict[str, int] = {}
         """Size of each instant file as last listed (metadata cache keys)."""
+        self._requested_actions: dict[str, str] = {}
+        """Requested time -> the action of its requested file, where it differs from the
+        instant's (a completed compaction's ``compaction.requested``; on layout 2 a
+        completed clustering's ``clustering.requested`` too)."""
         self.reload()
 
     def refresh(self) -> None:
@@ -110,18 +119,26 @@ class Timeline:
         self._list()
 
     def _list(self) -> None:
+        """One instant per requested time and completed action: a compaction's
+        ``compaction`` files give way to its completed ``commit``."""
         latest: dict[tuple[str, str], Instant] = {}
+        requested: dict[tuple[str, str], str] = {}
         sizes: dict[str, int] = {}
         for info in self.storage.list_dir(TIMELINE_DIR).files:
             instant = parse_instant_file_name(info.path[len(TIMELINE_DIR) :])
             if instant is None:
                 continue
             sizes[instant.path] = info.size
-            key = (instant.timestamp, instant.action)
+            key = (instant.timestamp, completed_action(instant.action))
+            if instant.state is State.REQUESTED:
+                requested[key] = instant.action
             if key not in latest or latest[key].state < instant.state:
                 latest[key] = instant
         self._instants = sorted(latest.values())
         self._sizes = sizes
+        self._requested_actions = {
+            key[0]: action for key, action in requested.items() if latest[key].action != action
+        }
 
     def instants(self) -> list[Instant]:
         """Every instant in its latest state, sorted by time."""
@@ -148,8 +165,10 @@ class Timeline:
         return self._instants[-1].timestamp if self._instants else None
 
     def requested(self, instant: Instant) -> Instant:
-        """The requested file of ``instant`` (in any state), where its plan is kept."""
-        return instant.with_state(State.REQUESTED)
+        """The requested file of ``instant`` (in any state), where its plan is kept: a
+        completed compaction's is ``<t>.compaction.requested``."""
+        action = self._requested_actions.get(instant.timestamp, instant.action)
+        return Instant(instant.timestamp, action, State.REQUESTED, layout=self.LAYOUT)
 
     def find(self, timestamp: str) -> Instant:
         """The instant at ``timestamp`` (latest state); NotFoundError if absent."""
@@ -179,8 +198,20 @@ class Timeline:
         return self._create(Instant(timestamp, action, State.INFLIGHT), payload)
 
     def complete(self, timestamp: str, action: str, metadata: bytes) -> Instant:
-        """Publish the completed instant; readers see the commit from this object on."""
-        self._expect_state(timestamp, action, State.INFLIGHT)
+        """Publish the completed instant; readers see the commit from this object on.
+        ``action`` is the completed one (``commit`` for a compaction, which is pending as
+        ``compaction`` in the snapshot)."""
+        pending = next(
+            (
+                i.action
+                for i in self._instants
+                if i.timestamp == timestamp
+                and not i.is_completed
+                and completed_action(i.action) == action
+            ),
+            action,
+        )
+        self._expect_state(timestamp, pending, State.INFLIGHT)
         return self._create(Instant(timestamp, action, State.COMPLETED), metadata)
 
     def check_concurrent(
@@ -192,10 +223,19 @@ class Timeline:
         """The conflict check, run by the lock holder just before it completes the write
         requested at ``timestamp``: no write that completed while it ran
         (``concurrent_writes``) wrote or replaced a file group this one writes or
-        replaces; ConflictError naming that write otherwise, and nothing is published."""
+        replaces; ConflictError naming that write otherwise, and nothing is published. A
+        compaction conflicts with no write, as in Hudi: it rewrites a slice as of its own
+        instant, and the deltacommits beside it append to the file group's next slice
+        (on table version 6 writers leave groups in a pending compaction alone,
+        ``plans.compaction``)."""
+        if metadata.is_compaction:
+            return
         mine = metadata.touched_file_groups()
         for other in self.concurrent_writes(timestamp, seen):
-            shared = sorted(mine & self.read_metadata(other).touched_file_groups())
+            theirs = self.read_metadata(other)
+            if theirs.is_compaction:
+                continue
+            shared = sorted(mine & theirs.touched_file_groups())
             if shared:
                 partition, file_id = shared[0]
                 completed = f" at {other.completion_time}" if other.completion_time else ""
@@ -332,9 +372,13 @@ class Timeline:
         return instant
 
     def _replace(self, instant: Instant) -> None:
-        """Put ``instant`` in the snapshot in place of its earlier state."""
-        key = (instant.timestamp, instant.action)
-        others = [i for i in self._instants if (i.timestamp, i.action) != key]
+        """Put ``instant`` in the snapshot in place of its earlier state (a completed
+        commit in place of its pending compaction)."""
+        key = (instant.timestamp, completed_action(instant.action))
+        earlier = [i for i in self._instants if (i.timestamp, completed_action(i.action)) == key]
+        if earlier and earlier[0].action != instant.action:
+            self._requested_actions[instant.timestamp] = self.requested(earlier[0]).action
+        others = [i for i in self._instants if i not in earlier]
         self._instants = sorted([*others, instant])
 
 

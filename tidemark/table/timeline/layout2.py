@@ -20,7 +20,7 @@ from tidemark.errors import (
 )
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.metadata.actions import CLUSTERING, REPLACE_COMMIT, WRITE_ACTIONS
+from tidemark.table.metadata.actions import CLUSTERING, WRITE_ACTIONS, completed_action
 from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.metadata.commit_avro import commit_metadata_from_avro, commit_metadata_to_avro
 from tidemark.table.timeline.instant import (
@@ -47,9 +47,6 @@ class LayoutTwoTimeline(Timeline):
 
     def __init__(self, storage: Storage, version: int) -> None:
         self.version = version
-        self._requested_actions: dict[str, str] = {}
-        """Requested time -> the action of its requested file, where it differs from the
-        instant's (a completed clustering's ``clustering.requested``)."""
         super().__init__(storage)
 
     def _list(self) -> None:
@@ -73,11 +70,6 @@ class LayoutTwoTimeline(Timeline):
             for timestamp, action in requested.items()
             if latest[timestamp].action != action
         }
-
-    def requested(self, instant: Instant) -> Instant:
-        """A completed clustering's plan is in ``<requested>.clustering.requested``."""
-        action = self._requested_actions.get(instant.timestamp, instant.action)
-        return Instant(instant.timestamp, action, State.REQUESTED, layout=2)
 
     def last_completed(self, actions: frozenset[str] | None = WRITE_ACTIONS) -> Instant | None:
         """The instant that completed last: the table's state is the one it left."""
@@ -193,5 +185,6 @@ class LayoutTwoTimeline(Timeline):
 
 
 def _same_action(found: str, wanted: str) -> bool:
-    """A clustering is pending as ``clustering`` and completes as ``replacecommit``."""
-    return found == wanted or (found == CLUSTERING and wanted == REPLACE_COMMIT)
+    """A clustering is pending as ``clustering`` and completes as ``replacecommit``, a
+    compaction as ``compaction`` and completes as ``commit``."""
+    return found == wanted or completed_action(found) == wanted
