@@ -86,17 +86,15 @@ from tidemark.jobs.job_options import (
     serving_index,
     serving_markers,
 )
+from tidemark.jobs.plan_runs import merged_slice_rows, plan_run, undo_failed_run
 from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.storage import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import is_base_file_name, new_file_id, parse_base_file_name
-from tidemark.table.files.merge import read_slice
 from tidemark.table.files.view import FileSlice
-from tidemark.table.leases.plan_run import forget_runs, run_lock
 from tidemark.table.leases.storage_lease import StorageLease
-from tidemark.table.leases.table_lock import holding, owner_name
 from tidemark.table.metadata.actions import REPLACE_COMMIT
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.plans.clustering import (
@@ -118,6 +116,7 @@ log = structlog.get_logger(__name__)
 
 OPERATION_TYPE = "CLUSTER"
 ROLE = "cluster"
+WHAT = "clustering"
 CURVE_METHOD_PARAM = "hoodie.layout.optimize.build.curve.method"
 """Strategy parameter choosing rank ranges (``sample``, our default) or raw 8-byte keys
 (``direct``, Hudi's default) for z-order and Hilbert."""
@@ -293,24 +292,8 @@ class _Runner:
     def run(self, instant: str, *, only: bool) -> ClusterResult | None:
         """Run plan ``instant``; None when another runner holds its run lease and the
         plan was not asked for by name (``only``), or when it is no longer pending."""
-        run = run_lock(
-            self.table.storage,
-            instant,
-            owner_name(ROLE),
-            self.locking.lease_s,
-            on_lost=self.locking.cancel,
-        )
-        try:
-            run.acquire()
-        except ConflictError:
-            if only:
-                raise
-            log.info("cluster.plan_run_elsewhere", table=self.table.uri, instant=instant)
-            return None
-        with holding(run):
-            result = self._run(instant, run)
-        forget_runs(self.table.storage, instant)
-        return result
+        with plan_run(self.table, instant, ROLE, self.locking, only=only, what=WHAT) as run:
+            return None if run is None else self._run(instant, run)
 
     @contextmanager
     def _locked(self) -> Iterator[StorageLease]:
@@ -391,28 +374,12 @@ class _Runner:
         )
 
     def _undo_failed_run(self, instant: str, run: StorageLease, failure: Exception) -> Exception:
-        """Roll the failed run back to its plan, under the table lock, unless its run
-        lease was lost (the plan is another runner's now); the error says what became of
-        the plan."""
-        table = self.table
-        try:
-            run.check()
-            with self._locked() as lock:
-                table.timeline.reload()
-                if table.timeline.find(instant).is_completed:
-                    return failure
-                self._undo(lock).to_plan(instant)
-        except TidemarkError as error:
-            log.warning(
-                "cluster.rollback_failed", table=table.uri, instant=instant, error=str(error)
-            )
-            note = f"clustering {instant} failed and is left inflight: the next run rolls it back"
-        else:
-            note = f"clustering {instant} failed and was rolled back; its plan stays pending"
-        if isinstance(failure, TidemarkError):
-            return with_note(failure, note)
-        failure.add_note(note)
-        return failure
+        """Roll the failed run back to its plan (``plan_runs.undo_failed_run``)."""
+
+        def to_plan(lock: StorageLease) -> None:
+            self._undo(lock).to_plan(instant)
+
+        return undo_failed_run(self.table, instant, run, failure, self._locked, to_plan, WHAT)
 
 
 @dataclass(frozen=True)
@@ -745,12 +712,9 @@ def _read_files(storage: Storage, paths: Sequence[str], context: WriteContext) -
 def _read_group(storage: Storage, task: GroupTask, context: WriteContext) -> pa.Table:
     """The group's rows: its base files', then its merged slices' (each merged with its
     committed log blocks), conformed to the file schema with the file name left null."""
-    schema = pa.schema([field for field in context.file_schema if field.name != FILE_NAME])
     merged = (
-        read_slice(storage, piece, task.deltacommits, context.config, schema)
-        for piece in task.merged
+        merged_slice_rows(storage, piece, task.deltacommits, context) for piece in task.merged
     )
-    merged = (conform(rows, context.file_schema) for rows in merged)
     return pa.concat_tables([_read_files(storage, task.paths, context), *merged])
 
 

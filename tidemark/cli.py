@@ -31,6 +31,7 @@ COMMAND_MODULES: dict[str, str] = {
     "write": "tidemark.commands.write",
     "index": "tidemark.commands.index",
     "cluster": "tidemark.commands.cluster",
+    "compaction": "tidemark.commands.compaction",
     "clean": "tidemark.commands.retention",
     "archive": "tidemark.commands.retention",
     "retention": "tidemark.commands.planner_retention",

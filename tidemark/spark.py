@@ -2,7 +2,8 @@
 
 Everything ``tidemark`` does from the command line, with the same defaults: ``write`` (its
 options are one ``WriteOptions``, the object the CLI builds from its flags),
-``index_build``, ``cluster_schedule``, ``cluster_run``, ``rollback``; ``history`` (the
+``index_build``, ``cluster_schedule``, ``cluster_run``, ``compaction_schedule``,
+``compaction_run`` (merge-on-read tables), ``rollback``; ``history`` (the
 table's instants, as Delta's DESCRIBE HISTORY); reads through Spark's
 own Parquet reader with the files pruned in the driver (``read``, ``lookup``,
 ``register_view``); ``clean`` and ``archive`` (retention); ``index_compact`` and
@@ -27,9 +28,11 @@ from tidemark.clients.planner import DEFAULT_PLAN, PlannerClient, PlanOptions
 from tidemark.index.record_index import Compaction, RecordIndex
 from tidemark.jobs.cluster import ClusterResult, run_clustering
 from tidemark.jobs.cluster_options import DEFAULT_CLUSTER_OPTIONS, ClusterOptions
+from tidemark.jobs.compaction import DEFAULT_JOB_OPTIONS, CompactionResult, run_compaction
 from tidemark.jobs.datasource import TidemarkDataSource
 from tidemark.jobs.index_build import BuildResult, build_index
 from tidemark.jobs.index_build_options import IndexBuildOptions
+from tidemark.jobs.job_options import JobOptions
 from tidemark.jobs.lookup import lookup_dataframe
 from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.read_options import DEFAULT_LOOKUP, DEFAULT_READ, LookupOptions, ReadOptions
@@ -49,6 +52,8 @@ from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
 from tidemark.table.maintenance.archival import ArchiveResult, ArchiveSettings
 from tidemark.table.maintenance.clean import CleanResult
 from tidemark.table.maintenance.clean_plan import CleanSettings
+from tidemark.table.maintenance.compaction import schedule_compaction
+from tidemark.table.plans.compaction import DEFAULT_SCHEDULE_OPTIONS, ScheduleOptions
 from tidemark.table.timeline.history import table_history
 from tidemark.table.writes.commit import RollbackResult
 
@@ -67,6 +72,8 @@ __all__ = [
     "clean",
     "cluster_run",
     "cluster_schedule",
+    "compaction_run",
+    "compaction_schedule",
     "history",
     "index_build",
     "index_compact",
@@ -147,6 +154,38 @@ def cluster_run(
     the table's writers; ``options`` (``ClusterOptions``, the defaults of ``tidemark
     cluster run``: service markers as every write) changed by keyword ``fields``."""
     return run_clustering(spark, _open(table), instant, dataclasses.replace(options, **fields))
+
+
+def compaction_schedule(
+    spark: SparkSession,
+    table: str,
+    *,
+    max_delta_commits: int = DEFAULT_SCHEDULE_OPTIONS.max_delta_commits,
+    target_io_mb: float = DEFAULT_SCHEDULE_OPTIONS.target_io_mb,
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S,
+) -> str | None:
+    """Schedule a compaction of the merge-on-read table at ``table`` by Hudi's defaults
+    (``tidemark compaction schedule``): its instant, or None when none is due. ``spark``
+    is unused (scheduling reads the timeline and the file listing in the driver); it is
+    taken so every call of this API has the same shape."""
+    del spark
+    instant = schedule_compaction(
+        _open(table), ScheduleOptions(max_delta_commits, target_io_mb), lock_wait_s=lock_wait_s
+    )
+    return None if instant is None else instant.timestamp
+
+
+def compaction_run(
+    spark: SparkSession,
+    table: str,
+    instant: str | None = None,
+    options: JobOptions = DEFAULT_JOB_OPTIONS,
+    **fields: Any,
+) -> list[CompactionResult]:
+    """Run the pending compaction at ``instant`` (default: every pending one);
+    ``options`` (``JobOptions``, the defaults of ``tidemark compaction run``) changed by
+    keyword ``fields``."""
+    return run_compaction(spark, _open(table), instant, dataclasses.replace(options, **fields))
 
 
 def rollback(

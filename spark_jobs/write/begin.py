@@ -31,6 +31,7 @@ from tidemark.table.leases.table_lock import owner_name, release_quietly
 from tidemark.table.leases.write_lease import write_lease
 from tidemark.table.metadata.actions import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
+from tidemark.table.plans.compaction import refuse_compacting
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import RECORD_KEY
 from tidemark.table.timeline.instant import new_instant_time
@@ -169,6 +170,7 @@ def size(
         check_keys_new(table, keys, replaced, job.index)
     changed = [(f.partition_path, f.file_id) for f in tagged.touched]
     changed += [(partition, file_id) for partition, ids in replaced.items() for file_id in ids]
+    refuse_compacting(table, changed)
     given_up = clustering.resolve(changed, options.on_pending_clustering, abandoned=abandoned)
     if job.index is not None:  # what a dead run of the plans staged
         for gone in given_up:

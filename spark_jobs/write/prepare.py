@@ -124,7 +124,7 @@ def prepare(asked: WriteRequest) -> Prepared:
         rows.persist(StorageLevel.MEMORY_AND_DISK)
         run_spark_action(rows.count)
     if operation == "delete" and table is not None:
-        file_schema = _latest_file_schema(table) or arrow_schema(
+        file_schema = latest_file_schema(table) or arrow_schema(
             keyed_schema(data), data.sparkSession
         )
         avro_schema = table.current_avro_schema()
@@ -190,7 +190,8 @@ def _new_config(table_uri: str, data: DataFrame, options: WriteOptions) -> Table
     )
 
 
-def _latest_file_schema(table: HoodieTable) -> pa.Schema | None:
+def latest_file_schema(table: HoodieTable) -> pa.Schema | None:
+    """The newest base file's schema: what every file a write or a compaction adds has."""
     files = table.view().latest_base_files()
     if not files:
         return None

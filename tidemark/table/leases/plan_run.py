@@ -1,4 +1,4 @@
-"""The lease on a clustering plan's run (``.hoodie/.tidemark/runs/<instant>/``).
+"""The lease on a clustering or compaction plan's run (``.hoodie/.tidemark/runs/<instant>/``).
 
 A run rewrites its plan's file groups without the table lock, so the plan's run holds a
 lease of its own (``StorageLease``'s generations, in the plan's folder): two runners never
@@ -27,13 +27,14 @@ def run_lock(
     *,
     on_lost: Callable[[], None] | None = None,
     heartbeat: bool = True,
+    what: str = "clustering plan",
 ) -> StorageLease:
     """The lease of plan ``instant``'s run (``acquire()`` raises ConflictError(field=
-    "instant") naming the runner)."""
+    "instant") naming the runner and ``what`` the plan is)."""
     return instant_lease(
         storage,
         f"{RUNS_DIR}/{instant}",
-        f"clustering plan {instant}",
+        f"{what} {instant}",
         owner,
         lease_s,
         on_lost=on_lost,

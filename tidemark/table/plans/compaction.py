@@ -359,6 +359,9 @@ class ScheduleOptions:
         require_positive("target_io_mb", self.target_io_mb)
 
 
+DEFAULT_SCHEDULE_OPTIONS = ScheduleOptions()
+
+
 def delta_commits_since_compaction(table: HoodieTable) -> int:
     """Deltacommits completed after the last compaction was requested (Hudi counts from
     the latest compaction, pending or completed, as of its requested time)."""
@@ -374,7 +377,7 @@ def delta_commits_since_compaction(table: HoodieTable) -> int:
 
 
 def plan_compaction(
-    table: HoodieTable, options: ScheduleOptions = ScheduleOptions()
+    table: HoodieTable, options: ScheduleOptions = DEFAULT_SCHEDULE_OPTIONS
 ) -> CompactionPlan | None:
     """The plan to schedule now, or None (too few deltacommits, nothing to compact). Run
     under the table lock, so the pending plans and writes it leaves out stay pending."""

@@ -36,6 +36,7 @@ from tidemark.table.logfiles.file_names import is_log_file_name, parse_log_file_
 from tidemark.table.logfiles.framing import HeaderKey, read_log_file
 from tidemark.table.metadata.actions import (
     COMMIT,
+    COMPACTION,
     DELTA_COMMIT,
     REPLACE_COMMIT,
     ROLLBACK,
@@ -231,7 +232,8 @@ def rollback(
     started before the revert and publish later lie in those partitions, where the
     leftover clean-up of later writes finds them. With ``keep_plan`` (a failed clustering
     run, as Hudi's rollbackInflightClustering) the requested plan stays pending, to be run
-    again. The outcome is the completed rollback: failing to delete the marker dir after
+    again; likewise a failed compaction run (Hudi's rollbackInflightCompaction). The
+    outcome is the completed rollback: failing to delete the marker dir after
     it is only logged (the next write deletes marker dirs of instants that are not
     pending)."""
     started = time.monotonic()
@@ -336,6 +338,7 @@ def rollback_target(table: HoodieTable, instant: str) -> Instant:
         DELTA_COMMIT,
         REPLACE_COMMIT,
         table.timeline.CLUSTERING_ACTION,
+        COMPACTION,
     ):
         raise FailedPreconditionError(
             f"instant {instant} is a {target.action}, not a write", field="instant"
