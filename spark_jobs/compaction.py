@@ -30,7 +30,7 @@ import argparse
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -250,7 +250,7 @@ def _write_slices(
     deltacommits: Mapping[str, str],
     context: WriteContext,
 ) -> list[WriteStat]:
-    def write(indices: Iterator[int]) -> Iterator[WriteStat]:
+    def write(indices: Iterable[int]) -> Iterator[WriteStat]:
         storage = storage_for(context.table_uri)
         markers = marker_writer(context.markers)
         identity = current_task()
@@ -296,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``spark-submit spark_jobs/compaction.py --table ...``."""
     parser = argparse.ArgumentParser(prog="spark_jobs/compaction.py", description=__doc__)
     add_arguments(parser)
+    parser.set_defaults(master=None)
     for result in run(parser.parse_args(argv)):
         print(result)
     return 0

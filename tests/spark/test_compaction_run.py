@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from table.log_testkit import extract_mor_fixtures
 
 import tidemark.spark
-from spark.sparkkit import copy_fixture, data_files, hudi_rs_table, table_bytes
+from spark.morkit import hudi_rs_rows, mor_frame, mor_options, our_rows
+from spark.sparkkit import data_files, hudi_rs_table, table_bytes
 from tidemark.cli import main
 from tidemark.errors import ConflictError, FailedPreconditionError, NotFoundError
 from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
-from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import parse_base_file_name
@@ -31,41 +32,10 @@ from tidemark.table.records.keys import FILE_NAME, META_COLUMNS
 from tidemark.table.timeline.instant import State
 from tidemark.testing.leases import outlive_lease
 
-COLUMNS = ["id", "name", "score", "ts", "region"]
-KILLED_LEASE_S = 2.0
-
-
-def _options(version: int, table_type: str = "MERGE_ON_READ") -> WriteOptions:
-    return WriteOptions(
-        record_key_fields=["id"],
-        partition_fields=["region"],
-        precombine_field="ts",
-        table_type=table_type,
-        table_version=version,
-        markers="direct",
-    )
-
-
-def _frame(spark: SparkSession, rows: list[tuple]):  # type: ignore[no-untyped-def]
-    return spark.createDataFrame(
-        rows, "id string, name string, score double, ts long, region string"
-    )
-
-
-def _hudi_rs(uri: str) -> dict[str, tuple]:
-    table = hudi_rs_table(uri)
-    rows = table.to_pylist() if table is not None else []
-    return {r["id"]: tuple(r[c] for c in COLUMNS) for r in rows}
-
-
-def _ours(spark: SparkSession, uri: str) -> dict[str, tuple]:
-    rows = tidemark.spark.read(spark, uri).toArrow().to_pylist()
-    return {r["id"]: tuple(r[c] for c in COLUMNS) for r in rows}
-
 
 def _assert_read(spark: SparkSession, uri: str, model: dict[str, tuple]) -> None:
-    assert _hudi_rs(uri) == model
-    assert _ours(spark, uri) == model
+    assert hudi_rs_rows(uri) == model
+    assert our_rows(spark, uri) == model
 
 
 def _written(spark: SparkSession, uri: str, version: int) -> dict[str, tuple]:
@@ -73,13 +43,15 @@ def _written(spark: SparkSession, uri: str, version: int) -> dict[str, tuple]:
     model = {
         f"k{i:03}": (f"k{i:03}", f"n{i}", float(i), 1, "eu" if i % 2 else "us") for i in range(40)
     }
-    options = _options(version)
-    tidemark.spark.write(_frame(spark, list(model.values())), uri, "upsert", options=options)
+    options = mor_options(version)
+    tidemark.spark.write(mor_frame(spark, list(model.values())), uri, "upsert", options=options)
     updates = [(f"k{i:03}", f"u{i}", i * 10.0, 2, "eu" if i % 2 else "us") for i in range(0, 40, 3)]
-    tidemark.spark.write(_frame(spark, updates), uri, "upsert", options=options)
+    tidemark.spark.write(mor_frame(spark, updates), uri, "upsert", options=options)
     model.update({row[0]: row for row in updates})
     deleted = [f"k{i:03}" for i in range(1, 40, 7)]
-    tidemark.spark.write(_frame(spark, [model[k] for k in deleted]), uri, "delete", options=options)
+    tidemark.spark.write(
+        mor_frame(spark, [model[k] for k in deleted]), uri, "delete", options=options
+    )
     for key in deleted:
         del model[key]
     return model
@@ -125,7 +97,7 @@ def test_compaction_folds_the_logs_and_every_reader_reads_the_same_rows(
     assert tidemark.spark.compaction_run(spark, uri) == []
 
     later = [("k000", "after", -1.0, 9, "us"), ("k005", "after", -5.0, 9, "eu")]
-    tidemark.spark.write(_frame(spark, later), uri, "upsert", options=_options(table_version))
+    tidemark.spark.write(mor_frame(spark, later), uri, "upsert", options=mor_options(table_version))
     model.update({row[0]: row for row in later})
     assert _slices_with_logs(uri) == 2
     _assert_read(spark, uri, model)
@@ -144,30 +116,40 @@ def test_writes_beside_a_pending_compaction(
     update = [("k000", "beside", 0.5, 5, "us")]
     if table_version == 6:
         with pytest.raises(ConflictError, match=f"pending compaction {instant}") as refused:
-            tidemark.spark.write(_frame(spark, update), uri, "upsert", options=_options(6))
+            tidemark.spark.write(mor_frame(spark, update), uri, "upsert", options=mor_options(6))
         assert refused.value.field == "compaction"
     else:
-        tidemark.spark.write(_frame(spark, update), uri, "upsert", options=_options(table_version))
+        tidemark.spark.write(
+            mor_frame(spark, update), uri, "upsert", options=mor_options(table_version)
+        )
         model.update({row[0]: row for row in update})
     _assert_read(spark, uri, model)
     tidemark.spark.compaction_run(spark, uri, instant, markers="direct")
     _assert_read(spark, uri, model)
     if table_version == 6:  # now the write goes through
-        tidemark.spark.write(_frame(spark, update), uri, "upsert", options=_options(6))
+        tidemark.spark.write(mor_frame(spark, update), uri, "upsert", options=mor_options(6))
         model.update({row[0]: row for row in update})
         _assert_read(spark, uri, model)
 
 
 def test_a_table_hudi_wrote_is_compacted(spark: SparkSession, tmp_path: Path) -> None:
-    uri = copy_fixture("v6_trips_8i1u", tmp_path)
-    columns = [c for c in hudi_rs_table(uri).column_names if c not in (FILE_NAME,)]
-    before = sorted(map(repr, hudi_rs_table(uri).select(columns).to_pylist()))
+    uri = str(extract_mor_fixtures(tmp_path) / "v6_trips_8i1u")
+
+    def hudi_rs_sorted() -> list[str]:
+        read = hudi_rs_table(uri)
+        assert read is not None
+        return sorted(map(repr, read.select(columns).to_pylist()))
+
+    first = hudi_rs_table(uri)
+    assert first is not None
+    columns = [c for c in first.column_names if c != FILE_NAME]
+    before = hudi_rs_sorted()
     instant = tidemark.spark.compaction_schedule(spark, uri, max_delta_commits=1)
     assert instant is not None
     [result] = tidemark.spark.compaction_run(spark, uri, markers="direct")
     assert result.rows > 0
     assert _slices_with_logs(uri) == 0
-    assert sorted(map(repr, hudi_rs_table(uri).select(columns).to_pylist())) == before
+    assert hudi_rs_sorted() == before
     ours = tidemark.spark.read(spark, uri).toArrow()
     assert sorted(map(repr, ours.select(columns).to_pylist())) == before
     assert set(META_COLUMNS) <= set(ours.column_names)
@@ -177,6 +159,7 @@ def test_a_killed_run_is_rolled_back_and_run_again(spark: SparkSession, tmp_path
     uri = str(tmp_path / "t")
     model = _written(spark, uri, 9)
     instant = tidemark.spark.compaction_schedule(spark, uri, max_delta_commits=1)
+    assert instant is not None
     files_before = data_files(uri)
     command = [sys.executable, "-m", "tidemark.jobs.compaction", "--table", uri]
     killed = subprocess.run(
@@ -209,6 +192,7 @@ def test_bad_input_is_refused_naming_the_field(
     uri = str(tmp_path / "t")
     _written(spark, uri, 8)
     instant = tidemark.spark.compaction_schedule(spark, uri, max_delta_commits=1)
+    assert instant is not None
     tidemark.spark.compaction_run(spark, uri, markers="direct")
     untouched = table_bytes(uri)
     with pytest.raises(FailedPreconditionError, match="is a completed compaction") as done:
@@ -224,7 +208,7 @@ def test_bad_input_is_refused_naming_the_field(
     )
     assert table_bytes(uri) == untouched
     cow = str(tmp_path / "cow")
-    row = _frame(spark, [("a", "n", 1.0, 1, "eu")])
-    tidemark.spark.write(row, cow, "upsert", options=_options(8, "COPY_ON_WRITE"))
+    row = mor_frame(spark, [("a", "n", 1.0, 1, "eu")])
+    tidemark.spark.write(row, cow, "upsert", options=mor_options(8, table_type="COPY_ON_WRITE"))
     assert main(["compaction", "schedule", "--table", cow]) == 2
     assert "error: table: table" in capsys.readouterr().err

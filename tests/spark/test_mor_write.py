@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import tidemark.spark
-from spark.sparkkit import hudi_rs_table
+from spark.morkit import MOR, hudi_rs_rows, mor_frame, mor_options, our_rows
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
@@ -20,27 +20,6 @@ from tidemark.table.logfiles.file_names import is_log_file_name, parse_log_file_
 from tidemark.table.metadata.actions import DELTA_COMMIT
 from tidemark.table.properties.config import load_table_config
 
-COLUMNS = ["id", "name", "score", "ts", "region"]
-MOR = "MERGE_ON_READ"
-
-
-def _options(version: int, **fields: object) -> WriteOptions:
-    return WriteOptions(
-        record_key_fields=["id"],
-        partition_fields=["region"],
-        precombine_field="ts",
-        table_type=MOR,
-        table_version=version,
-        markers="direct",
-        **fields,  # type: ignore[arg-type]
-    )
-
-
-def _frame(spark: SparkSession, rows: list[tuple]):  # type: ignore[no-untyped-def]
-    return spark.createDataFrame(
-        rows, "id string, name string, score double, ts long, region string"
-    )
-
 
 def _files(root: Path) -> tuple[list[Path], list[Path]]:
     data = [p for p in root.rglob("*") if p.is_file() and ".hoodie" not in p.parts]
@@ -48,17 +27,6 @@ def _files(root: Path) -> tuple[list[Path], list[Path]]:
         sorted(p for p in data if is_base_file_name(p.name)),
         sorted(p for p in data if is_log_file_name(p.name)),
     )
-
-
-def _hudi_rs(uri: str) -> dict[str, tuple]:
-    table = hudi_rs_table(uri)
-    rows = table.to_pylist() if table is not None else []
-    return {r["id"]: tuple(r[c] for c in COLUMNS) for r in rows}
-
-
-def _ours(spark: SparkSession, uri: str) -> dict[str, tuple]:
-    rows = tidemark.spark.read(spark, uri).toArrow().to_pylist()
-    return {r["id"]: tuple(r[c] for c in COLUMNS) for r in rows}
 
 
 @pytest.mark.parametrize("index", [None, "record"])
@@ -71,10 +39,10 @@ def test_upserts_and_deletes_append_logs_that_every_reader_merges(
         f"k{i:03}": (f"k{i:03}", f"n{i}", float(i), 1, "eu" if i % 2 else "us") for i in range(60)
     }
     first = tidemark.spark.write(
-        _frame(spark, list(model.values())),
+        mor_frame(spark, list(model.values())),
         uri,
         "upsert",
-        options=_options(table_version, index=index),
+        options=mor_options(table_version, index=index),
     )
     assert load_table_config(HoodieTable.open(uri).storage).table_type == MOR
     base_before, logs_before = _files(root)
@@ -82,16 +50,18 @@ def test_upserts_and_deletes_append_logs_that_every_reader_merges(
 
     updates = [(f"k{i:03}", f"u{i}", i * 10.0, 2, "eu" if i % 2 else "us") for i in range(0, 60, 7)]
     second = tidemark.spark.write(
-        _frame(spark, updates), uri, "upsert", options=_options(table_version)
+        mor_frame(spark, updates), uri, "upsert", options=mor_options(table_version)
     )
     model.update({row[0]: row for row in updates})
     deleted = [f"k{i:03}" for i in range(3, 60, 11)]
-    gone = _frame(spark, [model[key] for key in deleted])
-    third = tidemark.spark.write(gone, uri, "delete", options=_options(table_version))
+    gone = mor_frame(spark, [model[key] for key in deleted])
+    third = tidemark.spark.write(gone, uri, "delete", options=mor_options(table_version))
     for key in deleted:
         del model[key]
     inserts = [(f"k{i:03}", f"n{i}", float(i), 3, "eu") for i in range(60, 70)]
-    tidemark.spark.write(_frame(spark, inserts), uri, "upsert", options=_options(table_version))
+    tidemark.spark.write(
+        mor_frame(spark, inserts), uri, "upsert", options=mor_options(table_version)
+    )
     model.update({row[0]: row for row in inserts})
 
     base_after, logs_after = _files(root)
@@ -107,17 +77,17 @@ def test_upserts_and_deletes_append_logs_that_every_reader_merges(
         assert {n.version for n in names} == {1}
     timeline = HoodieTable.open(uri).timeline
     assert {i.action for i in timeline.completed()} == {DELTA_COMMIT}
-    assert _hudi_rs(uri) == model
-    assert _ours(spark, uri) == model
+    assert hudi_rs_rows(uri) == model
+    assert our_rows(spark, uri) == model
 
 
 def test_a_table_type_other_than_the_tables_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     rows = [("k1", "a", 1.0, 1, "eu")]
-    tidemark.spark.write(_frame(spark, rows), uri, "upsert", options=_options(6))
+    tidemark.spark.write(mor_frame(spark, rows), uri, "upsert", options=mor_options(6))
     with pytest.raises(InvalidArgumentError) as refused:
         tidemark.spark.write(
-            _frame(spark, rows),
+            mor_frame(spark, rows),
             uri,
             "upsert",
             options=WriteOptions(table_type="COPY_ON_WRITE", markers="direct"),

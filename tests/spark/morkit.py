@@ -1,0 +1,45 @@
+"""What the merge-on-read Spark tests share: a table keyed by ``id``, partitioned by
+``region``, ordered by ``ts``, and its rows as hudi-rs and ``tidemark.spark.read`` read
+them (by id, the data columns only)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+import tidemark.spark
+from spark.sparkkit import hudi_rs_table
+from tidemark.jobs.write_options import WriteOptions
+
+COLUMNS = ["id", "name", "score", "ts", "region"]
+MOR = "MERGE_ON_READ"
+
+
+def mor_options(version: int, **fields: object) -> WriteOptions:
+    """Direct markers; ``fields`` replace any other option (``table_type`` too)."""
+    options: dict[str, object] = {
+        "record_key_fields": ["id"],
+        "partition_fields": ["region"],
+        "precombine_field": "ts",
+        "table_type": MOR,
+        "table_version": version,
+        "markers": "direct",
+        **fields,
+    }
+    return WriteOptions(**options)  # type: ignore[arg-type]
+
+
+def mor_frame(spark: SparkSession, rows: list[tuple]) -> DataFrame:
+    return spark.createDataFrame(
+        rows, "id string, name string, score double, ts long, region string"
+    )
+
+
+def hudi_rs_rows(uri: str) -> dict[str, tuple]:
+    table = hudi_rs_table(uri)
+    rows = table.to_pylist() if table is not None else []
+    return {r["id"]: tuple(r[c] for c in COLUMNS) for r in rows}
+
+
+def our_rows(spark: SparkSession, uri: str) -> dict[str, tuple]:
+    rows = tidemark.spark.read(spark, uri).toArrow().to_pylist()
+    return {r["id"]: tuple(r[c] for c in COLUMNS) for r in rows}
