@@ -36,6 +36,7 @@ ENTRIES: dict[tuple[str, str], str] = {
     ("spark_jobs/datasource.py", "SnapshotReader.partitions"): "planned in a Python worker",
     ("spark_jobs/rollback.py", "main"): "spark-submit's command line",
     ("spark_jobs/cluster.py", "run"): "spark-submit's command line, parsed",
+    ("spark_jobs/compaction.py", "run"): "spark-submit's command line, parsed",
     ("spark_jobs/write/steps.py", "write"): "a write may create its table (the write API's entry)",
     ("spark_jobs/write/prepare.py", "prepare"): "a table the write creates: no HoodieTable yet",
     ("spark_jobs/write/prepare.py", "_open_existing"): "the write's table, opened once per write",
