@@ -8,7 +8,8 @@ pending plan, oldest first, under the plan's run lease (``plan_runs``):
    expired): it is rolled back to its plan (its new base files deleted through its
    markers, a ``.rollback`` recorded, the plan kept: Hudi's rollbackInflightCompaction).
    Each operation's slice must still be there (its base file committed and its log
-   files present: a clean or a rollback may have removed them), else the plan is refused.
+   files present: a clean or a rollback may have removed them) and its file group not
+   replaced (by a clustering), else the plan is refused.
    requested -> inflight, and the lock is released.
 2. Without it, one Spark task per operation reads the slice merged
    (``plan_runs.merged_slice_rows``: the base file with the blocks of the plan's log
@@ -215,8 +216,16 @@ def operation_tasks(
     }
     listed = {info.path: info.size for info in _listing(table, pending.plan.operations)}
     bases = {(b.partition_path, b.file_id): b for b in view.committed_base_files()}
+    replaced = view.replaced_file_groups()
     tasks = []
     for op in pending.plan.operations:
+        if (op.partition_path, op.file_id) in replaced:
+            raise FailedPreconditionError(
+                f"compaction {pending.timestamp} cannot run: file group {op.file_id} of "
+                f"partition {op.partition_path!r} was replaced by "
+                f"{replaced[(op.partition_path, op.file_id)]} (clustering or insert_overwrite)",
+                field="instant",
+            )
         base = _base_of(op, bases)
         missing = [path for path in op.log_paths if path not in listed]
         if (op.base_path and base is None) or missing:
