@@ -5,6 +5,7 @@ the deltacommit threshold, file groups in pending plans or writes left out, the 
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import fastavro
 import pytest
 
+from tidemark.cli import main
 from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.table import HoodieTable
 from tidemark.table.leases.table_lock import changing
@@ -235,3 +237,22 @@ def test_version_6_writes_refuse_groups_in_a_pending_compaction(
         refuse_compacting(table, [group])
     assert refused.value.field == "compaction"
     refuse_compacting(table, [(group[0], "another-file-group")])
+
+
+def test_the_cli_schedules_and_lists(
+    mor_tables: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(_before_hudi_compaction(mor_tables, tmp_path).uri)
+    assert main(["compaction", "list", "--table", uri]) == 0
+    assert capsys.readouterr().out.strip() == "no pending compaction"
+    assert main(["compaction", "schedule", "--table", uri, "--max-delta-commits", "1"]) == 0
+    instant = capsys.readouterr().out.strip().removeprefix("scheduled compaction ")
+    assert main(["compaction", "list", "--table", uri, "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)["compactions"]
+    assert (listed["instant"], listed["state"], listed["file_groups"]) == (
+        instant,
+        "requested",
+        3,
+    )
+    assert main(["compaction", "schedule", "--table", uri, "--max-delta-commits", "0"]) == 2
+    assert "max_delta_commits" in capsys.readouterr().err
