@@ -86,7 +86,7 @@ from tidemark.jobs.job_options import (
     serving_index,
     serving_markers,
 )
-from tidemark.jobs.plan_runs import merged_slice_rows, plan_run, undo_failed_run
+from tidemark.jobs.plan_runs import merged_slice_rows, plan_run, submit_main, undo_failed_run
 from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys
 from tidemark.jobs.task import current_task, marker_writer, storage_for
@@ -780,12 +780,7 @@ def run(args: argparse.Namespace) -> list[ClusterResult]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``spark-submit spark_jobs/cluster.py --table ...``."""
-    parser = argparse.ArgumentParser(prog="spark_jobs/cluster.py", description=__doc__)
-    add_arguments(parser)
-    parser.set_defaults(master=None)
-    for result in run(parser.parse_args(argv)):
-        print(result)
-    return 0
+    return submit_main("spark_jobs/cluster.py", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

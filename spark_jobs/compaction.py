@@ -50,7 +50,7 @@ from tidemark.jobs.job_options import (
     add_job_options,
     serving_markers,
 )
-from tidemark.jobs.plan_runs import merged_slice_rows, plan_run, undo_failed_run
+from tidemark.jobs.plan_runs import merged_slice_rows, plan_run, submit_main, undo_failed_run
 from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.jobs.write.prepare import latest_file_schema
@@ -303,12 +303,7 @@ def run(args: argparse.Namespace) -> list[CompactionResult]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``spark-submit spark_jobs/compaction.py --table ...``."""
-    parser = argparse.ArgumentParser(prog="spark_jobs/compaction.py", description=__doc__)
-    add_arguments(parser)
-    parser.set_defaults(master=None)
-    for result in run(parser.parse_args(argv)):
-        print(result)
-    return 0
+    return submit_main("spark_jobs/compaction.py", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

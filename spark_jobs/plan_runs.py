@@ -9,8 +9,10 @@ run take over, and roll back, a plan whose runner died.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import argparse
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 import pyarrow as pa
 import structlog
@@ -99,3 +101,20 @@ def merged_slice_rows(
     schema = pa.schema([field for field in context.file_schema if field.name != FILE_NAME])
     rows = read_slice(storage, piece, deltacommits, context.config, schema)
     return conform(rows, context.file_schema)
+
+
+def submit_main(
+    prog: str,
+    description: str | None,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], Sequence[Any]],
+    argv: Sequence[str] | None,
+) -> int:
+    """A plan run's ``spark-submit`` entry: its options parsed (the master left to
+    spark-submit), each result printed."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_arguments(parser)
+    parser.set_defaults(master=None)
+    for result in run(parser.parse_args(argv)):
+        print(result)
+    return 0
