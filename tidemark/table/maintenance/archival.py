@@ -8,8 +8,11 @@ oldest are archived until ``keep_min`` remain, with every clean and rollback old
 first write kept. Never archived, nor anything after it: a pending instant; the last
 clean's earliest commit to retain (the cleaner plans from there, and a replacecommit is
 archived only once a clean deleted the file groups it replaced: without any clean, no
-replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
-caller's ``keep_from`` (the record index's oldest unfolded delta).
+replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; the
+caller's ``keep_from`` (the record index's oldest unfolded delta); and on a merge-on-read
+table the oldest instant a latest file slice's log files are named with. Deltacommits
+are writes like commits (counted, archived with their metadata), and a compaction's
+requested and inflight files go with the ``commit`` it completed as.
 
 An archival writes one archive log file (or one history Parquet file, its manifest and
 ``_version_``) holding those instants, keeps the archive bounded as Hudi does (version 6:
@@ -43,6 +46,8 @@ from tidemark.table.maintenance.clean_plan import CleanPolicy, CleanSettings
 from tidemark.table.metadata.actions import (
     CLEAN,
     CLUSTERING,
+    COMMIT,
+    COMPACTION,
     REPLACE_COMMIT,
     ROLLBACK,
     WRITE_ACTIONS,
@@ -147,7 +152,7 @@ def archive(
     if not _already_archived(table) and not _to_archive(table, settings, None):
         return result
     floor = keep_from()
-    with changing(table, "archive", wait_s=wait_s, lease_s=lease_s):
+    with changing(table, "archive", wait_s=wait_s, lease_s=lease_s, merge_on_read=True):
         if not isinstance(table.archive, LsmTimeline):
             finish_merge(table.storage, archived_log(table.archive))
         table.timeline.reload()
@@ -197,6 +202,7 @@ def _to_archive(
         bounds += [i.timestamp for i in writes if i.action == REPLACE_COMMIT][:1]
     if keep_from is not None:
         bounds.append(keep_from)
+    bounds += _live_logs_floor(table)
     watermark = read_leftovers_watermark(table.storage)
     unsettled = [
         i.timestamp
@@ -206,6 +212,18 @@ def _to_archive(
     bounds += unsettled[:1]
     cut = min(bounds)
     return [i for i in timeline.completed() if i.timestamp < cut]
+
+
+def _live_logs_floor(table: HoodieTable) -> list[str]:
+    """On a merge-on-read table, the oldest instant the log files of a latest file slice
+    are named with (on version 6 the slice's base instant, below every deltacommit that
+    appended to it), if any: the instants from there on stay active, so readers that take
+    committed deltacommits and their completion times from the active timeline alone
+    (hudi-rs) read every log a snapshot needs."""
+    if not table.config.merge_on_read:
+        return []
+    logs = [log for file_slice in table.view().latest_file_slices() for log in file_slice.logs]
+    return [min(log.name.instant for log in logs)] if logs else []
 
 
 def _write_archive(table: HoodieTable, chosen: list[Instant]) -> str:
@@ -252,14 +270,14 @@ def _fold_column_stats(table: HoodieTable, chosen: list[Instant]) -> None:
 
 def _history_instant(instant: Instant, files: dict[str, tuple[Instant, bytes]]) -> HistoryInstant:
     """Hudi 1.x's ``HoodieLSMTimelineInstant`` of a completed instant: the completed
-    file's content as its metadata; a clean's plan, or a replacecommit's requested (or
-    non-empty inflight) content, as its plan."""
+    file's content as its metadata; a clean's or a compaction's plan, or a
+    replacecommit's requested (or non-empty inflight) content, as its plan."""
     contents = {
         f.state: content for f, content in files.values() if f.timestamp == instant.timestamp
     }
     plan = None
-    if instant.action == CLEAN:
-        plan = contents.get(State.REQUESTED)
+    if instant.action in (CLEAN, COMMIT):  # a commit's requested file is empty unless
+        plan = contents.get(State.REQUESTED)  # it completed a compaction: its plan
     elif instant.action == REPLACE_COMMIT:
         plan = contents.get(State.INFLIGHT) or contents.get(State.REQUESTED)
     assert instant.completion_time is not None
@@ -310,13 +328,16 @@ def _files_of(table: HoodieTable, instants: list[Instant]) -> list[Instant]:
 
 def _state_files(instants: list[Instant]) -> list[Instant]:
     """Each instant's requested, inflight and completed files by name, in that order
-    (on layout 2 a clustering's pending files are named ``clustering``)."""
+    (on layout 2 a clustering's pending files are named ``clustering``; on both layouts
+    a compaction's, which completes as a ``commit``, ``compaction``)."""
     files = []
     for instant in instants:
         for state in (State.REQUESTED, State.INFLIGHT):
             files.append(instant.with_state(state))
             if instant.layout == 2 and instant.action == REPLACE_COMMIT:
                 files.append(Instant(instant.timestamp, CLUSTERING, state, layout=2))
+            if instant.action == COMMIT:
+                files.append(Instant(instant.timestamp, COMPACTION, state, layout=instant.layout))
         files.append(instant)
     return files
 
