@@ -143,9 +143,7 @@ def test_version_6_archive_records_a_deltacommit_with_its_log_files(
     # two more deltacommits (copies of the update's metadata) so that one can be archived
     for _ in range(2):
         timestamp = new_instant_time(after=table.timeline.latest_timestamp())
-        table.timeline.create_requested(timestamp, DELTA_COMMIT)
-        table.timeline.transition_inflight(timestamp, DELTA_COMMIT)
-        table.timeline.complete(timestamp, DELTA_COMMIT, (root / second.path).read_bytes())
+        _complete_deltacommit(root, table, timestamp, copied_from=second)
     result = archive(table, ArchiveSettings(keep_min=1, keep_max=2))
     # the update's log is named with the first deltacommit's instant (its base): both stay
     assert result.archived == []
@@ -178,7 +176,6 @@ def test_version_6_archive_records_a_deltacommit_with_its_log_files(
 def _schedule_compaction(root: Path, table: HoodieTable) -> str:
     """A pending compaction of every latest slice with logs, as Hudi schedules one: the
     plan in ``<t>.compaction.requested``; returns its instant."""
-    view = table.view()
     operations = [
         {
             "baseInstantTime": s.base_instant,
@@ -189,7 +186,7 @@ def _schedule_compaction(root: Path, table: HoodieTable) -> str:
             "metrics": {},
             "bootstrapFilePath": None,
         }
-        for s in view.latest_file_slices()
+        for s in table.view().latest_file_slices()
         if s.logs
     ]
     plan = {"operations": operations, "extraMetadata": {}, "version": 2}
@@ -204,26 +201,39 @@ def _schedule_compaction(root: Path, table: HoodieTable) -> str:
 def test_a_slice_a_pending_compaction_needs_is_kept(
     mor_tables: Path, tmp_path: Path, policy: CleanPolicy
 ) -> None:
-    root = cleanable_copy(mor_tables, tmp_path, "v8_trips_8i3u1d")
+    """Version 6: once a compaction is scheduled at C, the next deltacommit's log is
+    named with C, a slice of its own after the one the compaction reads; retaining one
+    commit (or one version) would delete the compaction's slice but for the plan."""
+    root = copy_of(mor_tables, tmp_path, "v6_trips_8i1u")
     table = HoodieTable.open(str(root))
-    # sao_paulo's latest slice: the compaction's base file and the log written after it
-    _schedule_compaction(root, table)
     [needed] = [s for s in table.view().latest_file_slices() if s.logs]
-    older = [
-        s
-        for s in table.view().file_slices([needed.partition_path])
-        if s.file_id == needed.file_id and s.base_instant < needed.base_instant
-    ]
-    assert older, "the group has no older slice"
+    compaction = _schedule_compaction(root, table)
+    [update] = table.timeline.completed()[-1:]
+    appended = new_instant_time(after=compaction)
+    _copy_log(root, table, needed.logs[0].path, named=compaction, written_by=appended)
+    _complete_deltacommit(root, table, appended, copied_from=update)
+    group = [s for s in table.view().file_slices() if s.file_id == needed.file_id]
+    assert [s.base_instant for s in group] == [needed.base_instant, compaction]
     before = snapshot(root)
 
     cleaned = clean(table, KEEP_ONE[policy])
-    deleted = {path for paths in cleaned.deleted.values() for path in paths}
-    assert not deleted & set(needed.paths)
+    assert cleaned.files_deleted == 0
     assert all((root / path).exists() for path in needed.paths)
     assert snapshot(root) == before
-    # slices of groups no compaction needs went as usual
-    assert any(path.startswith("city=chennai/") for path in deleted)
+
+    # once the compaction is gone (rolled back), the slice it needed goes
+    (root / f".hoodie/{compaction}.compaction.requested").unlink()
+    cleaned = clean(table, KEEP_ONE[policy])
+    assert {p for paths in cleaned.deleted.values() for p in paths} == set(needed.paths)
+
+
+def _complete_deltacommit(
+    root: Path, table: HoodieTable, timestamp: str, copied_from: Instant
+) -> None:
+    """A completed deltacommit at ``timestamp`` whose metadata is ``copied_from``'s."""
+    table.timeline.create_requested(timestamp, DELTA_COMMIT)
+    table.timeline.transition_inflight(timestamp, DELTA_COMMIT)
+    table.timeline.complete(timestamp, DELTA_COMMIT, (root / copied_from.path).read_bytes())
 
 
 def test_cleaning_counts_deltacommits_as_commits(mor_tables: Path, tmp_path: Path) -> None:
@@ -258,7 +268,13 @@ def test_orphan_removal_knows_log_files(mor_tables: Path, tmp_path: Path, name: 
     else:
         assert orphans == []
     # a log of a deltacommit that never completed (no instant names it) is an orphan
-    stray = _log_of_a_failed_write(root, table, sorted(logs)[-1])
+    model = sorted(logs)[-1]
+    failed = "20200101000000000"
+    # named as each version names logs: by the slice's base instant, or by the write's
+    named = parse_log_file_name(model.rpartition("/")[2]).instant
+    stray = _copy_log(
+        root, table, model, named=named if table.timeline.LAYOUT == 1 else failed, written_by=failed
+    )
     assert stray in {o.path for o in find_orphans(table, grace_s=3600)}
     remove_orphans(table, find_orphans(table, grace_s=3600))
     assert not (root / stray).exists()
@@ -266,23 +282,19 @@ def test_orphan_removal_knows_log_files(mor_tables: Path, tmp_path: Path, name: 
     assert find_orphans(table, grace_s=3600) == []
 
 
-def _log_of_a_failed_write(root: Path, table: HoodieTable, model: str) -> str:
-    """A copy of log file ``model`` as a deltacommit that never completed wrote it: its
-    blocks under that instant, named as the table version names its logs; returns it."""
-    failed = "20200101000000000"
+def _copy_log(root: Path, table: HoodieTable, model: str, *, named: str, written_by: str) -> str:
+    """A copy of log file ``model`` as the next log of its file group named with
+    ``named``, its blocks written by ``written_by``; returns its path."""
     partition, _, name = model.rpartition("/")
-    logged = parse_log_file_name(name)
-    instant = logged.instant if table.timeline.LAYOUT == 1 else failed
+    file_id = parse_log_file_name(name).file_id
     existing = [path.name for path in (root / partition).iterdir()]
-    stray = join_path(
-        partition, next_log_file_name(existing, logged.file_id, instant, "0-9-9").name
-    )
+    copy = join_path(partition, next_log_file_name(existing, file_id, named, "0-9-9").name)
     blocks = [
-        replace(block, header={**block.header, HeaderKey.INSTANT_TIME: failed})
+        replace(block, header={**block.header, HeaderKey.INSTANT_TIME: written_by})
         for block in read_log_file(table.storage, model)
     ]
-    write_log_file(table.storage, stray, blocks)
-    return stray
+    write_log_file(table.storage, copy, blocks)
+    return copy
 
 
 @pytest.mark.parametrize("name", ["v6_trips_8i1u", "v8_trips_8i3u1d", "v9_txns_simple_nometa"])
