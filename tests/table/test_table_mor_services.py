@@ -176,7 +176,7 @@ def test_version_6_archive_records_a_deltacommit_with_its_log_files(
 def _schedule_compaction(root: Path, table: HoodieTable) -> str:
     """A pending compaction of every latest slice with logs, as Hudi schedules one: the
     plan in ``<t>.compaction.requested``; returns its instant."""
-    operations = [
+    operations: list[dict[str, Any]] = [
         {
             "baseInstantTime": s.base_instant,
             "deltaFilePaths": [log.path.rpartition("/")[2] for log in s.logs],

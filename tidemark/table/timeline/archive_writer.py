@@ -86,7 +86,7 @@ def _optional(name: str, schema: Any) -> dict[str, Any]:
     return {"name": name, "type": ["null", schema], "default": None}
 
 
-_DELTA_STAT_FIELDS = [
+_DELTA_STAT_FIELDS: list[dict[str, Any]] = [
     {"name": "logVersion", "type": ["null", "int"], "default": None},
     {"name": "logOffset", "type": _OPTIONAL_LONG, "default": None},
     {"name": "baseFile", "type": _OPTIONAL_STRING, "default": None},
