@@ -24,6 +24,7 @@ from tidemark.table.files.reader import read_snapshot
 from tidemark.table.logfiles.data_blocks import avro_records
 from tidemark.table.logfiles.file_names import next_log_file_name, parse_log_file_name
 from tidemark.table.logfiles.framing import HeaderKey, read_blocks, read_log_file, write_log_file
+from tidemark.table.maintenance import archival
 from tidemark.table.maintenance.archival import ArchiveSettings, archive
 from tidemark.table.maintenance.clean import clean
 from tidemark.table.maintenance.clean_plan import CleanPolicy, CleanSettings
@@ -114,6 +115,25 @@ def test_clean_and_archive_keep_every_row(
         assert not table.timeline.is_completed(timestamp)
         assert timestamp in table.archive.completed_writes()
         assert timestamp in table.archive.completed_deltacommits()
+
+
+@pytest.mark.parametrize("name", ["v6_trips_8i1u", "v8_trips_8i3u1d"])
+def test_logs_of_deltacommits_another_archiver_archived_still_read(
+    mor_tables: Path, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hudi's archiver has no floor for live logs: a latest slice's log whose deltacommit
+    it archived is read with the archive's completion time."""
+    root = cleanable_copy(mor_tables, tmp_path, name)
+    ours = snapshot(root)[1]
+    table = HoodieTable.open(str(root))
+    last = table.timeline.completed()[-1]
+    _complete_deltacommit(root, table, new_instant_time(after=last.completed_at), last)
+    monkeypatch.setattr(archival, "_live_logs_floor", lambda table: [])
+    result = archive(table, ArchiveSettings(keep_min=1, keep_max=2))
+    assert f"{last.timestamp}.{DELTA_COMMIT}" in result.archived
+    reopened = HoodieTable.open(str(root))
+    assert not reopened.timeline.is_completed(last.timestamp)
+    assert _rows(read_snapshot(reopened).to_pylist()) == ours
 
 
 def test_a_clean_refuses_a_table_with_hudis_metadata_table(
