@@ -149,9 +149,9 @@ class FileSystemView:
         from), by partition, file id and base instant: each committed base file with the
         log files of its slice (a slice of logs only where no committed base file starts
         it). On version 6 a log file belongs to the slice its name's instant starts (a
-        pending compaction's, named after it, too); on 8 and 9 to
-        the latest base file at or before its deltacommit's completion, and log files of
-        deltacommits not completed are left out (rollback's and orphan removal's)."""
+        pending compaction's, named after it, too); on 8 and 9 to the latest base file at
+        or before its deltacommit's completion, and log files of deltacommits not
+        completed are left out (rollback's and orphan removal's)."""
         listing = list(self._list(partitions))
         slices: dict[tuple[str, str, str], tuple[BaseFile | None, list[LogFile]]] = {}
         starts: dict[tuple[str, str], list[str]] = {}

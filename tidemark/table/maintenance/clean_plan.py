@@ -140,8 +140,8 @@ def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
                 readable_from = max(readable_from, _by_completion(kept, done_at))
         else:
             assert retain is not None
-            doomed = _superseded_before(slices, done_at(retain.timestamp), done_at)
-            doomed = doomed[: len(unneeded)]
+            superseded = _superseded_before(slices, done_at(retain.timestamp), done_at)
+            doomed = [s for s in superseded if s in unneeded]
         for file_slice in doomed:
             deletes[key[0]].extend(file_slice.paths)
     if settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS and readable_from[1]:

@@ -14,14 +14,15 @@ file); on version 6 its name carries its slice's base instant, so by the instant
 blocks (their INSTANT_TIME headers): it is an orphan when none of them is young, in
 progress, on the timeline (a rollback's command block names the rollback) or a completed
 write in the archive, as the log files of a rolled-back or never completed deltacommit
-are. Log files are hidden files (``.`` first) and judged all the same.
+are. Their names start with ``.``, yet they are judged, not skipped as hidden files.
 
 Any other visible file in a partition (copied in by hand: no Hudi reader reads it, so no
 instant can name it) is an orphan once it was last written longer than the grace period
 ago. Never an orphan: a file of a pending instant (rollback deletes those through its
 markers), one whose instant still has a marker folder (a write or rollback in progress),
-a committed file (old slices are the cleaner's), or a hidden file (a name starting with
-``.`` or ``_``, as Hudi's partition metadata and Spark's ``_SUCCESS``: readers skip them).
+a committed file (old slices are the cleaner's), or a hidden file other than a log file (a
+name starting with ``.`` or ``_``, as Hudi's partition metadata and Spark's ``_SUCCESS``:
+readers skip them).
 
 The column statistics of an instant past the grace period that is neither on the timeline
 nor a completed write in the archive (a write killed before it completed, whose rollback
