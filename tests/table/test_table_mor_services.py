@@ -34,7 +34,8 @@ from tidemark.table.metadata.avro import write_single_record
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan
 from tidemark.table.metadata.compaction import COMPACTION_PLAN_SCHEMA
 from tidemark.table.timeline.archived import ArchivedTimeline
-from tidemark.table.timeline.instant import Instant, State, new_instant_time
+from tidemark.table.timeline.instant import TIMELINE_FOLDERS, Instant, State, new_instant_time
+from tidemark.table.timeline.lsm import LsmTimeline
 from tidemark.table.writes.hudi_metadata_table import remove_hudi_metadata_table
 
 COMPACTED = ["v8_trips_8i3u1d", "v9_txns_simple_meta", "v9_txns_simple_nometa"]
@@ -111,6 +112,10 @@ def test_clean_and_archive_keep_every_row(
     moved = [i for i in writes_before if f"{i}.{DELTA_COMMIT}" in archived.archived]
     if len(writes_before) > SMALL_ARCHIVE.keep_max and name in COMPACTED:
         assert moved, "no deltacommit archived"
+    folder = root / TIMELINE_FOLDERS[table.timeline.LAYOUT]
+    for entry in archived.archived:  # every file of an archived instant left (a
+        timestamp = entry.partition(".")[0]  # compaction's with its commit)
+        assert not [p.name for p in folder.iterdir() if p.name.startswith(timestamp)]
     for timestamp in moved:
         assert not table.timeline.is_completed(timestamp)
         assert timestamp in table.archive.completed_writes()
@@ -134,6 +139,27 @@ def test_logs_of_deltacommits_another_archiver_archived_still_read(
     reopened = HoodieTable.open(str(root))
     assert not reopened.timeline.is_completed(last.timestamp)
     assert _rows(read_snapshot(reopened).to_pylist()) == ours
+
+
+def test_an_archived_compaction_takes_its_plan_along(mor_tables: Path, tmp_path: Path) -> None:
+    root = cleanable_copy(mor_tables, tmp_path, "v8_trips_8i3u1d")
+    table = HoodieTable.open(str(root))
+    [compaction] = [i for i in table.timeline.completed() if i.action == COMMIT]
+    requested = Instant(compaction.timestamp, COMPACTION, State.REQUESTED, layout=2)
+    plan = (root / requested.path).read_bytes()
+    clean(table, CleanSettings(retain_commits=1))
+    result = archive(table, ArchiveSettings(keep_min=1, keep_max=2))
+    assert f"{compaction.timestamp}.{COMMIT}" in result.archived
+    assert not (root / requested.path).exists()
+    assert isinstance(table.archive, LsmTimeline) and result.archive_file
+    [row] = [
+        i
+        for i in table.archive.read_whole(result.archive_file)
+        if i.timestamp == compaction.timestamp
+    ]
+    assert (row.action, row.plan) == (COMMIT, plan)
+    reopened = HoodieTable.open(str(root))
+    assert all(i.timestamp != compaction.timestamp for i in reopened.timeline.instants())
 
 
 def test_a_clean_refuses_a_table_with_hudis_metadata_table(

@@ -276,8 +276,11 @@ def _history_instant(instant: Instant, files: dict[str, tuple[Instant, bytes]]) 
         f.state: content for f, content in files.values() if f.timestamp == instant.timestamp
     }
     plan = None
-    if instant.action in (CLEAN, COMMIT):  # a commit's requested file is empty unless
-        plan = contents.get(State.REQUESTED)  # it completed a compaction: its plan
+    if instant.action == CLEAN:
+        plan = contents.get(State.REQUESTED)
+    elif instant.action == COMMIT:  # a compaction completes as a commit: its plan
+        compaction = Instant(instant.timestamp, COMPACTION, State.REQUESTED, layout=2)
+        plan = files[compaction.path][1] if compaction.path in files else None
     elif instant.action == REPLACE_COMMIT:
         plan = contents.get(State.INFLIGHT) or contents.get(State.REQUESTED)
     assert instant.completion_time is not None

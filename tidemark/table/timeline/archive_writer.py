@@ -200,7 +200,7 @@ def entry_record(archived: ArchivedFile, base_uri: str) -> dict[str, Any]:
     data = archived.content
     if instant.is_completed and instant.action in (COMMIT, DELTA_COMMIT):
         record["hoodieCommitMetadata"] = _commit_record(CommitMetadata.from_json(data))
-    elif instant.state is State.REQUESTED and instant.action == COMPACTION:
+    elif instant.state is State.REQUESTED and instant.action == COMPACTION and data:
         record["hoodieCompactionPlan"] = read_compaction_plan(data)
     elif instant.is_completed and instant.action == REPLACE_COMMIT:
         metadata = CommitMetadata.from_json(data)
