@@ -8,11 +8,11 @@ oldest are archived until ``keep_min`` remain, with every clean and rollback old
 first write kept. Never archived, nor anything after it: a pending instant; the last
 clean's earliest commit to retain (the cleaner plans from there, and a replacecommit is
 archived only once a clean deleted the file groups it replaced: without any clean, no
-replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; the
-caller's ``keep_from`` (the record index's oldest unfolded delta); and on a merge-on-read
-table the oldest instant a latest file slice's log files are named with. Deltacommits
-are writes like commits (counted, archived with their metadata), and a compaction's
-requested and inflight files go with the ``commit`` it completed as.
+replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
+caller's ``keep_from`` (the record index's oldest unfolded delta). Deltacommits are
+writes like commits (counted, archived with their metadata; the logs of a latest slice
+whose deltacommit was archived still read, ``FileSystemView.completed_deltacommits``),
+and a compaction's requested and inflight files go with the ``commit`` it completed as.
 
 An archival writes one archive log file (or one history Parquet file, its manifest and
 ``_version_``) holding those instants, keeps the archive bounded as Hudi does (version 6:
@@ -202,7 +202,6 @@ def _to_archive(
         bounds += [i.timestamp for i in writes if i.action == REPLACE_COMMIT][:1]
     if keep_from is not None:
         bounds.append(keep_from)
-    bounds += _live_logs_floor(table)
     watermark = read_leftovers_watermark(table.storage)
     unsettled = [
         i.timestamp
@@ -212,18 +211,6 @@ def _to_archive(
     bounds += unsettled[:1]
     cut = min(bounds)
     return [i for i in timeline.completed() if i.timestamp < cut]
-
-
-def _live_logs_floor(table: HoodieTable) -> list[str]:
-    """On a merge-on-read table, the oldest instant the log files of a latest file slice
-    are named with (on version 6 the slice's base instant, below every deltacommit that
-    appended to it), if any: the instants from there on stay active, so readers that take
-    committed deltacommits and their completion times from the active timeline alone
-    (hudi-rs) read every log a snapshot needs."""
-    if not table.config.merge_on_read:
-        return []
-    logs = [log for file_slice in table.view().latest_file_slices() for log in file_slice.logs]
-    return [min(log.name.instant for log in logs)] if logs else []
 
 
 def _write_archive(table: HoodieTable, chosen: list[Instant]) -> str:
