@@ -1,6 +1,8 @@
 """Table-service plans as Hudi encodes them: clustering plans (``replacecommit`` or, on
-versions 8 and 9, ``clustering`` requested instants). Imports ``files`` and below."""
+versions 8 and 9, ``clustering`` requested instants) and the slices pending compactions
+need. Imports ``files`` and below."""
 
 __all__ = [
     "clustering",
+    "compaction",
 ]

@@ -21,7 +21,13 @@ from tidemark.errors import (
 )
 from tidemark.storage.base import Storage
 from tidemark.storage.damaged import read_parsed
-from tidemark.table.metadata.actions import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from tidemark.table.metadata.actions import (
+    COMMIT,
+    COMPACTION,
+    REPLACE_COMMIT,
+    ROLLBACK,
+    WRITE_ACTIONS,
+)
 from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.metadata.rollback import RollbackMetadata
 from tidemark.table.timeline.instant import (
@@ -110,6 +116,8 @@ class Timeline:
         self._list()
 
     def _list(self) -> None:
+        """Each instant in its latest state; a compaction's requested and inflight files
+        give way to the ``commit`` it completed as."""
         latest: dict[tuple[str, str], Instant] = {}
         sizes: dict[str, int] = {}
         for info in self.storage.list_dir(TIMELINE_DIR).files:
@@ -120,6 +128,11 @@ class Timeline:
             key = (instant.timestamp, instant.action)
             if key not in latest or latest[key].state < instant.state:
                 latest[key] = instant
+        committed = {
+            ts for (ts, action), i in latest.items() if action == COMMIT and i.is_completed
+        }
+        for key in [(ts, COMPACTION) for ts in committed if (ts, COMPACTION) in latest]:
+            del latest[key]  # a compaction completes as a commit: no longer pending
         self._instants = sorted(latest.values())
         self._sizes = sizes
 
