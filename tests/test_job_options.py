@@ -170,7 +170,12 @@ def test_the_read_options_have_the_defaults_of_tidemark_read(options: Any) -> No
     """``tidemark read``'s flags for the fields it has (``--where``'s empty list is no
     condition, as ``where=None``); ``filters`` and ``reader`` are the Python API's only."""
     args = parsed(READ)
-    cli = {"as_of": args.as_of, "columns": args.columns, "where": args.where or None}
+    cli = {
+        "as_of": args.as_of,
+        "columns": args.columns,
+        "where": args.where or None,
+        "query_type": args.query_type,
+    }
     default = options()
     names = {field.name for field in dataclasses.fields(options)} - {"filters", "reader"}
     assert {name: getattr(default, name) for name in names} == {name: cli[name] for name in names}
