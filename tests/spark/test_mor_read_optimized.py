@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from table.log_testkit import extract_mor_fixtures
 from table.table_testkit import hudi_rs_read_optimized
 
 import tidemark.spark
+from spark.morkit import comparable, data_columns, spark_rows
 from tidemark.cli import main
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.read_options import LookupOptions, ReadOptions
@@ -34,23 +33,6 @@ V8_BEFORE_COMPACTION = "20251220210127601"
 RO = "read_optimized"
 
 
-@pytest.fixture(scope="module")
-def mor_tables(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return extract_mor_fixtures(tmp_path_factory.mktemp("hudi-mor"))
-
-
-def _rows(rows: list[dict], columns: list[str]) -> list[tuple]:
-    return sorted(tuple(repr(row[c]) for c in columns) for row in rows)
-
-
-def _spark_rows(frame: DataFrame) -> list[dict]:
-    return frame.toArrow().to_pylist()
-
-
-def _data_columns(theirs: pa.Table) -> list[str]:
-    return [RECORD_KEY, *(n for n in theirs.column_names if not n.startswith("_hoodie_"))]
-
-
 def _source(spark: SparkSession, uri: str, **options: str) -> DataFrame:
     tidemark.spark.register(spark)
     return spark.read.format("tidemark").options(**options).load(uri)
@@ -62,27 +44,27 @@ def test_every_reader_reads_what_hudi_rs_reads_read_optimized(
 ) -> None:
     uri = str(mor_tables / name)
     theirs = hudi_rs_read_optimized(uri, as_of)
-    columns = _data_columns(theirs)
-    expected = _rows(theirs.to_pylist(), columns)
+    columns = data_columns(theirs)
+    expected = comparable(theirs.to_pylist(), columns)
     read = tidemark.spark.read(spark, uri, as_of=as_of, query_type=RO)
-    assert _rows(_spark_rows(read), columns) == expected
+    assert comparable(spark_rows(read), columns) == expected
     snapshot = tidemark.spark.read(spark, uri, as_of=as_of)
-    assert _rows(_spark_rows(snapshot), columns) != expected
+    assert comparable(spark_rows(snapshot), columns) != expected
     scanned = tidemark.spark.read(
         spark, uri, ReadOptions(as_of=as_of, query_type=RO, reader="scan")
     )
-    assert _rows(_spark_rows(scanned), columns) == expected
+    assert comparable(spark_rows(scanned), columns) == expected
     at = {"as_of": as_of} if as_of else {}
     hudi_option = _source(spark, uri, **at, **{"hoodie.datasource.query.type": RO})
-    assert _rows(_spark_rows(hudi_option), columns) == expected
-    assert _rows(_spark_rows(_source(spark, uri, **at, query_type=RO)), columns) == expected
-    assert _rows(_spark_rows(_source(spark, uri, **at)), columns) != expected
+    assert comparable(spark_rows(hudi_option), columns) == expected
+    assert comparable(spark_rows(_source(spark, uri, **at, query_type=RO)), columns) == expected
+    assert comparable(spark_rows(_source(spark, uri, **at)), columns) != expected
     tidemark.spark.register_view(spark, "ro", uri, as_of=as_of, query_type=RO)
-    assert _rows(_spark_rows(spark.sql("SELECT * FROM ro")), columns) == expected
+    assert comparable(spark_rows(spark.sql("SELECT * FROM ro")), columns) == expected
     output = tmp_path / "ro.parquet"
     argv = ["read", "--table", uri, "--query-type", RO, "--output", str(output)]
     assert main([*argv, *(["--as-of", as_of] if as_of else [])]) == 0
-    assert _rows(pq.read_table(output).to_pylist(), columns) == expected
+    assert comparable(pq.read_table(output).to_pylist(), columns) == expected
 
 
 def test_a_lookup_returns_the_base_files_row(spark: SparkSession, mor_tables: Path) -> None:
@@ -92,9 +74,9 @@ def test_a_lookup_returns_the_base_files_row(spark: SparkSession, mor_tables: Pa
     theirs = hudi_rs_read_optimized(uri)
     key = next(r[RECORD_KEY] for r in theirs.to_pylist() if r["rider"] == "rider-D")
     for reader in ("driver", "spark"):
-        found = _spark_rows(tidemark.spark.lookup(spark, uri, [key], query_type=RO, reader=reader))
+        found = spark_rows(tidemark.spark.lookup(spark, uri, [key], query_type=RO, reader=reader))
         assert [(r["rider"], r["fare"]) for r in found] == [("rider-D", 33.9)]
-    merged = _spark_rows(tidemark.spark.lookup(spark, uri, [key]))
+    merged = spark_rows(tidemark.spark.lookup(spark, uri, [key]))
     assert [(r["rider"], r["fare"]) for r in merged] == [("rider-D", 25.0)]
     updated = tidemark.spark.read(spark, uri, filters=[("fare", "=", 25.0)], query_type=RO)
     assert updated.count() == 0
@@ -105,18 +87,18 @@ def test_as_of_reads_the_base_files_of_that_time(spark: SparkSession, mor_tables
     written; the snapshot then had seven riders, two fares updated."""
     uri = str(mor_tables / "v8_trips_8i3u1d")
     theirs = hudi_rs_read_optimized(uri, V8_BEFORE_COMPACTION)
-    columns = _data_columns(theirs)
-    expected = _rows(theirs.to_pylist(), columns)
+    columns = data_columns(theirs)
+    expected = comparable(theirs.to_pylist(), columns)
     assert len(expected) == 8
     read = tidemark.spark.read(spark, uri, as_of=V8_BEFORE_COMPACTION, query_type=RO)
-    assert _rows(_spark_rows(read), columns) == expected
+    assert comparable(spark_rows(read), columns) == expected
     source = _source(spark, uri, as_of=V8_BEFORE_COMPACTION, query_type=RO)
-    assert _rows(_spark_rows(source), columns) == expected
+    assert comparable(spark_rows(source), columns) == expected
     assert tidemark.spark.read(spark, uri, as_of=V8_BEFORE_COMPACTION).count() == 7
     keys = [row[RECORD_KEY] for row in theirs.to_pylist()]
     options = LookupOptions(as_of=V8_BEFORE_COMPACTION, query_type=RO)
     looked_up = tidemark.spark.lookup(spark, uri, keys, options)
-    assert _rows(_spark_rows(looked_up), columns) == expected
+    assert comparable(spark_rows(looked_up), columns) == expected
 
 
 def test_a_bad_query_type_is_refused_everywhere(
