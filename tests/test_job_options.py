@@ -100,6 +100,7 @@ FLAGS: dict[type[Any], tuple[tuple[str, ...], dict[str, list[str]]]] = {
             "hive_style": ["--hive-style"],
             "url_encode_partitions": ["--urlencode-partitions"],
             "table_version": ["--table-version", "8"],
+            "table_type": ["--table-type", "MERGE_ON_READ"],
             "target_file_bytes": ["--target-file-mb", "64"],
             "small_file_limit_bytes": ["--small-file-mb", "10"],
             "sort_mode": ["--sort-mode", "global_sort"],

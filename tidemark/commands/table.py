@@ -169,7 +169,7 @@ def run_create(args: argparse.Namespace) -> int:
     check_write_schema(schema, config)
     table = HoodieTable.create(args.table, config)
     print(
-        f"created {config.table_type} table {config.name} (version {config.table_version}) "
+        f"created table {config.name} (version {config.table_version}, {config.table_type}) "
         f"at {table.uri}"
     )
     return 0
