@@ -10,7 +10,8 @@ one (PySpark 4.1 to 4.3), so a pruning reader returns wrong rows for a reused Da
 SQL view. Spark evaluates every filter on the full snapshot instead. The files are packed
 into at most ``tasks`` (an option; default twice the driver's cores) tasks of about equal
 bytes, as each Python task costs far more than reading a small file; a merge-on-read slice
-with logs is a task of its own, merged there.
+with logs is a task of its own, merged there. Hudi's ``hoodie.datasource.query.type`` option
+(or ``query_type``) ``read_optimized`` reads the latest base files only, logs ignored.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tidemark.jobs.keying import arrow_schema_in_zone
 from tidemark.jobs.read import merged_slice, pack, read_file
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
+from tidemark.table.files.query_types import SNAPSHOT, check_query_type
 from tidemark.table.files.reader import snapshot_schema
 from tidemark.table.files.view import FileSlice
 
@@ -36,6 +38,8 @@ NAME = "tidemark"
 ARROW_TIME_ZONE = "UTC"
 """Arrow timestamps carry UTC microseconds whatever their label; PySpark 4.2+ wants a zone
 to convert a ``TimestampType`` (4.1's ``to_arrow_schema`` takes none)."""
+QUERY_TYPE_OPTIONS = ("hoodie.datasource.query.type", "query_type")
+"""The options naming the query type: Hudi's key, and the short name."""
 
 
 class FilesPartition(InputPartition):
@@ -57,15 +61,19 @@ class SlicePartition(InputPartition):
 
 
 class SnapshotReader(DataSourceReader):
-    def __init__(self, table_uri: str, schema: StructType, as_of: str | None, tasks: int) -> None:
+    def __init__(
+        self, table_uri: str, schema: StructType, as_of: str | None, tasks: int, query_type: str
+    ) -> None:
         self.table_uri = table_uri
         self.output = arrow_schema_in_zone(schema, ARROW_TIME_ZONE)
         self.as_of = as_of
         self.tasks = tasks
+        self.query_type = query_type
 
     def partitions(self) -> Sequence[InputPartition]:
         """Planned in the Python worker Spark gives the reader, which opens the table."""
-        plan = plan_snapshot(HoodieTable.open(self.table_uri), as_of=self.as_of)
+        table = HoodieTable.open(self.table_uri)
+        plan = plan_snapshot(table, as_of=self.as_of, query_type=self.query_type)
         merged: list[InputPartition] = [SlicePartition(s, plan.deltacommits) for s in plan.slices]
         files: list[InputPartition] = [FilesPartition(g) for g in pack(plan.files, self.tasks)]
         return files + merged or [FilesPartition([])]
@@ -84,7 +92,8 @@ class SnapshotReader(DataSourceReader):
 
 class TidemarkDataSource(DataSource):
     """The snapshot of the table at the ``path`` option (``as_of``: an instant, default the
-    latest; ``tasks``: at most this many Spark tasks)."""
+    latest; ``tasks``: at most this many Spark tasks; ``hoodie.datasource.query.type`` or
+    ``query_type``: ``snapshot``, the default, or ``read_optimized``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -94,7 +103,9 @@ class TidemarkDataSource(DataSource):
         return from_arrow_schema(snapshot_schema(HoodieTable.open(self._path()), self._as_of()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SnapshotReader(self._path(), schema, self._as_of(), self._tasks())
+        return SnapshotReader(
+            self._path(), schema, self._as_of(), self._tasks(), self._query_type()
+        )
 
     def _path(self) -> str:
         """The ``path`` option, canonical: the reader plans and reads in other processes."""
@@ -106,6 +117,16 @@ class TidemarkDataSource(DataSource):
     def _as_of(self) -> str | None:
         as_of = self.options.get("as_of")
         return str(as_of) if as_of else None
+
+    def _query_type(self) -> str:
+        """The query type either option names (both: the same one)."""
+        given = {str(self.options[k]) for k in QUERY_TYPE_OPTIONS if self.options.get(k)}
+        if len(given) > 1:
+            raise InvalidArgumentError(
+                f"{' and '.join(QUERY_TYPE_OPTIONS)} name different query types",
+                field="query_type",
+            )
+        return check_query_type(given.pop() if given else SNAPSHOT)
 
     def _tasks(self) -> int:
         text = self.options.get("tasks")

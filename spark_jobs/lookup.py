@@ -27,6 +27,7 @@ from tidemark.index.pruning import SnapshotPlan, plan_snapshot
 from tidemark.jobs.driver_read import fits_driver, local_frame, read_files
 from tidemark.jobs.read import READ_READERS, scan, scan_reader
 from tidemark.table import HoodieTable
+from tidemark.table.files.query_types import SNAPSHOT
 from tidemark.table.files.reader import snapshot_schema
 from tidemark.table.records.keys import record_keys
 
@@ -57,14 +58,16 @@ def lookup_dataframe(
     columns: Sequence[str] | None = None,
     as_of: str | None = None,
     reader: str = "auto",
+    query_type: str = SNAPSHOT,
 ) -> DataFrame:
-    """The rows visible at ``as_of`` (default latest) with the given record keys: ``keys``
+    """The rows visible at ``as_of`` (default latest) in a query of ``query_type``
+    (``tidemark.table.files.query_types``) with the given record keys: ``keys``
     a list of values of the key field (tuples of the key fields' values for a composite
     key) or a DataFrame with a column per key field. ``reader``: one of
     ``tidemark.jobs.read.READ_READERS``."""
     if reader not in READ_READERS:
         raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
-    plan = plan_lookup(table, keys, as_of=as_of)
+    plan = plan_lookup(table, keys, as_of=as_of, query_type=query_type)
     for name in columns or ():
         if name not in plan.snapshot.schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)
@@ -83,16 +86,23 @@ def lookup_dataframe(
 
 
 def plan_lookup(
-    table: HoodieTable, keys: Sequence[Any] | DataFrame, *, as_of: str | None = None
+    table: HoodieTable,
+    keys: Sequence[Any] | DataFrame,
+    *,
+    as_of: str | None = None,
+    query_type: str = SNAPSHOT,
 ) -> LookupPlan:
-    """The files holding ``keys`` (as ``lookup_dataframe`` takes them) in the snapshot at
-    ``as_of``."""
+    """The files holding ``keys`` (as ``lookup_dataframe`` takes them) in the query of
+    ``query_type`` at ``as_of``."""
     fields = list(table.config.record_key_fields)
     if not fields:
         raise InvalidArgumentError("the table declares no record key fields", field="table")
     wanted = _key_table(keys, fields, snapshot_schema(table, as_of))
     snapshot = plan_snapshot(
-        table, keys=set(record_keys(wanted, table.config).to_pylist()), as_of=as_of
+        table,
+        keys=set(record_keys(wanted, table.config).to_pylist()),
+        as_of=as_of,
+        query_type=query_type,
     )
     return LookupPlan(snapshot, wanted)
 

@@ -42,6 +42,7 @@ from tidemark.jobs.task import storage_for
 from tidemark.storage.uri import S3Uri, hadoop_uri, parse_uri
 from tidemark.table import HoodieTable
 from tidemark.table.files.merge import read_slice
+from tidemark.table.files.query_types import SNAPSHOT
 from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters.expression import Filter
 from tidemark.table.filters.literals import NO_SESSION_TIME_ZONE
@@ -70,8 +71,10 @@ def read_dataframe(
     columns: Sequence[str] | None = None,
     as_of: str | None = None,
     reader: str = "auto",
+    query_type: str = SNAPSHOT,
 ) -> DataFrame:
-    """Rows visible at ``as_of`` (default latest) meeting ``filters`` (``(column, op,
+    """Rows visible at ``as_of`` (default latest) in a query of ``query_type``
+    (``tidemark.table.files.query_types``) meeting ``filters`` (``(column, op,
     value)``: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``, ``is null``,
     ``is not null``) and ``where`` (``column == value``; a list or tuple: ``column in
     value``); meta columns included unless ``columns`` says otherwise. ``reader``: one of
@@ -81,7 +84,7 @@ def read_dataframe(
         raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
     conditions = [*filters, *where_filters(where or {})]
     time_zone = spark.conf.get(SESSION_TIME_ZONE) or NO_SESSION_TIME_ZONE
-    plan = plan_snapshot(table, conditions, as_of=as_of, time_zone=time_zone)
+    plan = plan_snapshot(table, conditions, as_of=as_of, time_zone=time_zone, query_type=query_type)
     for name in columns or ():
         if name not in plan.schema.names:
             raise InvalidArgumentError("no such column in the table", field=name)

@@ -10,6 +10,7 @@ from typing import Any
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.read import READ_READERS
+from tidemark.table.files.query_types import SNAPSHOT, check_query_type
 from tidemark.table.files.reader import Filter
 
 
@@ -24,10 +25,14 @@ class LookupOptions:
     reader: str = "auto"
     """One of ``tidemark.jobs.read.READ_READERS``: ``auto`` reads in the driver when that
     pays, else Spark scans."""
+    query_type: str = SNAPSHOT
+    """``snapshot`` (base files merged with their logs) or ``read_optimized`` (latest base
+    files only, logs ignored: ``tidemark.table.files.query_types``; ``--query-type``)."""
 
     def __post_init__(self) -> None:
         if self.columns is not None:
             object.__setattr__(self, "columns", tuple(self.columns))
+        check_query_type(self.query_type)
         if self.reader not in READ_READERS:
             raise InvalidArgumentError(f"use one of {', '.join(READ_READERS)}", field="reader")
 

@@ -100,6 +100,7 @@ FLAGS: dict[type[Any], tuple[tuple[str, ...], dict[str, list[str]]]] = {
             "hive_style": ["--hive-style"],
             "url_encode_partitions": ["--urlencode-partitions"],
             "table_version": ["--table-version", "8"],
+            "table_type": ["--table-type", "MERGE_ON_READ"],
             "target_file_bytes": ["--target-file-mb", "64"],
             "small_file_limit_bytes": ["--small-file-mb", "10"],
             "sort_mode": ["--sort-mode", "global_sort"],
@@ -170,7 +171,12 @@ def test_the_read_options_have_the_defaults_of_tidemark_read(options: Any) -> No
     """``tidemark read``'s flags for the fields it has (``--where``'s empty list is no
     condition, as ``where=None``); ``filters`` and ``reader`` are the Python API's only."""
     args = parsed(READ)
-    cli = {"as_of": args.as_of, "columns": args.columns, "where": args.where or None}
+    cli = {
+        "as_of": args.as_of,
+        "columns": args.columns,
+        "where": args.where or None,
+        "query_type": args.query_type,
+    }
     default = options()
     names = {field.name for field in dataclasses.fields(options)} - {"filters", "reader"}
     assert {name: getattr(default, name) for name in names} == {name: cli[name] for name in names}

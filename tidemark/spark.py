@@ -47,6 +47,7 @@ from tidemark.rpc.embedded import start_embedded_service
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
+from tidemark.table.files.query_types import SNAPSHOT
 from tidemark.table.filters.expression import Filter
 from tidemark.table.leases.storage_lease import DEFAULT_LOCK_WAIT_S
 from tidemark.table.maintenance.archival import ArchiveResult, ArchiveSettings
@@ -200,7 +201,9 @@ def read(
 ) -> DataFrame:
     """The snapshot of the table at ``table``, read as ``options`` (``ReadOptions``)
     changed by keyword ``fields`` say: at instant ``as_of`` (default the latest),
-    meta columns first, from the files the driver resolved: ``filters`` (``(column, op,
+    meta columns first, as Hudi's ``query_type`` (``"snapshot"``: base files merged with
+    their logs; ``"read_optimized"``: the latest base files only, logs ignored), from
+    the files the driver resolved: ``filters`` (``(column, op,
     value)``) and ``where`` (``{column: value or list}``) prune partitions, files by the
     record index (``=``/``IN`` on the key) and by column statistics before the read, and
     are applied to the rows. ``reader="auto"`` reads in the driver, answering without a
@@ -219,6 +222,7 @@ def read(
         columns=options.columns,
         as_of=options.as_of,
         reader=options.reader,
+        query_type=options.query_type,
     )
 
 
@@ -232,7 +236,8 @@ def lookup(
     """The rows having the record keys ``keys`` (a list of key values, tuples for a
     composite key, or a DataFrame with the key fields' columns), read as ``options``
     (``LookupOptions``) changed by keyword ``fields`` say: in the snapshot at ``as_of``
-    (default the latest), opening only the files the record index names.
+    (default the latest; ``query_type="read_optimized"``: its latest base files only),
+    opening only the files the record index names.
     ``reader="auto"`` reads up to ``DRIVER_MAX_FILES`` files (``DRIVER_MAX_BYTES``) in
     the driver, answering without a Spark job, and more with Spark's Parquet reader;
     ``"driver"``, ``"spark"`` or ``"storage"`` (pyarrow in Spark tasks) choose."""
@@ -244,6 +249,7 @@ def lookup(
         columns=options.columns,
         as_of=options.as_of,
         reader=options.reader,
+        query_type=options.query_type,
     )
 
 
@@ -272,12 +278,14 @@ def register_view(
     *,
     filters: Sequence[Filter] = (),
     as_of: str | None = None,
+    query_type: str = SNAPSHOT,
 ) -> DataFrame:
-    """Make ``read(spark, table, filters=filters, as_of=as_of)`` the temporary view
-    ``name`` for SQL; the view is that snapshot: call again to see later commits. Its
-    files are always scanned by Spark (never read into the driver), which prunes them again
-    for each query's own filters."""
-    frame = read(spark, table, ReadOptions(filters=filters, as_of=as_of, reader="scan"))
+    """Make ``read(spark, table, filters=filters, as_of=as_of, query_type=query_type)``
+    the temporary view ``name`` for SQL; the view is that snapshot: call again to see
+    later commits. Its files are always scanned by Spark (never read into the driver),
+    which prunes them again for each query's own filters."""
+    options = ReadOptions(filters=filters, as_of=as_of, reader="scan", query_type=query_type)
+    frame = read(spark, table, options)
     frame.createOrReplaceTempView(name)
     return frame
 

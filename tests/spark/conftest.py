@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from table.log_testkit import extract_mor_fixtures
 
 from spark.sparkkit import TABLE_VERSIONS
 
@@ -27,3 +28,10 @@ def table_version(request: pytest.FixtureRequest) -> int:
     """A write-path test once per table version its table is created at."""
     version: int = request.param
     return version
+
+
+@pytest.fixture(scope="module")
+def mor_tables(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The merge-on-read tables Hudi wrote (tests/fixtures/hudi-mor), extracted once a
+    module; tests copy one before changing it."""
+    return extract_mor_fixtures(tmp_path_factory.mktemp("hudi-mor"))

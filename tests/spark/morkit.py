@@ -1,17 +1,35 @@
-"""What the merge-on-read Spark tests share: a table keyed by ``id``, partitioned by
-``region``, ordered by ``ts``, and its rows as hudi-rs and ``tidemark.spark.read`` read
-them (by id, the data columns only)."""
+"""Helpers for the merge-on-read Spark tests: rows of the tables Apache Hudi wrote
+(tests/fixtures/hudi-mor, the ``mor_tables`` fixture) compared by value, and a table
+Tidemark writes keyed by ``id``, partitioned by ``region``, ordered by ``ts``, with its rows
+as hudi-rs and ``tidemark.spark.read`` read them (by id, the data columns only)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 import tidemark.spark
 from spark.sparkkit import hudi_rs_table
 from tidemark.jobs.write_options import WriteOptions
+from tidemark.table.records.keys import RECORD_KEY
 
 COLUMNS = ["id", "name", "score", "ts", "region"]
 MOR = "MERGE_ON_READ"
+
+
+def comparable(rows: list[dict], columns: list[str]) -> list[tuple]:
+    """``rows``' values of ``columns``, sorted (a key may hold rows in two file groups)."""
+    return sorted(tuple(repr(row[c]) for c in columns) for row in rows)
+
+
+def spark_rows(frame: DataFrame) -> list[dict]:
+    return frame.toArrow().to_pylist()
+
+
+def data_columns(theirs: pa.Table) -> list[str]:
+    """The record key and the table's own columns (hudi-rs leaves out a virtual-key table's
+    null meta columns)."""
+    return [RECORD_KEY, *(n for n in theirs.column_names if not n.startswith("_hoodie_"))]
 
 
 def mor_options(version: int, **fields: object) -> WriteOptions:

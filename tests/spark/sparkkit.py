@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,7 @@ from table.table_testkit import hudi_rs_builder
 
 from benchmarks.__main__ import main as bench_main
 from tidemark.cli import main
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.reader import read_snapshot
@@ -120,3 +125,19 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def kill_writer_before_commit(
+    table_uri: str, keys: str, *args: str, env: Mapping[str, str] | None = None
+) -> None:
+    """Run ``killed_writer.py`` (an upsert of ``keys``, comma-separated) in a child process
+    that exits just before its commit, leaving its instant pending and its files written."""
+    script = Path(__file__).with_name("killed_writer.py")
+    killed = subprocess.run(
+        [sys.executable, str(script), table_uri, keys, *args],
+        env={**os.environ, **(env or {}), EXIT_AT_ENV: "before_commit"},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]

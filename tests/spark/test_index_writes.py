@@ -8,9 +8,6 @@ nothing."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,10 +19,9 @@ from structlog.testing import capture_logs
 from spark.clikit import Cli, refused_in_one_line, table_state
 from spark.indexkit import assert_index_agrees, indexed_table, rows
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
-from spark.sparkkit import SCHEMA, files_in_view, local_frame
+from spark.sparkkit import SCHEMA, files_in_view, kill_writer_before_commit, local_frame
 from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError
-from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.index import layout
 from tidemark.index.pruning import index_locator
 from tidemark.index.record_index import RecordIndex
@@ -138,15 +134,7 @@ def test_a_writer_killed_before_its_commit_changes_no_lookup(
     storage = open_storage(table_uri)
     keys = pa.array(["1", "2", "10", "50"])
     answers = RecordIndex.open(storage).lookup(keys)
-    script = Path(__file__).with_name("killed_writer.py")
-    killed = subprocess.run(
-        [sys.executable, str(script), table_uri, "1,2,50"],
-        env={**os.environ, EXIT_AT_ENV: "before_commit"},
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
-    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    kill_writer_before_commit(table_uri, "1,2,50")
     staged = {info.path for info in storage.list(layout.STAGED_DIR + "/")}
     assert staged  # the killed write's tasks staged its changes: they must not show
     assert RecordIndex.open(storage).lookup(keys) == answers

@@ -7,35 +7,17 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
-from table.log_testkit import extract_mor_fixtures
 
 import tidemark.spark
+from spark.morkit import comparable, data_columns, spark_rows
 from spark.sparkkit import hudi_rs_table
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.records.keys import RECORD_KEY
 
 TABLES = ["v6_trips_8i1u", "v6_trips_8i3d", "v8_trips_8i3u1d", "v9_txns_simple_nometa"]
-
-
-@pytest.fixture(scope="module")
-def mor_tables(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return extract_mor_fixtures(tmp_path_factory.mktemp("hudi-mor"))
-
-
-def _rows(rows: list[dict], columns: list[str]) -> list[tuple]:
-    return sorted(tuple(repr(row[c]) for c in columns) for row in rows)
-
-
-def _spark_rows(frame: DataFrame) -> list[dict]:
-    return frame.toArrow().to_pylist()
-
-
-def _data_columns(theirs: pa.Table) -> list[str]:
-    return [RECORD_KEY, *(n for n in theirs.column_names if not n.startswith("_hoodie_"))]
 
 
 @pytest.mark.parametrize("name", TABLES)
@@ -45,12 +27,12 @@ def test_read_and_the_data_source_merge_as_hudi_rs(
     uri = str(mor_tables / name)
     theirs = hudi_rs_table(uri)
     assert theirs is not None
-    columns = _data_columns(theirs)
-    expected = _rows(theirs.to_pylist(), columns)
-    assert _rows(_spark_rows(tidemark.spark.read(spark, uri)), columns) == expected
+    columns = data_columns(theirs)
+    expected = comparable(theirs.to_pylist(), columns)
+    assert comparable(spark_rows(tidemark.spark.read(spark, uri)), columns) == expected
     tidemark.spark.register(spark)
     source = spark.read.format("tidemark").load(uri)
-    assert _rows(_spark_rows(source), columns) == expected
+    assert comparable(spark_rows(source), columns) == expected
 
 
 def test_a_lookup_returns_the_merged_row(spark: SparkSession, mor_tables: Path) -> None:
@@ -58,7 +40,7 @@ def test_a_lookup_returns_the_merged_row(spark: SparkSession, mor_tables: Path) 
     theirs = hudi_rs_table(uri)
     assert theirs is not None
     key = next(r[RECORD_KEY] for r in theirs.to_pylist() if r["rider"] == "rider-D")
-    found = _spark_rows(tidemark.spark.lookup(spark, uri, [key]))
+    found = spark_rows(tidemark.spark.lookup(spark, uri, [key]))
     assert [(r["rider"], r["fare"]) for r in found] == [("rider-D", 25.0)]
 
 
@@ -67,7 +49,7 @@ def test_a_filter_on_an_updated_value_finds_the_merged_row(
 ) -> None:
     uri = str(mor_tables / "v6_trips_8i1u")
     frame = tidemark.spark.read(spark, uri, filters=[("fare", "=", 25.0)])
-    assert [r["rider"] for r in _spark_rows(frame)] == ["rider-D"]
+    assert [r["rider"] for r in spark_rows(frame)] == ["rider-D"]
 
 
 @pytest.mark.parametrize("name", ["v6_trips_8i1u", "v6_nonpartitioned", "v9_txns_simple_nometa"])
@@ -79,7 +61,7 @@ def test_a_table_hudi_wrote_takes_an_upsert_and_a_delete_as_logs(
     uri = str(shutil.copytree(mor_tables / name, tmp_path / name))
     before = hudi_rs_table(uri)
     assert before is not None
-    columns = _data_columns(before)
+    columns = data_columns(before)
     rows = {row[RECORD_KEY]: row for row in before.select(columns).to_pylist()}
     updated_key, deleted_key = sorted(rows)[:2]
     frame = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == updated_key)
@@ -102,6 +84,6 @@ def test_a_table_hudi_wrote_takes_an_upsert_and_a_delete_as_logs(
     del rows[deleted_key]
     after = hudi_rs_table(uri)
     assert after is not None
-    expected = _rows(list(rows.values()), columns)
-    assert _rows(after.to_pylist(), columns) == expected
-    assert _rows(_spark_rows(tidemark.spark.read(spark, uri)), columns) == expected
+    expected = comparable(list(rows.values()), columns)
+    assert comparable(after.to_pylist(), columns) == expected
+    assert comparable(spark_rows(tidemark.spark.read(spark, uri)), columns) == expected

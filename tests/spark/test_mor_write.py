@@ -93,3 +93,27 @@ def test_a_table_type_other_than_the_tables_is_refused(spark: SparkSession, tmp_
             options=WriteOptions(table_type="COPY_ON_WRITE", markers="direct"),
         )
     assert refused.value.field == "table_type"
+
+
+@pytest.mark.s3
+def test_a_merge_on_read_table_on_s3_with_service_markers(
+    spark: SparkSession, s3_bucket: str
+) -> None:
+    """On the S3 server (moto, an emulator): log files are whole objects (no append), their
+    markers go through the embedded marker service, and hudi-rs reads the merged rows."""
+    model = {f"k{i}": (f"k{i}", "a", float(i), 1, "eu" if i % 2 else "us") for i in range(20)}
+    options = mor_options(9, markers="service")
+    tidemark.spark.write(
+        mor_frame(spark, list(model.values())), s3_bucket, "upsert", options=options
+    )
+    updates = [(f"k{i}", "b", -1.0, 2, "eu" if i % 2 else "us") for i in range(0, 20, 3)]
+    result = tidemark.spark.write(mor_frame(spark, updates), s3_bucket, "upsert", options=options)
+    model.update({row[0]: row for row in updates})
+    stats = (
+        HoodieTable.open(s3_bucket)
+        .timeline.read_metadata(HoodieTable.open(s3_bucket).timeline.find(result.instant))
+        .write_stats
+    )
+    assert stats and all(stat.is_delta for stat in stats)
+    assert hudi_rs_rows(s3_bucket) == model
+    assert our_rows(spark, s3_bucket) == model

@@ -4,15 +4,10 @@ back as Hudi does on each version (v6: a rollback command block, v8/9: its logs 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, assert_readers_agree, local_frame
-from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from spark.sparkkit import SCHEMA, assert_readers_agree, kill_writer_before_commit, local_frame
+from tidemark.faults import FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.storage import open_storage
@@ -73,15 +68,7 @@ def test_a_killed_append_is_rolled_back_by_the_next_write(
     spark: SparkSession, table_uri: str, table_version: int
 ) -> None:
     _create(spark, table_uri, table_version)
-    script = Path(__file__).with_name("killed_writer.py")
-    killed = subprocess.run(
-        [sys.executable, str(script), table_uri, "1,2"],
-        env={**os.environ, EXIT_AT_ENV: "before_commit"},
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
-    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    kill_writer_before_commit(table_uri, "1,2")
     [pending] = HoodieTable.open(table_uri).timeline.pending()
     assert pending.action == DELTA_COMMIT
     failed_logs = _log_files(table_uri)

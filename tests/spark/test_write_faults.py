@@ -3,18 +3,21 @@ committed rows, stray files are removed, failed instants are rolled back."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.sparkkit import SCHEMA, assert_readers_agree, data_files, files_in_view, local_frame
-from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from spark.sparkkit import (
+    SCHEMA,
+    assert_readers_agree,
+    data_files,
+    files_in_view,
+    kill_writer_before_commit,
+    local_frame,
+)
+from tidemark.faults import FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
@@ -84,16 +87,7 @@ def test_killed_writer_is_rolled_back_by_the_next_write(
         WriteOptions(**CREATE),
     )
     committed = data_files(table_uri)
-    script = Path(__file__).with_name("killed_writer.py")
-    env = {**os.environ, EXIT_AT_ENV: "before_commit"}
-    killed = subprocess.run(
-        [sys.executable, str(script), table_uri, "1,2,10"],
-        env=env,
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
-    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    kill_writer_before_commit(table_uri, "1,2,10")
     assert data_files(table_uri) > committed
     pending = HoodieTable.open(table_uri).timeline.pending()
     assert [i.action for i in pending] == ["commit"]

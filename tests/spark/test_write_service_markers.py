@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +11,9 @@ from faults.faultkit import StageHook
 from pyspark.sql import SparkSession
 
 from spark.killed_writer import LEASE_S as KILLED_LEASE_S
-from spark.sparkkit import local_frame
+from spark.sparkkit import kill_writer_before_commit, local_frame
 from tidemark.cli import main
-from tidemark.faults import EXIT_AT_ENV, EXIT_CODE, FAIL_TASK_ATTEMPT_PROPERTY
+from tidemark.faults import FAIL_TASK_ATTEMPT_PROPERTY
 from tidemark.jobs.write import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.marker.embedded import EmbeddedMarkerService, start_embedded_marker_service
@@ -98,15 +94,7 @@ def test_killed_job_with_service_markers_is_rolled_back_from_its_markers(
     rows_v1 = local_frame(spark, _rows(4, "v1", 1), SCHEMA)
     write(spark, rows_v1, table_uri, "bulk_insert", WriteOptions(**KEYS, **service))
     committed = data_files(table_uri)
-    script = Path(__file__).with_name("killed_writer.py")
-    killed = subprocess.run(
-        [sys.executable, str(script), table_uri, "1,2,10", "service"],
-        env={**os.environ, **LEASE_ENV, EXIT_AT_ENV: "before_commit"},
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
-    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    kill_writer_before_commit(table_uri, "1,2,10", "service", env=LEASE_ENV)
     (pending,) = HoodieTable.open(table_uri).timeline.pending()
     storage = open_storage(table_uri)
     orphans = data_files(table_uri) - committed

@@ -161,19 +161,21 @@ def test_lance_base_files_are_refused_in_one_line(
 
 
 @pytest.mark.parametrize("name", ["v8_nonpartitioned", "v9_txns_nonpart_nometa"])
-def test_merge_on_read_reads_and_refuses_a_change_in_one_line(
+def test_merge_on_read_reads_and_cleans(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The cleaner handles merge-on-read tables (tests/table/test_table_mor_services.py);
+    a change that does not still refuses them (test_table_mor_slices.py)."""
     root = unzip_fixture(name, tmp_path)
     set_property(root, "hoodie.table.type", "MERGE_ON_READ")
     before = file_tree(root)
     assert main(["read", "--table", str(root)]) == 0
-    capsys.readouterr()
-    assert main(["clean", "--table", str(root)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1
-    assert err[0].startswith("tidemark clean: error: hoodie.table.type: value 'MERGE_ON_READ'")
+    read = capsys.readouterr().out
+    assert main(["clean", "--table", str(root)]) == 0
+    assert "deleted 0 files" in capsys.readouterr().out
     assert file_tree(root) == before
+    assert main(["read", "--table", str(root)]) == 0
+    assert capsys.readouterr().out == read
 
 
 def test_a_version_without_its_timeline_layout_is_refused(

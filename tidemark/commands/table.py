@@ -24,6 +24,7 @@ from tidemark.jobs.job_options import add_lock_options, add_lock_wait_option
 from tidemark.jobs.rollback import rollback_table
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
+from tidemark.table.files.query_types import QUERY_TYPES, SNAPSHOT
 from tidemark.table.files.reader import read_snapshot
 from tidemark.table.files.view import BaseFile
 from tidemark.table.filters.expression import Filter
@@ -86,6 +87,15 @@ def register(subparsers: Any) -> None:
         "on version 6 the requested time stands in); a completed write's own instant "
         "reads that write's snapshot; refused before the table's first commit and when "
         "older than the earliest instant the cleaner kept readable",
+    )
+    read.add_argument(
+        "--query-type",
+        choices=QUERY_TYPES,
+        default=SNAPSHOT,
+        help="Hudi's query type: snapshot (base files merged with their log files) or "
+        "read_optimized (the latest base files only, log files ignored: a merge-on-read "
+        "table's rows as of each file group's last compaction, read without merging; on a "
+        "copy-on-write table the snapshot)",
     )
     read.add_argument("--limit", type=positive_int, help="at most N rows")
     read.add_argument("--columns", nargs="+", help="columns to return (default: all)")
@@ -159,7 +169,7 @@ def run_create(args: argparse.Namespace) -> int:
     check_write_schema(schema, config)
     table = HoodieTable.create(args.table, config)
     print(
-        f"created {config.table_type} table {config.name} (version {config.table_version}) "
+        f"created table {config.name} (version {config.table_version}, {config.table_type}) "
         f"at {table.uri}"
     )
     return 0
@@ -173,6 +183,7 @@ def run_read(args: argparse.Namespace) -> int:
         filters=[_parse_where(item) for item in args.where],
         as_of=args.as_of,
         locate=index_locator(table.storage),
+        query_type=args.query_type,
     )
     if args.limit is not None:
         result = result.slice(0, args.limit)

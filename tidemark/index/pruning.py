@@ -26,6 +26,7 @@ from tidemark.index.record_index import RecordIndex
 from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
+from tidemark.table.files.query_types import SNAPSHOT, queried_slices
 from tidemark.table.files.reader import Locator, files_holding, snapshot_schema
 from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters import partitions
@@ -72,18 +73,21 @@ def plan_snapshot(
     as_of: str | None = None,
     keys: Collection[str] | None = None,
     time_zone: str = NO_SESSION_TIME_ZONE,
+    query_type: str = SNAPSHOT,
 ) -> SnapshotPlan:
     """The base files of the snapshot at ``as_of`` (default latest) that may hold rows
     meeting ``filters`` (``(column, op, value)``, as ``tidemark read --where``) and, with
     ``keys``, having one of those record keys. The record index prunes only the latest
     snapshot: it places keys where they are now, and a key clustered or moved since
-    ``as_of`` would be missed. Zone-less timestamps in filters are in ``time_zone``."""
+    ``as_of`` would be missed. Zone-less timestamps in filters are in ``time_zone``.
+    ``query_type`` (``query_types.QUERY_TYPES``): a ``read_optimized`` plan has no merged
+    slices, every latest base file is in ``files``, its logs ignored."""
     schema = snapshot_schema(table, as_of)
     bound = bind(
         filters, schema, partition_fields=table.config.partition_fields, time_zone=time_zone
     )
     view = table.view(as_of)
-    listed = view.latest_file_slices(partitions.partitions_to_list(bound, table.config))
+    listed = queried_slices(view, partitions.partitions_to_list(bound, table.config), query_type)
     pruned = {"listed": len(listed)}
     matching = {
         path

@@ -21,6 +21,7 @@ from tidemark.storage.damaged import damaged, describe
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.merge import read_slice
+from tidemark.table.files.query_types import SNAPSHOT, queried_slices
 from tidemark.table.files.view import BaseFile, resolve_as_of
 from tidemark.table.filters import arrow, partitions
 from tidemark.table.filters.expression import BoundFilter, Filter, bind
@@ -53,17 +54,21 @@ def read_snapshot(
     filters: list[Filter] | None = None,
     as_of: str | None = None,
     locate: Locator | None = None,
+    query_type: str = SNAPSHOT,
 ) -> pa.Table:
-    """Rows visible at ``as_of`` (default: latest), meta columns first, Hudi's snapshot,
-    meeting ``filters`` (bound by ``tidemark.table.filters.expression.bind``). With
-    ``locate`` (a record index) and filters naming every record key field, only the file
-    groups holding those keys are opened."""
+    """Rows visible at ``as_of`` (default: latest), meta columns first, Hudi's snapshot
+    (or with ``query_type="read_optimized"`` its read-optimized query: latest base files
+    only, ``query_types``), meeting ``filters`` (bound by
+    ``tidemark.table.filters.expression.bind``). With ``locate`` (a record index) and
+    filters naming every record key field, only the file groups holding those keys are
+    opened."""
     declared = snapshot_schema(table)
     bound = bind(filters or [], declared, partition_fields=table.config.partition_fields)
     keys = set(record_keys) if record_keys is not None else keys_of(bound, table.config)
     accept_partition = _partition_predicate(table.config, declared, partition_filter, bound)
     view = table.view(as_of)
-    slices = [s for s in view.latest_file_slices() if accept_partition(s.partition_path)]
+    queried = queried_slices(view, None, query_type)
+    slices = [s for s in queried if accept_partition(s.partition_path)]
     base_files = [s.base for s in slices if s.base is not None and not s.logs]
     pieces: list[pa.Table] = []
     schemas: list[pa.Schema] = []

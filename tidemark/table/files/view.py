@@ -68,6 +68,16 @@ class FileSlice:
     base: BaseFile | None
     logs: tuple[LogFile, ...]
 
+    @property
+    def base_instant(self) -> str:
+        """Its base file's instant; for a slice of logs only, its first log's."""
+        return self.base.instant if self.base is not None else self.logs[0].name.instant
+
+    @property
+    def paths(self) -> list[str]:
+        """Its files: the base file, then the log files."""
+        return ([self.base.path] if self.base is not None else []) + [log.path for log in self.logs]
+
 
 class FileSystemView:
     """``archive`` is the table's archived timeline (a fresh reader of the default folder
@@ -91,6 +101,9 @@ class FileSystemView:
         self._pending = {i.timestamp for i in instants if not i.is_completed}
         self._timeline_start = instants[0].timestamp if instants else None
         self._archived: frozenset[str] | None = None
+        self._logs_before_start = False
+        """Whether a listed log file is named older than the active timeline (its
+        deltacommits may be archived)."""
         self._replaced = self._replaced_file_groups()
 
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
@@ -113,7 +126,7 @@ class FileSystemView:
         listing = list(self._list(partitions))
         bases = {(b.partition_path, b.file_id): b for b in self._latest(listing)}
         logs: dict[tuple[str, str], list[LogFile]] = {}
-        for log in log_files_in(listing):
+        for log in self._log_files(listing):
             logs.setdefault(log.file_group, []).append(log)
         completed_at = self.completed_deltacommits()
         slices = []
@@ -131,13 +144,63 @@ class FileSystemView:
                 slices.append(FileSlice(group[0], group[1], base, tuple(read)))
         return slices
 
+    def file_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
+        """Every slice of every file group, replaced groups too (what the cleaner chooses
+        from), by partition, file id and base instant: each committed base file with the
+        log files of its slice (a slice of logs only where no committed base file starts
+        it). On version 6 a log file belongs to the slice its name's instant starts (a
+        pending compaction's, named after it, too); on 8 and 9 to the latest base file at
+        or before its deltacommit's completion, and log files of deltacommits not
+        completed are left out (rollback's and orphan removal's)."""
+        listing = list(self._list(partitions))
+        slices: dict[tuple[str, str, str], tuple[BaseFile | None, list[LogFile]]] = {}
+        starts: dict[tuple[str, str], list[str]] = {}
+        for base in sorted(self._committed(listing), key=lambda b: b.instant):
+            slices[(base.partition_path, base.file_id, base.instant)] = (base, [])
+            starts.setdefault((base.partition_path, base.file_id), []).append(base.instant)
+        logs = self._log_files(listing)
+        completed_at = self.completed_deltacommits() if self.timeline.LAYOUT == 2 else {}
+        for log in logs:
+            if self.timeline.LAYOUT == 1:
+                start = log.name.instant
+            elif log.name.instant in completed_at:
+                done = completed_at[log.name.instant]
+                start = max((s for s in starts.get(log.file_group, []) if s <= done), default="")
+            else:
+                continue
+            slices.setdefault((*log.file_group, start), (None, []))[1].append(log)
+        return [
+            FileSlice(partition, file_id, base, tuple(logs))
+            for (partition, file_id, _), (base, logs) in sorted(slices.items())
+        ]
+
+    def _log_files(self, listing: Iterable[FileInfo]) -> list[LogFile]:
+        """The log files among ``listing``, noting whether one is named older than the
+        active timeline (``completed_deltacommits`` then reads the archive)."""
+        logs = log_files_in(listing)
+        start = self._timeline_start
+        if logs and (start is None or min(log.name.instant for log in logs) < start):
+            self._logs_before_start = True
+        return logs
+
     def completed_deltacommits(self) -> dict[str, str]:
-        """Requested time -> completion time of each deltacommit visible at ``as_of``."""
-        return {
+        """Requested time -> completion time of each deltacommit visible at ``as_of``:
+        those on the active timeline and, once this view listed a log file named older
+        than the active timeline, the archived ones before it."""
+        active = {
             instant.timestamp: instant.completed_at
             for instant in self.timeline.completed(frozenset({DELTA_COMMIT}))
             if instant.timestamp in self._completed
         }
+        if not self._logs_before_start:
+            return active
+        archived = {
+            timestamp: completed_at
+            for timestamp, completed_at in self.archive.completed_deltacommits().items()
+            if (self._timeline_start is None or timestamp < self._timeline_start)
+            and self._in_range(completed_at)
+        }
+        return {**archived, **active}
 
     def committed_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
         """Every committed base file: each file group's every slice, replaced groups too

@@ -9,7 +9,10 @@ first write kept. Never archived, nor anything after it: a pending instant; the 
 clean's earliest commit to retain (the cleaner plans from there, and a replacecommit is
 archived only once a clean deleted the file groups it replaced: without any clean, no
 replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
-caller's ``keep_from`` (the record index's oldest unfolded delta).
+caller's ``keep_from`` (the record index's oldest unfolded delta). Deltacommits are
+writes like commits (counted, archived with their metadata; the logs of a latest slice
+whose deltacommit was archived still read, ``FileSystemView.completed_deltacommits``),
+and a compaction's requested and inflight files go with the ``commit`` it completed as.
 
 An archival writes one archive log file (or one history Parquet file, its manifest and
 ``_version_``) holding those instants, keeps the archive bounded as Hudi does (version 6:
@@ -43,6 +46,8 @@ from tidemark.table.maintenance.clean_plan import CleanPolicy, CleanSettings
 from tidemark.table.metadata.actions import (
     CLEAN,
     CLUSTERING,
+    COMMIT,
+    COMPACTION,
     REPLACE_COMMIT,
     ROLLBACK,
     WRITE_ACTIONS,
@@ -147,7 +152,7 @@ def archive(
     if not _already_archived(table) and not _to_archive(table, settings, None):
         return result
     floor = keep_from()
-    with changing(table, "archive", wait_s=wait_s, lease_s=lease_s):
+    with changing(table, "archive", wait_s=wait_s, lease_s=lease_s, merge_on_read=True):
         if not isinstance(table.archive, LsmTimeline):
             finish_merge(table.storage, archived_log(table.archive))
         table.timeline.reload()
@@ -252,14 +257,17 @@ def _fold_column_stats(table: HoodieTable, chosen: list[Instant]) -> None:
 
 def _history_instant(instant: Instant, files: dict[str, tuple[Instant, bytes]]) -> HistoryInstant:
     """Hudi 1.x's ``HoodieLSMTimelineInstant`` of a completed instant: the completed
-    file's content as its metadata; a clean's plan, or a replacecommit's requested (or
-    non-empty inflight) content, as its plan."""
+    file's content as its metadata; a clean's or a compaction's plan, or a
+    replacecommit's requested (or non-empty inflight) content, as its plan."""
     contents = {
         f.state: content for f, content in files.values() if f.timestamp == instant.timestamp
     }
     plan = None
     if instant.action == CLEAN:
         plan = contents.get(State.REQUESTED)
+    elif instant.action == COMMIT:  # a compaction completes as a commit: its plan
+        compaction = Instant(instant.timestamp, COMPACTION, State.REQUESTED, layout=2)
+        plan = files[compaction.path][1] if compaction.path in files else None
     elif instant.action == REPLACE_COMMIT:
         plan = contents.get(State.INFLIGHT) or contents.get(State.REQUESTED)
     assert instant.completion_time is not None
@@ -310,13 +318,16 @@ def _files_of(table: HoodieTable, instants: list[Instant]) -> list[Instant]:
 
 def _state_files(instants: list[Instant]) -> list[Instant]:
     """Each instant's requested, inflight and completed files by name, in that order
-    (on layout 2 a clustering's pending files are named ``clustering``)."""
+    (on layout 2 a clustering's pending files are named ``clustering``; on both layouts
+    a compaction's, which completes as a ``commit``, ``compaction``)."""
     files = []
     for instant in instants:
         for state in (State.REQUESTED, State.INFLIGHT):
             files.append(instant.with_state(state))
             if instant.layout == 2 and instant.action == REPLACE_COMMIT:
                 files.append(Instant(instant.timestamp, CLUSTERING, state, layout=2))
+            if instant.action == COMMIT:
+                files.append(Instant(instant.timestamp, COMPACTION, state, layout=instant.layout))
         files.append(instant)
     return files
 

@@ -28,6 +28,7 @@ from tidemark.table.maintenance.clean_plan import CleanSettings, plan_clean
 from tidemark.table.metadata.actions import CLEAN, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan
 from tidemark.table.timeline.instant import Instant, State, new_instant_time
+from tidemark.table.writes.hudi_metadata_table import check_no_hudi_metadata_table
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +59,9 @@ def clean(
     wait_s: float = DEFAULT_LOCK_WAIT_S,
 ) -> CleanResult:
     """Finish any pending clean, then plan and run a new one (none when nothing is to be
-    deleted). A dry run only plans. The plan is first made without the lock and the lock
+    deleted). A dry run only plans. A table with Hudi's metadata table, which would still
+    list the deleted files to the Hudi readers that list through it, is refused once
+    there is something to delete. The plan is first made without the lock and the lock
     taken only when there is something to do, so the clean after every write costs no lock
     on a table with nothing to clean."""
     settings = settings or CleanSettings()
@@ -72,8 +75,9 @@ def clean(
         return result
     if not optimistic.file_count and not _pending_cleans(table):
         return result
+    check_no_hudi_metadata_table(dict(table.config.properties), "cleaning")
     while True:
-        with changing(table, "clean", wait_s=wait_s):
+        with changing(table, "clean", wait_s=wait_s, merge_on_read=True):
             table.timeline.reload()
             pending = _pending_cleans(table)
             if pending:
@@ -106,7 +110,7 @@ def _run(
         if number == 0:
             faults.exit_if_requested(DELETED_SOME_POINT)
         result.deleted.setdefault(partition, []).extend(files)
-    with changing(table, "clean", wait_s=wait_s):
+    with changing(table, "clean", wait_s=wait_s, merge_on_read=True):
         table.timeline.reload()
         if table.timeline.is_completed(timestamp):
             return  # another cleaner finished this plan meanwhile

@@ -1,4 +1,10 @@
-"""Which files a clean deletes: Hudi's cleaner policies on a copy-on-write table.
+"""Which files a clean deletes: Hudi's cleaner policies, on copy-on-write and
+merge-on-read tables alike.
+
+The unit is a file slice (``FileSystemView.file_slices``): a base file and, on a
+merge-on-read table, the log files appended to it; a slice no longer needed goes whole,
+base and logs (Hudi's ``CleanPlanner``), and the plan lists each file. Deltacommits count
+as writes (retained commits, the earliest commit to retain).
 
 - ``KEEP_LATEST_COMMITS`` (default, 10 retained): the earliest commit to retain is the
   N-th latest completed write (never after the earliest pending instant); a slice older
@@ -17,8 +23,11 @@ completion times, the requested time stands in and the rules reduce to Hudi 0.x'
 File groups replaced by a completed replacecommit (clustering, insert_overwrite) are
 deleted whole once that instant is older than the earliest commit to retain (under
 KEEP_LATEST_FILE_VERSIONS, at once, as Hudi does). Never deleted: a file group's latest
-slice, any file of a group a pending clustering plan reads, files of pending or failed
-instants (not committed, so not listed here; rollback and orphan cleaning handle them).
+slice, any file of a group a pending clustering plan reads, the slices a pending
+compaction needs (those of its file groups from the plan's base instant on: under
+KEEP_LATEST_FILE_VERSIONS they count as one of the versions kept, as Hudi counts them),
+files of pending or failed instants (not committed, so not listed here; rollback and
+orphan cleaning handle them).
 Savepoints are not supported: a table with one is refused.
 
 Incremental as Hudi's (``hoodie.cleaner.incremental.mode``): under the two commit-based
@@ -38,11 +47,11 @@ from dataclasses import dataclass
 from tidemark.checks import require_positive
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.table import HoodieTable
-from tidemark.table.files.view import BaseFile, completion_times, last_clean
+from tidemark.table.files.view import FileSlice, completion_times, last_clean
 from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan, RetainedInstant
 from tidemark.table.plans.clustering import file_groups_in, pending_plans
-from tidemark.table.properties.support import check_table_type
+from tidemark.table.plans.compaction import slices_needed_by_compactions
 from tidemark.table.timeline.instant import Instant, instant_time_ago
 
 
@@ -80,10 +89,7 @@ class CleanSettings:
 
 def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
     """The files a clean at this moment deletes (empty when none); reads the timeline as
-    the table's ``timeline`` last loaded it (reload it under the lock first). Planned by
-    copy-on-write rules, so a merge-on-read table (its slices are cleaned by other rules)
-    is refused here, dry runs included."""
-    check_table_type(dict(table.config.properties), merge_on_read=False, what="cleaning")
+    the table's ``timeline`` last loaded it (reload it under the lock first)."""
     timeline = table.timeline
     savepoints = [i.timestamp for i in timeline.instants() if i.action == SAVEPOINT]
     if savepoints:
@@ -109,31 +115,35 @@ def plan_clean(table: HoodieTable, settings: CleanSettings) -> CleanPlan:
         return empty
     view = table.view()
     protected = set(file_groups_in(pending_plans(table, reload=False)))
+    compacting = slices_needed_by_compactions(table)
     replaced = view.replaced_file_groups()
-    groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
-    for base_file in view.committed_base_files(partitions):
-        groups[(base_file.partition_path, base_file.file_id)].append(base_file)
+    groups: dict[tuple[str, str], list[FileSlice]] = defaultdict(list)
+    for file_slice in view.file_slices(partitions):
+        groups[(file_slice.partition_path, file_slice.file_id)].append(file_slice)
     deletes: dict[str, list[str]] = defaultdict(list)
     readable_from = _by_completion(retain.timestamp if retain is not None else "", done_at)
     for key, slices in sorted(groups.items()):
         if key in protected:
             continue
-        slices.sort(key=lambda f: f.instant)
+        needed_from = compacting.get(key)
+        unneeded = [s for s in slices if needed_from is None or s.base_instant < needed_from]
         replaced_by = replaced.get(key)
         if replaced_by is not None:
-            doomed = _replaced_group(settings, replaced_by, retain, slices, done_at)
+            doomed = _replaced_group(settings, replaced_by, retain, unneeded, done_at)
             if doomed:
                 readable_from = max(readable_from, _by_completion(replaced_by, done_at))
         elif settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
-            doomed = slices[: max(0, len(slices) - settings.retain_versions)]
+            keep = settings.retain_versions - (1 if needed_from is not None else 0)
+            doomed = unneeded[: max(0, len(unneeded) - keep)]
             if doomed:
-                kept = slices[len(doomed)].instant
+                kept = slices[len(doomed)].base_instant
                 readable_from = max(readable_from, _by_completion(kept, done_at))
         else:
             assert retain is not None
-            doomed = _superseded_before(slices, done_at(retain.timestamp), done_at)
-        for base_file in doomed:
-            deletes[key[0]].append(base_file.path)
+            superseded = _superseded_before(slices, done_at(retain.timestamp), done_at)
+            doomed = [s for s in superseded if s in unneeded]
+        for file_slice in doomed:
+            deletes[key[0]].extend(file_slice.paths)
     if settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS and readable_from[1]:
         retain = RetainedInstant(readable_from[1], _action_at(writes, readable_from[1]))
     return CleanPlan(settings.policy, retain, dict(deletes), last_write)
@@ -209,9 +219,9 @@ def _replaced_group(
     settings: CleanSettings,
     replaced_by: str,
     retain: RetainedInstant | None,
-    slices: list[BaseFile],
+    slices: list[FileSlice],
     done_at: Callable[[str], str],
-) -> list[BaseFile]:
+) -> list[FileSlice]:
     """A replaced file group goes whole once its replacing instant completed before the
     earliest commit to retain did (under KEEP_LATEST_FILE_VERSIONS at once)."""
     if settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
@@ -221,10 +231,10 @@ def _replaced_group(
 
 
 def _superseded_before(
-    slices: list[BaseFile], retained_at: str, done_at: Callable[[str], str]
-) -> list[BaseFile]:
-    """The slices (sorted by requested time) that a later slice completed before
+    slices: list[FileSlice], retained_at: str, done_at: Callable[[str], str]
+) -> list[FileSlice]:
+    """The slices (sorted by base instant) that a later slice completed before
     ``retained_at`` supersedes: no snapshot from then on shows them. The latest of the
     slices completed before it, and the group's latest slice, are always kept."""
-    completed_before = [n for n, f in enumerate(slices) if done_at(f.instant) < retained_at]
+    completed_before = [n for n, f in enumerate(slices) if done_at(f.base_instant) < retained_at]
     return slices[: completed_before[-1]] if completed_before else []

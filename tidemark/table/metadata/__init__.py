@@ -1,7 +1,7 @@
 """What each timeline action records, in Hudi's encodings: commit and replace-commit
 metadata (JSON on table version 6, Avro on 8 and 9), clean plans and results, rollback plans and
-results, and the Avro container helpers they share. The bottom of the table library: pure
-encodings, no storage; every other package of ``tidemark.table`` may import it."""
+results, compaction plans, and the Avro container helpers they share. The bottom of the table
+library: pure encodings, no storage; every other package of ``tidemark.table`` may import it."""
 
 __all__ = [
     "actions",
@@ -9,5 +9,6 @@ __all__ = [
     "clean",
     "commit",
     "commit_avro",
+    "compaction",
     "rollback",
 ]

@@ -3,11 +3,11 @@
 Hudi saves a scheduled compaction as a requested ``compaction`` instant whose content is an
 Avro object container file with one ``HoodieCompactionPlan`` record (plan version 2): one
 operation per file slice to compact (its base instant, base file name, log file names,
-file id, partition and IO metrics), the strategy and extra metadata. The schema below is
-the one Hudi 1.0 embeds in its plans (read from the fixture ``v8_trips_8i3u1d``); Hudi
-0.14 (table version 6) writes the same fields. The plan moves to ``<t>.compaction.inflight``
-while it runs and completes as ``<t>.commit`` (operation type ``COMPACT``), whose new base
-files ``{fileId}_{token}_{t}.parquet`` keep each operation's file id.
+file id, partition and IO metrics), the strategy and extra metadata. The schema is
+``metadata.compaction``'s (Hudi 1.0's, as in the fixture ``v8_trips_8i3u1d``; Hudi 0.14
+writes the same fields). The plan moves to ``<t>.compaction.inflight`` while it runs and
+completes as ``<t>.commit`` (operation type ``COMPACT``), whose new base files
+``{fileId}_{token}_{t}.parquet`` keep each operation's file id.
 
 Scheduling follows Hudi's defaults (``hoodie.compact.inline.max.delta.commits`` = 5,
 ``hoodie.compaction.target.io`` = 500 GB): a plan is made once that many deltacommits
@@ -32,9 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import fastavro
 import structlog
-from fastavro.types import Schema
 
 from tidemark.checks import require_positive
 from tidemark.config import MIB
@@ -44,7 +42,8 @@ from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import join_path
 from tidemark.table.files.view import FileSlice
 from tidemark.table.metadata.actions import COMMIT, COMPACTION, DELTA_COMMIT, WRITE_ACTIONS
-from tidemark.table.metadata.avro import NAMESPACE, read_single_record, write_single_record
+from tidemark.table.metadata.avro import write_single_record
+from tidemark.table.metadata.compaction import COMPACTION_PLAN_SCHEMA, read_compaction_plan
 from tidemark.table.plans import clustering
 from tidemark.table.timeline.instant import Instant, State, new_instant_time
 
@@ -61,60 +60,6 @@ TOTAL_LOG_FILES_SIZE = "TOTAL_LOG_FILES_SIZE"
 TOTAL_IO_READ_MB = "TOTAL_IO_READ_MB"
 TOTAL_IO_WRITE_MB = "TOTAL_IO_WRITE_MB"
 TOTAL_IO_MB = "TOTAL_IO_MB"
-
-_OPTIONAL_STRING = ["null", "string"]
-_STRING_MAP = ["null", {"type": "map", "values": "string"}]
-_OPERATION = {
-    "type": "record",
-    "name": "HoodieCompactionOperation",
-    "namespace": NAMESPACE,
-    "fields": [
-        {"name": "baseInstantTime", "type": _OPTIONAL_STRING},
-        {
-            "name": "deltaFilePaths",
-            "type": ["null", {"type": "array", "items": "string"}],
-            "default": None,
-        },
-        {"name": "dataFilePath", "type": _OPTIONAL_STRING, "default": None},
-        {"name": "fileId", "type": _OPTIONAL_STRING},
-        {"name": "partitionPath", "type": _OPTIONAL_STRING, "default": None},
-        {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
-        {"name": "bootstrapFilePath", "type": _OPTIONAL_STRING, "default": None},
-    ],
-}
-_STRATEGY = {
-    "type": "record",
-    "name": "HoodieCompactionStrategy",
-    "namespace": NAMESPACE,
-    "fields": [
-        {"name": "compactorClassName", "type": _OPTIONAL_STRING, "default": None},
-        {"name": "strategyParams", "type": _STRING_MAP, "default": None},
-        {"name": "version", "type": ["int", "null"], "default": 1},
-    ],
-}
-COMPACTION_PLAN_SCHEMA: Schema = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "HoodieCompactionPlan",
-        "namespace": NAMESPACE,
-        "fields": [
-            {
-                "name": "operations",
-                "type": ["null", {"type": "array", "items": _OPERATION}],
-                "default": None,
-            },
-            {"name": "extraMetadata", "type": _STRING_MAP, "default": None},
-            {"name": "version", "type": ["int", "null"], "default": 1},
-            {"name": "strategy", "type": ["null", _STRATEGY], "default": None},
-            {"name": "preserveHoodieMetadata", "type": ["boolean", "null"], "default": False},
-            {
-                "name": "missingSchedulePartitions",
-                "type": ["null", {"type": "array", "items": "string"}],
-                "default": None,
-            },
-        ],
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -216,8 +161,6 @@ class CompactionPlan:
     version: int = PLAN_VERSION
 
     def __post_init__(self) -> None:
-        if not self.operations:
-            raise InvalidArgumentError("a compaction plan needs operations", field="operations")
         keys = [(op.partition_path, op.file_id) for op in self.operations]
         if len(set(keys)) != len(keys):
             raise InvalidArgumentError(
@@ -273,7 +216,8 @@ class CompactionPlan:
 
     @classmethod
     def from_avro(cls, data: bytes) -> CompactionPlan:
-        return cls.from_record(read_single_record(COMPACTION_PLAN_SCHEMA, data, "compaction plan"))
+        """The plan of a ``compaction.requested`` file (an empty file: no operations)."""
+        return cls.from_record(read_compaction_plan(data) if data.strip() else {})
 
 
 @dataclass(frozen=True)
@@ -443,3 +387,19 @@ def save_plan(table: HoodieTable, plan: CompactionPlan) -> Instant:
         io_mb=round(plan.io_mb, 3),
     )
     return instant
+
+
+def slices_needed_by_compactions(table: HoodieTable) -> dict[tuple[str, str], str]:
+    """(partition path, file id) -> the oldest base instant a pending compaction needs of
+    that file group: its slices from that instant on are kept. A pending compaction reads,
+    for each file group of its plan, the slice at the plan's base instant, and the slice at
+    its own instant (Hudi opens an empty one there when it schedules the compaction)
+    collects the logs written meanwhile: Hudi's cleaner keeps every slice of such a group
+    from the plan's base instant on (``CleanPlanner.isFileSliceNeededForPendingCompaction``),
+    and so does Tidemark's (the timeline as last loaded)."""
+    needed: dict[tuple[str, str], str] = {}
+    for pending in pending_compactions(table, reload=False):
+        for operation in pending.plan.operations:
+            group = (operation.partition_path, operation.file_id)
+            needed[group] = min(needed.get(group, operation.base_instant), operation.base_instant)
+    return needed

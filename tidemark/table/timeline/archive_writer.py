@@ -6,9 +6,11 @@ cannot append) holding one Avro data block of ``HoodieArchivedMetaEntry`` record
 file of each archived instant (requested, inflight, completed), as Hudi 0.14's archiver
 writes them. The block's writer schema (in its header) is Hudi's entry schema limited to
 the fields Tidemark fills: every other field has a null default, so Hudi's reader resolves
-the records against its own schema. Completed commits carry their metadata as Avro
-``HoodieCommitMetadata`` / ``HoodieReplaceCommitMetadata`` (the write stat fields Tidemark
-records), cleans their ``HoodieCleanMetadata`` and plan, rollbacks their metadata.
+the records against its own schema. Completed commits and deltacommits carry their metadata
+as Avro ``HoodieCommitMetadata`` (the write stat fields Tidemark records, a deltacommit's
+log files among them), replacecommits as ``HoodieReplaceCommitMetadata``, cleans their
+``HoodieCleanMetadata`` and plan, rollbacks their metadata, a compaction (requested as
+``compaction``, completed as ``commit``) its ``HoodieCompactionPlan``.
 
 Small files are merged as Hudi 0.14's archiver merges them on storage that cannot append
 (``hoodie.archive.merge.enable``, ``merge_small_files``): once the newest files up to the
@@ -35,10 +37,23 @@ from fastavro.types import Schema
 from tidemark import faults
 from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 from tidemark.storage.base import FileInfo, Storage
-from tidemark.table.metadata.actions import CLEAN, COMMIT, REPLACE_COMMIT, ROLLBACK
-from tidemark.table.metadata.avro import NAMESPACE, read_single_record, write_single_record
+from tidemark.table.metadata.actions import (
+    CLEAN,
+    COMMIT,
+    COMPACTION,
+    DELTA_COMMIT,
+    REPLACE_COMMIT,
+    ROLLBACK,
+)
+from tidemark.table.metadata.avro import (
+    NAMESPACE,
+    STRINGS,
+    read_single_record,
+    write_single_record,
+)
 from tidemark.table.metadata.clean import CLEAN_METADATA, CLEANER_PLAN, CleanMetadata, CleanPlan
 from tidemark.table.metadata.commit import CommitMetadata
+from tidemark.table.metadata.compaction import COMPACTION_PLAN, read_compaction_plan
 from tidemark.table.metadata.rollback import ROLLBACK_METADATA, RollbackMetadata
 from tidemark.table.timeline.archived import (
     AVRO_DATA_BLOCK,
@@ -71,11 +86,19 @@ def _optional(name: str, schema: Any) -> dict[str, Any]:
     return {"name": name, "type": ["null", schema], "default": None}
 
 
+_DELTA_STAT_FIELDS: list[dict[str, Any]] = [
+    {"name": "logVersion", "type": ["null", "int"], "default": None},
+    {"name": "logOffset", "type": _OPTIONAL_LONG, "default": None},
+    {"name": "baseFile", "type": _OPTIONAL_STRING, "default": None},
+    {"name": "logFiles", "type": ["null", STRINGS], "default": None},
+]
+"""HoodieWriteStat's fields of a deltacommit's appends (null for a base file)."""
 _WRITE_STAT = {
     "type": "record",
     "name": "HoodieWriteStat",
     "fields": [{"name": n, "type": _OPTIONAL_STRING, "default": None} for n in _STAT_STRINGS]
-    + [{"name": n, "type": _OPTIONAL_LONG, "default": None} for n in _STAT_LONGS],
+    + [{"name": n, "type": _OPTIONAL_LONG, "default": None} for n in _STAT_LONGS]
+    + _DELTA_STAT_FIELDS,
 }
 _COMMON_COMMIT_FIELDS = [
     {
@@ -127,6 +150,7 @@ ENTRY: dict[str, Any] = {
         {"name": "commitTime", "type": _OPTIONAL_STRING, "default": None},
         {"name": "actionType", "type": _OPTIONAL_STRING, "default": None},
         {"name": "version", "type": ["int", "null"], "default": 1},
+        _optional("hoodieCompactionPlan", COMPACTION_PLAN),
         _optional("hoodieCleanerPlan", CLEANER_PLAN),
         {"name": "actionState", "type": _OPTIONAL_STRING, "default": None},
         _optional("hoodieReplaceCommitMetadata", _REPLACE_METADATA),
@@ -174,8 +198,10 @@ def entry_record(archived: ArchivedFile, base_uri: str) -> dict[str, Any]:
         "actionState": _STATE_NAMES[instant.state],
     }
     data = archived.content
-    if instant.is_completed and instant.action == COMMIT:
+    if instant.is_completed and instant.action in (COMMIT, DELTA_COMMIT):
         record["hoodieCommitMetadata"] = _commit_record(CommitMetadata.from_json(data))
+    elif instant.state is State.REQUESTED and instant.action == COMPACTION and data:
+        record["hoodieCompactionPlan"] = read_compaction_plan(data)
     elif instant.is_completed and instant.action == REPLACE_COMMIT:
         metadata = CommitMetadata.from_json(data)
         record["hoodieReplaceCommitMetadata"] = {
@@ -209,7 +235,7 @@ def _commit_record(metadata: CommitMetadata) -> dict[str, Any]:
     }
 
 
-_STAT_FIELDS = frozenset(_STAT_STRINGS + _STAT_LONGS)
+_STAT_FIELDS = frozenset(_STAT_STRINGS + _STAT_LONGS) | {f["name"] for f in _DELTA_STAT_FIELDS}
 
 
 def log_block(records: Sequence[dict[str, Any]]) -> bytes:

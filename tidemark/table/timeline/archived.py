@@ -43,7 +43,7 @@ from fastavro.types import Schema
 
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import FileInfo, Storage
-from tidemark.table.metadata.actions import WRITE_ACTIONS
+from tidemark.table.metadata.actions import DELTA_COMMIT, WRITE_ACTIONS
 
 META_FOLDER = ".hoodie"
 ARCHIVE_FOLDER_PROPERTY = "hoodie.archivelog.folder"
@@ -101,9 +101,19 @@ class ArchivedTimeline:
         self._completed_writes: frozenset[str] = frozenset()
 
     def completed_writes(self) -> frozenset[str]:
-        """Instant times the archive lists as a COMPLETED commit or replacecommit."""
+        """Instant times the archive lists as a COMPLETED commit, deltacommit or
+        replacecommit."""
         self.instants()
         return self._completed_writes
+
+    def completed_deltacommits(self) -> dict[str, str]:
+        """Requested time -> completion time (the same time: version 6 records no other)
+        of the COMPLETED deltacommits the archive lists."""
+        return {
+            i.timestamp: i.timestamp
+            for i in self.instants()
+            if i.state == COMPLETED and i.action == DELTA_COMMIT
+        }
 
     def instants(self) -> tuple[ArchivedInstant, ...]:
         """Every entry of the archive files, files in name order, each entry once (a

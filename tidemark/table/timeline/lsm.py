@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from tidemark import faults
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import Storage
-from tidemark.table.metadata.actions import WRITE_ACTIONS
+from tidemark.table.metadata.actions import DELTA_COMMIT, WRITE_ACTIONS
 
 VERSION_FILE = "_version_"
 MANIFEST = re.compile(r"manifest_(\d+)")
@@ -125,8 +125,13 @@ class LsmTimeline:
         self._instants: tuple[HistoryInstant, ...] = ()
 
     def completed_writes(self) -> frozenset[str]:
-        """Requested times of the commits and replacecommits the history lists."""
+        """Requested times of the commits, deltacommits and replacecommits the history
+        lists."""
         return frozenset(i.timestamp for i in self.instants() if i.action in WRITE_ACTIONS)
+
+    def completed_deltacommits(self) -> dict[str, str]:
+        """Requested time -> completion time of the deltacommits the history lists."""
+        return {i.timestamp: i.completion_time for i in self.instants() if i.action == DELTA_COMMIT}
 
     def instants(self) -> tuple[HistoryInstant, ...]:
         """Every archived instant (all of them completed), oldest requested time first."""

@@ -36,6 +36,8 @@ class Archive(Protocol):
 
     def completed_writes(self) -> frozenset[str]: ...
 
+    def completed_deltacommits(self) -> dict[str, str]: ...
+
 
 def table_version(props: Mapping[str, str]) -> int:
     """The table version, checked against its timeline layout (FAILED_PRECONDITION naming

@@ -7,7 +7,10 @@ from tidemark.errors import FailedPreconditionError
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.properties.support import check_properties
 from tidemark.table.records.keys import partition_field_kinds
-from tidemark.table.writes.hudi_metadata_table import DISABLE_OPTION, check_hudi_metadata_table
+from tidemark.table.writes.hudi_metadata_table import (
+    check_hudi_metadata_table,
+    check_no_hudi_metadata_table,
+)
 
 
 def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) -> None:
@@ -35,8 +38,4 @@ def check_clusterable(config: TableConfig) -> None:
     merged slices."""
     props = dict(config.properties)
     check_properties(props, "write")
-    check_hudi_metadata_table(
-        props,
-        disable=False,
-        remedy=f"a write with {DISABLE_OPTION} removes it, then clustering can run",
-    )
+    check_no_hudi_metadata_table(props, "clustering")

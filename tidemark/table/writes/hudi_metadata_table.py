@@ -57,6 +57,16 @@ def check_hudi_metadata_table(
         )
 
 
+def check_no_hudi_metadata_table(props: Mapping[str, str], what: str) -> None:
+    """Refuse ``what`` (a service that deletes or replaces files, with no option to remove
+    the metadata table) on a table that has one: a write removes it."""
+    check_hudi_metadata_table(
+        props,
+        disable=False,
+        remedy=f"a write with {DISABLE_OPTION} removes it, then {what} can run",
+    )
+
+
 def remove_hudi_metadata_table(table: HoodieTable, *, disable: bool) -> None:
     """Under the table lock: clear the properties, then delete the folder (also the
     leftover of an interrupted removal)."""
