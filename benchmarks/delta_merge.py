@@ -4,7 +4,7 @@ all when not), the upsert delta-rs documents.
 
 Set up as the Delta docs advise for a table this size: not partitioned (they partition
 only by a column whose partitions hold at least 1 GB each; the benchmark's 5M rows are
-about 100 MB), delta-rs's default target file size (``delta.targetFileSize`` unset),
+about 70 MB), delta-rs's default target file size (``delta.targetFileSize`` unset),
 deletion vectors off: delta-rs 1.6's merge writes none (with
 ``delta.enableDeletionVectors`` on it still rewrote each file holding a matched row), so
 the feature would only shut out readers without it. With keys spread over the whole table

@@ -33,7 +33,7 @@ the Tidemark tables through a stream writer each, the Delta table through delta-
 batch's commit wrote (its write stats' ``totalWriteBytes``) beside the batch's own size
 as one snappy Parquet file; after the batches (nothing compacted), a full snapshot scan
 of every column (Spark's ``noop`` sink) and a lookup of ``LOOKUP_KEYS`` keys, each the
-median of ``READ_REPEATS`` taking turns; ratios to copy-on-write and to Tidemark MOR.
+median of ``--read-repeats`` taking turns; ratios to copy-on-write and to Tidemark MOR.
 """
 
 from __future__ import annotations
@@ -80,7 +80,6 @@ DELTA = "delta"
 DEFAULTS = {False: {"keys": "recent", "batches": 100}, True: {"keys": "spread", "batches": 20}}
 """``--keys`` and ``--batches`` when not given, without and with ``--table-type``."""
 LOOKUP_KEYS = 100
-READ_REPEATS = 3
 TARGETS: dict[str, tuple[str, float]] = {
     f"{MOR}_p50_s": ("<=", 1.5),
     "cow_over_mor_p50": (">=", 4.0),
@@ -122,6 +121,12 @@ def register(bench_subparsers: Any) -> None:
         type=positive_int,
         default=DEFAULT_TARGET_FILE_BYTES // 1024,
         help="the table's file size (a small one makes many files)",
+    )
+    parser.add_argument(
+        "--read-repeats",
+        type=positive_int,
+        default=3,
+        help="with --table-type: scans and lookups a table, the median reported",
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
@@ -303,7 +308,7 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             if (number + 1) % PROGRESS_EVERY == 0:
                 print(f"batch {number + 1}/{args.batches}", file=sys.stderr, flush=True)
             rows.unpersist()
-    reads = read_seconds(spark, tables, args.rows)
+    reads = read_seconds(spark, tables, args.rows, args.read_repeats)
     report: dict[str, Any] = {
         "table_types": list(types),
         "rows": args.rows,
@@ -323,7 +328,7 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             m.get("num_target_rows_copied", 0) for m in delta_metrics
         ),
         "lookup_keys": LOOKUP_KEYS,
-        "read_repeats": READ_REPEATS,
+        "read_repeats": args.read_repeats,
     }
     for side in sides:
         runs = sorted(seconds[side])
@@ -398,16 +403,17 @@ def commit_bytes(uri: str, instant: str) -> int:
 
 
 def read_seconds(
-    spark: SparkSession, tables: dict[str, str], rows: int
+    spark: SparkSession, tables: dict[str, str], rows: int, repeats: int
 ) -> dict[str, dict[str, float | int]]:
     """Per table: the median seconds of a full snapshot scan of every column (into Spark's
     ``noop`` sink) and of a lookup of ``LOOKUP_KEYS`` keys spread over the table (read
-    whole, ``toArrow``), the tables taking turns; and the rows the lookup found."""
+    whole, ``toArrow``), ``repeats`` times, the tables taking turns; and the rows the
+    lookup found."""
     keys = list(range(0, rows, max(1, rows // LOOKUP_KEYS)))[:LOOKUP_KEYS]
     scans: dict[str, list[float]] = {kind: [] for kind in tables}
     lookups: dict[str, list[float]] = {kind: [] for kind in tables}
     found: dict[str, int] = {}
-    for repeat in range(READ_REPEATS):
+    for repeat in range(repeats):
         for kind, uri in tables.items() if repeat % 2 == 0 else reversed(tables.items()):
             began = time.perf_counter()
             tidemark.spark.read(spark, uri).write.format("noop").mode("overwrite").save()

@@ -49,8 +49,9 @@ def test_bench_stream_table_types_measures_mor_beside_cow_and_delta_rs(
     spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rows, batch_rows = 2000, 20
-    argv = ["stream", "--table-type", "both", "--rows", str(rows), "--batches", "3"]
-    report, result = run_bench(spark, capsys, *argv, "--batch-rows", str(batch_rows))
+    argv = ["stream", "--table-type", "both", "--rows", str(rows), "--batches", "2"]
+    sizes = ["--batch-rows", str(batch_rows), "--read-repeats", "1"]
+    report, result = run_bench(spark, capsys, *argv, *sizes)
     assert "table types" in report[0]
     assert (result["table_types"], result["keys"]) == ([MOR, COW], "spread")
     for side in (MOR, COW, DELTA):
