@@ -59,14 +59,12 @@ from benchmarks.drift import Drift, format_drift
 from benchmarks.report import ReadmeRow, run_in_temp_root, times
 from benchmarks.write import DEFAULT_TARGET_FILE_BYTES, PARTITIONS, bulk_insert_generated, generate
 from tidemark.commands.args import positive_int
-from tidemark.errors import FailedPreconditionError
 from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
 from tidemark.table.properties.support import COPY_ON_WRITE as COW
 from tidemark.table.properties.support import MERGE_ON_READ as MOR
-from tidemark.table.properties.support import TABLE_TYPE_KEY
 
 SIDES = ("stream", "one_at_a_time")
 KEY_PATTERNS = ("recent", "spread")
@@ -265,8 +263,8 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         bulk_insert_generated(
             spark, rows, uri, target_file_bytes=target_file_bytes, table_type=kind
         )
+        tidemark.spark.index_build(spark, uri)
         setup_s[kind] = time.perf_counter() - started
-    indexed = all(_indexed(spark, uri) for uri in tables.values())  # MOR's first
     started = time.perf_counter()
     delta = DeltaMerge.create(table_rows(spark, args.rows, args.keys), root / DELTA)
     setup_s[DELTA] = time.perf_counter() - started
@@ -315,7 +313,6 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "batches": args.batches,
         "batch_rows": args.batch_rows,
         "keys": args.keys,
-        "record_index": indexed,
         "master": spark.sparkContext.master,
         "cores": os.cpu_count(),
         "storage": "local file system (no moto)",
@@ -357,19 +354,6 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def _holds(value: float, op: str, bound: float) -> bool:
     return value <= bound if op == "<=" else value >= bound
-
-
-def _indexed(spark: SparkSession, uri: str) -> bool:
-    """Build the table's record index; False when index-build refuses its table type
-    (merge-on-read, until index-build merges log files). The other tables then get none
-    either, so every side tags keys the same way (a join) and reads without the index."""
-    try:
-        tidemark.spark.index_build(spark, uri)
-    except FailedPreconditionError as refused:
-        if refused.field != TABLE_TYPE_KEY:
-            raise
-        return False
-    return True
 
 
 def table_type_ratios(report: dict[str, Any], types: tuple[str, ...]) -> dict[str, float]:
@@ -474,7 +458,7 @@ def table_type_rows(result: dict[str, Any]) -> list[ReadmeRow]:
         f"`bench stream --table-type both --rows {result['rows']} --batches "
         f"{result['batches']} --batch-rows {result['batch_rows']} --keys {result['keys']}` "
         f"({result[f'{MOR}_files_at_start']} file groups, "
-        f"{'record index' if result['record_index'] else 'tagged by a join'}, {result['master']}; "
+        f"keys tagged by {result[f'{MOR}_tagging']} index, {result['master']}; "
         f"1-minute load average {result['load_average_before'][0]:.0f} before, "
         f"{result['load_average_after'][0]:.0f} after)"
     )
@@ -510,12 +494,12 @@ def format_table_types(report: dict[str, Any]) -> str:
     """A table-type run: one line a side, then the ratios against their targets."""
     types = report["table_types"]
     groups = ", ".join(f"{kind} {report[f'{kind}_files_at_start']}" for kind in types)
-    tagging = "record index" if report["record_index"] else "no record index: keys tagged by a join"
+    tagging = ", ".join(f"{kind} {report[f'{kind}_tagging']}" for kind in types)
     lines = [
         f"stream bench, table types: {report['batches']} batches of "
         f"{report['batch_rows']:,} upserts of {report['keys']} keys over a "
         f"{report['rows']:,}-row table (file groups at the start: {groups}; "
-        f"{tagging}), "
+        f"keys tagged by: {tagging}), "
         f"delta-rs merge beside ({report['delta_files']} files, not partitioned); master "
         f"{report['master']}, {report['cores']} cores, {report['storage']}; load average "
         f"{report['load_average_before']} before, {report['load_average_after']} after",
