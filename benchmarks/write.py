@@ -241,9 +241,11 @@ def bulk_insert_generated(
     marker_service_address: str | None = None,
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
     table_version: int = 6,
+    table_type: str | None = None,
 ) -> WriteResult:
     """bulk_insert of benchmark rows (key ``id``, partition ``part``, precombine
-    ``version``) into a new table; service markers need ``marker_service_address``."""
+    ``version``) into a new table (``table_type``: copy-on-write when None); service
+    markers need ``marker_service_address``."""
     return write(
         spark,
         source,
@@ -257,6 +259,7 @@ def bulk_insert_generated(
             marker_service_address=marker_service_address,
             target_file_bytes=target_file_bytes,
             table_version=table_version,
+            table_type=table_type,
         ),
     )
 

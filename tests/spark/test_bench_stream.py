@@ -1,13 +1,16 @@
 """``python -m benchmarks stream`` with tiny sizes: recent keys rewrite the one file group
 holding them a batch; both sides commit every batch; a report and one JSON line. A batch
-holds distinct existing keys, the newest ones or spread over every partition."""
+holds distinct existing keys, the newest ones or spread over every partition. With
+``--table-type both``: merge-on-read beside copy-on-write and delta-rs, the bytes a batch
+wrote, reads after the batches, and the ratios the targets compare, consistent with the
+figures they come from."""
 
 from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
 
-from benchmarks.stream import batch, readme_rows, table_rows
+from benchmarks.stream import COW, DELTA, MOR, TARGETS, batch, readme_rows, table_rows
 from benchmarks.write import PARTITIONS
 from spark.sparkkit import run_bench
 
@@ -40,3 +43,40 @@ def test_a_batch_holds_distinct_existing_keys_laid_out_as_the_table(
         assert parts == ({PARTITIONS - 1} if keys == "recent" else set(range(PARTITIONS)))
         if keys == "recent":
             assert min(key for key, _ in updates) >= rows - rows // 100
+
+
+def test_bench_stream_table_types_measures_mor_beside_cow_and_delta_rs(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows, batch_rows = 2000, 20
+    argv = ["stream", "--table-type", "both", "--rows", str(rows), "--batches", "2"]
+    sizes = ["--batch-rows", str(batch_rows), "--read-repeats", "1"]
+    report, result = run_bench(spark, capsys, *argv, *sizes)
+    assert "table types" in report[0]
+    assert (result["table_types"], result["keys"]) == ([MOR, COW], "spread")
+    for side in (MOR, COW, DELTA):
+        assert 0 < result[f"{side}_p50_s"] <= result[f"{side}_p90_s"], side
+    parquet = result["batch_parquet_bytes_median"]
+    for kind in (MOR, COW):
+        assert result[f"{kind}_bytes_per_batch_ratio"] == round(
+            result[f"{kind}_bytes_per_batch_median"] / parquet, 2
+        )
+        assert result[f"{kind}_lookup_rows"] == result["lookup_keys"] == 100
+        assert result[f"{kind}_scan_s"] > 0
+        assert result[f"{kind}_tagging"] == "record"  # each table has the record index
+    # copy-on-write rewrites every file group a batch touches; MOR appends the batch's rows
+    assert result[f"{COW}_bytes_per_batch_median"] > result[f"{MOR}_bytes_per_batch_median"]
+    assert result[f"{MOR}_stage_median_s"]
+    # spread keys touch every Delta file: a merge copies every row it does not update
+    assert result["delta_rows_copied_median"] == rows - batch_rows
+    assert result["cow_over_mor_p50"] == round(result[f"{COW}_p50_s"] / result[f"{MOR}_p50_s"], 2)
+    assert result["mor_over_cow_scan"] == round(
+        result[f"{MOR}_scan_s"] / result[f"{COW}_scan_s"], 2
+    )
+    assert set(result["targets"]) == set(TARGETS)
+    for name, goal in result["targets"].items():
+        op, bound = TARGETS[name]
+        assert goal["met"] == (result[name] <= bound if op == "<=" else result[name] >= bound)
+        assert any(line.startswith(f"{name} = ") for line in report), name
+    assert [len(row) for row in readme_rows(result)] == [4, 4, 4]
+    assert "--table-type both" in readme_rows(result)[0][0]
