@@ -218,7 +218,7 @@ def test_create_takes_the_table_version(
     schema = '{"id": "int64", "name": "string"}'
     args = ["create", "--table", str(root), "--schema", schema, "--key", "id"]
     assert main([*args, "--table-version", version]) == 0
-    assert f"(version {version})" in capsys.readouterr().out
+    assert f"(version {version}, COPY_ON_WRITE)" in capsys.readouterr().out
     props = read_properties(HoodieTable.open(str(root)).storage)
     assert props["hoodie.table.version"] == version
     assert (props.get("hoodie.table.initial.version") == version) == (version != "6")
