@@ -62,7 +62,12 @@ from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.logfiles.file_names import parse_log_file_name
 from tidemark.table.maintenance.compaction import compactions_to_run
 from tidemark.table.metadata.actions import COMMIT, COMPACTION
-from tidemark.table.metadata.commit import COMPACT_OPERATION, CommitMetadata, WriteStat
+from tidemark.table.metadata.commit import (
+    COMPACT_OPERATION,
+    NULL_COMMIT,
+    CommitMetadata,
+    WriteStat,
+)
 from tidemark.table.plans.compaction import (
     CompactionOperation,
     PendingCompaction,
@@ -275,7 +280,7 @@ def _write_slices(
                 partition_path=task.piece.partition_path,
                 file_id=task.piece.file_id,
                 schema=context.file_schema,
-                prev_commit=task.base_instant or "null",
+                prev_commit=task.base_instant or NULL_COMMIT,
                 populate_meta_fields=context.config.populate_meta_fields,
             ) as writer:
                 writer.write_carried(rows)
