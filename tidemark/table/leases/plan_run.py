@@ -27,14 +27,14 @@ def run_lock(
     *,
     on_lost: Callable[[], None] | None = None,
     heartbeat: bool = True,
-    what: str = "clustering plan",
+    what: str = "clustering",
 ) -> StorageLease:
     """The lease of plan ``instant``'s run (``acquire()`` raises ConflictError(field=
-    "instant") naming the runner and ``what`` the plan is)."""
+    "instant") naming the runner and ``what`` the plan is: "clustering plan T")."""
     return instant_lease(
         storage,
         f"{RUNS_DIR}/{instant}",
-        f"{what} {instant}",
+        f"{what} plan {instant}",
         owner,
         lease_s,
         on_lost=on_lost,
