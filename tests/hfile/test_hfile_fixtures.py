@@ -116,3 +116,12 @@ def test_unsorted_rows_and_computed_file_info_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match=r"hfile\.LASTKEY") as error:
         write_hfile([], file_info={b"hfile.LASTKEY": b"x"})
     assert error.value.field == "file_info"
+
+
+@pytest.mark.parametrize("style", list(Style))
+def test_a_rows_cells_share_a_block(style: Style) -> None:
+    cells = [(b"a", b"x" * 100)] * 5 + [(b"b", b"y")]
+    options = WriteOptions(style, block_size=64)
+    reader = HFileReader(write_hfile(cells, file_info={}, options=options))
+    assert [entry.key for entry in reader.data_index] == [b"a", b"b"]
+    assert list(reader.cells()) == cells

@@ -40,16 +40,10 @@ AVG_VALUE_LEN = b"hfile.AVG_VALUE_LEN"
 CREATE_TIME_TS = b"hfile.CREATE_TIME_TS"
 KEY_VALUE_VERSION = b"KEY_VALUE_VERSION"
 MAX_MEMSTORE_TS_KEY = b"MAX_MEMSTORE_TS_KEY"
-RESERVED_FILE_INFO = (
-    LAST_KEY,
-    AVG_VALUE_LEN,
-    AVG_KEY_LEN,
-    KEY_VALUE_VERSION,
-    MAX_MEMSTORE_TS_KEY,
-    CREATE_TIME_TS,
+RESERVED_FILE_INFO = frozenset(
+    {LAST_KEY, AVG_VALUE_LEN, AVG_KEY_LEN, KEY_VALUE_VERSION, MAX_MEMSTORE_TS_KEY, CREATE_TIME_TS}
 )
-"""The entries the writer computes, in the order Hudi's writer adds them after the
-caller's (which decides their order within a ``HashMap`` bucket)."""
+"""The entries the writer computes, not its caller."""
 _FILE_INFO_MAGIC = b"PBUF"
 _VERSION = struct.Struct(">I")
 

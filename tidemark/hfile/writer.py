@@ -13,9 +13,14 @@ What the two styles do differently, each as its writer does:
   them. A data block closes once it holds ``block_size`` bytes. HBase shortens the index
   key of a block after the first to a "fake" key between its neighbours; this writer
   indexes the real first key, which every reader (Hudi's, hudi-rs, this one) finds alike.
-- ``HUDI``: file info in Java ``HashMap`` order, ``[length][row]`` as index and last keys,
-  average lengths over rows, no links, the data blocks' uncompressed size as the trailer's
-  index size. A data block closes before a cell would take it past ``block_size``.
+- ``HUDI``: file info and meta blocks in Java ``HashMap`` order, ``[length][row]`` as
+  index and last keys, average lengths over rows, no links, the data blocks' uncompressed
+  size as the trailer's index size. A data block closes before a cell would take it past
+  ``block_size``.
+
+Both keep a row's cells in one block. Hudi's metadata files hold one data block each (the
+fixtures' all do), so the rules for a second block follow the writers' sources, unchecked
+against a file Hudi wrote.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ def _java_hash(key: bytes) -> int:
     return value ^ (value >> 16)
 
 
-def _hash_map_order(entries: dict[bytes, bytes]) -> dict[bytes, bytes]:
+def _hash_map_order(entries: Mapping[bytes, bytes]) -> dict[bytes, bytes]:
     """Iteration order of a Java ``HashMap`` the entries were put into in this order: by
     bucket at the table's final capacity, then by insertion."""
     capacity = 16
@@ -128,7 +133,7 @@ def _data_blocks(
             if options.style is Style.HBASE
             else size + cell_size > options.block_size
         )
-        if block and full:
+        if block and full and row != block[-1][0]:  # a row's cells share a block
             yield block
             block, size = [], 0
         block.append((row, value))
@@ -154,7 +159,7 @@ def write_hfile(
     options = options or WriteOptions()
     hbase = options.style is Style.HBASE
     index_key = encode_key if hbase else encode_row
-    reserved = set(RESERVED_FILE_INFO) & set(file_info)
+    reserved = RESERVED_FILE_INFO & file_info.keys()
     if reserved:
         raise InvalidArgumentError(
             f"HFile file info {sorted(reserved)} is computed by the writer", field="file_info"
@@ -167,8 +172,9 @@ def write_hfile(
         payload = b"".join(_cell(row, value) for row, value in block)
         data_index.append((index_key(block[0][0]), *layout.append(Magic.DATA, payload)))
         data_bytes += len(payload)
-    metas = dict(sorted((meta_blocks or {}).items()) if hbase else (meta_blocks or {}).items())
-    meta_index = [(name.encode(), *layout.append(Magic.META, data)) for name, data in metas.items()]
+    named = {name.encode(): data for name, data in (meta_blocks or {}).items()}
+    metas = dict(sorted(named.items())) if hbase else _hash_map_order(named)
+    meta_index = [(name, *layout.append(Magic.META, data)) for name, data in metas.items()]
     index_payload = _index(data_index)
     load_on_open, _ = layout.append(Magic.ROOT_INDEX, index_payload)
     meta_payload = _index(meta_index)
@@ -208,16 +214,14 @@ def _file_info(
     key_bytes = sum(len(encode_key(row)) if hbase else len(row) for row, _ in rows)
     value_bytes = sum(len(value) for _, value in rows)
     created = time.time_ns() // 1_000_000 if create_time_ms is None else create_time_ms
-    info = dict(file_info)
+    # in the order Hudi 1.1's writer puts them into its HashMap (the order within a bucket)
+    info = {MAX_MEMSTORE_TS_KEY: _LONG.pack(0), **file_info}
     if rows:
         info[LAST_KEY] = (encode_key if hbase else encode_row)(rows[-1][0])
     elif not hbase:
         info[LAST_KEY] = b""  # HBase leaves an empty file without a last key
-    info |= {
-        AVG_VALUE_LEN: _INT.pack(value_bytes // count if count else 0),
-        AVG_KEY_LEN: _INT.pack(key_bytes // count if count else 0),
-        KEY_VALUE_VERSION: _INT.pack(1),
-        MAX_MEMSTORE_TS_KEY: _LONG.pack(0),
-        CREATE_TIME_TS: _LONG.pack(created),
-    }
+    info[AVG_KEY_LEN] = _INT.pack(key_bytes // count if count else 0)
+    info[CREATE_TIME_TS] = _LONG.pack(created)
+    info[AVG_VALUE_LEN] = _INT.pack(value_bytes // count if count else 0)
+    info[KEY_VALUE_VERSION] = _INT.pack(1)
     return dict(sorted(info.items())) if hbase else _hash_map_order(info)
