@@ -20,12 +20,16 @@ __all__ = [
     "encode_key",
     "encode_row",
     "encode_vint",
+    "midpoint_key",
     "row_of",
 ]
 
 _ROW_LENGTH = struct.Struct(">H")
-_TAIL = b"\x00" + struct.pack(">q", 2**63 - 1) + b"\x04"
-"""Family length 0, the "latest" timestamp, key type Put: the same after every row."""
+_LATEST = b"\x00" + struct.pack(">q", 2**63 - 1)
+"""Family length 0 and the "latest" timestamp: the same after every row."""
+_PUT = b"\x04"
+_MAXIMUM = b"\xff"
+"""Key type Maximum: sorts before every real cell of its row."""
 MAX_ROW_LENGTH = 2**15 - 1
 CELL_LENGTHS = struct.Struct(">ii")
 """A data block cell's key and value lengths, before its key, value and MVCC VInt."""
@@ -38,7 +42,23 @@ def encode_key(row: bytes) -> bytes:
         raise InvalidArgumentError(
             f"a {len(row)}-byte HFile row key is longer than {MAX_ROW_LENGTH} bytes", field="key"
         )
-    return _ROW_LENGTH.pack(len(row)) + row + _TAIL
+    return _ROW_LENGTH.pack(len(row)) + row + _LATEST + _PUT
+
+
+def midpoint_key(left: bytes, right: bytes) -> bytes:
+    """HBase's index key for a data block whose first row is ``right`` after a block ending
+    at ``left`` (``PrivateCellUtil.getMidpoint``): the shortest row between the two (a byte
+    past their common prefix, raised by one when that stays below ``right``, else
+    ``right``'s), as the first possible key of that row."""
+    common = 0
+    while common < min(len(left), len(right)) and left[common] == right[common]:
+        common += 1
+    row = right[: common + 1]
+    if common < len(left):
+        signed = left[common] - 256 if left[common] >= 128 else left[common]  # a Java byte
+        if left[common] < 0xFF and signed + 1 < right[common]:
+            row = left[:common] + bytes([left[common] + 1])
+    return _ROW_LENGTH.pack(len(row)) + row + _LATEST + _MAXIMUM
 
 
 def encode_row(row: bytes) -> bytes:

@@ -131,7 +131,9 @@ class HFileReader:
     @property
     def options(self) -> WriteOptions:
         """How the file was written, as far as the file tells (not its block size)."""
-        return WriteOptions(self.style, self.codec)
+        return WriteOptions(
+            self.style, self.codec, comparator=self.trailer.message.comparator_class_name
+        )
 
     @property
     def user_file_info(self) -> dict[bytes, bytes]:

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from tidemark.hfile.blocks import ChecksumType, Codec
+from tidemark.hfile.trailer import COMPARATOR
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "Style", "WriteOptions"]
 
@@ -38,3 +39,5 @@ class WriteOptions:
     style: Style = Style.HUDI
     codec: Codec = Codec.GZ
     block_size: int = DEFAULT_BLOCK_SIZE
+    comparator: str = COMPARATOR
+    """The trailer's comparator class: Hudi's metadata table always names its own."""
