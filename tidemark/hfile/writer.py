@@ -20,7 +20,10 @@ What the two styles do differently, each as its writer does:
 
 Both keep a row's cells in one block. Hudi's metadata files hold one data block each (the
 fixtures' all do); the HBase layout's later blocks were checked against hudi-rs's test
-HFiles (Hudi 1.0, HBase 2.4, 3 to 86 blocks), the Hudi 1.1 layout's follow its source.
+HFiles (Hudi 1.0, HBase 2.4, 3 to 86 blocks). For the Hudi 1.1 layout a block's size is
+counted as that writer's trailer counts the data (whole cells: the fixtures' files show
+it), which hudi-io's newer source counts over rows instead; no Hudi-written file with two
+blocks was at hand to settle it.
 """
 
 from __future__ import annotations
