@@ -151,6 +151,8 @@ class _RollingFile:
         self._pending: list[pa.Table] = []
         self.buffered_rows = 0
         self._writer: BaseFileWriter | None = None
+        self._rows_in_file = 0
+        self._bytes_per_row: float | None = None
 
     def add(self, rows: pa.Table) -> list[WriteStat]:
         self._pending.append(rows)
@@ -158,11 +160,30 @@ class _RollingFile:
         return self.flush() if self.buffered_rows >= ROWS_PER_WRITE else []
 
     def flush(self) -> list[WriteStat]:
-        """Write the buffer; the stat of the file it filled up, if it rolled over."""
+        """Write the buffer, rolling over to a new file group whenever one reaches the
+        target; the stats of the files it filled up."""
         if not self.buffered_rows:
             return []
         rows = pa.concat_tables(self._pending)
         self._pending, self.buffered_rows = [], 0
+        per_row = self._bytes_per_row or max(1.0, rows.nbytes / rows.num_rows)
+        stats: list[WriteStat] = []
+        while rows.num_rows:
+            writer = self._open_file()
+            room = math.ceil((self._target - writer.bytes_written) / per_row)
+            taken = rows.slice(0, min(rows.num_rows, max(1, room)))
+            writer.write_new(taken, reserve_seqnos(self._task, taken.num_rows))
+            rows = rows.slice(taken.num_rows)
+            self._rows_in_file += taken.num_rows
+            per_row = self._bytes_per_row = writer.bytes_written / self._rows_in_file
+            if writer.bytes_written + per_row > self._target:
+                stats.extend(self._close_file())
+        return stats
+
+    def _open_file(self) -> BaseFileWriter:
+        """The file being filled, or a new file group's (rows go to Parquet as they come:
+        a row group per write, sized so that a small target makes small files; the first
+        write's size guess is the rows' Arrow size, larger than their Parquet size)."""
         if self._writer is None:
             self._writer = BaseFileWriter(
                 storage=storage_for(self._context.table_uri),
@@ -175,10 +196,8 @@ class _RollingFile:
                 schema=self._context.file_schema,
                 populate_meta_fields=self._context.config.populate_meta_fields,
             )
-        self._writer.write_new(rows, reserve_seqnos(self._task, rows.num_rows))
-        if self._writer.bytes_written >= self._target:
-            return self._close_file()
-        return []
+            self._rows_in_file = 0
+        return self._writer
 
     def close(self) -> list[WriteStat]:
         return [*self.flush(), *self._close_file()]

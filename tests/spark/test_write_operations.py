@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -139,6 +140,21 @@ def test_small_files_are_topped_up_and_large_inputs_split(
     )
     assert split.files_written > 1
     assert len(_names(table_uri)) == 38
+
+
+def test_bulk_insert_rolls_over_at_a_small_target_file_size(
+    spark: SparkSession, table_uri: str
+) -> None:
+    target = 16_384
+    rows = [(i, f"name-{i:06d}-{'x' * (i % 40)}", "p", i) for i in range(6_000)]
+    result = _write(
+        spark, table_uri, "bulk_insert", rows, **CREATE, **ONE_FILE, target_file_bytes=target
+    )
+    sizes = [Path(table_uri, path).stat().st_size for path in files_in_view(table_uri)]
+    assert result.files_written == len(sizes) > 4
+    # a file is closed once one more row would pass the target; its footer comes on top
+    assert max(sizes) < 2 * target
+    assert len(_names(table_uri)) == 6_000
 
 
 def test_upsert_of_every_row_into_one_file_group_keeps_no_orphans(
