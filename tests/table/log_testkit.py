@@ -24,10 +24,16 @@ def extract_mor_fixtures(destination: Path) -> Path:
     """Every fixture archive extracted under ``destination`` (``<name>/`` is a table's base
     path), without the archives' ``__MACOSX`` entries."""
     for name in MOR_NAMES:
-        with zipfile.ZipFile(MOR_FIXTURES / f"{name}.zip") as archive:
-            members = [m for m in archive.namelist() if not m.startswith("__MACOSX/")]
-            archive.extractall(destination, members)
+        extract_mor_fixture(destination, name)
     return destination
+
+
+def extract_mor_fixture(destination: Path, name: str) -> str:
+    """The fixture ``name`` extracted under ``destination``; its base path."""
+    with zipfile.ZipFile(MOR_FIXTURES / f"{name}.zip") as archive:
+        members = [m for m in archive.namelist() if not m.startswith("__MACOSX/")]
+        archive.extractall(destination, members)
+    return str(destination / name)
 
 
 def log_paths(table: Path, *, metadata_table: bool = False) -> list[Path]:
