@@ -28,6 +28,7 @@ from tidemark.table.maintenance.compaction import (
     CompactionSettings,
     TriggerStrategy,
     compaction_backlog,
+    not_due,
 )
 from tidemark.table.plans.compaction import (
     TOTAL_LOG_FILES_SIZE,
@@ -151,20 +152,23 @@ def save_policy(storage: Storage, policy: CompactionPolicy) -> None:
         storage.write(POLICY_PATH, json_format.MessageToJson(policy_message(policy)).encode())
 
 
-Schedule = Callable[[HoodieTable, CompactionSettings, str], object]
+Schedule = Callable[[HoodieTable, CompactionSettings, str], tuple[PendingCompaction | None, str]]
 """``schedule(table, settings, trigger)``: the engine's compaction scheduling path."""
 
 
 class CompactionTrigger:
     """Asked by the trigger loop on every poll for each watched table. A merge-on-read
-    table's backlog is read again only after its timeline changed; an automatic policy
-    asks for a schedule on every poll (the library plans without the lock first, so a
-    table with nothing due is never locked)."""
+    table's backlog is read again only after its timeline changed. An automatic policy
+    asks for a schedule once its trigger strategy makes a compaction due (read from the
+    timeline, no lock); a table where that found nothing to compact (every slice with
+    logs busy, or below the thresholds) is asked again only after its timeline changed."""
 
     def __init__(self, schedule: Schedule) -> None:
         self._schedule = schedule
         self._backlogs: dict[str, tuple[tuple[Instant, ...], CompactionBacklog]] = {}
         """Table URI -> (its timeline's instants when read, backlog)."""
+        self._nothing: dict[str, tuple[Instant, ...]] = {}
+        """Table URI -> its timeline's instants when a due schedule found nothing."""
         self._lock = threading.Lock()
 
     def check(self, storage: Storage) -> bool:
@@ -175,9 +179,14 @@ class CompactionTrigger:
             return False
         self.note(table)
         policy = load_policy(storage)
-        if policy.settings is None:
+        if policy.settings is None or not_due(table, policy.settings):
             return False
-        self._schedule(table, policy.settings, "policy")
+        instants = tuple(table.timeline.instants())
+        if self._nothing.get(table.uri) == instants:
+            return False
+        pending, _ = self._schedule(table, policy.settings, "policy")
+        if pending is None:
+            self._nothing[table.uri] = instants
         self.note(table)
         return True
 

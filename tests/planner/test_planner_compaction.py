@@ -348,3 +348,30 @@ def test_a_completed_write_or_a_copy_on_write_table_is_refused(
             call()
         assert refused.value.field == "table"
     assert hoodie_files(small_files) == before
+
+
+def test_a_due_policy_with_nothing_to_compact_asks_again_only_after_a_commit(
+    v8: HoodieTable,
+) -> None:
+    """Due by its 5 deltacommits, but no slice has 3 log files: one schedule answers
+    nothing, and polls with the same timeline ask no more (no lock, no log per poll)."""
+    server = build_server(ServerConfig(port=0, metrics_port=0), [planner_service(TEST_CONFIG)])
+    try:
+        client = PlannerClient(f"127.0.0.1:{server.port}", FAST_CLIENT)
+        options = pb.CompactionOptions(log_file_num_threshold=3)
+        client.set_compaction_policy(v8.uri, pb.CompactionPolicy(automatic=options))
+        labels = {"table": v8.uri, "trigger": "policy", "outcome": "nothing"}
+
+        def asked() -> float:
+            return metric(
+                server.metrics_port, "tidemark_planner_compaction_schedules_total", **labels
+            )
+
+        _wait_for(lambda: asked() == 1, "the policy's first schedule")
+        time.sleep(TEST_CONFIG.trigger_poll_s * 5)
+        assert asked() == 1
+        empty_deltacommit(v8)
+        _wait_for(lambda: asked() == 2, "a schedule after the commit")
+        assert pending_compactions(HoodieTable.open(v8.uri)) == []
+    finally:
+        server.stop(0)
