@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from google.protobuf import json_format
 
 from tidemark.checks import require_non_negative, require_positive
-from tidemark.clustering.strategy import PartitionFilter
+from tidemark.clustering.strategy import ALL_PARTITIONS, PartitionFilter
 from tidemark.errors import InvalidArgumentError
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.services.planner import messages, requests
@@ -79,9 +79,7 @@ def settings_from_message(message: pb.CompactionOptions, field: str) -> Compacti
         if message.HasField(name):
             require_non_negative(f"{field}.{name}", getattr(message, name))
             given[setting] = getattr(message, name)
-    partitions: PartitionFilter | None = None
-    if message.partitions.WhichOneof("filter") not in (None, "all"):
-        partitions = requests.partition_filter(message.partitions, f"{field}.partitions")
+    partitions = requests.partition_filter(message.partitions, f"{field}.partitions")
     return CompactionSettings(strategy=strategy, partitions=partitions, **given)
 
 
@@ -94,7 +92,7 @@ def options_message(settings: CompactionSettings) -> pb.CompactionOptions:
         log_file_size_threshold_bytes=settings.log_file_size_threshold,
         log_file_num_threshold=settings.log_file_num_threshold,
         partitions=messages.partition_filter_message(
-            partitions if isinstance(partitions, PartitionFilter) else PartitionFilter("all")
+            partitions if isinstance(partitions, PartitionFilter) else ALL_PARTITIONS
         ),
         target_io_mb=int(settings.target_io_mb),
     )
