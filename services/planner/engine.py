@@ -1,5 +1,7 @@
 """The planner's operations on tables: schedule, list, get and cancel plans, the trigger
-policies, and retention (clean then archive) on request or by a table's retention policy.
+policies, retention (clean then archive) on request or by a table's retention policy, and
+compaction of merge-on-read tables (scheduled, listed, cancelled, by request or by the
+table's compaction policy; ``tidemark.table.maintenance.compaction`` decides when and what).
 
 Scheduling validates everything it can before touching the table (a table without
 commits, unknown or unorderable sort columns), then takes the table lock, waiting up to
