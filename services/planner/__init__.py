@@ -1,4 +1,5 @@
-"""Planner service: size-based clustering plans saved on Hudi timelines, over gRPC.
+"""Planner service: size-based clustering plans and compaction plans saved on Hudi
+timelines, over gRPC.
 
 ``SERVICE`` is what ``tidemark serve planner`` loads from the runtime's registry.
 Settings come from ``TIDEMARK_PLANNER_*`` env vars (see ``config.PlannerConfig``).
@@ -33,6 +34,11 @@ METHODS = {
     "SetRetentionPolicy": MethodPolicy(Role.WRITE, 64 * KIB),
     "GetRetentionPolicy": MethodPolicy(Role.READ),
     "RunRetention": MethodPolicy(Role.ADMIN),
+    "ScheduleCompaction": MethodPolicy(Role.WRITE, 64 * KIB),
+    "ListCompactions": MethodPolicy(Role.READ),
+    "CancelCompaction": MethodPolicy(Role.ADMIN),
+    "SetCompactionPolicy": MethodPolicy(Role.WRITE, 64 * KIB),
+    "GetCompactionPolicy": MethodPolicy(Role.READ),
 }
 """Every request is a table, an instant and a few options."""
 

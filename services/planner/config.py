@@ -29,8 +29,9 @@ class PlannerConfig:
     trigger_poll_s: float = 10.0
     """How often the trigger loop looks at the watched tables' timelines."""
     tables: tuple[str, ...] = ()
-    """Tables whose trigger policies the service follows from its start; a table given a
-    policy through this service is followed too."""
+    """Tables whose policies (clustering trigger, retention, compaction) the service follows
+    from its start, and whose compaction backlog it exports when they are merge-on-read; a
+    table given a policy through this service is followed too."""
 
     def __post_init__(self) -> None:
         for name in ("lock_lease_s", "trigger_poll_s"):

@@ -1,5 +1,7 @@
 """The planner's operations on tables: schedule, list, get and cancel plans, the trigger
-policies, and retention (clean then archive) on request or by a table's retention policy.
+policies, retention (clean then archive) on request or by a table's retention policy, and
+compaction of merge-on-read tables (scheduled, listed, cancelled, by request or by the
+table's compaction policy; ``tidemark.table.maintenance.compaction`` decides when and what).
 
 Scheduling validates everything it can before touching the table (a table without
 commits, unknown or unorderable sort columns), then takes the table lock, waiting up to
@@ -27,6 +29,7 @@ from tidemark.clustering.strategy import FileSlices, PlanOptions, PlanOutcome, p
 from tidemark.errors import FailedPreconditionError
 from tidemark.index.record_index import discard_staged
 from tidemark.retention import RetentionResult, run_retention
+from tidemark.services.planner import compaction
 from tidemark.services.planner.config import PlannerConfig
 from tidemark.services.planner.exclusions import busy_file_groups, hot_file_groups
 from tidemark.services.planner.policy import TriggerPolicy
@@ -41,7 +44,14 @@ from tidemark.table import HoodieTable
 from tidemark.table.leases.plan_run import check_not_running, forget_runs
 from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.leases.table_lock import changing, owner_name
+from tidemark.table.maintenance.compaction import (
+    CompactionSettings,
+    cancel_compaction,
+    check_compactable,
+    schedule_by_settings,
+)
 from tidemark.table.plans.clustering import PendingPlan, pending_plan, pending_plans, save_plan
+from tidemark.table.plans.compaction import PendingCompaction, pending_compactions
 from tidemark.table.records.schema import avro_to_arrow_schema
 from tidemark.table.writes.checks import check_clusterable
 from tidemark.table.writes.commit import RollbackResult, rollback
@@ -85,8 +95,15 @@ class PlannerEngine:
         """Retention runs by trigger (``request``, ``commits``, ``periodic``) and
         ``files_deleted``, ``instants_archived``, read by the metrics collector."""
         self.retention = RetentionTrigger(self.run_retention)
+        self.compactions: Counter[tuple[str, str, str]] = Counter()
+        """Compaction schedule attempts by (outcome: ``scheduled``, ``nothing`` or
+        ``cancelled``, trigger: ``request`` or ``policy``, table URI), read by the metrics
+        collector."""
+        self.compaction = compaction.CompactionTrigger(self.schedule_compaction)
         self.triggers = TriggerLoop(
-            self._trigger, config.trigger_poll_s, also=[self.retention.check]
+            self._trigger,
+            config.trigger_poll_s,
+            also=[self.retention.check, self.compaction.check],
         )
         for table_uri in config.tables:
             self.triggers.watch(table_uri)
@@ -199,6 +216,66 @@ class PlannerEngine:
             archived=len(result.archive.archived),
         )
         return result
+
+    def schedule_compaction(
+        self, table: HoodieTable, settings: CompactionSettings, trigger: str = "request"
+    ) -> tuple[PendingCompaction | None, str]:
+        """Schedule the compaction ``settings`` make due (a merge-on-read table only), or
+        answer why none is."""
+        pending, reason = schedule_by_settings(
+            table,
+            settings,
+            role=PLANNER_ROLE,
+            lock_wait_s=self.config.lock_wait_s,
+            lease_s=self.config.lock_lease_s,
+        )
+        outcome = "nothing" if pending is None else "scheduled"
+        self._count_compaction(outcome, trigger, table.uri)
+        log.info(
+            "planner.compaction_scheduled" if pending else "planner.no_compaction_due",
+            table=table.uri,
+            trigger=trigger,
+            instant=pending.timestamp if pending else None,
+            reason=reason or None,
+        )
+        return pending, reason
+
+    def list_compactions(self, table: HoodieTable) -> list[PendingCompaction]:
+        check_compactable(table)
+        pending = pending_compactions(table, reload=False)
+        self.compaction.note(table)
+        return pending
+
+    def cancel_compaction(self, table: HoodieTable, instant: str) -> PendingCompaction:
+        """Remove a requested compaction plan; refused for one inflight or being run."""
+        cancelled = cancel_compaction(
+            table,
+            instant,
+            role=PLANNER_ROLE,
+            lock_wait_s=self.config.lock_wait_s,
+            lease_s=self.config.lock_lease_s,
+        )
+        self._count_compaction("cancelled", "request", table.uri)
+        self.compaction.note(table)
+        log.info("planner.compaction_cancelled", table=table.uri, instant=instant)
+        return cancelled
+
+    def set_compaction_policy(
+        self, table: HoodieTable, policy: compaction.CompactionPolicy
+    ) -> compaction.CompactionPolicy:
+        check_compactable(table)
+        compaction.save_policy(table.storage, policy)
+        self.triggers.watch(table.uri)
+        log.info("planner.compaction_policy_set", table=table.uri, policy=policy.describe())
+        return policy
+
+    def get_compaction_policy(self, table: HoodieTable) -> compaction.CompactionPolicy:
+        self.triggers.watch(table.uri)
+        return compaction.load_policy(table.storage)
+
+    def _count_compaction(self, outcome: str, trigger: str, table_uri: str) -> None:
+        with self._counts_lock:
+            self.compactions[outcome, trigger, table_uri] += 1
 
     def _trigger(self, table: HoodieTable, options: PlanOptions, trigger: str) -> ScheduleResult:
         result = self.schedule(table, options, trigger)

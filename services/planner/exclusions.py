@@ -1,5 +1,6 @@
-"""File groups a new clustering plan must leave alone: those in a pending plan, those a
-pending write touches, and, when asked, hot ones: written by the last N commits or in
+"""File groups a new clustering plan must leave alone: those in a pending plan, those in
+a pending compaction (its run rewrites them; Hudi's clustering planner leaves them out
+too), those a pending write touches, and, when asked, hot ones: written by the last N commits or in
 the last T minutes, which a streaming writer still updates.
 
 A pending write (a commit, a deltacommit, or a replacecommit without a clustering plan)
@@ -24,6 +25,7 @@ from tidemark.table.files.file_names import is_base_file_name, parse_base_file_n
 from tidemark.table.files.view import BaseFile
 from tidemark.table.logfiles.file_names import is_log_file_name, parse_log_file_name
 from tidemark.table.metadata.actions import COMMIT, DELTA_COMMIT, REPLACE_COMMIT
+from tidemark.table.plans import compaction
 from tidemark.table.plans.clustering import PendingPlan, file_groups_in
 from tidemark.table.timeline.instant import Instant, State, instant_time_ago
 from tidemark.table.writes.markers import data_file_path, read_markers_from_storage
@@ -36,19 +38,22 @@ WRITES = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
 
 @dataclass(frozen=True)
 class BusyFileGroups:
-    """Busy file groups with the instant holding each: a pending plan or a pending write."""
+    """Busy file groups with the instant holding each: a pending plan, a pending
+    compaction or a pending write."""
 
     in_plans: dict[FileGroupKey, str]
+    in_compactions: dict[FileGroupKey, str]
     in_writes: dict[FileGroupKey, str]
 
     def keys(self) -> set[FileGroupKey]:
-        return self.in_plans.keys() | self.in_writes.keys()
+        return self.in_plans.keys() | self.in_compactions.keys() | self.in_writes.keys()
 
 
 def busy_file_groups(
     table: HoodieTable, plans: Sequence[PendingPlan], live: Sequence[BaseFile]
 ) -> BusyFileGroups:
-    """What ``plans`` and the pending writes on ``table``'s timeline hold, among ``live``."""
+    """What ``plans``, and the pending compactions and writes on ``table``'s timeline
+    (as last loaded) hold, among ``live``."""
     plan_instants = {plan.timestamp for plan in plans}
     in_writes: dict[FileGroupKey, str] = {}
     for instant in table.timeline.pending():
@@ -60,7 +65,8 @@ def busy_file_groups(
                 (f.partition_path, f.file_id) for f in live if f.partition_path in partitions
             }
         in_writes.update(dict.fromkeys(touched, instant.timestamp))
-    return BusyFileGroups(file_groups_in(plans), in_writes)
+    in_compactions = compaction.file_groups_in(compaction.pending_compactions(table, reload=False))
+    return BusyFileGroups(file_groups_in(plans), in_compactions, in_writes)
 
 
 def hot_file_groups(table: HoodieTable, commits: int, minutes: int) -> set[FileGroupKey]:

@@ -15,7 +15,7 @@ import grpc
 from tidemark.config import ServerConfig
 from tidemark.proto.planner.v1 import planner_service_pb2 as pb
 from tidemark.proto.planner.v1 import planner_service_pb2_grpc as pb_grpc
-from tidemark.services.planner import messages, requests, retention
+from tidemark.services.planner import compaction, messages, requests, retention
 from tidemark.services.planner.engine import PlannerEngine
 from tidemark.table import HoodieTable
 
@@ -110,3 +110,43 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             earliest_readable_instant_time=result.clean.earliest_to_retain or "",
             archived_instants=result.archive.archived,
         )
+
+    async def ScheduleCompaction(  # noqa: N802 (gRPC method name)
+        self, request: pb.ScheduleCompactionRequest, context: Context
+    ) -> pb.ScheduleCompactionResponse:
+        table = await self._table(request.table.base_path)
+        settings = compaction.settings_from_message(request.options, "options")
+        pending, reason = await asyncio.to_thread(self.engine.schedule_compaction, table, settings)
+        if pending is None:
+            return pb.ScheduleCompactionResponse(reason=reason)
+        return pb.ScheduleCompactionResponse(plan=compaction.plan_message(pending))
+
+    async def ListCompactions(  # noqa: N802 (gRPC method name)
+        self, request: pb.ListCompactionsRequest, context: Context
+    ) -> pb.ListCompactionsResponse:
+        table = await self._table(request.table.base_path)
+        pending = await asyncio.to_thread(self.engine.list_compactions, table)
+        return pb.ListCompactionsResponse(plans=[compaction.plan_message(p) for p in pending])
+
+    async def CancelCompaction(  # noqa: N802 (gRPC method name)
+        self, request: pb.CancelCompactionRequest, context: Context
+    ) -> pb.CancelCompactionResponse:
+        table = await self._table(request.table.base_path)
+        instant = requests.instant_time(request.instant_time)
+        cancelled = await asyncio.to_thread(self.engine.cancel_compaction, table, instant)
+        return pb.CancelCompactionResponse(plan=compaction.plan_message(cancelled))
+
+    async def SetCompactionPolicy(  # noqa: N802 (gRPC method name)
+        self, request: pb.SetCompactionPolicyRequest, context: Context
+    ) -> pb.SetCompactionPolicyResponse:
+        table = await self._table(request.table.base_path)
+        policy = compaction.policy_from_message(request.policy)
+        saved = await asyncio.to_thread(self.engine.set_compaction_policy, table, policy)
+        return pb.SetCompactionPolicyResponse(policy=compaction.policy_message(saved))
+
+    async def GetCompactionPolicy(  # noqa: N802 (gRPC method name)
+        self, request: pb.GetCompactionPolicyRequest, context: Context
+    ) -> pb.GetCompactionPolicyResponse:
+        table = await self._table(request.table.base_path)
+        policy = await asyncio.to_thread(self.engine.get_compaction_policy, table)
+        return pb.GetCompactionPolicyResponse(policy=compaction.policy_message(policy))

@@ -102,10 +102,13 @@ class TriggerLoop:
 
     The loop is the planner's own entry point for the tables it watches, as a request is
     for the table it names: each poll opens the table's storage again, and its checks open
-    the table from it only when a policy reads its timeline. Nothing is kept open between
+    the table from it only when a policy reads its timeline (the compaction check reads its
+    properties each poll: is it merge-on-read?). Nothing is kept open between
     polls because the table changes under a long-lived service: an upgrade rewrites
     ``hoodie.properties`` and moves the timeline to another layout, a table can be dropped
-    and created again, and an on-demand table (most) costs one GET per poll this way."""
+    and created again, and an on-demand copy-on-write table (most) costs a few GETs per poll
+    this way (its policies, its properties); a merge-on-read table also lists its timeline
+    for its compaction backlog, read again only when the timeline changed."""
 
     def __init__(self, schedule: Schedule, poll_s: float, also: Sequence[Check] = ()) -> None:
         self._schedule = schedule

@@ -29,6 +29,7 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from replicas.index_replicakit import free_ports
 from rpc.certs import Authority
+from table.log_testkit import extract_mor_fixture
 
 from benchmarks.load import marker_tables, small_files_table
 from benchmarks.markers import proto_marker
@@ -186,7 +187,8 @@ def servers(tmp_path: Path) -> Iterator[tuple[dict[str, RunningServer], ClientCo
 def traffic(servers: dict[str, RunningServer], client: ClientConfig, root: Path) -> None:
     """A few calls on each service, each service refusing one (a marker on a path that is
     no table, the stats of an index never built, a plan that does not exist) and one
-    without a token."""
+    without a token; the planner lists a merge-on-read table's compactions (its backlog
+    series)."""
     (marker_table,) = marker_tables(root, 1)
     planned = small_files_table(str(root / "planned"), 4)
     addresses = {name: f"127.0.0.1:{server.port}" for name, server in servers.items()}
@@ -213,6 +215,8 @@ def traffic(servers: dict[str, RunningServer], client: ClientConfig, root: Path)
     planner = PlannerClient(addresses["planner"], client)
     assert planner.schedule(planned, plan_options()).plan.instant_time
     assert planner.list_plans(planned)
+    merge_on_read = extract_mor_fixture(root, "v6_nonpartitioned")
+    assert planner.list_compactions(merge_on_read) == []  # read: its compaction backlog
     with pytest.raises(TidemarkError):
         planner.get_plan(planned, "20000101000000000")
     anonymous = dataclasses.replace(client, token=None)

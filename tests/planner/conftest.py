@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from table.log_testkit import extract_mor_fixtures
 
 from planner.plankit import new_table
 from tidemark.clients.planner import PlannerClient
@@ -50,3 +51,9 @@ SMALL_FILES = {"eu": [50, 400, 30, 200], "us": [10, 20], "asia": [500]}
 @pytest.fixture
 def small_files(tmp_path: Path) -> HoodieTable:
     return new_table(tmp_path, SMALL_FILES)
+
+
+@pytest.fixture(scope="session")
+def mor_tables(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The merge-on-read tables Hudi wrote, extracted once; tests copy before changing one."""
+    return extract_mor_fixtures(tmp_path_factory.mktemp("hudi-mor"))

@@ -13,6 +13,7 @@ from typing import Any
 import fastavro
 import pytest
 
+from table.log_testkit import HUDI_COMPACTION, before_hudi_compaction, empty_deltacommit
 from tidemark.cli import main
 from tidemark.errors import ConflictError, FailedPreconditionError
 from tidemark.table import HoodieTable
@@ -32,34 +33,11 @@ from tidemark.table.plans.compaction import (
 )
 from tidemark.table.timeline.instant import State, new_instant_time
 
-HUDI_COMPACTION = "20251220210129235"
-"""The compaction Hudi ran in v8_trips_8i3u1d (completed at 20251220210129883)."""
-LATER_DELTACOMMIT = "20251220210130911"
 EVERY_DELTACOMMIT = ScheduleOptions(max_delta_commits=1)
 
 
 def _records(data: bytes) -> list[Any]:
     return list(fastavro.reader(io.BytesIO(data)))
-
-
-def _before_hudi_compaction(mor_tables: Path, tmp_path: Path) -> HoodieTable:
-    """v8_trips_8i3u1d as it was when Hudi scheduled its compaction: the compaction's
-    instants and files and the deltacommit after it removed."""
-    root = shutil.copytree(mor_tables / "v8_trips_8i3u1d", tmp_path / "v8")
-    for path in [*root.rglob(f"*{HUDI_COMPACTION}*"), *root.rglob(f"*{LATER_DELTACOMMIT}*")]:
-        if ".hoodie/metadata" not in path.as_posix():
-            path.unlink()
-    return HoodieTable.open(str(root))
-
-
-def _empty_deltacommit(table: HoodieTable) -> None:
-    instant = new_instant_time(after=table.timeline.latest_timestamp())
-    table.timeline.create_requested(instant, DELTA_COMMIT)
-    table.timeline.transition_inflight(instant, DELTA_COMMIT)
-    empty = CommitMetadata.from_write_stats([], "UPSERT", "")
-    table.timeline.complete(
-        instant, DELTA_COMMIT, table.timeline.encode_metadata(empty, DELTA_COMMIT)
-    )
 
 
 def test_hudis_plan_decodes_and_encodes_to_the_same_record(mor_tables: Path) -> None:
@@ -95,7 +73,7 @@ def test_hudis_completed_compaction_is_a_commit_with_its_plan(mor_tables: Path) 
 
 def test_scheduling_plans_what_hudi_planned(mor_tables: Path, tmp_path: Path) -> None:
     """Every file group with logs, each slice's base and log file names as Hudi's plan."""
-    table = _before_hudi_compaction(mor_tables, tmp_path)
+    table = before_hudi_compaction(mor_tables, tmp_path)
     hudi = CompactionPlan.from_avro(
         (
             mor_tables / "v8_trips_8i3u1d" / ".hoodie" / "timeline" / f"{HUDI_COMPACTION}"
@@ -145,7 +123,7 @@ def test_a_plans_instants_on_either_layout(mor_tables: Path, tmp_path: Path, nam
 
 
 def test_scheduling_waits_for_enough_deltacommits(mor_tables: Path, tmp_path: Path) -> None:
-    table = _before_hudi_compaction(mor_tables, tmp_path)
+    table = before_hudi_compaction(mor_tables, tmp_path)
     deltacommits = len(table.timeline.completed(frozenset({DELTA_COMMIT})))
     assert plan_compaction(table, ScheduleOptions(max_delta_commits=deltacommits + 1)) is None
     assert plan_compaction(table, ScheduleOptions(max_delta_commits=deltacommits)) is not None
@@ -156,19 +134,19 @@ def test_scheduling_waits_for_enough_deltacommits(mor_tables: Path, tmp_path: Pa
 def test_file_groups_of_pending_plans_are_never_planned_again(
     mor_tables: Path, tmp_path: Path
 ) -> None:
-    table = _before_hudi_compaction(mor_tables, tmp_path)
+    table = before_hudi_compaction(mor_tables, tmp_path)
     first = plan_compaction(table, ScheduleOptions(max_delta_commits=1, target_io_mb=0.5))
     assert first is not None and len(first.operations) == 1
     with changing(table, "compaction", merge_on_read=True):
         save_plan(table, first)
         assert plan_compaction(table, EVERY_DELTACOMMIT) is None  # no deltacommit since
-        _empty_deltacommit(table)
+        empty_deltacommit(table)
         second = plan_compaction(table, EVERY_DELTACOMMIT)
         assert second is not None
         assert not first.file_groups() & second.file_groups()
         assert len(second.operations) == 2
         save_plan(table, second)
-        _empty_deltacommit(table)
+        empty_deltacommit(table)
         assert plan_compaction(table, EVERY_DELTACOMMIT) is None
         with pytest.raises(ConflictError, match="already in pending plan") as refused:
             save_plan(table, first)
@@ -176,7 +154,7 @@ def test_file_groups_of_pending_plans_are_never_planned_again(
 
 
 def test_groups_a_pending_write_names_are_not_planned(mor_tables: Path, tmp_path: Path) -> None:
-    table = _before_hudi_compaction(mor_tables, tmp_path)
+    table = before_hudi_compaction(mor_tables, tmp_path)
     planned = plan_compaction(table, EVERY_DELTACOMMIT)
     assert planned is not None
     busy = planned.operations[0]
@@ -211,7 +189,7 @@ def test_groups_a_pending_write_names_are_not_planned(mor_tables: Path, tmp_path
 
 def test_a_plans_io_is_bounded(mor_tables: Path, tmp_path: Path) -> None:
     """Largest logs first, until the operation that reaches the bound."""
-    table = _before_hudi_compaction(mor_tables, tmp_path)
+    table = before_hudi_compaction(mor_tables, tmp_path)
     every = plan_compaction(table, EVERY_DELTACOMMIT)
     assert every is not None and len(every.operations) == 3
     ios = [op.metrics[TOTAL_IO_MB] for op in every.operations]
@@ -242,7 +220,7 @@ def test_version_6_writes_refuse_groups_in_a_pending_compaction(
 def test_the_cli_schedules_and_lists(
     mor_tables: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    uri = str(_before_hudi_compaction(mor_tables, tmp_path).uri)
+    uri = str(before_hudi_compaction(mor_tables, tmp_path).uri)
     assert main(["compaction", "list", "--table", uri]) == 0
     assert capsys.readouterr().out.strip() == "no pending compaction"
     assert main(["compaction", "schedule", "--table", uri, "--max-delta-commits", "1"]) == 0

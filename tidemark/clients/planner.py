@@ -1,5 +1,5 @@
-"""Client of the planner service: schedule, list, get and cancel clustering plans, and
-set or read a table's trigger policy.
+"""Client of the planner service: schedule, list, get and cancel clustering plans and
+compaction plans, and set or read a table's trigger, retention and compaction policies.
 
 Table paths travel absolute and normalised (the service may run elsewhere). Scheduling
 and cancelling change the timeline, so only an unreachable service is retried; their
@@ -209,6 +209,41 @@ class PlannerClient:
         return self._client.call(
             self._client.stub.RunRetention, request, timeout=TIMELINE_CHANGE_TIMEOUT_S
         )
+
+    def schedule_compaction(
+        self, table: str, options: pb.CompactionOptions
+    ) -> pb.ScheduleCompactionResponse:
+        request = pb.ScheduleCompactionRequest(table=_table(table), options=options)
+        return self._client.call(
+            self._client.stub.ScheduleCompaction,
+            request,
+            idempotent=False,
+            timeout=TIMELINE_CHANGE_TIMEOUT_S,
+        )
+
+    def list_compactions(self, table: str) -> list[pb.CompactionPlan]:
+        """The pending compactions, oldest first."""
+        request = pb.ListCompactionsRequest(table=_table(table))
+        return list(self._client.call(self._client.stub.ListCompactions, request).plans)
+
+    def cancel_compaction(self, table: str, instant: str) -> pb.CompactionPlan:
+        """Remove the requested compaction plan; returns it."""
+        request = pb.CancelCompactionRequest(table=_table(table), instant_time=instant)
+        response = self._client.call(
+            self._client.stub.CancelCompaction,
+            request,
+            idempotent=False,
+            timeout=TIMELINE_CHANGE_TIMEOUT_S,
+        )
+        return response.plan
+
+    def set_compaction_policy(self, table: str, policy: pb.CompactionPolicy) -> pb.CompactionPolicy:
+        request = pb.SetCompactionPolicyRequest(table=_table(table), policy=policy)
+        return self._client.call(self._client.stub.SetCompactionPolicy, request).policy
+
+    def get_compaction_policy(self, table: str) -> pb.CompactionPolicy:
+        request = pb.GetCompactionPolicyRequest(table=_table(table))
+        return self._client.call(self._client.stub.GetCompactionPolicy, request).policy
 
 
 def _table(table: str) -> TableRef:

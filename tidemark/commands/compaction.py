@@ -1,7 +1,9 @@
-"""``tidemark compaction schedule|list|run``: compaction of merge-on-read tables.
+"""``tidemark compaction schedule|list|run|trigger|cancel``: compaction of merge-on-read
+tables.
 
 ``schedule`` and ``list`` read and change the timeline in this process (no Spark, no
-service); ``run`` rewrites the planned slices with Spark (``spark_jobs/compaction.py``)."""
+service); ``run`` rewrites the planned slices with Spark (``spark_jobs/compaction.py``);
+``trigger`` and ``cancel`` ask the planner service (``compaction_planner.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from tidemark.commands import compaction_planner
 from tidemark.commands.spark_extra import add_needs_spark, import_command
 from tidemark.jobs.job_options import add_lock_wait_option
 from tidemark.logs import configure_logging
@@ -56,6 +59,7 @@ def register(subparsers: Any) -> None:
         add_needs_spark(commands, "run", "tidemark compaction run")
     else:
         compaction_run.register(commands)
+    compaction_planner.register(commands)
 
 
 def _schedule(args: argparse.Namespace) -> int:

@@ -306,9 +306,9 @@ class ScheduleOptions:
 DEFAULT_SCHEDULE_OPTIONS = ScheduleOptions()
 
 
-def delta_commits_since_compaction(table: HoodieTable) -> int:
-    """Deltacommits completed after the last compaction was requested (Hudi counts from
-    the latest compaction, pending or completed, as of its requested time)."""
+def last_compaction_time(table: HoodieTable) -> str:
+    """Requested time of the latest compaction on the active timeline, pending or
+    completed ("" when there is none)."""
     timeline = table.timeline
     compactions = [
         i.timestamp
@@ -316,8 +316,19 @@ def delta_commits_since_compaction(table: HoodieTable) -> int:
         if i.action == COMPACTION
         or (i.action == COMMIT and timeline.requested(i).action == COMPACTION)
     ]
-    last = max(compactions, default="")
-    return sum(1 for i in timeline.completed(frozenset({DELTA_COMMIT})) if i.timestamp > last)
+    return max(compactions, default="")
+
+
+def delta_commits_after(table: HoodieTable, after: str) -> list[str]:
+    """Instant times of the deltacommits completed after ``after``, oldest first."""
+    done = table.timeline.completed(frozenset({DELTA_COMMIT}))
+    return [i.timestamp for i in done if i.timestamp > after]
+
+
+def delta_commits_since_compaction(table: HoodieTable) -> int:
+    """Deltacommits completed after the last compaction was requested (Hudi counts from
+    the latest compaction, pending or completed, as of its requested time)."""
+    return len(delta_commits_after(table, last_compaction_time(table)))
 
 
 def plan_compaction(
@@ -327,6 +338,13 @@ def plan_compaction(
     under the table lock, so the pending plans and writes it leaves out stay pending."""
     if delta_commits_since_compaction(table) < options.max_delta_commits:
         return None
+    return bounded_plan(compactable_operations(table), options.target_io_mb)
+
+
+def compactable_operations(table: HoodieTable) -> list[CompactionOperation]:
+    """An operation for each latest file slice with log files whose group no pending
+    compaction, clustering plan or write holds, largest logs first
+    (``LogFileSizeBasedCompactionStrategy``'s order)."""
     busy = set(file_groups_in(pending_compactions(table, reload=False)))
     busy |= set(clustering.file_groups_in(clustering.pending_plans(table, reload=False)))
     busy |= pending_write_groups(table)
@@ -336,8 +354,16 @@ def plan_compaction(
         if piece.logs and (piece.partition_path, piece.file_id) not in busy
     ]
     candidates.sort(key=lambda op: -op.metrics[TOTAL_LOG_FILES_SIZE])
+    return candidates
+
+
+def bounded_plan(
+    candidates: Iterable[CompactionOperation], target_io_mb: float
+) -> CompactionPlan | None:
+    """The first ``candidates`` until their IO reaches ``target_io_mb``, the operation that
+    crosses it included (``BoundedIOCompactionStrategy``); None without candidates."""
     operations: list[CompactionOperation] = []
-    remaining = options.target_io_mb
+    remaining = target_io_mb
     for operation in candidates:
         operations.append(operation)
         remaining -= operation.io_mb

@@ -187,6 +187,11 @@ def instant_time_ago(seconds: float) -> str:
     return _from_epoch_ms(time.time_ns() // 1_000_000 - int(seconds * 1000))
 
 
+def instant_epoch_s(instant_time: str) -> float:
+    """Seconds since the epoch of ``instant_time`` (UTC), to tell an instant's age."""
+    return _to_epoch_ms(instant_time) / 1000
+
+
 def _to_epoch_ms(instant_time: str) -> int:
     seconds = datetime.strptime(instant_time[:14], _SECONDS_FORMAT).replace(tzinfo=UTC)
     return int(seconds.timestamp()) * 1000 + int(instant_time[14:])

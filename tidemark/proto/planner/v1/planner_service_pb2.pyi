@@ -20,6 +20,14 @@ class PlanState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PLAN_STATE_UNSPECIFIED: _ClassVar[PlanState]
     PLAN_STATE_REQUESTED: _ClassVar[PlanState]
     PLAN_STATE_INFLIGHT: _ClassVar[PlanState]
+
+class CompactionTrigger(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMPACTION_TRIGGER_UNSPECIFIED: _ClassVar[CompactionTrigger]
+    COMPACTION_TRIGGER_NUM_COMMITS: _ClassVar[CompactionTrigger]
+    COMPACTION_TRIGGER_TIME_ELAPSED: _ClassVar[CompactionTrigger]
+    COMPACTION_TRIGGER_NUM_AND_TIME: _ClassVar[CompactionTrigger]
+    COMPACTION_TRIGGER_NUM_OR_TIME: _ClassVar[CompactionTrigger]
 LAYOUT_UNSPECIFIED: Layout
 LAYOUT_LINEAR: Layout
 LAYOUT_ZORDER: Layout
@@ -27,6 +35,11 @@ LAYOUT_HILBERT: Layout
 PLAN_STATE_UNSPECIFIED: PlanState
 PLAN_STATE_REQUESTED: PlanState
 PLAN_STATE_INFLIGHT: PlanState
+COMPACTION_TRIGGER_UNSPECIFIED: CompactionTrigger
+COMPACTION_TRIGGER_NUM_COMMITS: CompactionTrigger
+COMPACTION_TRIGGER_TIME_ELAPSED: CompactionTrigger
+COMPACTION_TRIGGER_NUM_AND_TIME: CompactionTrigger
+COMPACTION_TRIGGER_NUM_OR_TIME: CompactionTrigger
 
 class AllPartitions(_message.Message):
     __slots__ = ()
@@ -295,3 +308,131 @@ class RunRetentionResponse(_message.Message):
     earliest_readable_instant_time: str
     archived_instants: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, clean_instant_times: _Optional[_Iterable[str]] = ..., files_deleted: _Optional[int] = ..., earliest_readable_instant_time: _Optional[str] = ..., archived_instants: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CompactionOptions(_message.Message):
+    __slots__ = ("trigger", "max_delta_commits", "max_delta_seconds", "log_file_size_threshold_bytes", "log_file_num_threshold", "partitions", "target_io_mb")
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELTA_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELTA_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LOG_FILE_SIZE_THRESHOLD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOG_FILE_NUM_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_IO_MB_FIELD_NUMBER: _ClassVar[int]
+    trigger: CompactionTrigger
+    max_delta_commits: int
+    max_delta_seconds: int
+    log_file_size_threshold_bytes: int
+    log_file_num_threshold: int
+    partitions: PartitionFilter
+    target_io_mb: int
+    def __init__(self, trigger: _Optional[_Union[CompactionTrigger, str]] = ..., max_delta_commits: _Optional[int] = ..., max_delta_seconds: _Optional[int] = ..., log_file_size_threshold_bytes: _Optional[int] = ..., log_file_num_threshold: _Optional[int] = ..., partitions: _Optional[_Union[PartitionFilter, _Mapping]] = ..., target_io_mb: _Optional[int] = ...) -> None: ...
+
+class CompactionOperation(_message.Message):
+    __slots__ = ("partition_path", "file_id", "base_instant_time", "base_file", "log_files", "log_bytes", "io_mb")
+    PARTITION_PATH_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    BASE_INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    BASE_FILE_FIELD_NUMBER: _ClassVar[int]
+    LOG_FILES_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IO_MB_FIELD_NUMBER: _ClassVar[int]
+    partition_path: str
+    file_id: str
+    base_instant_time: str
+    base_file: str
+    log_files: _containers.RepeatedScalarFieldContainer[str]
+    log_bytes: int
+    io_mb: float
+    def __init__(self, partition_path: _Optional[str] = ..., file_id: _Optional[str] = ..., base_instant_time: _Optional[str] = ..., base_file: _Optional[str] = ..., log_files: _Optional[_Iterable[str]] = ..., log_bytes: _Optional[int] = ..., io_mb: _Optional[float] = ...) -> None: ...
+
+class CompactionPlan(_message.Message):
+    __slots__ = ("instant_time", "state", "operations", "num_log_files", "log_bytes", "io_mb")
+    INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    NUM_LOG_FILES_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IO_MB_FIELD_NUMBER: _ClassVar[int]
+    instant_time: str
+    state: PlanState
+    operations: _containers.RepeatedCompositeFieldContainer[CompactionOperation]
+    num_log_files: int
+    log_bytes: int
+    io_mb: float
+    def __init__(self, instant_time: _Optional[str] = ..., state: _Optional[_Union[PlanState, str]] = ..., operations: _Optional[_Iterable[_Union[CompactionOperation, _Mapping]]] = ..., num_log_files: _Optional[int] = ..., log_bytes: _Optional[int] = ..., io_mb: _Optional[float] = ...) -> None: ...
+
+class ScheduleCompactionRequest(_message.Message):
+    __slots__ = ("table", "options")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    options: CompactionOptions
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ..., options: _Optional[_Union[CompactionOptions, _Mapping]] = ...) -> None: ...
+
+class ScheduleCompactionResponse(_message.Message):
+    __slots__ = ("plan", "reason")
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    plan: CompactionPlan
+    reason: str
+    def __init__(self, plan: _Optional[_Union[CompactionPlan, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ListCompactionsRequest(_message.Message):
+    __slots__ = ("table",)
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ...) -> None: ...
+
+class ListCompactionsResponse(_message.Message):
+    __slots__ = ("plans",)
+    PLANS_FIELD_NUMBER: _ClassVar[int]
+    plans: _containers.RepeatedCompositeFieldContainer[CompactionPlan]
+    def __init__(self, plans: _Optional[_Iterable[_Union[CompactionPlan, _Mapping]]] = ...) -> None: ...
+
+class CancelCompactionRequest(_message.Message):
+    __slots__ = ("table", "instant_time")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    INSTANT_TIME_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    instant_time: str
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ..., instant_time: _Optional[str] = ...) -> None: ...
+
+class CancelCompactionResponse(_message.Message):
+    __slots__ = ("plan",)
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    plan: CompactionPlan
+    def __init__(self, plan: _Optional[_Union[CompactionPlan, _Mapping]] = ...) -> None: ...
+
+class CompactionPolicy(_message.Message):
+    __slots__ = ("on_demand", "automatic")
+    ON_DEMAND_FIELD_NUMBER: _ClassVar[int]
+    AUTOMATIC_FIELD_NUMBER: _ClassVar[int]
+    on_demand: OnDemand
+    automatic: CompactionOptions
+    def __init__(self, on_demand: _Optional[_Union[OnDemand, _Mapping]] = ..., automatic: _Optional[_Union[CompactionOptions, _Mapping]] = ...) -> None: ...
+
+class SetCompactionPolicyRequest(_message.Message):
+    __slots__ = ("table", "policy")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    policy: CompactionPolicy
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ..., policy: _Optional[_Union[CompactionPolicy, _Mapping]] = ...) -> None: ...
+
+class SetCompactionPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: CompactionPolicy
+    def __init__(self, policy: _Optional[_Union[CompactionPolicy, _Mapping]] = ...) -> None: ...
+
+class GetCompactionPolicyRequest(_message.Message):
+    __slots__ = ("table",)
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    table: _common_pb2.TableRef
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableRef, _Mapping]] = ...) -> None: ...
+
+class GetCompactionPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: CompactionPolicy
+    def __init__(self, policy: _Optional[_Union[CompactionPolicy, _Mapping]] = ...) -> None: ...

@@ -82,6 +82,31 @@ class PlannerServiceStub:
                 request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionRequest.SerializeToString,
                 response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionResponse.FromString,
                 _registered_method=True)
+        self.ScheduleCompaction = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/ScheduleCompaction',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ScheduleCompactionRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ScheduleCompactionResponse.FromString,
+                _registered_method=True)
+        self.ListCompactions = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/ListCompactions',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ListCompactionsRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ListCompactionsResponse.FromString,
+                _registered_method=True)
+        self.CancelCompaction = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/CancelCompaction',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.CancelCompactionRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.CancelCompactionResponse.FromString,
+                _registered_method=True)
+        self.SetCompactionPolicy = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/SetCompactionPolicy',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetCompactionPolicyRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetCompactionPolicyResponse.FromString,
+                _registered_method=True)
+        self.GetCompactionPolicy = channel.unary_unary(
+                '/tidemark.planner.v1.PlannerService/GetCompactionPolicy',
+                request_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetCompactionPolicyRequest.SerializeToString,
+                response_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetCompactionPolicyResponse.FromString,
+                _registered_method=True)
 
 
 class PlannerServiceServicer:
@@ -156,6 +181,46 @@ class PlannerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScheduleCompaction(self, request, context):
+        """Plans a compaction of a merge-on-read table when its options' trigger makes one due
+        and saves it as <ts>.compaction.requested (Hudi's HoodieCompactionPlan), or answers
+        why none is due. Runs under the table lock: never two plans of one file group, and
+        never a group in a pending clustering plan or write.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCompactions(self, request, context):
+        """The pending compactions of a table (requested or inflight), oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelCompaction(self, request, context):
+        """Removes a requested compaction plan from the timeline (Hudi's unschedule). An
+        inflight plan, or one a runner holds, is refused (FAILED_PRECONDITION, field instant).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetCompactionPolicy(self, request, context):
+        """Sets (or clears) when the service schedules the table's compaction by itself, and
+        how it plans; kept in the table like the trigger policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCompactionPolicy(self, request, context):
+        """The table's compaction policy (on demand with Hudi's defaults when none was set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -203,6 +268,31 @@ def add_PlannerServiceServicer_to_server(servicer, server):
                     servicer.RunRetention,
                     request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionRequest.FromString,
                     response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionResponse.SerializeToString,
+            ),
+            'ScheduleCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScheduleCompaction,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ScheduleCompactionRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ScheduleCompactionResponse.SerializeToString,
+            ),
+            'ListCompactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCompactions,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ListCompactionsRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ListCompactionsResponse.SerializeToString,
+            ),
+            'CancelCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelCompaction,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.CancelCompactionRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.CancelCompactionResponse.SerializeToString,
+            ),
+            'SetCompactionPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCompactionPolicy,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetCompactionPolicyRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetCompactionPolicyResponse.SerializeToString,
+            ),
+            'GetCompactionPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCompactionPolicy,
+                    request_deserializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetCompactionPolicyRequest.FromString,
+                    response_serializer=tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetCompactionPolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -451,6 +541,141 @@ class PlannerService:
             '/tidemark.planner.v1.PlannerService/RunRetention',
             tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionRequest.SerializeToString,
             tidemark_dot_planner_dot_v1_dot_planner__service__pb2.RunRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScheduleCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/ScheduleCompaction',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ScheduleCompactionRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ScheduleCompactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCompactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/ListCompactions',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ListCompactionsRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.ListCompactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/CancelCompaction',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.CancelCompactionRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.CancelCompactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCompactionPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/SetCompactionPolicy',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetCompactionPolicyRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.SetCompactionPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCompactionPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemark.planner.v1.PlannerService/GetCompactionPolicy',
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetCompactionPolicyRequest.SerializeToString,
+            tidemark_dot_planner_dot_v1_dot_planner__service__pb2.GetCompactionPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -60,6 +60,24 @@ class PlannerServiceStub:
     """The table's retention policy (on demand only when none was set)."""
     RunRetention: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.RunRetentionRequest, _planner_service_pb2.RunRetentionResponse]
     """Cleans, then archives, the table now with its retention policy's settings."""
+    ScheduleCompaction: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.ScheduleCompactionRequest, _planner_service_pb2.ScheduleCompactionResponse]
+    """Plans a compaction of a merge-on-read table when its options' trigger makes one due
+    and saves it as <ts>.compaction.requested (Hudi's HoodieCompactionPlan), or answers
+    why none is due. Runs under the table lock: never two plans of one file group, and
+    never a group in a pending clustering plan or write.
+    """
+    ListCompactions: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.ListCompactionsRequest, _planner_service_pb2.ListCompactionsResponse]
+    """The pending compactions of a table (requested or inflight), oldest first."""
+    CancelCompaction: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.CancelCompactionRequest, _planner_service_pb2.CancelCompactionResponse]
+    """Removes a requested compaction plan from the timeline (Hudi's unschedule). An
+    inflight plan, or one a runner holds, is refused (FAILED_PRECONDITION, field instant).
+    """
+    SetCompactionPolicy: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.SetCompactionPolicyRequest, _planner_service_pb2.SetCompactionPolicyResponse]
+    """Sets (or clears) when the service schedules the table's compaction by itself, and
+    how it plans; kept in the table like the trigger policy.
+    """
+    GetCompactionPolicy: _grpc.UnaryUnaryMultiCallable[_planner_service_pb2.GetCompactionPolicyRequest, _planner_service_pb2.GetCompactionPolicyResponse]
+    """The table's compaction policy (on demand with Hudi's defaults when none was set)."""
 
 @_typing.type_check_only
 class PlannerServiceAsyncStub(PlannerServiceStub):
@@ -93,6 +111,24 @@ class PlannerServiceAsyncStub(PlannerServiceStub):
     """The table's retention policy (on demand only when none was set)."""
     RunRetention: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.RunRetentionRequest, _planner_service_pb2.RunRetentionResponse]  # type: ignore[assignment]
     """Cleans, then archives, the table now with its retention policy's settings."""
+    ScheduleCompaction: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.ScheduleCompactionRequest, _planner_service_pb2.ScheduleCompactionResponse]  # type: ignore[assignment]
+    """Plans a compaction of a merge-on-read table when its options' trigger makes one due
+    and saves it as <ts>.compaction.requested (Hudi's HoodieCompactionPlan), or answers
+    why none is due. Runs under the table lock: never two plans of one file group, and
+    never a group in a pending clustering plan or write.
+    """
+    ListCompactions: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.ListCompactionsRequest, _planner_service_pb2.ListCompactionsResponse]  # type: ignore[assignment]
+    """The pending compactions of a table (requested or inflight), oldest first."""
+    CancelCompaction: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.CancelCompactionRequest, _planner_service_pb2.CancelCompactionResponse]  # type: ignore[assignment]
+    """Removes a requested compaction plan from the timeline (Hudi's unschedule). An
+    inflight plan, or one a runner holds, is refused (FAILED_PRECONDITION, field instant).
+    """
+    SetCompactionPolicy: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.SetCompactionPolicyRequest, _planner_service_pb2.SetCompactionPolicyResponse]  # type: ignore[assignment]
+    """Sets (or clears) when the service schedules the table's compaction by itself, and
+    how it plans; kept in the table like the trigger policy.
+    """
+    GetCompactionPolicy: _aio.UnaryUnaryMultiCallable[_planner_service_pb2.GetCompactionPolicyRequest, _planner_service_pb2.GetCompactionPolicyResponse]  # type: ignore[assignment]
+    """The table's compaction policy (on demand with Hudi's defaults when none was set)."""
 
 class PlannerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Clustering planner: schedules size-based clustering plans, saved on the table's
@@ -177,5 +213,53 @@ class PlannerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_planner_service_pb2.RunRetentionResponse, _abc.Awaitable[_planner_service_pb2.RunRetentionResponse]]:
         """Cleans, then archives, the table now with its retention policy's settings."""
+
+    @_abc_1.abstractmethod
+    def ScheduleCompaction(
+        self,
+        request: _planner_service_pb2.ScheduleCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.ScheduleCompactionResponse, _abc.Awaitable[_planner_service_pb2.ScheduleCompactionResponse]]:
+        """Plans a compaction of a merge-on-read table when its options' trigger makes one due
+        and saves it as <ts>.compaction.requested (Hudi's HoodieCompactionPlan), or answers
+        why none is due. Runs under the table lock: never two plans of one file group, and
+        never a group in a pending clustering plan or write.
+        """
+
+    @_abc_1.abstractmethod
+    def ListCompactions(
+        self,
+        request: _planner_service_pb2.ListCompactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.ListCompactionsResponse, _abc.Awaitable[_planner_service_pb2.ListCompactionsResponse]]:
+        """The pending compactions of a table (requested or inflight), oldest first."""
+
+    @_abc_1.abstractmethod
+    def CancelCompaction(
+        self,
+        request: _planner_service_pb2.CancelCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.CancelCompactionResponse, _abc.Awaitable[_planner_service_pb2.CancelCompactionResponse]]:
+        """Removes a requested compaction plan from the timeline (Hudi's unschedule). An
+        inflight plan, or one a runner holds, is refused (FAILED_PRECONDITION, field instant).
+        """
+
+    @_abc_1.abstractmethod
+    def SetCompactionPolicy(
+        self,
+        request: _planner_service_pb2.SetCompactionPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.SetCompactionPolicyResponse, _abc.Awaitable[_planner_service_pb2.SetCompactionPolicyResponse]]:
+        """Sets (or clears) when the service schedules the table's compaction by itself, and
+        how it plans; kept in the table like the trigger policy.
+        """
+
+    @_abc_1.abstractmethod
+    def GetCompactionPolicy(
+        self,
+        request: _planner_service_pb2.GetCompactionPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_planner_service_pb2.GetCompactionPolicyResponse, _abc.Awaitable[_planner_service_pb2.GetCompactionPolicyResponse]]:
+        """The table's compaction policy (on demand with Hudi's defaults when none was set)."""
 
 def add_PlannerServiceServicer_to_server(servicer: PlannerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
