@@ -57,7 +57,7 @@ def test_the_write_that_reaches_n_deltacommits_compacts_them(
     result = tidemark.spark.write(mor_frame(spark, first), uri, "upsert", options=options)
     model.update({row[0]: row for row in first})
     assert result.compactions == []  # 1 deltacommit < 2
-    updates = _rows(2, range(0, 30, 4))
+    updates = _rows(2, range(0, 30, 3))  # both partitions
     result = tidemark.spark.write(mor_frame(spark, updates), uri, "upsert", options=options)
     model.update({row[0]: row for row in updates})
 
