@@ -7,6 +7,7 @@ refused naming the field; a stream writer compacts the same way."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -144,3 +145,27 @@ def test_a_stream_writer_compacts_inline(spark: SparkSession, tmp_path: Path) ->
     assert sum(1 for d in deltas if d < instant) == 3
     assert timeline.find(instant).state is State.COMPLETED
     _assert_read(spark, uri, model)
+
+
+def test_tidemark_write_compact_after(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The first write makes base files only (nothing to compact); the update's log is
+    compacted by the write that made it."""
+    uri = str(tmp_path / "t")
+    cli = Cli(tmp_path, capfd)
+    layout = ["--key", "id", "--partition", "region", "--precombine", "ts"]
+    rows = [{"id": f"k{i}", "name": "a", "score": 1.0, "ts": 1, "region": "eu"} for i in range(4)]
+    assert cli.write(uri, rows, "--op", "upsert", *layout, "--table-type", "MERGE_ON_READ")[0] == 0
+    rows[1] |= {"name": "b", "ts": 2}
+    source = tmp_path / "update.jsonl"
+    source.write_text(json.dumps(rows[1]) + "\n")
+    code, out = cli.output(
+        "write", "--table", uri, "--input", str(source), "--op", "upsert", "--markers",
+        "direct", "--master", "local[2]", "--compact-after", "1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads(out.strip().splitlines()[-1])
+    [compaction] = result["compactions"]
+    assert (compaction["file_groups"], compaction["rows"]) == (1, 4)
+    assert _compaction_commits(uri) == [compaction["instant"]]
+    assert _slices_with_logs(uri) == 0
+    assert hudi_rs_rows(uri) == {r["id"]: tuple(r.values()) for r in rows}

@@ -56,4 +56,9 @@ def _handle(args: argparse.Namespace) -> int:
         f"{result.rows_inserted} inserted, {result.rows_updated} updated, "
         f"{result.rows_deleted} deleted, {result.files_written} files written"
     )
+    for compaction in result.compactions:
+        print(
+            f"compaction {compaction.instant} committed inline: {compaction.file_groups} "
+            f"file groups, {compaction.rows} rows"
+        )
     return 0
