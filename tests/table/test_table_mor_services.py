@@ -439,3 +439,19 @@ def test_archival_keeps_a_pending_compaction_and_what_follows(
     assert [entry.partition(".")[0] for entry in result.archived] == first
     timeline = HoodieTable.open(str(root)).timeline
     assert [i.timestamp for i in timeline.instants()] == [pending, *later]
+
+
+def test_tidemark_archive_takes_compactions_count(
+    mor_tables: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = cleanable_copy(mor_tables, tmp_path, "v6_trips_8i1u")
+    table = HoodieTable.open(str(root))
+    first = [i.timestamp for i in table.timeline.completed()]
+    _add_deltacommits(root, table, 3)  # 5 deltacommits, no compaction
+    argv = ["archive", "--table", str(root), "--keep-min-commits", "2", "--keep-max-commits"]
+    argv += ["3", "--retain-commits", "1", "--json"]
+    assert main(argv) == 0  # Hudi's default N = 5: every deltacommit stays
+    assert json.loads(capsys.readouterr().out)["archived"] == []
+    assert main([*argv, "--compaction-delta-commits", "3"]) == 0
+    archived = json.loads(capsys.readouterr().out)["archived"]
+    assert archived == [f"{t}.{DELTA_COMMIT}" for t in first]

@@ -11,10 +11,10 @@ archived only once a clean deleted the file groups it replaced: without any clea
 replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
 caller's ``keep_from`` (the record index's oldest unfolded delta); on a merge-on-read
 table, the deltacommits compaction scheduling counts (``oldest_to_keep_for_compaction``,
-Hudi's rule). Deltacommits are
-writes like commits (counted, archived with their metadata; the logs of a latest slice
-whose deltacommit was archived still read, ``FileSystemView.completed_deltacommits``),
-and a compaction's requested and inflight files go with the ``commit`` it completed as.
+Hudi's rule). Deltacommits are writes like commits (counted, archived with their
+metadata; the logs of a latest slice whose deltacommit was archived still read,
+``FileSystemView.completed_deltacommits``), and a compaction's requested and inflight
+files go with the ``commit`` it completed as.
 
 An archival writes one archive log file (or one history Parquet file, its manifest and
 ``_version_``) holding those instants, keeps the archive bounded as Hudi does (version 6:
