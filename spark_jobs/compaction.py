@@ -56,7 +56,7 @@ from tidemark.jobs.task import current_task, marker_writer, storage_for
 from tidemark.storage.base import FileInfo
 from tidemark.table import HoodieTable
 from tidemark.table.files.slices import LogFile
-from tidemark.table.files.view import BaseFile, FileSlice
+from tidemark.table.files.view import FileSlice
 from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.logfiles.file_names import parse_log_file_name
 from tidemark.table.maintenance.compaction import compactions_to_run
@@ -219,7 +219,8 @@ def operation_tasks(
         if requested < pending.timestamp
     }
     listed = {info.path: info.size for info in _listing(table, pending.plan.operations)}
-    bases = {(b.partition_path, b.file_id): b for b in view.committed_base_files()}
+    # every slice's base file, by path: a group compacted before has several
+    bases = {b.path: b for b in view.committed_base_files()}
     replaced = view.replaced_file_groups()
     tasks = []
     for op in pending.plan.operations:
@@ -230,7 +231,7 @@ def operation_tasks(
                 f"{replaced[(op.partition_path, op.file_id)]} (clustering or insert_overwrite)",
                 field="instant",
             )
-        base = _base_of(op, bases)
+        base = bases.get(op.base_path) if op.base_path else None
         missing = [path for path in op.log_paths if path not in listed]
         if (op.base_path and base is None) or missing:
             raise FailedPreconditionError(
@@ -245,11 +246,6 @@ def operation_tasks(
         )
         tasks.append(_Task(FileSlice(op.partition_path, op.file_id, base, logs), op.base_instant))
     return tasks, deltacommits
-
-
-def _base_of(op: CompactionOperation, bases: Mapping[tuple[str, str], BaseFile]) -> BaseFile | None:
-    base = bases.get((op.partition_path, op.file_id))
-    return base if base is not None and base.path == op.base_path else None
 
 
 def _listing(table: HoodieTable, operations: Sequence[CompactionOperation]) -> list[FileInfo]:

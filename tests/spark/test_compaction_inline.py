@@ -147,7 +147,9 @@ def test_a_stream_writer_compacts_inline(spark: SparkSession, tmp_path: Path) ->
     _assert_read(spark, uri, model)
 
 
-def test_tidemark_write_compact_after(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_tidemark_write_compact_after(
+    spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """The first write makes base files only (nothing to compact); the update's log is
     compacted by the write that made it."""
     uri = str(tmp_path / "t")
