@@ -182,12 +182,14 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def _compact_every_group(spark: Any, uri: str) -> dict[str, Any]:
     """One plan of every file group with log files, scheduled and run."""
+    with_logs = sum(1 for s in HoodieTable.open(uri).view().latest_file_slices() if s.logs)
     began = time.perf_counter()
     instant = tidemark.spark.compaction_schedule(spark, uri, max_delta_commits=1)
     results = tidemark.spark.compaction_run(spark, uri, instant) if instant else []
     elapsed = time.perf_counter() - began
     return {
         "compaction_s": round(elapsed, 3),
+        "file_groups_with_logs": with_logs,
         "compacted_file_groups": sum(r.file_groups for r in results),
         "compacted_rows": sum(r.rows for r in results),
     }

@@ -21,9 +21,10 @@ def test_bench_compaction_compacts_every_group_beside_a_bulk_insert(
     report, result = run_bench(spark, capsys, "compaction", *TINY, "--batches", "2")
     assert "compaction bench (default)" in report[0]
     assert (result["rows"], result["batches"], result["long"]) == (2000, 2, False)
-    # spread keys land in every file group: the one plan compacts them all, every row
-    assert result["compacted_file_groups"] == result["file_groups"] > 0
-    assert result["compacted_rows"] == 2000
+    # the one plan compacts every file group the spread keys landed in
+    assert 0 < result["compacted_file_groups"] == result["file_groups_with_logs"]
+    assert result["file_groups_with_logs"] <= result["file_groups"]
+    assert 0 < result["compacted_rows"] <= 2000
     assert result["compaction_over_bulk_insert"] == round(
         result["compaction_s"] / result["bulk_insert_s"], 2
     )
