@@ -6,7 +6,7 @@ from __future__ import annotations
 import structlog
 from pyspark.sql import SparkSession
 
-from tidemark.errors import TidemarkError, with_note
+from tidemark.errors import TidemarkError
 from tidemark.jobs.compaction import CompactionResult, run_compaction
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
@@ -18,26 +18,25 @@ log = structlog.get_logger(__name__)
 
 def compact_inline(
     spark: SparkSession, table: HoodieTable, instant: str, options: WriteOptions
-) -> list[CompactionResult]:
+) -> tuple[list[CompactionResult], str | None]:
     """In Hudi's order (``runAnyPendingCompactions``, then ``inlineCompaction``): the
     pending compactions no other runner holds, then a plan scheduled once
     ``options.compact_after`` deltacommits completed since the last compaction, run at
-    once; the plans run, oldest first. A failure is raised, as Hudi's default
-    ``hoodie.fail.writes.on.inline.table.service.exception`` does, saying that the write
-    itself committed (the failed run is back to its plan for the next run)."""
+    once. Returns the runs and the failure, if any. The write committed ``instant``
+    before, so a failure does not fail it (Hudi's
+    ``hoodie.fail.writes.on.inline.table.service.exception`` would): it is logged and
+    returned, and the failed run is back to its plan for the next run."""
     assert options.compact_after is not None
+    results: list[CompactionResult] = []
     try:
-        results = run_compaction(spark, table, None, options)
+        results += run_compaction(spark, table, None, options)
         planned = schedule_compaction(
             table, ScheduleOptions(options.compact_after), lock_wait_s=options.lock_wait_s
         )
         if planned is not None:
             results += run_compaction(spark, table, planned.timestamp, options)
     except TidemarkError as error:
-        raise with_note(
-            error,
-            f"the write committed {instant}; its inline compaction did not (run "
-            "`tidemark compaction run`, or the next write with compact_after runs it)",
-        ) from error
+        log.warning("write.compaction_failed", table=table.uri, instant=instant, error=str(error))
+        return results, str(error)
     log.info("write.compacted_inline", table=table.uri, instant=instant, plans=len(results))
-    return results
+    return results, None

@@ -60,6 +60,9 @@ class WriteResult:
     """The inline clean and archival after the commit (None when off or failed)."""
     compactions: list[CompactionResult] = field(default_factory=list)
     """The compactions run inline after the commit (``compact_after``), oldest first."""
+    compaction_error: str | None = None
+    """Why the inline compaction failed (the write committed all the same; the failed run is
+    back to its plan, which the next run or the next such write runs)."""
     empty_input: bool = False
     """The input had no rows: nothing was written and no instant made (``instant`` is "")."""
     completion_time: str = ""

@@ -126,7 +126,8 @@ def _write(
             result.retention = retain(table, retention, options.lock_wait_s)
     if options.compact_after is not None and not result.already_committed:
         with clock.stage("compaction"):
-            result.compactions = compact_inline(spark, table, result.instant, options)
+            ran = compact_inline(spark, table, result.instant, options)
+            result.compactions, result.compaction_error = ran
     result.stage_seconds = dict(clock.seconds)
     return result
 

@@ -21,6 +21,7 @@ from tidemark.errors import InvalidArgumentError
 from tidemark.table import HoodieTable
 from tidemark.table.metadata.actions import COMMIT, COMPACTION, DELTA_COMMIT
 from tidemark.table.metadata.commit import COMPACT_OPERATION
+from tidemark.table.plans.compaction import pending_compactions
 from tidemark.table.timeline.instant import State
 
 Model = dict[str, tuple]
@@ -171,3 +172,27 @@ def test_tidemark_write_compact_after(
     assert _compaction_commits(uri) == [compaction["instant"]]
     assert _slices_with_logs(uri) == 0
     assert hudi_rs_rows(uri) == {r["id"]: tuple(r.values()) for r in rows}
+
+
+def test_a_failed_inline_compaction_leaves_the_write_committed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A pending plan that cannot run (a log file it names is gone): the write that runs
+    it inline still returns its committed instant, the failure in ``compaction_error``,
+    the plan left pending."""
+    uri = str(tmp_path / "t")
+    for batch, keys in ((1, range(10)), (2, range(0, 10, 2))):
+        rows = mor_frame(spark, _rows(batch, keys))
+        tidemark.spark.write(rows, uri, "upsert", options=mor_options(8))
+    pending = tidemark.spark.compaction_schedule(spark, uri, max_delta_commits=2)
+    assert pending is not None
+    [plan] = pending_compactions(HoodieTable.open(uri))
+    Path(uri, plan.plan.operations[0].log_paths[0]).unlink()
+    options = mor_options(8, compact_after=5)
+    result = tidemark.spark.write(
+        mor_frame(spark, _rows(3, range(1, 10, 4))), uri, "upsert", options=options
+    )
+    assert HoodieTable.open(uri).timeline.is_completed(result.instant)
+    assert result.compactions == []
+    assert result.compaction_error is not None and pending in result.compaction_error
+    assert [p.timestamp for p in pending_compactions(HoodieTable.open(uri))] == [pending]

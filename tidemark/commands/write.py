@@ -61,4 +61,6 @@ def _handle(args: argparse.Namespace) -> int:
             f"compaction {compaction.instant} committed inline: {compaction.file_groups} "
             f"file groups, {compaction.rows} rows"
         )
+    if result.compaction_error:
+        print(f"inline compaction failed (the write committed): {result.compaction_error}")
     return 0
