@@ -34,6 +34,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.stream",
     "benchmarks.stream_clustering",
     "benchmarks.small_writes",
+    "benchmarks.compaction",
 )
 
 

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from tidemark.jobs.task import TaskIdentity
 from tidemark.storage import Storage
+from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import base_file_name, join_path
 from tidemark.table.metadata.commit import NULL_COMMIT, WriteStat
 from tidemark.table.records.keys import (
@@ -210,3 +211,13 @@ class BaseFileWriter:
             self._sink.discarding = True
             self._writer.close()
             self._sink.discard(kind, error, traceback)
+
+
+def latest_file_schema(table: HoodieTable) -> pa.Schema | None:
+    """The newest base file's schema: what every file a write or a compaction adds has."""
+    files = table.view().latest_base_files()
+    if not files:
+        return None
+    newest = max(files, key=lambda f: f.instant)
+    with table.storage.open_input(newest.path) as stream:
+        return pq.read_schema(stream)

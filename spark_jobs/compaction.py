@@ -40,7 +40,7 @@ from pyspark.sql import SparkSession
 
 from tidemark import faults
 from tidemark.errors import FailedPreconditionError
-from tidemark.jobs.base_file import BaseFileWriter
+from tidemark.jobs.base_file import BaseFileWriter, latest_file_schema
 from tidemark.jobs.context import WriteContext
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.job_options import (
@@ -53,7 +53,6 @@ from tidemark.jobs.job_options import (
 from tidemark.jobs.plan_runs import merged_slice_rows, plan_run, submit_main, undo_failed_run
 from tidemark.jobs.session import build_session, cancellable_jobs, check_executors_import
 from tidemark.jobs.task import current_task, marker_writer, storage_for
-from tidemark.jobs.write.prepare import latest_file_schema
 from tidemark.storage.base import FileInfo
 from tidemark.table import HoodieTable
 from tidemark.table.files.slices import LogFile
@@ -220,7 +219,8 @@ def operation_tasks(
         if requested < pending.timestamp
     }
     listed = {info.path: info.size for info in _listing(table, pending.plan.operations)}
-    bases = {b.path: b for b in view.committed_base_files()}  # every slice's, by path
+    # every slice's base file, by path: a group compacted before has several
+    bases = {b.path: b for b in view.committed_base_files()}
     replaced = view.replaced_file_groups()
     tasks = []
     for op in pending.plan.operations:

@@ -22,6 +22,7 @@ from tidemark.jobs.job_options import JobOptions
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 from tidemark.table.properties.config import TABLE_TYPES
+from tidemark.table.properties.support import COPY_ON_WRITE
 from tidemark.table.writes import pending_clustering
 
 MAX_IDEMPOTENCY_KEY_CHARS = 256
@@ -77,6 +78,11 @@ class WriteOptions(JobOptions):
     default (``hoodie.clean.automatic``); ``--no-auto-clean`` turns both off."""
     retain_commits: int = DEFAULT_RETAIN_COMMITS
     """Commits whose snapshots the inline clean keeps readable (``--retain-commits``)."""
+    compact_after: int | None = None
+    """On a merge-on-read table, Hudi's inline compaction
+    (``hoodie.compact.inline.max.delta.commits``): after the commit, once this many
+    deltacommits completed since the last compaction, a compaction is scheduled and run in
+    the same Spark session (``--compact-after``); None: never inline."""
     shuffle_parallelism: int = 0
     """Partitions of the write's shuffles, as Hudi's ``hoodie.upsert.shuffle.parallelism``;
     0 sizes them to the input (``tidemark.jobs.shuffles``), at most the session's
@@ -101,6 +107,7 @@ class WriteOptions(JobOptions):
         require_non_negative(
             "small_file_limit_bytes", self.small_file_limit_bytes, "no small-file top-up"
         )
+        check_compact_after(self.compact_after, self.table_type)
         require_non_negative("shuffle_parallelism", self.shuffle_parallelism, "sized to the input")
         _check_idempotency_key(self.idempotency_key)
 
@@ -127,6 +134,24 @@ class WriteOptions(JobOptions):
             on_pending_clustering=args.on_pending_clustering,
             auto_clean=not args.no_auto_clean,
             retain_commits=args.retain_commits,
+            compact_after=args.compact_after,
+        )
+
+
+def check_compact_after(compact_after: int | None, table_type: str | None) -> None:
+    """``compact_after`` is a count of deltacommits (at least 1), and only merge-on-read
+    tables have deltacommits to compact (None: the table's type is not known yet)."""
+    if compact_after is None:
+        return
+    if not compact_after >= 1:
+        raise InvalidArgumentError(
+            f"must be >= 1 deltacommits, got {compact_after}", field="compact_after"
+        )
+    if table_type == COPY_ON_WRITE:
+        raise InvalidArgumentError(
+            "inline compaction needs a MERGE_ON_READ table; a COPY_ON_WRITE table has no "
+            "log files to compact",
+            field="compact_after",
         )
 
 

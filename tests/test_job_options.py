@@ -44,6 +44,12 @@ from tidemark.jobs.write_options import WriteOptions
         (lambda: WriteOptions(lock_lease_s=float("nan")), "lock_lease_s", "must be > 0"),
         (lambda: WriteOptions(lock_wait_s=-1), "lock_wait_s", "must be >= 0"),
         (lambda: WriteOptions(idempotency_key=" "), "idempotency_key", "printable characters"),
+        (lambda: WriteOptions(compact_after=0), "compact_after", "must be >= 1 deltacommits"),
+        (
+            lambda: WriteOptions(compact_after=2, table_type="COPY_ON_WRITE"),
+            "compact_after",
+            "needs a MERGE_ON_READ table",
+        ),
         (lambda: ClusterOptions(row_group_bytes=0), "row_group_bytes", "must be > 0, got 0"),
         (lambda: ClusterOptions(min_slice_bytes=-5), "min_slice_bytes", "must be > 0, got -5"),
         (lambda: ClusterOptions(lock_lease_s=0), "lock_lease_s", "must be > 0, got 0"),
@@ -112,6 +118,7 @@ FLAGS: dict[type[Any], tuple[tuple[str, ...], dict[str, list[str]]]] = {
             "on_pending_clustering": ["--on-pending-clustering", "reject"],
             "auto_clean": ["--no-auto-clean"],
             "retain_commits": ["--retain-commits", "20"],
+            "compact_after": ["--compact-after", "3"],
         },
     ),
     ClusterOptions: (

@@ -8,7 +8,8 @@ lease of its own from then on (``begin``); without the lock, executors write bas
 through storage, each behind its marker, and the record index changes are staged
 (``files``, ``index``); under the lock again it checks for conflicts with writes completed
 meanwhile and completes the commit: reconcile, publish, drop the markers (``commit``);
-then it cleans and archives (``retention``). ``WriteJob`` (``job``) is what the steps
+then it cleans and archives (``retention``) and, on a merge-on-read table with
+``compact_after``, compacts (``compaction``). ``WriteJob`` (``job``) is what the steps
 share. Run from Python (``write``), ``tidemark write`` or ``spark-submit
 spark_jobs/write/__main__.py`` (``cli``).
 """

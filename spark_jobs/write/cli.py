@@ -100,6 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not clean and archive after the commit (Hudi's hoodie.clean.automatic=false)",
     )
     parser.add_argument(
+        "--compact-after",
+        type=int,
+        metavar="N",
+        help="merge-on-read tables: after the commit, once N deltacommits completed since "
+        "the last compaction, schedule a compaction and run it in the same Spark session "
+        "(Hudi's inline compaction, hoodie.compact.inline.max.delta.commits); default: never",
+    )
+    parser.add_argument(
         "--retain-commits",
         type=int,
         default=DEFAULT_RETAIN_COMMITS,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -14,6 +13,7 @@ from pyspark.sql import DataFrame
 from tidemark.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, with_note
 from tidemark.index.build import create_empty_index, index_building, shard_count_for
 from tidemark.index.record_index import RecordIndex
+from tidemark.jobs.base_file import latest_file_schema
 from tidemark.jobs.deletes import delete_keys, without_deleted
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.evolution import conform_to_table
@@ -27,7 +27,7 @@ from tidemark.jobs.keying import (
     with_keys,
 )
 from tidemark.jobs.validation import check_layout, validate_input
-from tidemark.jobs.write_options import WriteOptions
+from tidemark.jobs.write_options import WriteOptions, check_compact_after
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.properties.config import TableConfig
@@ -77,6 +77,7 @@ def prepare(asked: WriteRequest) -> Prepared:
     check_column_names(arrow_schema(data.schema, data.sparkSession))
     table = _open_existing(asked.table_uri, options)
     config = table.config if table else _new_config(asked.table_uri, data, options)
+    check_compact_after(options.compact_after, config.table_type)
     if table is not None:
         check_writable(config, disable_hudi_metadata_table=options.disable_hudi_metadata_table)
     if options.precombine_field:
@@ -188,13 +189,3 @@ def _new_config(table_uri: str, data: DataFrame, options: WriteOptions) -> Table
         table_version=options.table_version or DEFAULT_TABLE_VERSION,
         table_type=options.table_type or COPY_ON_WRITE,
     )
-
-
-def latest_file_schema(table: HoodieTable) -> pa.Schema | None:
-    """The newest base file's schema: what every file a write or a compaction adds has."""
-    files = table.view().latest_base_files()
-    if not files:
-        return None
-    newest = max(files, key=lambda f: f.instant)
-    with table.storage.open_input(newest.path) as stream:
-        return pq.read_schema(stream)

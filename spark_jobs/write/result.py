@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from tidemark.jobs.checks import require_one_of
+from tidemark.jobs.compaction import CompactionResult
 from tidemark.jobs.stages import StageClock
 from tidemark.retention import RetentionResult
 from tidemark.table import HoodieTable
@@ -57,6 +58,11 @@ class WriteResult:
     """Time spent waiting for the table lock, to begin and to commit."""
     retention: RetentionResult | None = None
     """The inline clean and archival after the commit (None when off or failed)."""
+    compactions: list[CompactionResult] = field(default_factory=list)
+    """The compactions run inline after the commit (``compact_after``), oldest first."""
+    compaction_error: str | None = None
+    """Why the inline compaction failed (the write committed all the same; the failed run is
+    back to its plan, which the next run or the next such write runs)."""
     empty_input: bool = False
     """The input had no rows: nothing was written and no instant made (``instant`` is "")."""
     completion_time: str = ""

@@ -9,6 +9,7 @@ from tidemark.errors import TidemarkError
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.retention import RetentionResult, RetentionSettings, run_retention
 from tidemark.table import HoodieTable
+from tidemark.table.maintenance.archival import ArchiveSettings
 from tidemark.table.maintenance.clean_plan import CleanSettings
 
 log = structlog.get_logger(__name__)
@@ -16,10 +17,14 @@ log = structlog.get_logger(__name__)
 
 def retention_of(options: WriteOptions) -> RetentionSettings | None:
     """The inline run's settings (checked when made: before the write begins), None when
-    ``auto_clean`` is off."""
+    ``auto_clean`` is off. With inline compaction, archival keeps the ``compact_after``
+    deltacommits it counts (Hudi's archiver reads the same setting)."""
     if not options.auto_clean:
         return None
-    return RetentionSettings(CleanSettings(retain_commits=options.retain_commits))
+    archive = ArchiveSettings()
+    if options.compact_after is not None:
+        archive = ArchiveSettings(compaction_delta_commits=options.compact_after)
+    return RetentionSettings(CleanSettings(retain_commits=options.retain_commits), archive)
 
 
 def retain(

@@ -1,7 +1,8 @@
 """The write, step by step (``write``): prepare the input (``prepare``), then tag its keys
 (``tag``), begin under the table lock (``begin``), write the files and commit
 (``files``, ``commit``), again after a conflict or a running clustering plan; then clean
-and archive (``retention``)."""
+and archive (``retention``) and, on a merge-on-read table with ``compact_after``, compact
+(``compaction``), Hudi's order."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tidemark.jobs.shuffles import sized_shuffles
 from tidemark.jobs.stages import StageClock, StageListener
 from tidemark.jobs.write.begin import begin
 from tidemark.jobs.write.commit import RolledBackError
+from tidemark.jobs.write.compaction import compact_inline
 from tidemark.jobs.write.files import finish
 from tidemark.jobs.write.index import check_overwrite_keys
 from tidemark.jobs.write.job import POLL_S, WriteJob
@@ -122,7 +124,11 @@ def _write(
     if retention is not None and not result.already_committed:
         with clock.stage("clean and archive"):
             result.retention = retain(table, retention, options.lock_wait_s)
-        result.stage_seconds = dict(clock.seconds)
+    if options.compact_after is not None and not result.already_committed:
+        with clock.stage("compaction"):
+            ran = compact_inline(spark, table, result.instant, options)
+            result.compactions, result.compaction_error = ran
+    result.stage_seconds = dict(clock.seconds)
     return result
 
 

@@ -24,7 +24,11 @@ from tidemark.table.files.reader import read_snapshot
 from tidemark.table.logfiles.data_blocks import avro_records
 from tidemark.table.logfiles.file_names import next_log_file_name, parse_log_file_name
 from tidemark.table.logfiles.framing import HeaderKey, read_blocks, read_log_file, write_log_file
-from tidemark.table.maintenance.archival import ArchiveSettings, archive
+from tidemark.table.maintenance.archival import (
+    ArchiveSettings,
+    archive,
+    oldest_to_keep_for_compaction,
+)
 from tidemark.table.maintenance.clean import clean
 from tidemark.table.maintenance.clean_plan import CleanPolicy, CleanSettings
 from tidemark.table.maintenance.orphans import find_orphans, remove_orphans
@@ -32,6 +36,7 @@ from tidemark.table.metadata.actions import CLEAN, COMMIT, COMPACTION, DELTA_COM
 from tidemark.table.metadata.avro import write_single_record
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan
 from tidemark.table.metadata.compaction import COMPACTION_PLAN_SCHEMA
+from tidemark.table.plans.compaction import delta_commits_since_compaction
 from tidemark.table.timeline.archived import ArchivedTimeline
 from tidemark.table.timeline.instant import TIMELINE_FOLDERS, Instant, State, new_instant_time
 from tidemark.table.timeline.lsm import LsmTimeline
@@ -46,6 +51,9 @@ KEEP_ONE = {
     ),
 }
 SMALL_ARCHIVE = ArchiveSettings(keep_min=2, keep_max=3)
+LOOSE_FOR_COMPACTION = ArchiveSettings(keep_min=1, keep_max=2, compaction_delta_commits=1)
+"""Archival keeping only the last deltacommit for compaction's count (Hudi's
+``hoodie.compact.inline.max.delta.commits=1``), so older deltacommits can go."""
 
 
 def copy_of(mor_tables: Path, tmp_path: Path, name: str) -> Path:
@@ -131,7 +139,7 @@ def test_a_latest_slices_log_whose_deltacommit_is_archived_still_reads(
     last = table.timeline.completed()[-1]  # a deltacommit that appended to a latest slice
     assert last.action == DELTA_COMMIT
     _complete_deltacommit(root, table, new_instant_time(after=last.completed_at), last)
-    result = archive(table, ArchiveSettings(keep_min=1, keep_max=2))
+    result = archive(table, LOOSE_FOR_COMPACTION)
     assert f"{last.timestamp}.{DELTA_COMMIT}" in result.archived
     assert not HoodieTable.open(str(root)).timeline.is_completed(last.timestamp)
     assert snapshot(root) == before
@@ -144,7 +152,7 @@ def test_an_archived_compaction_takes_its_plan_along(mor_tables: Path, tmp_path:
     requested = Instant(compaction.timestamp, COMPACTION, State.REQUESTED, layout=2)
     plan = (root / requested.path).read_bytes()
     clean(table, CleanSettings(retain_commits=1))
-    result = archive(table, ArchiveSettings(keep_min=1, keep_max=2))
+    result = archive(table, LOOSE_FOR_COMPACTION)
     assert f"{compaction.timestamp}.{COMMIT}" in result.archived
     assert not (root / requested.path).exists()
     assert isinstance(table.archive, LsmTimeline) and result.archive_file
@@ -186,7 +194,7 @@ def test_version_6_archive_records_a_deltacommit_with_its_log_files(
     for _ in range(2):
         timestamp = new_instant_time(after=table.timeline.latest_timestamp())
         _complete_deltacommit(root, table, timestamp, copied_from=second)
-    result = archive(table, ArchiveSettings(keep_min=1, keep_max=2))
+    result = archive(table, LOOSE_FOR_COMPACTION)
     assert snapshot(root) == before
     [log] = log_paths(root)
     assert f"{first.timestamp}.{DELTA_COMMIT}" in result.archived
@@ -366,3 +374,84 @@ def test_the_cli_cleans_and_archives_a_merge_on_read_table(
     if name != "v6_trips_8i1u":
         assert cleaned["files_deleted"] > 0
         assert archived["archived"]
+
+
+def _add_deltacommits(root: Path, table: HoodieTable, count: int) -> list[str]:
+    """``count`` completed deltacommits, copies of the last one's metadata."""
+    model = table.timeline.completed(frozenset({DELTA_COMMIT}))[-1]
+    added = []
+    for _ in range(count):
+        timestamp = new_instant_time(after=table.timeline.latest_timestamp())
+        _complete_deltacommit(root, table, timestamp, copied_from=model)
+        added.append(timestamp)
+    return added
+
+
+def test_archival_keeps_the_deltacommits_compaction_counts(
+    mor_tables: Path, tmp_path: Path
+) -> None:
+    """Hudi's archiver on a merge-on-read table (``getOldestInstantToRetainForCompaction``):
+    with fewer than N deltacommits since the last compaction, that compaction's commit and
+    everything after it stay; with N or more, the latest N; the scheduler still counts
+    enough of them to plan the next compaction."""
+    root = cleanable_copy(mor_tables, tmp_path, "v8_trips_8i3u1d")
+    table = HoodieTable.open(str(root))
+    before = snapshot(root)
+    [compaction] = table.timeline.completed(frozenset({COMMIT}))
+    [after] = [
+        i.timestamp
+        for i in table.timeline.completed(frozenset({DELTA_COMMIT}))
+        if i.timestamp > compaction.timestamp
+    ]
+    earlier = [
+        i.timestamp for i in table.timeline.completed() if i.timestamp < compaction.timestamp
+    ]
+    deltas = [after, *_add_deltacommits(root, table, 2)]
+    settings = ArchiveSettings(keep_min=1, keep_max=2, compaction_delta_commits=5)
+    assert oldest_to_keep_for_compaction(table.timeline, 5) == compaction.timestamp
+
+    result = archive(table, settings)
+    assert [entry.partition(".")[0] for entry in result.archived] == earlier
+    active = [i.timestamp for i in HoodieTable.open(str(root)).timeline.completed()]
+    assert active == [compaction.timestamp, *deltas]
+    assert snapshot(root) == before
+
+    deltas += _add_deltacommits(root, table, 3)  # 6 since the compaction: the latest 5 stay
+    assert oldest_to_keep_for_compaction(table.timeline, 5) == deltas[1]
+    result = archive(table, settings)
+    assert result.archived == [f"{compaction.timestamp}.{COMMIT}", f"{deltas[0]}.{DELTA_COMMIT}"]
+    reopened = HoodieTable.open(str(root))
+    assert [i.timestamp for i in reopened.timeline.completed()] == deltas[1:]
+    assert delta_commits_since_compaction(reopened) == 5  # the trigger still fires
+    assert snapshot(root) == before
+
+
+def test_archival_keeps_a_pending_compaction_and_what_follows(
+    mor_tables: Path, tmp_path: Path
+) -> None:
+    root = cleanable_copy(mor_tables, tmp_path, "v6_trips_8i1u")
+    table = HoodieTable.open(str(root))
+    first = [i.timestamp for i in table.timeline.completed()]
+    pending = _schedule_compaction(root, table)
+    later = _add_deltacommits(root, table, 3)
+    assert oldest_to_keep_for_compaction(table.timeline, 1) == later[-1]
+    result = archive(table, LOOSE_FOR_COMPACTION)
+    assert [entry.partition(".")[0] for entry in result.archived] == first
+    timeline = HoodieTable.open(str(root)).timeline
+    assert [i.timestamp for i in timeline.instants()] == [pending, *later]
+
+
+def test_tidemark_archive_takes_compactions_count(
+    mor_tables: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = cleanable_copy(mor_tables, tmp_path, "v6_trips_8i1u")
+    table = HoodieTable.open(str(root))
+    first = [i.timestamp for i in table.timeline.completed()]
+    _add_deltacommits(root, table, 3)  # 5 deltacommits, no compaction
+    argv = ["archive", "--table", str(root), "--keep-min-commits", "2", "--keep-max-commits"]
+    argv += ["3", "--retain-commits", "1", "--json"]
+    assert main(argv) == 0  # Hudi's default N = 5: every deltacommit stays
+    assert json.loads(capsys.readouterr().out)["archived"] == []
+    assert main([*argv, "--compaction-delta-commits", "3"]) == 0
+    archived = json.loads(capsys.readouterr().out)["archived"]
+    assert archived == [f"{t}.{DELTA_COMMIT}" for t in first]

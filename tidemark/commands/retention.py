@@ -20,6 +20,7 @@ from tidemark.table.maintenance.clean_plan import (
     CleanSettings,
 )
 from tidemark.table.maintenance.orphans import DEFAULT_GRACE_S, find_orphans, remove_orphans
+from tidemark.table.plans.compaction import DEFAULT_MAX_DELTA_COMMITS
 
 
 def register(subparsers: Any) -> None:
@@ -109,6 +110,15 @@ def add_archive_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"archive once more completed writes than this are active "
         f"(default {DEFAULT_KEEP_MAX})",
     )
+    parser.add_argument(
+        "--compaction-delta-commits",
+        type=positive_int,
+        default=DEFAULT_MAX_DELTA_COMMITS,
+        metavar="N",
+        help="merge-on-read tables: keep the deltacommits compaction's trigger counts, as "
+        "Hudi's archiver (hoodie.compact.inline.max.delta.commits, "
+        f"default {DEFAULT_MAX_DELTA_COMMITS})",
+    )
 
 
 def clean_settings(args: argparse.Namespace) -> CleanSettings:
@@ -190,7 +200,11 @@ def run_archive(args: argparse.Namespace) -> int:
     configure_logging(json=False, level="warning")
     settings = RetentionSettings(
         CleanSettings(retain_commits=args.retain_commits),
-        ArchiveSettings(args.keep_min_commits, args.keep_max_commits),
+        ArchiveSettings(
+            args.keep_min_commits,
+            args.keep_max_commits,
+            compaction_delta_commits=args.compaction_delta_commits,
+        ),
     )
     result = archive_table(HoodieTable.open(args.table), settings, wait_s=args.lock_wait_s)
     if args.json:

@@ -56,4 +56,11 @@ def _handle(args: argparse.Namespace) -> int:
         f"{result.rows_inserted} inserted, {result.rows_updated} updated, "
         f"{result.rows_deleted} deleted, {result.files_written} files written"
     )
+    for compaction in result.compactions:
+        print(
+            f"compaction {compaction.instant} committed inline: {compaction.file_groups} "
+            f"file groups, {compaction.rows} rows"
+        )
+    if result.compaction_error:
+        print(f"inline compaction failed (the write committed): {result.compaction_error}")
     return 0

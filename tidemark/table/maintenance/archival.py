@@ -9,10 +9,12 @@ first write kept. Never archived, nor anything after it: a pending instant; the 
 clean's earliest commit to retain (the cleaner plans from there, and a replacecommit is
 archived only once a clean deleted the file groups it replaced: without any clean, no
 replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
-caller's ``keep_from`` (the record index's oldest unfolded delta). Deltacommits are
-writes like commits (counted, archived with their metadata; the logs of a latest slice
-whose deltacommit was archived still read, ``FileSystemView.completed_deltacommits``),
-and a compaction's requested and inflight files go with the ``commit`` it completed as.
+caller's ``keep_from`` (the record index's oldest unfolded delta); on a merge-on-read
+table, the deltacommits compaction scheduling counts (``oldest_to_keep_for_compaction``,
+Hudi's rule). Deltacommits are writes like commits (counted, archived with their
+metadata; the logs of a latest slice whose deltacommit was archived still read,
+``FileSystemView.completed_deltacommits``), and a compaction's requested and inflight
+files go with the ``commit`` it completed as.
 
 An archival writes one archive log file (or one history Parquet file, its manifest and
 ``_version_``) holding those instants, keeps the archive bounded as Hudi does (version 6:
@@ -48,11 +50,13 @@ from tidemark.table.metadata.actions import (
     CLUSTERING,
     COMMIT,
     COMPACTION,
+    DELTA_COMMIT,
     REPLACE_COMMIT,
     ROLLBACK,
     WRITE_ACTIONS,
 )
 from tidemark.table.metadata.clean import CleanMetadata
+from tidemark.table.plans.compaction import DEFAULT_MAX_DELTA_COMMITS
 from tidemark.table.timeline.archive_writer import (
     DEFAULT_MERGE_BATCH_SIZE,
     DEFAULT_MERGE_SMALL_FILE_LIMIT,
@@ -64,6 +68,7 @@ from tidemark.table.timeline.archive_writer import (
 )
 from tidemark.table.timeline.archived import COMPLETED, last_block
 from tidemark.table.timeline.instant import TIMELINE_FOLDERS, Instant, State
+from tidemark.table.timeline.layout1 import Timeline
 from tidemark.table.timeline.lsm import (
     DEFAULT_COMPACTION_BATCH_SIZE,
     HistoryInstant,
@@ -95,6 +100,9 @@ class ArchiveSettings:
     merge_batch_size: int = DEFAULT_MERGE_BATCH_SIZE
     merge_small_file_limit: int = DEFAULT_MERGE_SMALL_FILE_LIMIT
     compaction_batch_size: int = DEFAULT_COMPACTION_BATCH_SIZE
+    compaction_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS
+    """Merge-on-read tables: Hudi's ``hoodie.compact.inline.max.delta.commits``, which its
+    archiver reads too: the deltacommits that trigger a compaction stay active."""
 
     def __post_init__(self) -> None:
         for name in ("merge_batch_size", "compaction_batch_size"):
@@ -102,6 +110,7 @@ class ArchiveSettings:
                 raise InvalidArgumentError(f"must be >= 2, got {getattr(self, name)}", field=name)
         require_positive("merge_small_file_limit", self.merge_small_file_limit)
         require_positive("keep_min", self.keep_min)
+        require_positive("compaction_delta_commits", self.compaction_delta_commits)
         if self.keep_max <= self.keep_min:
             raise InvalidArgumentError(
                 f"keep_max ({self.keep_max}) must be greater than keep_min ({self.keep_min})",
@@ -202,6 +211,9 @@ def _to_archive(
         bounds += [i.timestamp for i in writes if i.action == REPLACE_COMMIT][:1]
     if keep_from is not None:
         bounds.append(keep_from)
+    if table.config.merge_on_read:
+        kept = oldest_to_keep_for_compaction(timeline, settings.compaction_delta_commits)
+        bounds += [] if kept is None else [kept]
     watermark = read_leftovers_watermark(table.storage)
     unsettled = [
         i.timestamp
@@ -211,6 +223,26 @@ def _to_archive(
     bounds += unsettled[:1]
     cut = min(bounds)
     return [i for i in timeline.completed() if i.timestamp < cut]
+
+
+def oldest_to_keep_for_compaction(timeline: Timeline, delta_commits: int) -> str | None:
+    """Hudi's ``CompactionUtils.getOldestInstantToRetainForCompaction``, which its archiver
+    keeps from on a merge-on-read table, so that the deltacommits the compaction trigger
+    counts stay on the active timeline: with fewer than ``delta_commits`` deltacommits
+    (pending ones too) after the last completed compaction, that compaction's commit (with
+    none, the first deltacommit); with as many or more, the latest ``delta_commits`` of
+    them. None without deltacommits. (A pending compaction is kept, with everything after
+    it, as every pending instant is.)"""
+    compactions = timeline.completed(frozenset({COMMIT}))
+    since = compactions[-1].timestamp if compactions else ""
+    deltas = [
+        i.timestamp for i in timeline.instants() if i.action == DELTA_COMMIT and i.timestamp > since
+    ]
+    if not deltas:
+        return since or None
+    if len(deltas) < delta_commits:
+        return since or deltas[0]
+    return deltas[len(deltas) - delta_commits]
 
 
 def _write_archive(table: HoodieTable, chosen: list[Instant]) -> str:
