@@ -200,8 +200,13 @@ class PlannerEngine:
         return load_retention(table.storage)
 
     def run_retention(self, table: HoodieTable, trigger: str = "request") -> RetentionResult:
-        """Clean, then archive, with the table's retention policy's settings."""
+        """Clean, then archive, with the table's retention policy's settings (archival
+        keeps the deltacommits the table's compaction policy counts, as Hudi's does)."""
         settings = load_retention(table.storage).settings()
+        due = compaction.load_policy(table.storage).settings
+        if due is not None:
+            kept = replace(settings.archive, compaction_delta_commits=due.max_delta_commits)
+            settings = replace(settings, archive=kept)
         result = run_retention(table, settings, wait_s=self.config.lock_wait_s)
         with self._counts_lock:
             self.retention_runs[trigger] += 1

@@ -237,6 +237,30 @@ def test_a_policy_is_kept_in_the_table_and_followed(
     assert len(pending_compactions(HoodieTable.open(v8.uri))) == 1
 
 
+def test_retention_archives_by_the_compaction_policys_delta_commits(
+    planner: PlannerClient, v8: HoodieTable
+) -> None:
+    """Archival keeps the deltacommits the table's compaction trigger counts (Hudi's
+    ``hoodie.compact.inline.max.delta.commits``): 5 by default, the policy's when set."""
+    deltas = [i.timestamp for i in v8.timeline.completed()]
+    planner.set_retention_policy(
+        v8.uri, pb.RetentionPolicy(retain_commits=1, keep_min_commits=2, keep_max_commits=3)
+    )
+    assert planner.run_retention(v8.uri).archived_instants == []  # the latest 5 stay
+    never_due = pb.CompactionOptions(
+        trigger=pb.COMPACTION_TRIGGER_TIME_ELAPSED,
+        max_delta_seconds=TEN_YEARS_S,
+        max_delta_commits=2,
+    )
+    planner.set_compaction_policy(v8.uri, pb.CompactionPolicy(automatic=never_due))
+
+    archived = planner.run_retention(v8.uri).archived_instants
+
+    assert [entry.partition(".")[0] for entry in archived] == deltas[:-2]
+    assert [i.timestamp for i in HoodieTable.open(v8.uri).timeline.completed()] == deltas[-2:]
+    assert pending_compactions(HoodieTable.open(v8.uri)) == []
+
+
 def test_backlog_metrics(v8: HoodieTable) -> None:
     server = build_server(ServerConfig(port=0, metrics_port=0), [planner_service(TEST_CONFIG)])
     try:
