@@ -28,7 +28,9 @@ def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) ->
             field="hoodie.record.merge.mode",
         )
     partition_field_kinds(config)
-    check_hudi_metadata_table(props, disable=disable_hudi_metadata_table)
+    check_hudi_metadata_table(
+        props, disable=disable_hudi_metadata_table, table_version=config.table_version
+    )
 
 
 def check_clusterable(config: TableConfig) -> None:
