@@ -6,7 +6,8 @@ commit it completes records its files there first (``record_in_metadata_table``;
 rollback removes that record, ``roll_back_in_metadata_table``), and the other partitions
 (``record_index``, ``column_stats``, ``partition_stats``, ``bloom_filters``, secondary and
 expression indexes), which Tidemark does not maintain, are dropped under the lock as Hudi
-drops one (``tidemark.table.metadata_table.partitions.drop_partitions``). Writes wait
+drops one, with their index definitions
+(``tidemark.table.metadata_table.partitions.keep_only_files``). Writes wait
 while Hudi builds a partition (``hoodie.table.metadata.partitions.inflight``).
 
 Elsewhere (table version 6, or no ``files`` partition) Hudi readers that list files
@@ -30,11 +31,10 @@ from tidemark.table.metadata.commit import CommitMetadata
 from tidemark.table.metadata_table import deltacommit
 from tidemark.table.metadata_table.files_records import FileChanges
 from tidemark.table.metadata_table.partitions import (
-    FILES,
     INFLIGHT_KEY,
     METADATA_FOLDER,
     PARTITIONS_KEY,
-    drop_partitions,
+    keep_only_files,
     keeps_files,
     listed,
     metadata_partitions,
@@ -106,10 +106,7 @@ def prepare_hudi_metadata_table(table: HoodieTable, *, disable: bool) -> None:
         remove_hudi_metadata_table(table, disable=disable)
         return
     check_hudi_metadata_table(props, disable=False, table_version=version)
-    dropped = [part for part in listed(props, PARTITIONS_KEY) if part != FILES]
-    if dropped:
-        updated = drop_partitions(table.storage, props, dropped)
-        table.config = TableConfig.from_properties(updated)
+    table.config = TableConfig.from_properties(keep_only_files(table.storage, props))
 
 
 def record_in_metadata_table(table: HoodieTable, instant: str, metadata: CommitMetadata) -> None:
