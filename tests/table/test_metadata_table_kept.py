@@ -7,23 +7,19 @@ commit leaves hudi-rs reading the table as it was until the rollback removes bot
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Any
 
-import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from table.metadata_testkit import FILES, files_records, instant_log
 from table.table_testkit import file_tree, hudi_rs_table, set_property
 from table.v1x_testkit import unzip_fixture
 from tidemark.errors import FailedPreconditionError
-from tidemark.hfile.reader import HFileReader
 from tidemark.table import HoodieTable
-from tidemark.table.logfiles.framing import BlockType, read_blocks
 from tidemark.table.metadata_table import deltacommit
 from tidemark.table.metadata_table.files_records import FileChanges
 from tidemark.table.metadata_table.partitions import INDEX_DEFS_KEY, INFLIGHT_KEY, PARTITIONS_KEY
@@ -39,7 +35,6 @@ FIXTURE = "v9_txns_simple_meta"
 PARTITION = "region=us"
 METADATA = Path(".hoodie/metadata")
 TIMELINE = METADATA / ".hoodie/timeline"
-FILES = METADATA / "files"
 
 
 @pytest.fixture
@@ -82,19 +77,6 @@ def metadata_instants(root: Path, instant: str) -> list[str]:
     return sorted(p.name for p in (root / TIMELINE).iterdir() if p.name.startswith(instant))
 
 
-def files_records(log: Path) -> dict[str, dict[str, Any]]:
-    """The records of a ``files`` log file's one HFILE_DATA block, by row."""
-    [block] = [b for b in read_blocks(log.read_bytes()) if b.block_type is BlockType.HFILE_DATA]
-    reader = HFileReader(block.content)
-    schema = fastavro.parse_schema(json.loads(reader.file_info[b"schema"]))
-    decoded = {}
-    for cell in reader.cells():
-        record = fastavro.schemaless_reader(io.BytesIO(cell.value), schema, schema)
-        assert isinstance(record, dict)
-        decoded[cell.row.decode()] = record
-    return decoded
-
-
 def test_a_commit_is_listed_through_the_files_partition(root: Path) -> None:
     before = rows(root)
     table, instant, model = update(root)
@@ -106,7 +88,8 @@ def test_a_commit_is_listed_through_the_files_partition(root: Path) -> None:
     assert inflight == f"{instant}.deltacommit.inflight"
     assert completed.startswith(f"{instant}_") and completed.endswith(".deltacommit")
     assert completed.split("_")[1].split(".")[0] < str(done.completion_time)
-    [log] = (root / FILES).glob(f".files-0000-0_{instant}.log.1_*")
+    log = instant_log(root, instant)
+    assert log.name.startswith(".files-0000-0_")
     records = files_records(log)
     assert sorted(records) == ["__all_partitions__", PARTITION]
     assert records["__all_partitions__"]["type"] == 1

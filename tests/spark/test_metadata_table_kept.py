@@ -1,0 +1,109 @@
+"""Tables Hudi 1.0 and 1.1 wrote with their metadata table (copy-on-write and
+merge-on-read, table versions 8 and 9) take an upsert and a delete from Tidemark, which
+keeps the ``files`` partition: hudi-rs, listing through it, reads exactly the model, and
+without the delete's metadata log file it would read the deleted row again (it lists
+through the partition, not storage). The other metadata partitions are dropped."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+from table.metadata_testkit import files_records, instant_log
+from table.table_testkit import set_property
+from table.v1x_testkit import unzip_fixture
+
+import tidemark.spark
+from spark.morkit import comparable, data_columns, spark_rows
+from spark.sparkkit import hudi_rs_table
+from tidemark.cli import main
+from tidemark.jobs.write_options import WriteOptions
+from tidemark.table import HoodieTable
+from tidemark.table.metadata_table.files_records import ALL_PARTITIONS
+from tidemark.table.metadata_table.partitions import INFLIGHT_KEY, PARTITIONS_KEY
+from tidemark.table.properties.config import read_properties
+from tidemark.table.records.keys import RECORD_KEY
+
+OPTIONS = WriteOptions(markers="direct")
+TABLES = [
+    ("cow", "v9_txns_simple_meta"),
+    ("mor", "v9_txns_simple_meta"),
+    ("mor", "v8_trips_8i3u1d"),
+]
+
+
+def _copy(kind: str, name: str, mor_tables: Path, tmp_path: Path) -> Path:
+    if kind == "cow":
+        return unzip_fixture(name, tmp_path)
+    return Path(shutil.copytree(mor_tables / name, tmp_path / name))
+
+
+def _without_meta(frame: DataFrame) -> DataFrame:
+    return frame.select(*[c for c in frame.columns if not c.startswith("_hoodie_")])
+
+
+@pytest.mark.parametrize(("kind", "name"), TABLES, ids=[f"{k}-{n}" for k, n in TABLES])
+def test_hudi_rs_reads_tidemark_writes_through_the_files_partition(
+    spark: SparkSession, mor_tables: Path, tmp_path: Path, kind: str, name: str
+) -> None:
+    root = _copy(kind, name, mor_tables, tmp_path)
+    uri = str(root)
+    before = hudi_rs_table(uri)
+    assert before is not None
+    columns = data_columns(before)
+    rows = {row[RECORD_KEY]: row for row in before.select(columns).to_pylist()}
+    updated_key, deleted_key = sorted(rows)[:2]
+    frame = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == updated_key)
+    types = {f.name: f.dataType.typeName() for f in frame.schema.fields}
+    number = next(n for n in columns[1:] if types[n] in ("double", "long"))
+    update = _without_meta(frame).withColumn(number, sf.col(number) + 1)
+    upserted = tidemark.spark.write(update, uri, "upsert", options=OPTIONS)
+    rows[updated_key] = {**rows[updated_key], number: rows[updated_key][number] + 1}
+    gone = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == deleted_key)
+    deleted = tidemark.spark.write(_without_meta(gone), uri, "delete", options=OPTIONS)
+    del rows[deleted_key]
+
+    expected = comparable(list(rows.values()), columns)
+    after = hudi_rs_table(uri)
+    assert after is not None
+    assert comparable(after.to_pylist(), columns) == expected
+    assert comparable(spark_rows(tidemark.spark.read(spark, uri)), columns) == expected
+    assert read_properties(HoodieTable.open(uri).storage)[PARTITIONS_KEY] == "files"
+    table = HoodieTable.open(uri)
+    for result in (upserted, deleted):
+        written = table.timeline.read_metadata(table.timeline.find(result.instant)).write_stats
+        assert written
+        records = files_records(instant_log(root, result.instant))
+        listed = {
+            (partition, name): info["size"]
+            for partition, record in records.items()
+            if partition != ALL_PARTITIONS
+            for name, info in record["filesystemMetadata"].items()
+        }
+        assert listed == {
+            (stat.partition_path or ".", stat.path.rsplit("/")[-1]): stat.file_size_in_bytes
+            for stat in written
+        }
+    # hudi-rs lists through the partition: without the delete's record the row is back
+    instant_log(root, deleted.instant).unlink()
+    again = hudi_rs_table(uri)
+    assert again is not None
+    assert deleted_key in again.column(RECORD_KEY).to_pylist()
+
+
+def test_a_write_is_refused_while_hudi_builds_a_partition(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = unzip_fixture("v9_txns_simple_meta", tmp_path)
+    set_property(root, INFLIGHT_KEY, "record_index")
+    source = tmp_path / "batch.parquet"
+    pq.write_table(hudi_rs_table(str(root)).slice(0, 1), source)
+    argv = ["write", "--table", str(root), "--input", str(source), "--op", "upsert"]
+    assert main([*argv, "--markers", "direct"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1
+    assert errors[0].startswith(f"tidemark write: error: {INFLIGHT_KEY}:")
