@@ -101,7 +101,9 @@ def test_a_write_is_refused_while_hudi_builds_a_partition(
     root = unzip_fixture("v9_txns_simple_meta", tmp_path)
     set_property(root, INFLIGHT_KEY, "record_index")
     source = tmp_path / "batch.parquet"
-    pq.write_table(hudi_rs_table(str(root)).slice(0, 1), source)
+    read = hudi_rs_table(str(root))
+    assert read is not None
+    pq.write_table(read.slice(0, 1), source)
     argv = ["write", "--table", str(root), "--input", str(source), "--op", "upsert"]
     assert main([*argv, "--markers", "direct"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]

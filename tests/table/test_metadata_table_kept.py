@@ -20,8 +20,10 @@ from table.table_testkit import file_tree, hudi_rs_table, set_property
 from table.v1x_testkit import unzip_fixture
 from tidemark.errors import FailedPreconditionError
 from tidemark.table import HoodieTable
+from tidemark.table.maintenance.clean import clean
+from tidemark.table.maintenance.clean_plan import CleanSettings
 from tidemark.table.metadata_table import deltacommit
-from tidemark.table.metadata_table.files_records import FileChanges
+from tidemark.table.metadata_table.files_records import ALL_PARTITIONS, FileChanges
 from tidemark.table.metadata_table.partitions import INDEX_DEFS_KEY, INFLIGHT_KEY, PARTITIONS_KEY
 from tidemark.table.properties.config import load_table_config, read_properties
 from tidemark.table.records.keys import META_COLUMNS
@@ -205,3 +207,33 @@ def test_an_unpartitioned_table_is_listed_under_a_dot() -> None:
         (".", 2, {"a.parquet": (10, False), "b.parquet": (0, True)}),
         ("__all_partitions__", 1, {".": (0, False)}),
     ]
+
+
+def test_a_clean_records_tombstones(root: Path) -> None:
+    """Cleaning refuses a table whose metadata table has partitions Tidemark does not keep;
+    after a write dropped them, the clean records its deleted files as tombstones before
+    it completes, and hudi-rs still reads the model."""
+    table = HoodieTable.open(str(root))
+    retain_one = CleanSettings(retain_commits=1)
+    with pytest.raises(FailedPreconditionError) as refused:
+        clean(table, retain_one)
+    assert refused.value.field == PARTITIONS_KEY
+    _, _, model = update(root)
+    table = HoodieTable.open(str(root))
+    result = clean(table, retain_one)
+    [instant] = result.instants
+    assert result.deleted
+    records = files_records(instant_log(root, instant))
+    assert ALL_PARTITIONS not in records
+    assert {
+        partition: sorted(record["filesystemMetadata"]) for partition, record in records.items()
+    } == {
+        partition: sorted(path.rsplit("/")[-1] for path in paths)
+        for partition, paths in result.deleted.items()
+    }
+    assert all(
+        info == {"size": 0, "isDeleted": True}
+        for record in records.values()
+        for info in record["filesystemMetadata"].values()
+    )
+    assert rows(root) == model

@@ -29,7 +29,7 @@ FILE_LIST = 2
 @dataclass(frozen=True)
 class FileChanges:
     """What one data instant changed, per partition: files added (name -> size in bytes;
-    a log file with the size it has now) and files deleted (names)."""
+    a log file with the size it has now) and files deleted (names: a clean's)."""
 
     added: Mapping[str, Mapping[str, int]]
     deleted: Mapping[str, Sequence[str]] = field(default_factory=dict)
@@ -44,13 +44,21 @@ class FileChanges:
             added.setdefault(stat.partition_path, {})[name] = stat.file_size_in_bytes
         return cls(added)
 
+    @classmethod
+    def of_clean(cls, deleted: Mapping[str, Sequence[str]]) -> FileChanges:
+        """A clean's deleted files (table-relative paths by partition) as tombstones."""
+        names = {p: [path.rsplit("/", 1)[-1] for path in paths] for p, paths in deleted.items()}
+        return cls({}, {partition: files for partition, files in names.items() if files})
+
     def records(self) -> list[tuple[str, int, dict[str, tuple[int, bool]]]]:
-        """(row, type, file name -> (size, deleted)), sorted by row as an HFile wants."""
-        partitions = sorted({*self.added, *self.deleted})
-        by_partition: list[tuple[str, int, dict[str, tuple[int, bool]]]] = [
-            (ALL_PARTITIONS, PARTITION_LIST, {_row(p): (0, False) for p in partitions})
-        ]
-        for partition in partitions:
+        """(row, type, file name -> (size, deleted)), sorted by row as an HFile wants. The
+        partitions record names the partitions with new files (a clean's tombstones name
+        none, as Hudi's)."""
+        by_partition: list[tuple[str, int, dict[str, tuple[int, bool]]]] = []
+        if self.added:
+            listed = {_row(partition): (0, False) for partition in sorted(self.added)}
+            by_partition.append((ALL_PARTITIONS, PARTITION_LIST, listed))
+        for partition in sorted({*self.added, *self.deleted}):
             files = {name: (size, False) for name, size in self.added.get(partition, {}).items()}
             files |= dict.fromkeys(self.deleted.get(partition, ()), (0, True))
             by_partition.append((_row(partition), FILE_LIST, files))

@@ -22,6 +22,7 @@ __all__ = [
     "keeps_files",
     "listed",
     "metadata_partitions",
+    "only_files",
 ]
 
 log = structlog.get_logger(__name__)
@@ -50,6 +51,16 @@ def metadata_partitions(props: Mapping[str, str]) -> list[str]:
 def keeps_files(props: Mapping[str, str], table_version: int) -> bool:
     """Whether Tidemark keeps this table's ``files`` partition with every write."""
     return table_version >= FIRST_KEPT_VERSION and FILES in listed(props, PARTITIONS_KEY)
+
+
+def only_files(props: Mapping[str, str], table_version: int) -> bool:
+    """Whether the metadata table is kept and holds nothing Tidemark does not keep (a
+    write dropped the rest), so services that delete or replace files may run."""
+    return (
+        keeps_files(props, table_version)
+        and listed(props, PARTITIONS_KEY) == [FILES]
+        and not listed(props, INFLIGHT_KEY)
+    )
 
 
 def keep_only_files(storage: Storage, props: Mapping[str, str]) -> dict[str, str]:

@@ -45,4 +45,4 @@ def check_clusterable(config: TableConfig) -> None:
     merged slices."""
     props = dict(config.properties)
     check_properties(props, "write")
-    check_no_hudi_metadata_table(props, "clustering")
+    check_no_hudi_metadata_table(props, "clustering", table_version=config.table_version)

@@ -21,7 +21,7 @@ reader uses; the next write deletes it. The option removes a kept metadata table
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
@@ -38,6 +38,7 @@ from tidemark.table.metadata_table.partitions import (
     keeps_files,
     listed,
     metadata_partitions,
+    only_files,
 )
 from tidemark.table.properties.config import (
     PROPERTIES_PATH,
@@ -85,9 +86,15 @@ def check_hudi_metadata_table(
         )
 
 
-def check_no_hudi_metadata_table(props: Mapping[str, str], what: str) -> None:
+def check_no_hudi_metadata_table(
+    props: Mapping[str, str], what: str, *, table_version: int | None = None
+) -> None:
     """Refuse ``what`` (a service that deletes or replaces files, with no option to remove
-    the metadata table) on a table that has one: a write removes it."""
+    the metadata table) on a table that has one, unless Tidemark keeps it on this
+    ``table_version`` and a write already dropped every partition but ``files`` (``what``
+    records its changes there): a write removes it or drops them."""
+    if table_version is not None and only_files(props, table_version):
+        return
     check_hudi_metadata_table(
         props,
         disable=False,
@@ -114,6 +121,14 @@ def record_in_metadata_table(table: HoodieTable, instant: str, metadata: CommitM
     partition, where Tidemark keeps it."""
     if keeps_files(dict(table.config.properties), table.config.table_version):
         deltacommit.write_deltacommit(table.storage, instant, FileChanges.of_commit(metadata))
+
+
+def record_clean_in_metadata_table(
+    table: HoodieTable, instant: str, deleted: Mapping[str, Sequence[str]]
+) -> None:
+    """At a clean, before its instant completes: tombstones for the files it deleted."""
+    if keeps_files(dict(table.config.properties), table.config.table_version):
+        deltacommit.write_deltacommit(table.storage, instant, FileChanges.of_clean(deleted))
 
 
 def roll_back_in_metadata_table(table: HoodieTable, instant: str) -> None:
