@@ -2,7 +2,8 @@
 merge-on-read, table versions 8 and 9) take an upsert and a delete from Tidemark, which
 keeps the ``files`` partition: hudi-rs, listing through it, reads exactly the model, and
 without the delete's metadata log file it would read the deleted row again (it lists
-through the partition, not storage). The other metadata partitions are dropped."""
+through the partition, not storage). The other metadata partitions are dropped; then
+clustering and cleaning record their changes there too."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from spark.sparkkit import hudi_rs_table
 from tidemark.cli import main
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
+from tidemark.table.maintenance.clean import clean
+from tidemark.table.maintenance.clean_plan import CleanSettings
 from tidemark.table.metadata_table.files_records import ALL_PARTITIONS
 from tidemark.table.metadata_table.partitions import INFLIGHT_KEY, PARTITIONS_KEY
 from tidemark.table.properties.config import read_properties
@@ -109,3 +112,51 @@ def test_a_write_is_refused_while_hudi_builds_a_partition(
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(errors) == 1
     assert errors[0].startswith(f"tidemark write: error: {INFLIGHT_KEY}:")
+
+
+def test_clustering_and_cleaning_are_listed_through_the_files_partition(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Once a write dropped the partitions Tidemark does not keep, clustering records its
+    replacecommit's new files and a clean its tombstones; hudi-rs reads the same rows."""
+    root = unzip_fixture("v9_txns_simple_meta", tmp_path)
+    uri = str(root)
+    frame = tidemark.spark.read(spark, uri)
+    key = sorted(row[RECORD_KEY] for row in spark_rows(frame))[0]
+    update = _without_meta(frame.where(sf.col(RECORD_KEY) == key))
+    tidemark.spark.write(update, uri, "upsert", options=OPTIONS)
+    before = hudi_rs_table(uri)
+    assert before is not None
+    columns = data_columns(before)
+    expected = comparable(before.to_pylist(), columns)
+
+    instant = tidemark.spark.cluster_schedule(uri)
+    assert instant is not None
+    [run] = tidemark.spark.cluster_run(spark, uri, instant, markers="direct")
+    assert run.files_written
+    table = HoodieTable.open(uri)
+    written = table.timeline.read_metadata(table.timeline.find(instant)).write_stats
+    records = files_records(instant_log(root, instant))
+    listed = {
+        name
+        for partition, record in records.items()
+        if partition != ALL_PARTITIONS
+        for name in record["filesystemMetadata"]
+    }
+    assert listed == {stat.path.rsplit("/")[-1] for stat in written}
+    after = hudi_rs_table(uri)
+    assert after is not None
+    assert comparable(after.to_pylist(), columns) == expected
+    assert {name.split("_")[0] for name in after.column("_hoodie_file_name").to_pylist()} >= {
+        stat.file_id for stat in written
+    }
+
+    cleaned = clean(HoodieTable.open(uri), CleanSettings(retain_commits=1))
+    [clean_instant] = cleaned.instants
+    tombstones = files_records(instant_log(root, clean_instant))
+    assert sum(len(r["filesystemMetadata"]) for r in tombstones.values()) == sum(
+        len(paths) for paths in cleaned.deleted.values()
+    )
+    final = hudi_rs_table(uri)
+    assert final is not None
+    assert comparable(final.to_pylist(), columns) == expected
