@@ -20,6 +20,7 @@ from table.table_testkit import file_tree, hudi_rs_table, set_property
 from table.v1x_testkit import unzip_fixture
 from tidemark.errors import FailedPreconditionError
 from tidemark.table import HoodieTable
+from tidemark.table.maintenance.archival import ArchiveSettings, archive
 from tidemark.table.maintenance.clean import clean
 from tidemark.table.maintenance.clean_plan import CleanSettings
 from tidemark.table.metadata_table import deltacommit
@@ -236,4 +237,26 @@ def test_a_clean_records_tombstones(root: Path) -> None:
         for record in records.values()
         for info in record["filesystemMetadata"].values()
     )
+    assert rows(root) == model
+
+
+METADATA_COMPACTION = "20260307162449278"
+"""The fixture's metadata table compacted once, at this instant."""
+
+
+@pytest.mark.parametrize("compacted", [True, False])
+def test_archival_stops_at_the_metadata_tables_last_compaction(root: Path, compacted: bool) -> None:
+    """As Hudi's archiver: no data instant after the metadata table's last compaction is
+    archived, and none at all before its first."""
+    if not compacted:
+        for path in (root / TIMELINE).glob(f"{METADATA_COMPACTION}*"):
+            path.unlink()
+    _, _, model = update(root)
+    table = HoodieTable.open(str(root))
+    result = archive(table, ArchiveSettings(keep_min=2, keep_max=3))
+    archived = sorted(name.split(".")[0] for name in result.archived)
+    if compacted:
+        assert archived and archived[-1] < METADATA_COMPACTION
+    else:
+        assert archived == []
     assert rows(root) == model

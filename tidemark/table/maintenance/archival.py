@@ -9,7 +9,10 @@ first write kept. Never archived, nor anything after it: a pending instant; the 
 clean's earliest commit to retain (the cleaner plans from there, and a replacecommit is
 archived only once a clean deleted the file groups it replaced: without any clean, no
 replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
-caller's ``keep_from`` (the record index's oldest unfolded delta). Deltacommits are
+caller's ``keep_from`` (the record index's oldest unfolded delta); on a table whose Hudi
+metadata table Tidemark keeps, the metadata table's last compaction, as Hudi's archiver
+(nothing at all before its first: Hudi's metadata reader trusts the uncompacted metadata
+only of instants on the data's active timeline). Deltacommits are
 writes like commits (counted, archived with their metadata; the logs of a latest slice
 whose deltacommit was archived still read, ``FileSystemView.completed_deltacommits``),
 and a compaction's requested and inflight files go with the ``commit`` it completed as.
@@ -53,6 +56,8 @@ from tidemark.table.metadata.actions import (
     WRITE_ACTIONS,
 )
 from tidemark.table.metadata.clean import CleanMetadata
+from tidemark.table.metadata_table.deltacommit import last_compaction
+from tidemark.table.metadata_table.partitions import keeps_files
 from tidemark.table.timeline.archive_writer import (
     DEFAULT_MERGE_BATCH_SIZE,
     DEFAULT_MERGE_SMALL_FILE_LIMIT,
@@ -202,6 +207,8 @@ def _to_archive(
         bounds += [i.timestamp for i in writes if i.action == REPLACE_COMMIT][:1]
     if keep_from is not None:
         bounds.append(keep_from)
+    if keeps_files(dict(table.config.properties), table.config.table_version):
+        bounds.append(last_compaction(table.storage) or "0")
     watermark = read_leftovers_watermark(table.storage)
     unsettled = [
         i.timestamp

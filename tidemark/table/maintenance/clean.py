@@ -65,9 +65,9 @@ def clean(
     deleted). A dry run only plans. A table with Hudi's metadata table, which would still
     list the deleted files to the Hudi readers that list through it, is refused once
     there is something to delete, unless Tidemark keeps its ``files`` partition alone:
-    the clean then records tombstones there before it completes. The plan is first made without the lock and the lock
-    taken only when there is something to do, so the clean after every write costs no lock
-    on a table with nothing to clean."""
+    the clean then records tombstones there before it completes. The plan is first made
+    without the lock and the lock taken only when there is something to do, so the clean
+    after every write costs no lock on a table with nothing to clean."""
     settings = settings or CleanSettings()
     result = CleanResult(dry_run=dry_run)
     table.timeline.reload()

@@ -36,7 +36,7 @@ from tidemark.table.logfiles.framing import (
     encode_block,
     read_blocks,
 )
-from tidemark.table.metadata.actions import DELTA_COMMIT
+from tidemark.table.metadata.actions import COMMIT, DELTA_COMMIT
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.metadata.commit_avro import commit_metadata_to_avro
 from tidemark.table.metadata_table.files_records import FileChanges, encode_records
@@ -49,7 +49,7 @@ from tidemark.table.timeline.instant import (
     parse_layout2_file_name,
 )
 
-__all__ = ["FilesPartition", "roll_back", "write_deltacommit"]
+__all__ = ["FilesPartition", "last_compaction", "roll_back", "write_deltacommit"]
 
 log = structlog.get_logger(__name__)
 
@@ -113,24 +113,30 @@ def _newest_hfiles(storage: Storage, bases: list[str], logs: list[str]) -> Itera
 
 def _instants(storage: Storage, timestamp: str) -> list[Instant]:
     """The metadata timeline's files of the instant at ``timestamp`` (every state)."""
-    found = []
-    for info in storage.list_dir(TIMELINE).files:
-        instant = parse_layout2_file_name(info.path[len(TIMELINE) :])
-        if instant is not None and instant.timestamp == timestamp:
-            found.append(instant)
-    return found
+    return [instant for instant in _timeline(storage) if instant.timestamp == timestamp]
 
 
-def _latest_time(storage: Storage) -> str | None:
-    times = [
-        time
+def _timeline(storage: Storage) -> list[Instant]:
+    return [
+        instant
         for info in storage.list_dir(TIMELINE).files
         for instant in [parse_layout2_file_name(info.path[len(TIMELINE) :])]
         if instant is not None
-        for time in (instant.timestamp, instant.completion_time)
-        if time
     ]
+
+
+def _latest_time(storage: Storage) -> str | None:
+    times = [t for i in _timeline(storage) for t in (i.timestamp, i.completion_time) if t]
     return max(times) if times else None
+
+
+def last_compaction(storage: Storage) -> str | None:
+    """The requested time of the metadata table's latest completed compaction (a
+    ``commit`` on its timeline), or None: Hudi archives no data instant after it, since
+    its reader trusts only the compacted metadata of instants gone from the data's active
+    timeline."""
+    done = [i.timestamp for i in _timeline(storage) if i.is_completed and i.action == COMMIT]
+    return max(done) if done else None
 
 
 def _path(instant: Instant) -> str:
