@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
 from table.metadata_testkit import files_records, instant_log
 from table.table_testkit import set_property
 from table.v1x_testkit import unzip_fixture
 
 import tidemark.spark
-from spark.morkit import comparable, data_columns, spark_rows
+from spark.morkit import comparable, data_columns, spark_rows, upsert_and_delete, without_meta
 from spark.sparkkit import hudi_rs_table
 from tidemark.cli import main
 from tidemark.jobs.write_options import WriteOptions
@@ -45,32 +45,15 @@ def _copy(kind: str, name: str, mor_tables: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(mor_tables / name, tmp_path / name))
 
 
-def _without_meta(frame: DataFrame) -> DataFrame:
-    return frame.select(*[c for c in frame.columns if not c.startswith("_hoodie_")])
-
-
 @pytest.mark.parametrize(("kind", "name"), TABLES, ids=[f"{k}-{n}" for k, n in TABLES])
 def test_hudi_rs_reads_tidemark_writes_through_the_files_partition(
     spark: SparkSession, mor_tables: Path, tmp_path: Path, kind: str, name: str
 ) -> None:
     root = _copy(kind, name, mor_tables, tmp_path)
     uri = str(root)
-    before = hudi_rs_table(uri)
-    assert before is not None
-    columns = data_columns(before)
-    rows = {row[RECORD_KEY]: row for row in before.select(columns).to_pylist()}
-    updated_key, deleted_key = sorted(rows)[:2]
-    frame = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == updated_key)
-    types = {f.name: f.dataType.typeName() for f in frame.schema.fields}
-    number = next(n for n in columns[1:] if types[n] in ("double", "long"))
-    update = _without_meta(frame).withColumn(number, sf.col(number) + 1)
-    upserted = tidemark.spark.write(update, uri, "upsert", options=OPTIONS)
-    rows[updated_key] = {**rows[updated_key], number: rows[updated_key][number] + 1}
-    gone = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == deleted_key)
-    deleted = tidemark.spark.write(_without_meta(gone), uri, "delete", options=OPTIONS)
-    del rows[deleted_key]
-
-    expected = comparable(list(rows.values()), columns)
+    changed = upsert_and_delete(spark, uri, OPTIONS)
+    upserted, deleted, columns = changed.upserted, changed.deleted, changed.columns
+    expected = comparable(list(changed.rows.values()), columns)
     after = hudi_rs_table(uri)
     assert after is not None
     assert comparable(after.to_pylist(), columns) == expected
@@ -95,7 +78,7 @@ def test_hudi_rs_reads_tidemark_writes_through_the_files_partition(
     instant_log(root, deleted.instant).unlink()
     again = hudi_rs_table(uri)
     assert again is not None
-    assert deleted_key in again.column(RECORD_KEY).to_pylist()
+    assert changed.deleted_key in again.column(RECORD_KEY).to_pylist()
 
 
 def test_a_write_is_refused_while_hudi_builds_a_partition(
@@ -123,7 +106,7 @@ def test_clustering_and_cleaning_are_listed_through_the_files_partition(
     uri = str(root)
     frame = tidemark.spark.read(spark, uri)
     key = sorted(row[RECORD_KEY] for row in spark_rows(frame))[0]
-    update = _without_meta(frame.where(sf.col(RECORD_KEY) == key))
+    update = without_meta(frame.where(sf.col(RECORD_KEY) == key))
     tidemark.spark.write(update, uri, "upsert", options=OPTIONS)
     before = hudi_rs_table(uri)
     assert before is not None

@@ -179,27 +179,28 @@ def test_a_pending_metadata_deltacommit_is_carried_on(root: Path) -> None:
     assert rows(root) == model
 
 
-def test_a_write_is_refused_while_hudi_builds_a_metadata_partition(root: Path) -> None:
-    set_property(root, INFLIGHT_KEY, "record_index")
+def refusal(root: Path) -> FailedPreconditionError:
+    """What refuses a write (without the option) to the table as it now is."""
     config = load_table_config(HoodieTable.open(str(root)).storage)
     with pytest.raises(FailedPreconditionError) as refused:
         check_writable(config, disable_hudi_metadata_table=False)
-    assert refused.value.field == INFLIGHT_KEY
-    assert "record_index" in str(refused.value)
+    return refused.value
+
+
+def test_a_write_is_refused_while_hudi_builds_a_metadata_partition(root: Path) -> None:
+    set_property(root, INFLIGHT_KEY, "record_index")
+    refused = refusal(root)
+    assert refused.field == INFLIGHT_KEY
+    assert "record_index" in str(refused)
 
 
 def test_a_metadata_table_without_files_is_still_refused(root: Path) -> None:
     set_property(root, PARTITIONS_KEY, "column_stats")
-    config = load_table_config(HoodieTable.open(str(root)).storage)
-    with pytest.raises(FailedPreconditionError) as refused:
-        check_writable(config, disable_hudi_metadata_table=False)
-    assert refused.value.field == INDEX_DEFS_KEY
+    assert refusal(root).field == INDEX_DEFS_KEY
     set_property(root, INDEX_DEFS_KEY, "")
-    config = load_table_config(HoodieTable.open(str(root)).storage)
-    with pytest.raises(FailedPreconditionError) as refused:
-        check_writable(config, disable_hudi_metadata_table=False)
-    assert refused.value.field == PARTITIONS_KEY
-    assert "--disable-hudi-metadata-table" in str(refused.value)
+    refused = refusal(root)
+    assert refused.field == PARTITIONS_KEY
+    assert "--disable-hudi-metadata-table" in str(refused)
 
 
 def test_an_unpartitioned_table_is_listed_under_a_dot() -> None:

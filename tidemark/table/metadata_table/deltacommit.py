@@ -8,9 +8,9 @@ crash in between leaves the table as it was until the data instant's rollback re
 metadata deltacommit too (``roll_back``).
 
 The ``HoodieMetadataRecord`` schema, the HFile layout (Hudi 1.0's or 1.1's) and codec are
-the table's own, read from the newest HFile of its ``files`` partition, so the new block
-looks like the ones its Hudi writer made; the file group id is read from the folder
-(``files-0000-0`` on Hudi 1.x)."""
+the table's own, read from the newest HFile of its ``files`` partition (a log block), so
+the new block looks like the ones its Hudi writer made; the file group id is read from
+the folder (``files-0000-0`` on Hudi 1.x)."""
 
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ class FilesPartition:
 
     @classmethod
     def read(cls, storage: Storage) -> FilesPartition:
-        """From the folder: its one file group and its newest HFile (the base file, else
-        the newest log file's ``HFILE_DATA`` block)."""
+        """From the folder: its one file group and its newest HFile (the newest log
+        file's ``HFILE_DATA`` block, else the base file)."""
         names = [info.path[len(FOLDER) :] for info in storage.list_dir(FOLDER).files]
         bases = sorted((n for n in names if n.endswith(".hfile")), key=_instant_of_base)
         logs = sorted(
@@ -102,13 +102,14 @@ def _instant_of_base(name: str) -> str:
 
 
 def _newest_hfiles(storage: Storage, bases: list[str], logs: list[str]) -> Iterator[bytes]:
-    """The HFiles of the partition, newest first: base files, then log blocks."""
-    for name in reversed(bases):
-        yield storage.read(f"{FOLDER}{name}")
+    """The HFiles of the partition, newest first: log blocks (small, one per deltacommit),
+    then base files (the whole partition, read only when no log block is left)."""
     for name in reversed(logs):
         for block in reversed(read_blocks(storage.read(f"{FOLDER}{name}"))):
             if block.block_type is BlockType.HFILE_DATA:
                 yield block.content
+    for name in reversed(bases):
+        yield storage.read(f"{FOLDER}{name}")
 
 
 def _instants(storage: Storage, timestamp: str) -> list[Instant]:
