@@ -7,7 +7,10 @@ clustering and cleaning record their changes there too."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -22,6 +25,7 @@ import tidemark.spark
 from spark.morkit import comparable, data_columns, spark_rows, upsert_and_delete, without_meta
 from spark.sparkkit import hudi_rs_table
 from tidemark.cli import main
+from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
 from tidemark.table.maintenance.clean import clean
@@ -30,6 +34,7 @@ from tidemark.table.metadata_table.files_records import ALL_PARTITIONS
 from tidemark.table.metadata_table.partitions import INFLIGHT_KEY, PARTITIONS_KEY
 from tidemark.table.properties.config import read_properties
 from tidemark.table.records.keys import RECORD_KEY
+from tidemark.table.writes.commit import METADATA_RECORDED_POINT
 
 OPTIONS = WriteOptions(markers="direct")
 TABLES = [
@@ -143,3 +148,43 @@ def test_clustering_and_cleaning_are_listed_through_the_files_partition(
     final = hudi_rs_table(uri)
     assert final is not None
     assert comparable(final.to_pylist(), columns) == expected
+
+
+def test_a_writer_killed_after_the_metadata_deltacommit(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A writer killed between the metadata deltacommit and its commit leaves hudi-rs
+    reading the table as it was; the next write rolls the dead one back with its metadata
+    deltacommit, and hudi-rs reads that write."""
+    root = unzip_fixture("v9_txns_simple_meta", tmp_path)
+    uri = str(root)
+    before = hudi_rs_table(uri)
+    assert before is not None
+    columns = data_columns(before)
+    frame = without_meta(tidemark.spark.read(spark, uri))
+    key = sorted(row[RECORD_KEY] for row in spark_rows(tidemark.spark.read(spark, uri)))[0]
+    source = tmp_path / "killed.parquet"
+    killed_rows = frame.where(sf.col("txn_id") == key).withColumn("currency", sf.lit("XXX"))
+    pq.write_table(killed_rows.toArrow(), source)
+    script = Path(__file__).with_name("killed_metadata_writer.py")
+    killed = subprocess.run(
+        [sys.executable, str(script), uri, str(source)],
+        env={**os.environ, EXIT_AT_ENV: METADATA_RECORDED_POINT},
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    [pending] = HoodieTable.open(uri).timeline.pending()
+    assert instant_log(root, pending.timestamp).exists()
+    unchanged = hudi_rs_table(uri)
+    assert unchanged is not None
+    assert comparable(unchanged.to_pylist(), columns) == comparable(before.to_pylist(), columns)
+    update = frame.where(sf.col("txn_id") == key).withColumn("currency", sf.lit("YYY"))
+    tidemark.spark.write(update, uri, "upsert", options=OPTIONS)
+    assert not list((root / ".hoodie/metadata/files").glob(f".files-*_{pending.timestamp}.*"))
+    after = hudi_rs_table(uri)
+    assert after is not None
+    currencies = {row["txn_id"]: row["currency"] for row in after.to_pylist()}
+    assert currencies[key] == "YYY"
+    assert len(currencies) == before.num_rows

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from tidemark import faults
 from tidemark.errors import (
     DataLossError,
     FailedPreconditionError,
@@ -79,6 +80,8 @@ from tidemark.table.writes.markers import (
 
 log = structlog.get_logger(__name__)
 
+METADATA_RECORDED_POINT = "after_metadata_table"
+"""Fault point: a commit killed after Hudi's metadata table recorded it, before it completes."""
 IDEMPOTENCY_KEY = "tidemark.idempotency.key"
 """extraMetadata entry holding the caller's idempotency key of a write."""
 
@@ -155,6 +158,7 @@ def complete_commit(
     base_files = [stat.path for stat in metadata.write_stats if not stat.is_delta]
     column_stats.record(table.storage, instant, base_files)
     record_in_metadata_table(table, instant, metadata)
+    faults.exit_if_requested(METADATA_RECORDED_POINT)
     _publish(table, instant, action, metadata)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
     _delete_marker_dir_after(table, instant, markers, "commit")
