@@ -188,3 +188,30 @@ def test_a_writer_killed_after_the_metadata_deltacommit(
     currencies = {row["txn_id"]: row["currency"] for row in after.to_pylist()}
     assert currencies[key] == "YYY"
     assert len(currencies) == before.num_rows
+
+
+def test_a_compaction_is_listed_through_the_files_partition(
+    spark: SparkSession, mor_tables: Path, tmp_path: Path
+) -> None:
+    """A compaction's commit records its new base files; hudi-rs reads the same rows."""
+    root = _copy("mor", "v9_txns_simple_meta", mor_tables, tmp_path)
+    uri = str(root)
+    changed = upsert_and_delete(spark, uri, OPTIONS)
+    expected = comparable(list(changed.rows.values()), changed.columns)
+    instant = tidemark.spark.compaction_schedule(spark, uri, max_delta_commits=1)
+    assert instant is not None
+    [result] = tidemark.spark.compaction_run(spark, uri, markers="direct")
+    assert result.rows > 0
+    table = HoodieTable.open(uri)
+    written = table.timeline.read_metadata(table.timeline.find(instant)).write_stats
+    records = files_records(instant_log(root, instant))
+    listed = {
+        name
+        for partition, record in records.items()
+        if partition != ALL_PARTITIONS
+        for name in record["filesystemMetadata"]
+    }
+    assert listed == {stat.path.rsplit("/")[-1] for stat in written}
+    after = hudi_rs_table(uri)
+    assert after is not None
+    assert comparable(after.to_pylist(), changed.columns) == expected
