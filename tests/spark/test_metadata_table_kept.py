@@ -39,6 +39,7 @@ from tidemark.table.writes.commit import METADATA_RECORDED_POINT
 OPTIONS = WriteOptions(markers="direct")
 TABLES = [
     ("cow", "v9_txns_simple_meta"),
+    ("cow", "v9_txns_nonpart_meta"),
     ("mor", "v9_txns_simple_meta"),
     ("mor", "v8_trips_8i3u1d"),
 ]
