@@ -30,6 +30,7 @@ from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
 from tidemark.table.maintenance.clean import clean
 from tidemark.table.maintenance.clean_plan import CleanSettings
+from tidemark.table.metadata.commit import WriteStat
 from tidemark.table.metadata_table.files_records import ALL_PARTITIONS
 from tidemark.table.metadata_table.partitions import INFLIGHT_KEY, PARTITIONS_KEY
 from tidemark.table.properties.config import read_properties
@@ -87,6 +88,22 @@ def test_hudi_rs_reads_tidemark_writes_through_the_files_partition(
     assert changed.deleted_key in again.column(RECORD_KEY).to_pylist()
 
 
+def _written_and_listed(root: Path, instant: str) -> list[WriteStat]:
+    """The instant's write stats, after checking that its metadata deltacommit lists
+    exactly their files."""
+    table = HoodieTable.open(str(root))
+    written = table.timeline.read_metadata(table.timeline.find(instant)).write_stats
+    records = files_records(instant_log(root, instant))
+    listed = {
+        name
+        for partition, record in records.items()
+        if partition != ALL_PARTITIONS
+        for name in record["filesystemMetadata"]
+    }
+    assert listed == {stat.path.rsplit("/")[-1] for stat in written}
+    return written
+
+
 def test_a_write_is_refused_while_hudi_builds_a_partition(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -123,16 +140,7 @@ def test_clustering_and_cleaning_are_listed_through_the_files_partition(
     assert instant is not None
     [run] = tidemark.spark.cluster_run(spark, uri, instant, markers="direct")
     assert run.files_written
-    table = HoodieTable.open(uri)
-    written = table.timeline.read_metadata(table.timeline.find(instant)).write_stats
-    records = files_records(instant_log(root, instant))
-    listed = {
-        name
-        for partition, record in records.items()
-        if partition != ALL_PARTITIONS
-        for name in record["filesystemMetadata"]
-    }
-    assert listed == {stat.path.rsplit("/")[-1] for stat in written}
+    written = _written_and_listed(root, instant)
     after = hudi_rs_table(uri)
     assert after is not None
     assert comparable(after.to_pylist(), columns) == expected
@@ -203,16 +211,7 @@ def test_a_compaction_is_listed_through_the_files_partition(
     assert instant is not None
     [result] = tidemark.spark.compaction_run(spark, uri, markers="direct")
     assert result.rows > 0
-    table = HoodieTable.open(uri)
-    written = table.timeline.read_metadata(table.timeline.find(instant)).write_stats
-    records = files_records(instant_log(root, instant))
-    listed = {
-        name
-        for partition, record in records.items()
-        if partition != ALL_PARTITIONS
-        for name in record["filesystemMetadata"]
-    }
-    assert listed == {stat.path.rsplit("/")[-1] for stat in written}
+    _written_and_listed(root, instant)
     after = hudi_rs_table(uri)
     assert after is not None
     assert comparable(after.to_pylist(), changed.columns) == expected
