@@ -39,7 +39,7 @@ from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
 from tidemark.table.leases.plan_run import live_run
 from tidemark.table.writes import pending_clustering
-from tidemark.table.writes.hudi_metadata_table import remove_hudi_metadata_table
+from tidemark.table.writes.hudi_metadata_table import prepare_hudi_metadata_table
 
 log = structlog.get_logger(__name__)
 
@@ -154,7 +154,7 @@ def _write_retrying(
         try:
             with job.locked(table) as lock:
                 if prepared.table is not None:
-                    remove_hudi_metadata_table(
+                    prepare_hudi_metadata_table(
                         table, disable=job.options.disable_hudi_metadata_table
                     )
                 begun = begin(

@@ -5,11 +5,16 @@ as hudi-rs and ``tidemark.spark.read`` read them (by id, the data columns only).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 
 import tidemark.spark
 from spark.sparkkit import hudi_rs_table
+from tidemark.jobs.write import WriteResult
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.records.keys import RECORD_KEY
 
@@ -61,3 +66,38 @@ def hudi_rs_rows(uri: str) -> dict[str, tuple]:
 def our_rows(spark: SparkSession, uri: str) -> dict[str, tuple]:
     rows = tidemark.spark.read(spark, uri).toArrow().to_pylist()
     return {r["id"]: tuple(r[c] for c in COLUMNS) for r in rows}
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A Hudi-written table after ``upsert_and_delete``: the rows hudi-rs should read (by
+    key, ``columns`` only), the two writes and the deleted key."""
+
+    rows: dict[str, dict[str, Any]]
+    columns: list[str]
+    upserted: WriteResult
+    deleted: WriteResult
+    deleted_key: str
+
+
+def upsert_and_delete(spark: SparkSession, uri: str, options: WriteOptions) -> Changed:
+    """Upsert the first key with its first numeric column + 1, then delete the second."""
+    before = hudi_rs_table(uri)
+    assert before is not None
+    columns = data_columns(before)
+    rows = {row[RECORD_KEY]: row for row in before.select(columns).to_pylist()}
+    updated_key, deleted_key = sorted(rows)[:2]
+    frame = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == updated_key)
+    types = {f.name: f.dataType.typeName() for f in frame.schema.fields}
+    number = next(n for n in columns[1:] if types[n] in ("double", "long"))
+    update = without_meta(frame).withColumn(number, sf.col(number) + 1)
+    upserted = tidemark.spark.write(update, uri, "upsert", options=options)
+    rows[updated_key] = {**rows[updated_key], number: rows[updated_key][number] + 1}
+    gone = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == deleted_key)
+    deleted = tidemark.spark.write(without_meta(gone), uri, "delete", options=options)
+    del rows[deleted_key]
+    return Changed(rows, columns, upserted, deleted, deleted_key)
+
+
+def without_meta(frame: DataFrame) -> DataFrame:
+    return frame.select(*[c for c in frame.columns if not c.startswith("_hoodie_")])

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as sf
 
 import tidemark.spark
-from spark.morkit import comparable, data_columns, spark_rows
+from spark.morkit import comparable, data_columns, spark_rows, upsert_and_delete
 from spark.sparkkit import hudi_rs_table
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table.records.keys import RECORD_KEY
@@ -59,31 +58,12 @@ def test_a_table_hudi_wrote_takes_an_upsert_and_a_delete_as_logs(
     """Hudi's own merge-on-read tables (its metadata table dropped, as every write does
     with ``disable_hudi_metadata_table``) take updates and deletes that hudi-rs merges."""
     uri = str(shutil.copytree(mor_tables / name, tmp_path / name))
-    before = hudi_rs_table(uri)
-    assert before is not None
-    columns = data_columns(before)
-    rows = {row[RECORD_KEY]: row for row in before.select(columns).to_pylist()}
-    updated_key, deleted_key = sorted(rows)[:2]
-    frame = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == updated_key)
-    changed = {f.name: f for f in frame.schema.fields}
-    number = next(n for n in columns[1:] if changed[n].dataType.typeName() in ("double", "long"))
-    update = frame.select(*[c for c in frame.columns if not c.startswith("_hoodie_")]).withColumn(
-        number, sf.col(number) + 1
-    )
     options = WriteOptions(disable_hudi_metadata_table=True, markers="direct")
-    result = tidemark.spark.write(update, uri, "upsert", options=options)
-    assert result.files_written == 1
-    rows[updated_key] = {**rows[updated_key], number: rows[updated_key][number] + 1}
-    gone = tidemark.spark.read(spark, uri).where(sf.col(RECORD_KEY) == deleted_key)
-    tidemark.spark.write(
-        gone.select(*[c for c in gone.columns if not c.startswith("_hoodie_")]),
-        uri,
-        "delete",
-        options=options,
-    )
-    del rows[deleted_key]
+    changed = upsert_and_delete(spark, uri, options)
+    assert changed.upserted.files_written == 1
+    columns = changed.columns
+    expected = comparable(list(changed.rows.values()), columns)
     after = hudi_rs_table(uri)
     assert after is not None
-    expected = comparable(list(rows.values()), columns)
     assert comparable(after.to_pylist(), columns) == expected
     assert comparable(spark_rows(tidemark.spark.read(spark, uri)), columns) == expected

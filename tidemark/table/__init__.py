@@ -11,7 +11,8 @@ file-system view, and the packages below, by concept and from the bottom up:
   and record-key pruning;
 - ``files``: file names, the file-system view and file slices, base-file reads and slice
   merges, column statistics;
-- ``leases`` and ``plans``: leases on the table's storage; clustering plans;
+- ``leases``, ``plans`` and ``metadata_table``: leases on the table's storage; clustering
+  plans; Hudi's metadata table (its ``files`` partition) as Tidemark keeps it;
 - ``writes``: checks, markers, commit and rollback;
 - ``maintenance``: cleaning, orphans, archival, upgrade.
 

@@ -11,8 +11,11 @@ archived only once a clean deleted the file groups it replaced: without any clea
 replacecommit); a rollback the rolled-back-leftovers scan has not passed yet; and the
 caller's ``keep_from`` (the record index's oldest unfolded delta); on a merge-on-read
 table, the deltacommits compaction scheduling counts (``oldest_to_keep_for_compaction``,
-Hudi's rule). Deltacommits are writes like commits (counted, archived with their
-metadata; the logs of a latest slice whose deltacommit was archived still read,
+Hudi's rule); on a table whose Hudi metadata table Tidemark keeps, the metadata table's
+last compaction, as Hudi's archiver (nothing at all before its first: Hudi's metadata
+reader trusts the uncompacted metadata only of instants on the data's active timeline).
+Deltacommits are writes like commits (counted, archived with their metadata; the logs of a
+latest slice whose deltacommit was archived still read,
 ``FileSystemView.completed_deltacommits``), and a compaction's requested and inflight
 files go with the ``commit`` it completed as.
 
@@ -56,6 +59,8 @@ from tidemark.table.metadata.actions import (
     WRITE_ACTIONS,
 )
 from tidemark.table.metadata.clean import CleanMetadata
+from tidemark.table.metadata_table.deltacommit import last_compaction
+from tidemark.table.metadata_table.partitions import keeps_files
 from tidemark.table.plans.compaction import DEFAULT_MAX_DELTA_COMMITS
 from tidemark.table.timeline.archive_writer import (
     DEFAULT_MERGE_BATCH_SIZE,
@@ -214,6 +219,8 @@ def _to_archive(
     if table.config.merge_on_read:
         kept = oldest_to_keep_for_compaction(timeline, settings.compaction_delta_commits)
         bounds += [] if kept is None else [kept]
+    if keeps_files(dict(table.config.properties), table.config.table_version):
+        bounds.append(last_compaction(table.storage) or "0")
     watermark = read_leftovers_watermark(table.storage)
     unsettled = [
         i.timestamp

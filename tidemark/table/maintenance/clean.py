@@ -28,7 +28,10 @@ from tidemark.table.maintenance.clean_plan import CleanSettings, plan_clean
 from tidemark.table.metadata.actions import CLEAN, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanMetadata, CleanPlan
 from tidemark.table.timeline.instant import Instant, State, new_instant_time
-from tidemark.table.writes.hudi_metadata_table import check_no_hudi_metadata_table
+from tidemark.table.writes.hudi_metadata_table import (
+    check_no_hudi_metadata_table,
+    record_clean_in_metadata_table,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -61,9 +64,10 @@ def clean(
     """Finish any pending clean, then plan and run a new one (none when nothing is to be
     deleted). A dry run only plans. A table with Hudi's metadata table, which would still
     list the deleted files to the Hudi readers that list through it, is refused once
-    there is something to delete. The plan is first made without the lock and the lock
-    taken only when there is something to do, so the clean after every write costs no lock
-    on a table with nothing to clean."""
+    there is something to delete, unless Tidemark keeps its ``files`` partition alone:
+    the clean then records tombstones there before it completes. The plan is first made
+    without the lock and the lock taken only when there is something to do, so the clean
+    after every write costs no lock on a table with nothing to clean."""
     settings = settings or CleanSettings()
     result = CleanResult(dry_run=dry_run)
     table.timeline.reload()
@@ -75,7 +79,9 @@ def clean(
         return result
     if not optimistic.file_count and not _pending_cleans(table):
         return result
-    check_no_hudi_metadata_table(dict(table.config.properties), "cleaning")
+    check_no_hudi_metadata_table(
+        dict(table.config.properties), "cleaning", table_version=table.config.table_version
+    )
     while True:
         with changing(table, "clean", wait_s=wait_s, merge_on_read=True):
             table.timeline.reload()
@@ -123,6 +129,7 @@ def _run(
             last_completed_commit=last.timestamp if last else "",
             deleted_by_partition=plan.files_by_partition,
         )
+        record_clean_in_metadata_table(table, timestamp, plan.files_by_partition)
         table.timeline.complete(timestamp, CLEAN, metadata.to_avro(table.uri))
     result.instants.append(timestamp)
     result.earliest_to_retain = _retained(plan)

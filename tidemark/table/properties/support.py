@@ -142,13 +142,14 @@ RULES: tuple[PropertyRule, ...] = (
     PropertyRule(
         "hoodie.table.metadata.partitions",
         "honoured",
-        "writes and clustering are refused until a write's --disable-hudi-metadata-table "
-        "removes Hudi's metadata table",
+        "versions 8 and 9 with files: every write records its files there and drops the "
+        "other partitions; else writes and clustering are refused until a write's "
+        "--disable-hudi-metadata-table removes Hudi's metadata table",
     ),
     PropertyRule(
         "hoodie.table.metadata.partitions.inflight",
         "honoured",
-        "as hoodie.table.metadata.partitions",
+        "writes are refused while it names a partition (Hudi is building it)",
     ),
     PropertyRule(
         "hoodie.compaction.payload.class",
@@ -297,7 +298,8 @@ HUDI_1X_RULES: tuple[PropertyRule, ...] = (
         "hoodie.table.index.defs.path",
         "refused",
         "Hudi's index definitions (secondary and expression indexes in the metadata "
-        "table), which Tidemark does not maintain",
+        "table), which Tidemark does not maintain; a write that keeps the metadata table's "
+        "files partition drops them with their partitions",
         _empty,
         "write",
     ),

@@ -4,6 +4,7 @@ touches anything (no lock, instant, marker or file is created for a refused writ
 from __future__ import annotations
 
 from tidemark.errors import FailedPreconditionError
+from tidemark.table.metadata_table.partitions import INDEX_DEFS_KEY, keeps_files
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.properties.support import check_properties
 from tidemark.table.records.keys import partition_field_kinds
@@ -15,6 +16,10 @@ from tidemark.table.writes.hudi_metadata_table import (
 
 def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) -> None:
     props = dict(config.properties)
+    if keeps_files(props, config.table_version) and not disable_hudi_metadata_table:
+        # the write drops every index definition with its metadata partition
+        # (``prepare_hudi_metadata_table``), so they refuse nothing
+        props.pop(INDEX_DEFS_KEY, None)
     check_properties(props, "write")
     if config.merge_on_read and not config.populate_meta_fields:
         raise FailedPreconditionError(
@@ -28,7 +33,9 @@ def check_writable(config: TableConfig, *, disable_hudi_metadata_table: bool) ->
             field="hoodie.record.merge.mode",
         )
     partition_field_kinds(config)
-    check_hudi_metadata_table(props, disable=disable_hudi_metadata_table)
+    check_hudi_metadata_table(
+        props, disable=disable_hudi_metadata_table, table_version=config.table_version
+    )
 
 
 def check_clusterable(config: TableConfig) -> None:
@@ -38,4 +45,4 @@ def check_clusterable(config: TableConfig) -> None:
     merged slices."""
     props = dict(config.properties)
     check_properties(props, "write")
-    check_no_hudi_metadata_table(props, "clustering")
+    check_no_hudi_metadata_table(props, "clustering", table_version=config.table_version)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from tidemark import faults
 from tidemark.errors import (
     DataLossError,
     FailedPreconditionError,
@@ -57,6 +58,10 @@ from tidemark.table.timeline.instant import (
     new_instant_time,
     validate_instant_time,
 )
+from tidemark.table.writes.hudi_metadata_table import (
+    record_in_metadata_table,
+    roll_back_in_metadata_table,
+)
 from tidemark.table.writes.log_rollback import (
     UNPUBLISHED,
     SliceToUndo,
@@ -75,6 +80,8 @@ from tidemark.table.writes.markers import (
 
 log = structlog.get_logger(__name__)
 
+METADATA_RECORDED_POINT = "after_metadata_table"
+"""Fault point: a commit killed after Hudi's metadata table recorded it, before it completes."""
 IDEMPOTENCY_KEY = "tidemark.idempotency.key"
 """extraMetadata entry holding the caller's idempotency key of a write."""
 
@@ -122,7 +129,9 @@ def complete_commit(
     *,
     seen: Collection[str] | None = None,
 ) -> list[str]:
-    """Reconcile, write partition metadata, publish the instant, drop the markers.
+    """Reconcile, write partition metadata, record the files in Hudi's metadata table (where
+    Tidemark keeps it: before the data instant completes), publish the instant, drop the
+    markers.
     Returns the stray files reconcile deleted. ``seen``: the writes completed when a write
     that ran without the table lock read the table, for the conflict check
     (``Timeline.check_concurrent``)."""
@@ -148,6 +157,8 @@ def complete_commit(
         )
     base_files = [stat.path for stat in metadata.write_stats if not stat.is_delta]
     column_stats.record(table.storage, instant, base_files)
+    record_in_metadata_table(table, instant, metadata)
+    faults.exit_if_requested(METADATA_RECORDED_POINT)
     _publish(table, instant, action, metadata)
     log.info("commit.completed", table=table.uri, instant=instant, action=action)
     _delete_marker_dir_after(table, instant, markers, "commit")
@@ -240,6 +251,7 @@ def rollback(
     timeline = table.timeline
     target = rollback_target(table, instant)
     timeline.revert_to_requested(target)
+    roll_back_in_metadata_table(table, instant)
     marked = {data_file_path(marker) for marker in markers.all_markers(instant)}
     written = _written_by_instant(table.storage, instant, {*map(partition_of, marked)} or None)
     files = written.data_files
