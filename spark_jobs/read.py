@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -35,6 +35,7 @@ from tidemark.jobs.driver_read import (
     prefilter,
     read_files,
     read_pays_in_driver,
+    read_slices,
 )
 from tidemark.jobs.filters import predicate_column
 from tidemark.jobs.session import use_driver_python
@@ -100,9 +101,9 @@ def _in_driver(
 ) -> DataFrame | None:
     """The plan's files read in the driver, when ``reader`` has it read there: the columns
     asked for and those filtered on, the rows its filters certainly drop left out (Spark
-    applies them all again); None when the scan should read them (always for a plan with
-    merge-on-read slices to merge, which tasks merge)."""
-    if plan.slices or not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
+    applies them all again); None when the scan should read them. Merge-on-read slices
+    are merged in the driver too (``driver_read.read_slices``)."""
+    if not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
         return None
     wanted = set(columns or plan.schema.names) | set(plan.filters.columns)
     schema = pa.schema([field for field in plan.schema if field.name in wanted])
@@ -112,7 +113,16 @@ def _in_driver(
     except RowsOverBoundError as over:
         log.debug("read.driver_gave_up", table=plan.uri, reason=str(over))
         return None
-    log.debug("read.driver", table=plan.uri, files=len(plan.files), rows=rows.num_rows)
+    if plan.slices:
+        merged = read_slices(plan, schema, keep)
+        rows = pa.concat_tables([rows, merged]).combine_chunks()
+    log.debug(
+        "read.driver",
+        table=plan.uri,
+        files=len(plan.files),
+        slices=len(plan.slices),
+        rows=rows.num_rows,
+    )
     return local_frame(spark, rows)
 
 
@@ -223,27 +233,35 @@ def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
 
 
 def merged_slice(
-    table_uri: str, file_slice: FileSlice, deltacommits: Mapping[str, str], output: pa.Schema
+    table_uri: str,
+    file_slice: FileSlice,
+    deltacommits: Mapping[str, str],
+    output: pa.Schema,
+    keys: Collection[str] | None = None,
 ) -> pa.Table:
     """A merge-on-read slice's rows, its base file merged with the log blocks of
-    ``deltacommits``, as ``output``; runs in a task."""
+    ``deltacommits``, as ``output`` (only the rows of ``keys``, when given); runs in a
+    task."""
     table = HoodieTable.from_storage(storage_for(table_uri))
-    return read_slice(table.storage, file_slice, deltacommits, table.config, output)
+    return read_slice(table.storage, file_slice, deltacommits, table.config, output, keys)
 
 
 def _merged_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
-    """The plan's merge-on-read slices, merged in Python tasks, a slice at a time."""
+    """The plan's merge-on-read slices, merged in Python tasks, a slice at a time (for the
+    plan's keys only, when it has them)."""
     use_driver_python(spark)
     count = len(plan.slices)
     tasks = spark.createDataFrame(
         spark.sparkContext.parallelize([(i,) for i in range(count)], count), "slice int"
     )
     uri, slices, deltacommits, output = plan.uri, plan.slices, plan.deltacommits, plan.schema
+    keys = plan.keys
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                yield from merged_slice(uri, slices[index], deltacommits, output).to_batches()
+                rows = merged_slice(uri, slices[index], deltacommits, output, keys)
+                yield from rows.to_batches()
 
     return tasks.mapInArrow(merge, from_arrow_schema(plan.schema))
 

@@ -8,6 +8,7 @@ whole Parquet file. Both headers are INSTANT_TIME then SCHEMA.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import struct
@@ -32,6 +33,9 @@ __all__ = [
 
 _INT = struct.Struct(">i")
 _DATA_BLOCKS = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+_SCHEMAS_KEPT = 64
+"""Writer schemas kept parsed (Avro and Arrow) per process: every block a table's writes
+append carries the same SCHEMA header, and a merged read decodes many blocks."""
 
 
 def avro_data_block(
@@ -121,7 +125,7 @@ def parquet_data_block(instant: str, schema_json: str, rows: pa.Table) -> LogBlo
 def data_block_table(block: LogBlock) -> pa.Table:
     """A data block's records as Arrow, typed by its SCHEMA header."""
     block.check_type(*_DATA_BLOCKS)
-    schema = avro_to_arrow_schema(_schema_of(block))
+    schema = _arrow_schema(_schema_of(block))
     if block.block_type == BlockType.PARQUET_DATA:
         return pq.read_table(io.BytesIO(block.content)).cast(schema)
     return pa.Table.from_pylist(avro_records(block), schema=schema)
@@ -137,6 +141,12 @@ def _header(instant: str, schema_json: str) -> dict[HeaderKey, str]:
     return {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
 
 
+@functools.lru_cache(maxsize=_SCHEMAS_KEPT)
+def _arrow_schema(schema_json: str) -> pa.Schema:
+    return avro_to_arrow_schema(schema_json)
+
+
+@functools.lru_cache(maxsize=_SCHEMAS_KEPT)
 def _parsed_schema(schema_json: str) -> Any:
     try:
         return fastavro.parse_schema(json.loads(schema_json))
