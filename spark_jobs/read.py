@@ -214,15 +214,20 @@ SESSION_TIME_ZONE = "spark.sql.session.timeZone"
 
 
 def pack(files: Sequence[BaseFile], tasks: int) -> list[list[str]]:
-    """``files``' paths in at most ``tasks`` groups of about equal bytes (largest first,
-    each to the lightest group): a Python task per file would cost far more than reading
-    small files."""
-    groups: list[tuple[int, int, list[str]]] = [(0, i, []) for i in range(max(1, tasks))]
-    for base in sorted(files, key=lambda f: f.size, reverse=True):
-        size, index, paths = heapq.heappop(groups)
-        paths.append(base.path)
-        heapq.heappush(groups, (size + base.size, index, paths))
-    return [paths for _, _, paths in sorted(groups, key=lambda g: g[1]) if paths]
+    """``files``' paths in at most ``tasks`` groups of about equal bytes: a Python task
+    per file would cost far more than reading small files."""
+    return [[files[i].path for i in group] for group in balanced([f.size for f in files], tasks)]
+
+
+def balanced(sizes: Sequence[int], tasks: int) -> list[list[int]]:
+    """The indices of ``sizes`` in at most ``tasks`` groups of about equal sums (largest
+    first, each to the lightest group)."""
+    groups: list[tuple[int, int, list[int]]] = [(0, i, []) for i in range(max(1, tasks))]
+    for item in sorted(range(len(sizes)), key=lambda i: sizes[i], reverse=True):
+        size, index, members = heapq.heappop(groups)
+        members.append(item)
+        heapq.heappush(groups, (size + sizes[item], index, members))
+    return [members for _, _, members in sorted(groups, key=lambda g: g[1]) if members]
 
 
 def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
@@ -247,21 +252,25 @@ def merged_slice(
 
 
 def _merged_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
-    """The plan's merge-on-read slices, merged in Python tasks, a slice at a time (for the
-    plan's keys only, when it has them)."""
+    """The plan's merge-on-read slices, merged in Python tasks (for the plan's keys only,
+    when it has them): as many tasks as the session runs at once, each merging slices of
+    about equal bytes one after the other, as a Python task costs more than merging a small
+    slice."""
     use_driver_python(spark)
-    count = len(plan.slices)
+    groups = balanced([s.size for s in plan.slices], spark.sparkContext.defaultParallelism)
     tasks = spark.createDataFrame(
-        spark.sparkContext.parallelize([(i,) for i in range(count)], count), "slice int"
+        spark.sparkContext.parallelize([(group,) for group in groups], len(groups)),
+        "slices array<int>",
     )
     uri, slices, deltacommits, output = plan.uri, plan.slices, plan.deltacommits, plan.schema
     keys = plan.keys
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for index in batch.column(0).to_pylist():
-                rows = merged_slice(uri, slices[index], deltacommits, output, keys)
-                yield from rows.to_batches()
+            for group in batch.column(0).to_pylist():
+                for index in group:
+                    rows = merged_slice(uri, slices[index], deltacommits, output, keys)
+                    yield from rows.to_batches()
 
     return tasks.mapInArrow(merge, from_arrow_schema(plan.schema))
 

@@ -98,7 +98,8 @@ def merge_slice(
             )
             versions.append(schema.empty_table())
         else:
-            versions.append(_of_keys(conform(data_block_table(block), schema), wanted))
+            records = data_block_table(block, keys)
+            versions.append(_of_keys(conform(records, schema), wanted))
     return _latest(versions, deletes, ordering_field)
 
 
