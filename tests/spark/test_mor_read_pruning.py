@@ -4,7 +4,9 @@ only the keys' rows; what it returns is what the whole snapshot holds for those 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -50,17 +52,22 @@ def test_a_lookup_merges_only_the_groups_holding_its_keys(
 
     opened: list[str] = []
     for name in ("read", "open_input"):
-        real = getattr(LocalStorage, name)
-        monkeypatch.setattr(
-            LocalStorage,
-            name,
-            lambda self, path, real=real, **kw: opened.append(path) or real(self, path, **kw),
-        )
+        monkeypatch.setattr(LocalStorage, name, _recording(getattr(LocalStorage, name), opened))
     found = tidemark.spark.lookup(spark, uri, keys, reader="driver").toArrow().to_pylist()
     data = [p for p in opened if not p.startswith(".hoodie/")]
     assert data and set(data) == set(plan.slices[0].paths)
     expected = {key: model[key] for key in keys if key in model}
     assert {r["id"]: tuple(r[c] for c in COLUMNS) for r in found} == expected
+
+
+def _recording(method: Callable[..., Any], opened: list[str]) -> Callable[..., Any]:
+    """``method`` of a storage, recording the path each call reads."""
+
+    def record(self: LocalStorage, path: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(path)
+        return method(self, path, *args, **kwargs)
+
+    return record
 
 
 @pytest.mark.parametrize("reader", ["driver", "spark"])

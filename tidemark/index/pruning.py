@@ -27,7 +27,7 @@ from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.query_types import SNAPSHOT, queried_slices
-from tidemark.table.files.reader import Locator, files_holding, snapshot_schema
+from tidemark.table.files.reader import Locator, files_holding, groups_holding, snapshot_schema
 from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters import partitions
 from tidemark.table.filters.expression import BoundFilter, Filter, bind
@@ -106,8 +106,7 @@ def plan_snapshot(
     if keys is not None:
         pruned["keys"] = len(keys)
     if as_of is None and keys is not None:
-        locate = index_locator(table.storage)
-        holding = None if locate is None else locate(set(keys))
+        holding = groups_holding(set(keys), index_locator(table.storage))
         files = files_holding(table.uri, files, holding)
         slices = [s for s in slices if holding is None or s.file_id in holding]
     pruned["record index"] = len(files)
