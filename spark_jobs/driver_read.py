@@ -30,7 +30,9 @@ from tidemark.index.pruning import SnapshotPlan
 from tidemark.jobs.task import storage_for
 from tidemark.storage import Storage
 from tidemark.storage.local import LocalStorage
-from tidemark.table.files.view import BaseFile
+from tidemark.table import HoodieTable
+from tidemark.table.files.merge import read_slice
+from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters import arrow
 from tidemark.table.filters.expression import BoundFilter
 from tidemark.table.records.schema import conform
@@ -71,9 +73,11 @@ class RowsOverBoundError(Exception):
     """The files held more rows than a read in the driver may keep: scan them instead."""
 
 
-def fits_driver(files: Sequence[BaseFile]) -> bool:
-    """Whether ``files`` are few and small enough for an ``auto`` lookup in the driver."""
-    return len(files) <= DRIVER_MAX_FILES and sum(f.size for f in files) <= DRIVER_MAX_BYTES
+def fits_driver(files: Sequence[BaseFile], slices: Sequence[FileSlice] = ()) -> bool:
+    """Whether ``files`` and the files of the merge-on-read ``slices`` are few and small
+    enough for an ``auto`` lookup in the driver."""
+    sizes = _sizes(files, slices)
+    return len(sizes) <= DRIVER_MAX_FILES and sum(sizes) <= DRIVER_MAX_BYTES
 
 
 def read_pays_in_driver(plan: SnapshotPlan) -> bool:
@@ -82,8 +86,28 @@ def read_pays_in_driver(plan: SnapshotPlan) -> bool:
     are so small that reading every column of them costs less than a Spark job. A read
     keeping many rows of larger files goes to Spark, which decodes only the columns the
     query uses."""
-    small = sum(f.size for f in plan.files) <= DRIVER_SMALL_READ_BYTES
-    return fits_driver(plan.files) and ("keys" in plan.pruned or small)
+    small = sum(_sizes(plan.files, plan.slices)) <= DRIVER_SMALL_READ_BYTES
+    return fits_driver(plan.files, plan.slices) and ("keys" in plan.pruned or small)
+
+
+def _sizes(files: Sequence[BaseFile], slices: Sequence[FileSlice]) -> list[int]:
+    merged = [s.base for s in slices if s.base is not None]
+    return [f.size for f in [*files, *merged]] + [log.size for s in slices for log in s.logs]
+
+
+def read_slices(plan: SnapshotPlan, schema: pa.Schema, keep: Sequence[Condition]) -> pa.Table:
+    """The plan's merge-on-read slices merged in the driver, several at a time (for the
+    plan's keys only, when it has them), as ``schema``'s columns, the rows meeting
+    ``keep``."""
+    storage = storage_for(plan.uri)
+    config = HoodieTable.from_storage(storage).config
+
+    def merged(file_slice: FileSlice) -> pa.Table:
+        rows = read_slice(storage, file_slice, plan.deltacommits, config, plan.schema, plan.keys)
+        condition = _all_of(keep)
+        return (rows if condition is None else rows.filter(condition)).select(schema.names)
+
+    return pa.concat_tables([schema.empty_table(), *_readers().map(merged, plan.slices)])
 
 
 def read_files(

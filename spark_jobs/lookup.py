@@ -24,7 +24,7 @@ from pyspark.sql import functions as sf
 
 from tidemark.errors import InvalidArgumentError
 from tidemark.index.pruning import SnapshotPlan, plan_snapshot
-from tidemark.jobs.driver_read import fits_driver, local_frame, read_files
+from tidemark.jobs.driver_read import fits_driver, local_frame, read_files, read_slices
 from tidemark.jobs.read import READ_READERS, scan, scan_reader
 from tidemark.table import HoodieTable
 from tidemark.table.files.query_types import SNAPSHOT
@@ -43,11 +43,10 @@ class LookupPlan:
     keys: pa.Table
 
     def in_driver(self, reader: str) -> bool:
-        """Whether ``reader`` reads this lookup's files in the driver (never when it has
-        merge-on-read slices to merge: tasks merge them)."""
-        if self.snapshot.slices:
-            return False
-        return reader == "driver" or (reader == "auto" and fits_driver(self.snapshot.files))
+        """Whether ``reader`` reads this lookup's files (and merges its merge-on-read
+        slices, for its keys only) in the driver."""
+        fits = fits_driver(self.snapshot.files, self.snapshot.slices)
+        return reader == "driver" or (reader == "auto" and fits)
 
 
 def lookup_dataframe(
@@ -77,6 +76,7 @@ def lookup_dataframe(
         table=plan.snapshot.uri,
         keys=plan.keys.num_rows,
         files=len(plan.snapshot.files),
+        slices=len(plan.snapshot.slices),
         reader="driver" if in_driver else reader,
     )
     if in_driver:
@@ -115,12 +115,11 @@ def read_in_driver(plan: LookupPlan, columns: Sequence[str] | None = None) -> pa
     schema = plan.snapshot.schema
     names = list(dict.fromkeys([*keys.column_names, *columns])) if columns else schema.names
     candidates = [(name, pc.field(name).isin(keys.column(name))) for name in keys.column_names]
-    rows = read_files(
-        plan.snapshot.uri,
-        plan.snapshot.files,
-        pa.schema([schema.field(name) for name in names]),
-        candidates,
-    )
+    read = pa.schema([schema.field(name) for name in names])
+    rows = read_files(plan.snapshot.uri, plan.snapshot.files, read, candidates)
+    if plan.snapshot.slices:
+        merged = read_slices(plan.snapshot, read, candidates)
+        rows = pa.concat_tables([rows, merged]).combine_chunks()
     if keys.num_columns > 1:
         rows = rows.join(keys, keys=keys.column_names, join_type="left semi")
     return rows.select(list(columns) if columns else schema.names).combine_chunks()

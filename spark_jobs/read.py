@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -35,6 +35,7 @@ from tidemark.jobs.driver_read import (
     prefilter,
     read_files,
     read_pays_in_driver,
+    read_slices,
 )
 from tidemark.jobs.filters import predicate_column
 from tidemark.jobs.session import use_driver_python
@@ -100,9 +101,9 @@ def _in_driver(
 ) -> DataFrame | None:
     """The plan's files read in the driver, when ``reader`` has it read there: the columns
     asked for and those filtered on, the rows its filters certainly drop left out (Spark
-    applies them all again); None when the scan should read them (always for a plan with
-    merge-on-read slices to merge, which tasks merge)."""
-    if plan.slices or not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
+    applies them all again); None when the scan should read them. Merge-on-read slices
+    are merged in the driver too (``driver_read.read_slices``)."""
+    if not (reader == "driver" or (reader == "auto" and read_pays_in_driver(plan))):
         return None
     wanted = set(columns or plan.schema.names) | set(plan.filters.columns)
     schema = pa.schema([field for field in plan.schema if field.name in wanted])
@@ -112,7 +113,16 @@ def _in_driver(
     except RowsOverBoundError as over:
         log.debug("read.driver_gave_up", table=plan.uri, reason=str(over))
         return None
-    log.debug("read.driver", table=plan.uri, files=len(plan.files), rows=rows.num_rows)
+    if plan.slices:
+        merged = read_slices(plan, schema, keep)
+        rows = pa.concat_tables([rows, merged]).combine_chunks()
+    log.debug(
+        "read.driver",
+        table=plan.uri,
+        files=len(plan.files),
+        slices=len(plan.slices),
+        rows=rows.num_rows,
+    )
     return local_frame(spark, rows)
 
 
@@ -204,15 +214,20 @@ SESSION_TIME_ZONE = "spark.sql.session.timeZone"
 
 
 def pack(files: Sequence[BaseFile], tasks: int) -> list[list[str]]:
-    """``files``' paths in at most ``tasks`` groups of about equal bytes (largest first,
-    each to the lightest group): a Python task per file would cost far more than reading
-    small files."""
-    groups: list[tuple[int, int, list[str]]] = [(0, i, []) for i in range(max(1, tasks))]
-    for base in sorted(files, key=lambda f: f.size, reverse=True):
-        size, index, paths = heapq.heappop(groups)
-        paths.append(base.path)
-        heapq.heappush(groups, (size + base.size, index, paths))
-    return [paths for _, _, paths in sorted(groups, key=lambda g: g[1]) if paths]
+    """``files``' paths in at most ``tasks`` groups of about equal bytes: a Python task
+    per file would cost far more than reading small files."""
+    return [[files[i].path for i in group] for group in balanced([f.size for f in files], tasks)]
+
+
+def balanced(sizes: Sequence[int], tasks: int) -> list[list[int]]:
+    """The indices of ``sizes`` in at most ``tasks`` groups of about equal sums (largest
+    first, each to the lightest group)."""
+    groups: list[tuple[int, int, list[int]]] = [(0, i, []) for i in range(max(1, tasks))]
+    for item in sorted(range(len(sizes)), key=lambda i: sizes[i], reverse=True):
+        size, index, members = heapq.heappop(groups)
+        members.append(item)
+        heapq.heappush(groups, (size + sizes[item], index, members))
+    return [members for _, _, members in sorted(groups, key=lambda g: g[1]) if members]
 
 
 def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
@@ -223,27 +238,39 @@ def read_file(table_uri: str, path: str, output: pa.Schema) -> pa.Table:
 
 
 def merged_slice(
-    table_uri: str, file_slice: FileSlice, deltacommits: Mapping[str, str], output: pa.Schema
+    table_uri: str,
+    file_slice: FileSlice,
+    deltacommits: Mapping[str, str],
+    output: pa.Schema,
+    keys: Collection[str] | None = None,
 ) -> pa.Table:
     """A merge-on-read slice's rows, its base file merged with the log blocks of
-    ``deltacommits``, as ``output``; runs in a task."""
+    ``deltacommits``, as ``output`` (only the rows of ``keys``, when given); runs in a
+    task."""
     table = HoodieTable.from_storage(storage_for(table_uri))
-    return read_slice(table.storage, file_slice, deltacommits, table.config, output)
+    return read_slice(table.storage, file_slice, deltacommits, table.config, output, keys)
 
 
 def _merged_scan(spark: SparkSession, plan: SnapshotPlan) -> DataFrame:
-    """The plan's merge-on-read slices, merged in Python tasks, a slice at a time."""
+    """The plan's merge-on-read slices, merged in Python tasks (for the plan's keys only,
+    when it has them): as many tasks as the session runs at once, each merging slices of
+    about equal bytes one after the other, as a Python task costs more than merging a small
+    slice."""
     use_driver_python(spark)
-    count = len(plan.slices)
+    groups = balanced([s.size for s in plan.slices], spark.sparkContext.defaultParallelism)
     tasks = spark.createDataFrame(
-        spark.sparkContext.parallelize([(i,) for i in range(count)], count), "slice int"
+        spark.sparkContext.parallelize([(group,) for group in groups], len(groups)),
+        "slices array<int>",
     )
     uri, slices, deltacommits, output = plan.uri, plan.slices, plan.deltacommits, plan.schema
+    keys = plan.keys
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for index in batch.column(0).to_pylist():
-                yield from merged_slice(uri, slices[index], deltacommits, output).to_batches()
+            for group in batch.column(0).to_pylist():
+                for index in group:
+                    rows = merged_slice(uri, slices[index], deltacommits, output, keys)
+                    yield from rows.to_batches()
 
     return tasks.mapInArrow(merge, from_arrow_schema(plan.schema))
 

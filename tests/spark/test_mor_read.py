@@ -1,6 +1,7 @@
 """Merge-on-read tables Apache Hudi wrote, read through Spark: ``tidemark.spark.read`` (the
-merged slices in Python tasks beside Spark's scan of the other base files), ``lookup`` and
-the data source return the rows hudi-rs reads; such a table takes upserts and deletes."""
+merged slices in the driver, or in Python tasks beside Spark's scan of the other base
+files), ``lookup`` and the data source return the rows hudi-rs reads; such a table takes
+upserts and deletes."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def test_read_and_the_data_source_merge_as_hudi_rs(
     assert theirs is not None
     columns = data_columns(theirs)
     expected = comparable(theirs.to_pylist(), columns)
-    assert comparable(spark_rows(tidemark.spark.read(spark, uri)), columns) == expected
+    for reader in ("driver", "spark"):  # merged in the driver, and in Spark tasks
+        read = tidemark.spark.read(spark, uri, reader=reader)
+        assert comparable(spark_rows(read), columns) == expected
     tidemark.spark.register(spark)
     source = spark.read.format("tidemark").load(uri)
     assert comparable(spark_rows(source), columns) == expected

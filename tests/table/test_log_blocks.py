@@ -17,6 +17,7 @@ from table.log_testkit import MOR_NAMES, log_paths, table_blocks
 from tidemark.errors import DataLossError, InvalidArgumentError
 from tidemark.table.logfiles.command_blocks import rollback_block, rolled_back_instant
 from tidemark.table.logfiles.data_blocks import (
+    MENTIONED_AT_MOST,
     arrow_records,
     avro_data_block,
     avro_records,
@@ -304,6 +305,15 @@ def test_int_and_date_orderings_stay_apart() -> None:
     found = delete_block(INSTANT, deletes)
     assert found.content[-4:] != found.content[-8:-4]
     assert deleted_records(found) == deletes
+
+
+def test_records_mentioning_some_keys_are_decoded_alone() -> None:
+    block = avro_data_block(INSTANT, SCHEMA, RECORDS)
+    assert avro_records(block, mentioning={"k2", "k9"}) == RECORDS[1:]
+    assert avro_records(block, mentioning={"k9"}) == []
+    assert (
+        avro_records(block, mentioning=[f"x{i}" for i in range(MENTIONED_AT_MOST + 1)]) == RECORDS
+    )
 
 
 def test_a_damaged_avro_record_is_data_loss() -> None:

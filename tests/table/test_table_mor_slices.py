@@ -126,6 +126,21 @@ def test_an_update_after_a_delete_brings_the_key_back() -> None:
     assert _merged([gone, back], "ts") == {"a": "a2", "b": "b0", "c": "c0"}
 
 
+def test_a_merge_for_some_keys_keeps_only_their_merged_rows() -> None:
+    late = _upsert("20240101000000001", _rows_of(["a", "b", "d"], [6, 4, 1], ["a1", "b1", "d1"]))
+    gone = delete_block("20240101000000002", [DeleteRecord("c", "", DELETE_REGARDLESS)])
+    rows = merge_slice(BASE, [late, gone], "ts", keys={"a", "b", "c", "e"})
+    assert rows[RECORD_KEY].to_pylist() == ["a", "b"]
+    assert rows["v"].to_pylist() == ["a1", "b0"]
+
+
+def test_a_key_the_base_file_holds_twice_is_merged_to_one_row() -> None:
+    base = _rows_of(["b", "a", "b", "c"], [5, 5, 7, 5], ["b0", "a0", "b1", "c0"])
+    assert merge_slice(base, [], "ts")["v"].to_pylist() == ["a0", "b1", "c0"]
+    later = _upsert("20240101000000001", _rows_of(["c"], [6], ["c1"]))
+    assert merge_slice(base, [later], None)["v"].to_pylist() == ["a0", "b1", "c1"]
+
+
 def test_a_change_that_does_not_handle_merge_on_read_is_refused_before_the_lock(
     mor_tables: Path, tmp_path: Path
 ) -> None:

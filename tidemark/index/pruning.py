@@ -27,7 +27,7 @@ from tidemark.storage.base import Storage
 from tidemark.table import HoodieTable
 from tidemark.table.files import column_stats
 from tidemark.table.files.query_types import SNAPSHOT, queried_slices
-from tidemark.table.files.reader import Locator, files_holding, snapshot_schema
+from tidemark.table.files.reader import Locator, files_holding, groups_holding, snapshot_schema
 from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.filters import partitions
 from tidemark.table.filters.expression import BoundFilter, Filter, bind
@@ -64,6 +64,9 @@ class SnapshotPlan:
     never as their base files, and never pruned by the base files' statistics."""
     deltacommits: dict[str, str] = field(default_factory=dict)
     """Requested -> completion time of the deltacommits the slices' blocks may come from."""
+    keys: frozenset[str] | None = None
+    """The record keys every row read must have (a lookup, or filters naming every record
+    key field): the slices are merged for these keys only."""
 
 
 def plan_snapshot(
@@ -103,13 +106,17 @@ def plan_snapshot(
     if keys is not None:
         pruned["keys"] = len(keys)
     if as_of is None and keys is not None:
-        files = files_holding(table.uri, files, set(keys), index_locator(table.storage))
+        holding = groups_holding(set(keys), index_locator(table.storage))
+        files = files_holding(table.uri, files, holding)
+        slices = [s for s in slices if holding is None or s.file_id in holding]
     pruned["record index"] = len(files)
+    pruned["slices"] = len(slices)
     files = column_stats.may_hold(table.storage, files, bound)
     pruned["column stats"] = len(files)
     log.debug("read.planned", table=table.uri, **pruned)
     deltacommits = view.completed_deltacommits() if slices else {}
-    return SnapshotPlan(table.uri, schema, bound, files, pruned, slices, deltacommits)
+    merge_keys = None if keys is None else frozenset(keys)
+    return SnapshotPlan(table.uri, schema, bound, files, pruned, slices, deltacommits, merge_keys)
 
 
 def index_locator(storage: Storage) -> Locator | None:

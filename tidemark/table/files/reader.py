@@ -72,14 +72,15 @@ def read_snapshot(
     base_files = [s.base for s in slices if s.base is not None and not s.logs]
     pieces: list[pa.Table] = []
     schemas: list[pa.Schema] = []
-    merged = [s for s in slices if s.logs]
+    holding = groups_holding(keys, locate)
+    merged = [s for s in slices if s.logs and (holding is None or s.file_id in holding)]
     if merged:  # merge-on-read slices with logs: merged first, then filtered like a file
         completed = view.completed_deltacommits()
         schemas.append(declared)
         for file_slice in merged:
-            rows = read_slice(table.storage, file_slice, completed, table.config, declared)
+            rows = read_slice(table.storage, file_slice, completed, table.config, declared, keys)
             pieces.append(_kept(rows, table.config, columns, keys, bound))
-    pruned = files_holding(table.uri, base_files, keys, locate)
+    pruned = files_holding(table.uri, base_files, holding)
     pruned = column_stats.may_hold(table.storage, pruned, bound)
     if len(pruned) < len(base_files):
         schemas.append(declared)  # columns of the files left unopened
@@ -109,13 +110,18 @@ def read_snapshot(
     return rows
 
 
+def groups_holding(keys: set[str] | None, locate: Locator | None) -> set[str] | None:
+    """The file groups ``locate`` places ``keys`` in; None (every group may) when either is
+    None."""
+    return None if keys is None or locate is None else set(locate(keys))
+
+
 def files_holding(
-    table_uri: str, files: list[BaseFile], keys: set[str] | None, locate: Locator | None
+    table_uri: str, files: list[BaseFile], holding: set[str] | None
 ) -> list[BaseFile]:
-    """``files`` reduced to the file groups ``locate`` places ``keys`` in (all of them when
-    either is None); the count is logged at debug level (``read.files_opened``)."""
-    if keys is not None and locate is not None:
-        holding = set(locate(keys))
+    """``files`` reduced to the file groups in ``holding`` (``groups_holding``; all of them
+    when None); the count is logged at debug level (``read.files_opened``)."""
+    if holding is not None:
         files = [f for f in files if f.file_id in holding]
     log.debug("read.files_opened", table=table_uri, files=len(files))
     return files

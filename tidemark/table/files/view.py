@@ -74,6 +74,11 @@ class FileSlice:
         return self.base.instant if self.base is not None else self.logs[0].name.instant
 
     @property
+    def size(self) -> int:
+        """Its files' bytes."""
+        return (self.base.size if self.base is not None else 0) + sum(log.size for log in self.logs)
+
+    @property
     def paths(self) -> list[str]:
         """Its files: the base file, then the log files."""
         return ([self.base.path] if self.base is not None else []) + [log.path for log in self.logs]

@@ -8,10 +8,12 @@ whole Parquet file. Both headers are INSTANT_TIME then SCHEMA.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import io
 import json
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, cast
 
 import fastavro
@@ -23,6 +25,7 @@ from tidemark.table.logfiles.framing import CONTENT_VERSION, BlockType, HeaderKe
 from tidemark.table.records.schema import avro_to_arrow_schema
 
 __all__ = [
+    "MENTIONED_AT_MOST",
     "arrow_records",
     "avro_data_block",
     "avro_records",
@@ -32,6 +35,12 @@ __all__ = [
 
 _INT = struct.Struct(">i")
 _DATA_BLOCKS = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+MENTIONED_AT_MOST = 256
+"""``avro_records`` searches a block's bytes for at most this many strings (a lookup's
+keys); past it, decoding every record costs less than the searches."""
+_SCHEMAS_KEPT = 64
+"""Writer schemas kept parsed (Avro and Arrow) per process: every block a table's writes
+append carries the same SCHEMA header, and a merged read decodes many blocks."""
 
 
 def avro_data_block(
@@ -87,28 +96,66 @@ def _to_avro(kind: pa.DataType) -> Callable[[Any], Any] | None:
     return None
 
 
-def avro_records(block: LogBlock) -> list[dict[str, Any]]:
-    """The records of an Avro data block, decoded with its SCHEMA header."""
+def avro_records(
+    block: LogBlock, mentioning: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """The records of an Avro data block, decoded with its SCHEMA header. With
+    ``mentioning`` (at most ``MENTIONED_AT_MOST`` strings, such as record keys), only the
+    records whose encoded bytes hold one of them (an Avro string is its UTF-8 bytes, so
+    every record having one as a value is among them): the others are not decoded."""
     block.check_type(BlockType.AVRO_DATA)
     schema = _parsed_schema(_schema_of(block))
     count, content = block.versioned_content()
-    stream = io.BytesIO(content)
+    spans = _record_spans(block, count, content)
+    after = len(content) - (spans[-1][2] if spans else 0)
+    if mentioning is not None and len(mentioning) <= MENTIONED_AT_MOST:
+        spans = _mentioned(spans, content, mentioning)
     records: list[dict[str, Any]] = []
-    for index in range(count):
-        size_bytes = stream.read(_INT.size)
-        if len(size_bytes) < _INT.size:
-            raise block.damaged(f"{count} records announced, {index} found")
-        (size,) = _INT.unpack(size_bytes)
-        start = stream.tell()
+    for index, start, end in spans:
+        stream = io.BytesIO(content[start:end])
         try:
             records.append(cast(dict[str, Any], fastavro.schemaless_reader(stream, schema, None)))
         except (EOFError, ValueError) as error:
             raise block.damaged(f"record {index}: {error}") from error
-        if stream.tell() - start != size:
-            raise block.damaged(f"record {index} is not {size} bytes long")
-    if stream.tell() != len(content):
-        raise block.damaged(f"{len(content) - stream.tell()} bytes after its {count} records")
+        if stream.tell() != end - start:
+            raise block.damaged(f"record {index} is not {end - start} bytes long")
+    if after:
+        raise block.damaged(f"{after} bytes after its {count} records")
     return records
+
+
+def _record_spans(block: LogBlock, count: int, content: bytes) -> list[tuple[int, int, int]]:
+    """(index, start, end) of each record's datum in ``content``, by their i32 lengths."""
+    spans = []
+    position = 0
+    for index in range(count):
+        if len(content) - position < _INT.size:
+            raise block.damaged(f"{count} records announced, {index} found")
+        (size,) = _INT.unpack_from(content, position)
+        position += _INT.size
+        if size < 0 or position + size > len(content):
+            raise block.damaged(f"record {index} is not {size} bytes long")
+        spans.append((index, position, position + size))
+        position += size
+    return spans
+
+
+def _mentioned(
+    spans: list[tuple[int, int, int]], content: bytes, mentioning: Collection[str]
+) -> list[tuple[int, int, int]]:
+    """The ``spans`` whose bytes hold one of ``mentioning`` (each searched on its own over
+    the whole content, every occurrence)."""
+    starts = [start for _, start, _ in spans]
+    found: set[int] = set()
+    for text in mentioning:
+        needle = text.encode()
+        at = content.find(needle)
+        while at >= 0:
+            span = spans[bisect.bisect_right(starts, at) - 1]
+            if at + len(needle) <= span[2]:
+                found.add(span[0])
+            at = content.find(needle, at + 1)
+    return [span for span in spans if span[0] in found]
 
 
 def parquet_data_block(instant: str, schema_json: str, rows: pa.Table) -> LogBlock:
@@ -118,13 +165,14 @@ def parquet_data_block(instant: str, schema_json: str, rows: pa.Table) -> LogBlo
     return LogBlock(BlockType.PARQUET_DATA, _header(instant, schema_json), buffer.getvalue())
 
 
-def data_block_table(block: LogBlock) -> pa.Table:
-    """A data block's records as Arrow, typed by its SCHEMA header."""
+def data_block_table(block: LogBlock, mentioning: Collection[str] | None = None) -> pa.Table:
+    """A data block's records as Arrow, typed by its SCHEMA header; with ``mentioning``,
+    at least the records holding one of those strings (``avro_records``)."""
     block.check_type(*_DATA_BLOCKS)
-    schema = avro_to_arrow_schema(_schema_of(block))
+    schema = _arrow_schema(_schema_of(block))
     if block.block_type == BlockType.PARQUET_DATA:
         return pq.read_table(io.BytesIO(block.content)).cast(schema)
-    return pa.Table.from_pylist(avro_records(block), schema=schema)
+    return pa.Table.from_pylist(avro_records(block, mentioning), schema=schema)
 
 
 def _datum(schema: Any, record: Mapping[str, Any]) -> bytes:
@@ -137,6 +185,12 @@ def _header(instant: str, schema_json: str) -> dict[HeaderKey, str]:
     return {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
 
 
+@functools.lru_cache(maxsize=_SCHEMAS_KEPT)
+def _arrow_schema(schema_json: str) -> pa.Schema:
+    return avro_to_arrow_schema(schema_json)
+
+
+@functools.lru_cache(maxsize=_SCHEMAS_KEPT)
 def _parsed_schema(schema_json: str) -> Any:
     try:
         return fastavro.parse_schema(json.loads(schema_json))
