@@ -44,9 +44,9 @@ PARQUET = "parquet"
 LOG_BLOCK_FORMATS = (AVRO, PARQUET)
 """Values of ``hoodie.logfile.data.block.format`` a writer takes."""
 DEFAULT_LOG_BLOCK_FORMAT = PARQUET
-"""Parquet: a batch's log files are about 3.7x smaller than as Avro (issue 49's measure:
-1.8x the batch's own Parquet size against 6.8x), and every Hudi reader since 0.10 and
-hudi-rs 0.5 read them (docs/merge-on-read.md#performance)."""
+"""Parquet: a batch's log files are about 3.9x smaller than as Avro (issue 49's measure:
+1.8x the batch's own Parquet size against 7.1x); Hudi's readers and hudi-rs 0.5 read
+them (docs/merge-on-read.md#performance)."""
 PARQUET_BLOCK_COMPRESSION = "zstd"
 """Hudi takes ``hoodie.parquet.compression.codec`` for its Parquet blocks; zstd is the
 smallest of the codecs Hudi and hudi-rs both read."""
