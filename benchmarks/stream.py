@@ -63,6 +63,7 @@ from tidemark.index.pruning import plan_snapshot
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
+from tidemark.table.logfiles.data_blocks import DEFAULT_LOG_BLOCK_FORMAT, LOG_BLOCK_FORMATS
 from tidemark.table.properties.support import COPY_ON_WRITE as COW
 from tidemark.table.properties.support import MERGE_ON_READ as MOR
 
@@ -125,6 +126,12 @@ def register(bench_subparsers: Any) -> None:
         type=positive_int,
         default=3,
         help="with --table-type: scans and lookups a table, the median reported",
+    )
+    parser.add_argument(
+        "--log-block-format",
+        choices=LOG_BLOCK_FORMATS,
+        default=DEFAULT_LOG_BLOCK_FORMAT,
+        help="with --table-type: data blocks of the merge-on-read table's log files",
     )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
@@ -278,7 +285,11 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     stages: dict[str, list[dict[str, float]]] = {kind: [] for kind in types}
     batch_bytes: list[int] = []
     delta_metrics: list[dict[str, Any]] = []
-    sized = dataclasses.replace(tidemark.spark.STREAM_OPTIONS, target_file_bytes=target_file_bytes)
+    sized = dataclasses.replace(
+        tidemark.spark.STREAM_OPTIONS,
+        target_file_bytes=target_file_bytes,
+        log_block_format=args.log_block_format,
+    )
     with ExitStack() as stack:
         writers = {
             kind: stack.enter_context(
@@ -313,6 +324,7 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "batches": args.batches,
         "batch_rows": args.batch_rows,
         "keys": args.keys,
+        "log_block_format": args.log_block_format,
         "master": spark.sparkContext.master,
         "cores": os.cpu_count(),
         "storage": "local file system (no moto)",
@@ -463,7 +475,8 @@ def table_type_rows(result: dict[str, Any]) -> list[ReadmeRow]:
     """A table-type run of both types: merge-on-read against copy-on-write and delta-rs."""
     setting = (
         f"`bench stream --table-type both --rows {result['rows']} --batches "
-        f"{result['batches']} --batch-rows {result['batch_rows']} --keys {result['keys']}` "
+        f"{result['batches']} --batch-rows {result['batch_rows']} --keys {result['keys']} "
+        f"--log-block-format {result.get('log_block_format', 'avro')}` "
         f"({result[f'{MOR}_files_at_start']} file groups, "
         f"keys tagged by {result[f'{MOR}_tagging']} index, {result['master']}; "
         f"1-minute load average {result['load_average_before'][0]:.0f} before, "
@@ -506,7 +519,7 @@ def format_table_types(report: dict[str, Any]) -> str:
         f"stream bench, table types: {report['batches']} batches of "
         f"{report['batch_rows']:,} upserts of {report['keys']} keys over a "
         f"{report['rows']:,}-row table (file groups at the start: {groups}; "
-        f"keys tagged by: {tagging}), "
+        f"keys tagged by: {tagging}; log blocks: {report.get('log_block_format', 'avro')}), "
         f"delta-rs merge beside ({report['delta_files']} files, not partitioned); master "
         f"{report['master']}, {report['cores']} cores, {report['storage']}; load average "
         f"{report['load_average_before']} before, {report['load_average_after']} after",

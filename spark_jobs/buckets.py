@@ -10,6 +10,7 @@ partition and deleted from its old file group.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
@@ -24,7 +25,7 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from tidemark import faults
 from tidemark.jobs.base_file import BaseFileWriter
 from tidemark.jobs.context import WriteContext
-from tidemark.jobs.log_file import append_to_slice
+from tidemark.jobs.log_file import SliceAppend, append_to_slices
 from tidemark.jobs.sizing import Bucket, WritePlan
 from tidemark.jobs.stats import STAT_DDL, stats_batch
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION
@@ -141,36 +142,85 @@ def _with_bucket(
     return table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], table.schema)
 
 
+LOG_BUFFER_BYTES = 64 * 1024 * 1024
+"""Rows of log-file groups a task holds before appending them (their markers in one call)."""
+
+
 def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> DataFrame:
     """Write stats, one per bucket that received rows: a new base file, or on a
-    merge-on-read table a log file for a bucket of an existing file group."""
+    merge-on-read table a log file for a bucket of an existing file group.
 
-    def write_group(group: pa.Table) -> pa.Table:
-        bucket = plan.buckets[group.column(BUCKET)[0].as_py()]
-        deleting = group.column(IS_DELETE).combine_chunks()
-        incoming = conform(group.filter(pc.invert(deleting)), context.file_schema)
-        deleted_keys = group.filter(deleting).column(RECORD_KEY).combine_chunks()
+    Each task gets whole buckets, one after the other (shuffled and sorted by bucket). A
+    base file is written as soon as its bucket's rows are all there; log files are
+    appended a batch at a time (``LOG_BUFFER_BYTES``, or the task's end), so that one
+    marker call covers the batch's log files."""
+
+    def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = current_task()
         storage = storage_for(context.table_uri)
-        if context.config.merge_on_read and bucket.base is not None:
-            stat = append_to_slice(
-                storage=storage,
-                markers=marker_writer(context.markers),
-                task=task,
-                context=context,
-                base=bucket.base,
-                updates=incoming,
-                deleted_keys=deleted_keys,
-                seq_start=reserve_seqnos(task, incoming.num_rows),
-            )
-        else:
-            stat = _write_base_file(storage, task, context, bucket, incoming, deleted_keys)
-        task_context = TaskContext.get()
-        if task_context is not None:
-            faults.fail_task_after_file_written(task_context)
-        return pa.Table.from_batches([stats_batch([stat])])
+        appends: list[SliceAppend] = []
+        buffered = 0
+        for bucket_id, group in bucket_groups(batches):
+            bucket = plan.buckets[bucket_id]
+            deleting = group.column(IS_DELETE).combine_chunks()
+            incoming = conform(group.filter(pc.invert(deleting)), context.file_schema)
+            deleted_keys = group.filter(deleting).column(RECORD_KEY).combine_chunks()
+            if context.config.merge_on_read and bucket.base is not None:
+                seq_start = reserve_seqnos(task, incoming.num_rows)
+                appends.append(SliceAppend(bucket.base, incoming, deleted_keys, seq_start))
+                buffered += group.nbytes
+                if buffered >= LOG_BUFFER_BYTES:
+                    yield _appended(storage, task, context, appends)
+                    appends, buffered = [], 0
+            else:
+                stat = _write_base_file(storage, task, context, bucket, incoming, deleted_keys)
+                yield _written([stat])
+        if appends:
+            yield _appended(storage, task, context, appends)
 
-    return routed.groupBy(BUCKET).applyInArrow(write_group, STAT_DDL)
+    ordered = routed.repartition(BUCKET).sortWithinPartitions(BUCKET)
+    return ordered.mapInArrow(write_task, STAT_DDL)
+
+
+def bucket_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
+    """The rows of a task's input sorted by bucket, one bucket at a time."""
+    pending: list[pa.Table] = []
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        rows = pa.Table.from_batches([batch])
+        buckets = rows.column(BUCKET).to_numpy()
+        bounds = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
+        for start, end in itertools.pairwise(bounds):
+            if pending and _bucket_of(pending[0]) != buckets[start]:
+                yield _bucket_of(pending[0]), pa.concat_tables(pending)
+                pending = []
+            pending.append(rows.slice(start, end - start))
+    if pending:
+        yield _bucket_of(pending[0]), pa.concat_tables(pending)
+
+
+def _bucket_of(rows: pa.Table) -> int:
+    return int(rows.column(BUCKET)[0].as_py())
+
+
+def _appended(
+    storage: Storage, task: TaskIdentity, context: WriteContext, appends: list[SliceAppend]
+) -> pa.RecordBatch:
+    markers = marker_writer(context.markers)
+    return _written(
+        append_to_slices(
+            storage=storage, markers=markers, task=task, context=context, appends=appends
+        )
+    )
+
+
+def _written(stats: list[WriteStat]) -> pa.RecordBatch:
+    """The stats of files just written; a fault test may fail the task here."""
+    task_context = TaskContext.get()
+    if task_context is not None:
+        faults.fail_task_after_file_written(task_context)
+    return stats_batch(stats)
 
 
 def _write_base_file(

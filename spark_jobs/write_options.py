@@ -20,6 +20,7 @@ from tidemark.jobs.checks import require_one_of
 from tidemark.jobs.index_writes import TAGGINGS
 from tidemark.jobs.job_options import JobOptions
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
+from tidemark.table.logfiles.data_blocks import DEFAULT_LOG_BLOCK_FORMAT, LOG_BLOCK_FORMATS
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 from tidemark.table.properties.config import TABLE_TYPES
 from tidemark.table.properties.support import COPY_ON_WRITE
@@ -49,6 +50,9 @@ class WriteOptions(JobOptions):
     table_type: str | None = None
     """COPY_ON_WRITE or MERGE_ON_READ, for a table the write creates (None: copy-on-write);
     on an existing table a different type is refused (``--table-type``)."""
+    log_block_format: str = DEFAULT_LOG_BLOCK_FORMAT
+    """Data blocks of the log files a write appends to a merge-on-read table: ``parquet``
+    or ``avro`` (Hudi's ``hoodie.logfile.data.block.format``; ``--log-block-format``)."""
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     """Size of the base files the write aims at (``--target-file-mb``)."""
     small_file_limit_bytes: int = DEFAULT_SMALL_FILE_LIMIT_BYTES
@@ -95,6 +99,9 @@ class WriteOptions(JobOptions):
         require_one_of("sort_mode", self.sort_mode, SORT_MODES, "sort mode")
         if self.table_type is not None:
             require_one_of("table_type", self.table_type, TABLE_TYPES, "table type")
+        require_one_of(
+            "log_block_format", self.log_block_format, LOG_BLOCK_FORMATS, "log block format"
+        )
         if self.index is not None:
             require_one_of("index", self.index, TAGGINGS, "index")
         require_one_of(
@@ -123,6 +130,7 @@ class WriteOptions(JobOptions):
             url_encode_partitions=args.urlencode_partitions,
             table_version=args.table_version,
             table_type=args.table_type,
+            log_block_format=args.log_block_format,
             target_file_bytes=args.target_file_mb * MIB,
             small_file_limit_bytes=args.small_file_mb * MIB,
             sort_mode=args.sort_mode,

@@ -211,6 +211,7 @@ def _new_context(
         markers=job.markers.spec(table.uri, instant),
         file_schema=prepared.file_schema,
         config=prepared.config,
+        log_block_format=job.options.log_block_format,
     )
 
 

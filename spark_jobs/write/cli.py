@@ -24,6 +24,7 @@ from tidemark.jobs.write.result import OPERATION_TYPES, WriteResult
 from tidemark.jobs.write.steps import write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
+from tidemark.table.logfiles.data_blocks import DEFAULT_LOG_BLOCK_FORMAT, LOG_BLOCK_FORMATS
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 from tidemark.table.properties.config import add_table_type_argument
 from tidemark.table.records.schema import avro_to_arrow_schema
@@ -51,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_table_version_argument(parser, default=None)
     add_table_type_argument(parser, default=None)
+    parser.add_argument(
+        "--log-block-format",
+        choices=LOG_BLOCK_FORMATS,
+        default=DEFAULT_LOG_BLOCK_FORMAT,
+        help="data blocks of the log files appended to a merge-on-read table (Hudi's "
+        f"hoodie.logfile.data.block.format; default {DEFAULT_LOG_BLOCK_FORMAT})",
+    )
     add_job_options(parser)
     parser.add_argument(
         "--idempotency-key",

@@ -34,7 +34,13 @@ from tidemark.rpc.status import OWNER_KEY
 from tidemark.storage import open_storage
 from tidemark.storage.uri import canonical_uri
 from tidemark.table.leases.storage_lease import LockHolder
-from tidemark.table.writes.markers import DirectMarkerWriter, IOType, MarkerSpec, MarkerWriter
+from tidemark.table.writes.markers import (
+    DirectMarkerWriter,
+    IOType,
+    MarkerSpec,
+    MarkerTuple,
+    MarkerWriter,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -43,9 +49,6 @@ IO_TYPES: dict[IOType, pb.IOType] = {
     IOType.MERGE: pb.IO_TYPE_MERGE,
     IOType.APPEND: pb.IO_TYPE_APPEND,
 }
-
-MarkerTuple = tuple[str, str, IOType]
-"""(partition path, data file name, IO type)."""
 
 R = TypeVar("R")
 

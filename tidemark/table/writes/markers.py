@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -106,9 +107,18 @@ def data_file_path(marker: str) -> str:
     return join_path(partition_path, data_file_name)
 
 
+MarkerTuple = tuple[str, str, IOType]
+"""(partition path, data file name, IO type)."""
+
+
 class MarkerWriter(Protocol):
     def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
         """Record the marker; True if created now, False if it already existed."""
+        ...
+
+    def create_many(self, markers: Sequence[MarkerTuple]) -> list[bool]:
+        """Record several markers, durable when it returns (a task's log files: one wait
+        for the service's flush instead of one each); one answer per marker."""
         ...
 
 
@@ -151,6 +161,9 @@ class DirectMarkerWriter:
     def create(self, partition_path: str, data_file_name: str, io_type: IOType) -> bool:
         name = marker_name(partition_path, data_file_name, io_type)
         return self.storage.create_if_absent(f"{self.directory}/{name}", b"")
+
+    def create_many(self, markers: Sequence[MarkerTuple]) -> list[bool]:
+        return [self.create(*marker) for marker in markers]
 
 
 def read_markers_from_storage(storage: Storage, instant: str) -> set[str]:
