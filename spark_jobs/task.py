@@ -55,7 +55,11 @@ _next_seqno: dict[int, int] = {}
 
 
 def reserve_seqnos(task: TaskIdentity, count: int) -> int:
-    """First of ``count`` record sequence numbers, unique within the task attempt."""
+    """First of ``count`` record sequence numbers, unique within the task attempt. A Python
+    worker runs one task at a time, so only the current attempt's count is kept (a reused
+    worker would otherwise keep one per task it ever ran)."""
+    if task.attempt_id not in _next_seqno:
+        _next_seqno.clear()
     start = _next_seqno.get(task.attempt_id, 0)
     _next_seqno[task.attempt_id] = start + count
     return start
