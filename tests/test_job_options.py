@@ -119,6 +119,7 @@ FLAGS: dict[type[Any], tuple[tuple[str, ...], dict[str, list[str]]]] = {
             "auto_clean": ["--no-auto-clean"],
             "retain_commits": ["--retain-commits", "20"],
             "compact_after": ["--compact-after", "3"],
+            "log_block_format": ["--log-block-format", "avro"],
         },
     ),
     ClusterOptions: (
