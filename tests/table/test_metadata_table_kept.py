@@ -8,15 +8,22 @@ commit leaves hudi-rs reading the table as it was until the rollback removes bot
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 
-from table.metadata_testkit import FILES, files_records, instant_log
-from table.table_testkit import file_tree, hudi_rs_table, set_property
+from table.metadata_testkit import (
+    FILES,
+    FIXTURE,
+    METADATA,
+    METADATA_COMPACTION,
+    PARTITION,
+    TIMELINE,
+    files_records,
+    instant_log,
+    rows,
+    update,
+)
+from table.table_testkit import file_tree, set_property
 from table.v1x_testkit import unzip_fixture
 from tidemark.errors import FailedPreconditionError
 from tidemark.table import HoodieTable
@@ -27,53 +34,14 @@ from tidemark.table.metadata_table import deltacommit
 from tidemark.table.metadata_table.files_records import ALL_PARTITIONS, FileChanges
 from tidemark.table.metadata_table.partitions import INDEX_DEFS_KEY, INFLIGHT_KEY, PARTITIONS_KEY
 from tidemark.table.properties.config import load_table_config, read_properties
-from tidemark.table.records.keys import META_COLUMNS
 from tidemark.table.writes import commit
 from tidemark.table.writes.checks import check_writable
-from tidemark.table.writes.hudi_metadata_table import prepare_hudi_metadata_table
 from tidemark.table.writes.markers import StorageMarkerReader
-from tidemark.testing.tables import data_columns, rewrite_file_groups
-
-FIXTURE = "v9_txns_simple_meta"
-PARTITION = "region=us"
-METADATA = Path(".hoodie/metadata")
-TIMELINE = METADATA / ".hoodie/timeline"
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     return unzip_fixture(FIXTURE, tmp_path)
-
-
-def rows(root: Path) -> list[dict[str, Any]]:
-    """What hudi-rs reads, without meta columns, by key."""
-    read = hudi_rs_table(str(root)).drop_columns(list(META_COLUMNS))
-    return sorted(read.to_pylist(), key=lambda row: row["txn_id"])
-
-
-def shouted(data: pa.Table) -> pa.Table:
-    """The rows with ``txn_type`` upper-cased: the update the tests write."""
-    at = data.schema.get_field_index("txn_type")
-    return data.set_column(at, "txn_type", pc.utf8_upper(data.column("txn_type")))
-
-
-def update(root: Path) -> tuple[HoodieTable, str, list[dict[str, Any]]]:
-    """Prepare as a write does under the lock, then rewrite a file group of ``PARTITION``
-    with its rows shouted; the table, the instant and the model's rows."""
-    table = HoodieTable.open(str(root))
-    prepare_hudi_metadata_table(table, disable=False)
-    group = min(
-        (f for f in table.view().latest_base_files() if f.partition_path == PARTITION),
-        key=lambda f: f.file_id,
-    )
-    data = data_columns(pq.read_table(root / group.path))
-    changed = set(data.column("txn_id").to_pylist())
-    model = [
-        {**row, "txn_type": row["txn_type"].upper()} if row["txn_id"] in changed else row
-        for row in rows(root)
-    ]
-    instant = rewrite_file_groups(table, [(group, shouted(data))])
-    return table, instant, model
 
 
 def metadata_instants(root: Path, instant: str) -> list[str]:
@@ -241,23 +209,18 @@ def test_a_clean_records_tombstones(root: Path) -> None:
     assert rows(root) == model
 
 
-METADATA_COMPACTION = "20260307162449278"
-"""The fixture's metadata table compacted once, at this instant."""
-
-
 @pytest.mark.parametrize("compacted", [True, False])
 def test_archival_stops_at_the_metadata_tables_last_compaction(root: Path, compacted: bool) -> None:
     """As Hudi's archiver: no data instant after the metadata table's last compaction is
     archived, and none at all before its first."""
+    settings = ArchiveSettings(keep_min=2, keep_max=3)
     if not compacted:
         for path in (root / TIMELINE).glob(f"{METADATA_COMPACTION}*"):
             path.unlink()
+        assert archive(HoodieTable.open(str(root)), settings).archived == []
+        return
     _, _, model = update(root)
-    table = HoodieTable.open(str(root))
-    result = archive(table, ArchiveSettings(keep_min=2, keep_max=3))
+    result = archive(HoodieTable.open(str(root)), settings)
     archived = sorted(name.split(".")[0] for name in result.archived)
-    if compacted:
-        assert archived and archived[-1] < METADATA_COMPACTION
-    else:
-        assert archived == []
+    assert archived and archived[-1] < METADATA_COMPACTION
     assert rows(root) == model

@@ -59,8 +59,8 @@ from tidemark.table.metadata.actions import (
     WRITE_ACTIONS,
 )
 from tidemark.table.metadata.clean import CleanMetadata
-from tidemark.table.metadata_table.deltacommit import last_compaction
 from tidemark.table.metadata_table.partitions import keeps_files
+from tidemark.table.metadata_table.timeline import last_compaction
 from tidemark.table.plans.compaction import DEFAULT_MAX_DELTA_COMMITS
 from tidemark.table.timeline.archive_writer import (
     DEFAULT_MERGE_BATCH_SIZE,

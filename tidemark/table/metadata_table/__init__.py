@@ -1,11 +1,12 @@
 """Hudi's metadata table (``.hoodie/metadata/``, a merge-on-read table of HFiles) as
 Tidemark keeps it: which of its partitions a table has (``partitions``), the ``files``
-partition's ``HoodieMetadataRecord``s (``files_records``) and the deltacommit that records
-a data instant's file changes on the metadata timeline (``deltacommit``).
+partition's ``HoodieMetadataRecord``s (``files_records``), its own timeline and folder
+(``timeline``), the deltacommit that records a data instant's file changes on it
+(``deltacommit``) and the compaction and cleaning that keep it bounded (``compaction``).
 
 Hudi's readers (and hudi-rs from table version 8) list a table's files through the
 ``files`` partition, so every data instant Tidemark completes gets its metadata
 deltacommit first. Below ``writes`` (which calls it at a commit and a rollback) and above
 ``logfiles``, ``properties`` and ``timeline``, whose encodings it reuses."""
 
-__all__ = ["deltacommit", "files_records", "partitions"]
+__all__ = ["compaction", "deltacommit", "files_records", "partitions", "timeline"]

@@ -36,25 +36,24 @@ from tidemark.table.logfiles.framing import (
     encode_block,
     read_blocks,
 )
-from tidemark.table.metadata.actions import COMMIT, DELTA_COMMIT
+from tidemark.table.metadata.actions import DELTA_COMMIT
 from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.metadata.commit_avro import commit_metadata_to_avro
 from tidemark.table.metadata_table.files_records import FileChanges, encode_records
-from tidemark.table.metadata_table.partitions import FILES, METADATA_FOLDER
-from tidemark.table.timeline.instant import (
-    TIMELINE_FOLDERS,
-    Instant,
-    State,
-    new_instant_time,
-    parse_layout2_file_name,
+from tidemark.table.metadata_table.partitions import FILES
+from tidemark.table.metadata_table.timeline import (
+    FOLDER,
+    instant_path,
+    instants_at,
+    latest_time,
+    metadata_timeline,
 )
+from tidemark.table.timeline.instant import Instant, State, new_instant_time
 
-__all__ = ["FilesPartition", "last_compaction", "roll_back", "write_deltacommit"]
+__all__ = ["FilesPartition", "roll_back", "write_deltacommit"]
 
 log = structlog.get_logger(__name__)
 
-TIMELINE = f"{METADATA_FOLDER}{TIMELINE_FOLDERS[2]}"
-FOLDER = f"{METADATA_FOLDER}{FILES}/"
 WRITE_TOKEN = "0-0-0"
 """One log file per deltacommit, so a retry of the same instant rewrites the same file."""
 OPERATION = "UPSERT_PREPPED"
@@ -112,47 +111,15 @@ def _newest_hfiles(storage: Storage, bases: list[str], logs: list[str]) -> Itera
         yield storage.read(f"{FOLDER}{name}")
 
 
-def _instants(storage: Storage, timestamp: str) -> list[Instant]:
-    """The metadata timeline's files of the instant at ``timestamp`` (every state)."""
-    return [instant for instant in _timeline(storage) if instant.timestamp == timestamp]
-
-
-def _timeline(storage: Storage) -> list[Instant]:
-    return [
-        instant
-        for info in storage.list_dir(TIMELINE).files
-        for instant in [parse_layout2_file_name(info.path[len(TIMELINE) :])]
-        if instant is not None
-    ]
-
-
-def _latest_time(storage: Storage) -> str | None:
-    times = [t for i in _timeline(storage) for t in (i.timestamp, i.completion_time) if t]
-    return max(times) if times else None
-
-
-def last_compaction(storage: Storage) -> str | None:
-    """The requested time of the metadata table's latest completed compaction (a
-    ``commit`` on its timeline), or None: Hudi archives no data instant after it, since
-    its reader trusts only the compacted metadata of instants gone from the data's active
-    timeline."""
-    done = [i.timestamp for i in _timeline(storage) if i.is_completed and i.action == COMMIT]
-    return max(done) if done else None
-
-
-def _path(instant: Instant) -> str:
-    return f"{METADATA_FOLDER}{instant.path}"
-
-
 def write_deltacommit(storage: Storage, instant: str, changes: FileChanges) -> None:
     """Record ``changes`` of data instant ``instant`` in the ``files`` partition, completed
     on the metadata timeline. Idempotent: a completed deltacommit at ``instant`` is left as
     it is; a pending one (an earlier attempt) is carried on, its log file rewritten."""
-    if any(found.is_completed for found in _instants(storage, instant)):
+    if any(found.is_completed for found in instants_at(storage, instant)):
         return
     partition = FilesPartition.read(storage)
     hfile = write_hfile(
-        encode_records(changes, partition.schema),
+        encode_records(changes.records(), partition.schema),
         file_info={b"schema": partition.schema.encode()},
         options=partition.options,
     )
@@ -160,10 +127,10 @@ def write_deltacommit(storage: Storage, instant: str, changes: FileChanges) -> N
     data = encode_block(LogBlock(BlockType.HFILE_DATA, header, hfile))
     name = log_file_name(partition.file_id, instant, 1, WRITE_TOKEN).name
     requested = Instant(instant, DELTA_COMMIT, State.REQUESTED, layout=2)
-    storage.create_if_absent(_path(requested), b"")
+    storage.create_if_absent(instant_path(requested), b"")
     empty = CommitMetadata(partition_to_write_stats={}, operation_type=OPERATION)
     inflight = requested.with_state(State.INFLIGHT)
-    storage.create_if_absent(_path(inflight), commit_metadata_to_avro(empty, DELTA_COMMIT))
+    storage.create_if_absent(instant_path(inflight), commit_metadata_to_avro(empty, DELTA_COMMIT))
     storage.write(f"{FOLDER}{name}", data)
     records = len(changes.records())
     stat = WriteStat(
@@ -187,9 +154,9 @@ def write_deltacommit(storage: Storage, instant: str, changes: FileChanges) -> N
         operation_type=OPERATION,
         extra_metadata={"schema": partition.schema},
     )
-    completion = new_instant_time(after=_latest_time(storage))
+    completion = new_instant_time(after=latest_time(metadata_timeline(storage)))
     done = Instant(instant, DELTA_COMMIT, State.COMPLETED, completion, layout=2)
-    storage.create_if_absent(_path(done), commit_metadata_to_avro(metadata, DELTA_COMMIT))
+    storage.create_if_absent(instant_path(done), commit_metadata_to_avro(metadata, DELTA_COMMIT))
     log.info("metadata_table.deltacommit", table=storage.uri, instant=instant, log_file=name)
 
 
@@ -197,11 +164,11 @@ def roll_back(storage: Storage, instant: str) -> bool:
     """Remove the metadata deltacommit of data instant ``instant`` (rolled back or never
     completed): the completed file first (readers stop reading it), then its log files,
     then its pending files. Whether there was one."""
-    found = [i for i in _instants(storage, instant) if i.action == DELTA_COMMIT]
+    found = [i for i in instants_at(storage, instant) if i.action == DELTA_COMMIT]
     if not found:
         return False
     ordered = sorted(found, key=lambda i: i.state, reverse=True)
-    completed = [_path(i) for i in ordered if i.is_completed]
+    completed = [instant_path(i) for i in ordered if i.is_completed]
     storage.delete_many(completed)
     logs = [
         info.path
@@ -210,6 +177,6 @@ def roll_back(storage: Storage, instant: str) -> bool:
         and parse_log_file_name(name).instant == instant
     ]
     storage.delete_many(logs)
-    storage.delete_many([_path(i) for i in ordered if not i.is_completed])
+    storage.delete_many([instant_path(i) for i in ordered if not i.is_completed])
     log.info("metadata_table.deltacommit_rolled_back", table=storage.uri, instant=instant)
     return True

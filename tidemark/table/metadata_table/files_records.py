@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,12 +18,17 @@ import fastavro
 
 from tidemark.table.metadata.commit import CommitMetadata
 
-__all__ = ["ALL_PARTITIONS", "FileChanges", "encode_records"]
+__all__ = ["ALL_PARTITIONS", "FileChanges", "FileList", "encode_records"]
 
 ALL_PARTITIONS = "__all_partitions__"
 NON_PARTITIONED = "."
 PARTITION_LIST = 1
 FILE_LIST = 2
+FILE_NAME_FIELD = "_hoodie_file_name"
+"""Set in a base file's records to the base file's name, as Hudi's compaction does."""
+
+FileList = tuple[str, int, dict[str, tuple[int, bool]]]
+"""One record: (row, type, file name -> (size, deleted))."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +55,11 @@ class FileChanges:
         names = {p: [path.rsplit("/", 1)[-1] for path in paths] for p, paths in deleted.items()}
         return cls({}, {partition: files for partition, files in names.items() if files})
 
-    def records(self) -> list[tuple[str, int, dict[str, tuple[int, bool]]]]:
-        """(row, type, file name -> (size, deleted)), sorted by row as an HFile wants. The
+    def records(self) -> list[FileList]:
+        """The records, sorted by row as an HFile wants. The
         partitions record names the partitions with new files (a clean's tombstones name
         none, as Hudi's)."""
-        by_partition: list[tuple[str, int, dict[str, tuple[int, bool]]]] = []
+        by_partition: list[FileList] = []
         if self.added:
             listed = {_row(partition): (0, False) for partition in sorted(self.added)}
             by_partition.append((ALL_PARTITIONS, PARTITION_LIST, listed))
@@ -69,14 +74,19 @@ def _row(partition: str) -> str:
     return partition or NON_PARTITIONED
 
 
-def encode_records(changes: FileChanges, schema: str) -> list[tuple[bytes, bytes]]:
-    """The HFile cells (row, Avro value) of ``changes`` in ``schema``, the table's own
-    ``HoodieMetadataRecord`` schema (every other field null)."""
+def encode_records(
+    records: Iterable[FileList], schema: str, *, file_name: str | None = None
+) -> list[tuple[bytes, bytes]]:
+    """The HFile cells (row, Avro value) of ``records`` in ``schema``, the table's own
+    ``HoodieMetadataRecord`` schema (every other field null; ``_hoodie_file_name`` is
+    ``file_name``, the base file's, where the schema has it)."""
     parsed = json.loads(schema)
     writer_schema = fastavro.parse_schema(parsed)
     empty: dict[str, Any] = {field["name"]: None for field in parsed["fields"]}
+    if file_name is not None and FILE_NAME_FIELD in empty:
+        empty[FILE_NAME_FIELD] = file_name
     cells = []
-    for row, kind, files in changes.records():
+    for row, kind, files in records:
         record = empty | {
             "key": "",
             "type": kind,

@@ -28,7 +28,7 @@ import structlog
 from tidemark.errors import FailedPreconditionError
 from tidemark.table import HoodieTable
 from tidemark.table.metadata.commit import CommitMetadata
-from tidemark.table.metadata_table import deltacommit
+from tidemark.table.metadata_table import compaction, deltacommit
 from tidemark.table.metadata_table.files_records import FileChanges
 from tidemark.table.metadata_table.partitions import (
     INFLIGHT_KEY,
@@ -119,16 +119,24 @@ def prepare_hudi_metadata_table(table: HoodieTable, *, disable: bool) -> None:
 def record_in_metadata_table(table: HoodieTable, instant: str, metadata: CommitMetadata) -> None:
     """At a commit, before the data instant completes: its files in the ``files``
     partition, where Tidemark keeps it."""
-    if keeps_files(dict(table.config.properties), table.config.table_version):
-        deltacommit.write_deltacommit(table.storage, instant, FileChanges.of_commit(metadata))
+    _record(table, instant, FileChanges.of_commit(metadata))
 
 
 def record_clean_in_metadata_table(
     table: HoodieTable, instant: str, deleted: Mapping[str, Sequence[str]]
 ) -> None:
     """At a clean, before its instant completes: tombstones for the files it deleted."""
-    if keeps_files(dict(table.config.properties), table.config.table_version):
-        deltacommit.write_deltacommit(table.storage, instant, FileChanges.of_clean(deleted))
+    _record(table, instant, FileChanges.of_clean(deleted))
+
+
+def _record(table: HoodieTable, instant: str, changes: FileChanges) -> None:
+    """The metadata deltacommit of ``instant``, after the ``files`` partition's compaction
+    and cleaning when due (as Hudi runs the metadata table's services first)."""
+    if not keeps_files(dict(table.config.properties), table.config.table_version):
+        return
+    pending = [found.timestamp for found in table.timeline.pending()]
+    compaction.compact_if_due(table.storage, pending, after=instant)
+    deltacommit.write_deltacommit(table.storage, instant, changes)
 
 
 def roll_back_in_metadata_table(table: HoodieTable, instant: str) -> None:
