@@ -17,7 +17,8 @@ from table.v1x_testkit import unzip_fixture
 from tidemark.table import HoodieTable
 from tidemark.table.metadata.compaction import read_compaction_plan
 from tidemark.table.metadata_table import compaction
-from tidemark.table.metadata_table.compaction import MAX_DELTA_COMMITS, FilesSlices
+from tidemark.table.metadata_table.compaction import MAX_DELTA_COMMITS
+from tidemark.table.metadata_table.slices import FilesSlices
 from tidemark.table.metadata_table.timeline import last_compaction, metadata_timeline
 
 LOGS_AFTER_HUDIS_COMPACTION = 6

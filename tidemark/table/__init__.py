@@ -28,6 +28,8 @@ from tidemark.storage import open_storage
 from tidemark.storage.base import Storage
 from tidemark.table.files.file_names import PARTITION_METADATA_FILE, join_path
 from tidemark.table.files.view import FileSystemView
+from tidemark.table.metadata_table.listing import MetadataListing
+from tidemark.table.metadata_table.partitions import keeps_files
 from tidemark.table.properties.config import (
     PROPERTIES_PATH,
     TableConfig,
@@ -95,7 +97,25 @@ class HoodieTable:
         return self.config.avro_schema
 
     def view(self, as_of: str | None = None) -> FileSystemView:
-        return FileSystemView(self.storage, self.timeline, as_of, self.archive)
+        """The table's files as of ``as_of``; listed through Hudi's metadata table where
+        Tidemark keeps its ``files`` partition (table versions 8 and 9), else by listing
+        storage."""
+        return FileSystemView(
+            self.storage, self.timeline, as_of, self.archive, listing=self.metadata_listing()
+        )
+
+    def metadata_listing(self) -> MetadataListing | None:
+        """The listing through the metadata table's ``files`` partition, or None where
+        Tidemark does not keep one."""
+        if not keeps_files(dict(self.config.properties), self.config.table_version):
+            return None
+        instants = self.timeline.instants()
+        start = instants[0].timestamp if instants else None
+
+        def visible(instant: str) -> bool:
+            return self.timeline.is_completed(instant) or start is None or instant < start
+
+        return MetadataListing(self.storage, visible)
 
     def write_partition_metadata(self, partition_path: str, instant: str) -> bool:
         """``.hoodie_partition_metadata`` (Hudi's partition discovery needs it); kept if present."""

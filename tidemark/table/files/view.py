@@ -2,7 +2,8 @@
 merge-on-read tables its latest file slice (the base file and the log files since,
 ``slices``).
 
-Mirrors Hudi's view without the metadata table: list the partitions, keep base files whose
+Mirrors Hudi's view: list the partitions (or read the listing Hudi's metadata table keeps,
+``listing``), keep base files whose
 instant is committed and not after ``as_of``, take the newest per file group, and drop
 groups replaced by a completed replacecommit.
 
@@ -27,6 +28,7 @@ import functools
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tidemark.errors import FailedPreconditionError, InvalidArgumentError
 from tidemark.storage.base import FileInfo, ListDirResult, Storage
@@ -84,9 +86,17 @@ class FileSlice:
         return ([self.base.path] if self.base is not None else []) + [log.path for log in self.logs]
 
 
+class FileListing(Protocol):
+    """Where the view finds a table's files when not by listing storage (Hudi's metadata
+    table): the files of some partitions, or of all when None."""
+
+    def list_files(self, partitions: Iterable[str] | None) -> Iterable[FileInfo]: ...
+
+
 class FileSystemView:
     """``archive`` is the table's archived timeline (a fresh reader of the default folder
-    when None), read only if a file is older than the active timeline."""
+    when None), read only if a file is older than the active timeline; ``listing`` lists
+    the table's files instead of storage (None: storage is listed)."""
 
     def __init__(
         self,
@@ -94,8 +104,10 @@ class FileSystemView:
         timeline: Timeline,
         as_of: str | None = None,
         archive: Archive | None = None,
+        listing: FileListing | None = None,
     ) -> None:
         self.storage = storage
+        self.listing = listing
         self.timeline = timeline
         self.archive = archive or ArchivedTimeline(storage)
         self.as_of = resolve_as_of(timeline, self.archive, as_of) if as_of else None
@@ -259,6 +271,9 @@ class FileSystemView:
         )
 
     def _list(self, partitions: Iterable[str] | None) -> Iterable[FileInfo]:
+        if self.listing is not None:
+            yield from self.listing.list_files(partitions)
+            return
         if partitions is None:
             for listing in partition_listings(self.storage).values():
                 yield from listing.files

@@ -23,28 +23,28 @@ own files, deleted with them)."""
 
 from __future__ import annotations
 
-import io
-import json
-from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
 from typing import Any
 
-import fastavro
 import structlog
 
-from tidemark.hfile.reader import HFileReader
 from tidemark.hfile.writer import write_hfile
 from tidemark.storage.base import Storage
-from tidemark.table.logfiles.file_names import is_log_file_name, parse_log_file_name
-from tidemark.table.logfiles.framing import BlockType, read_blocks
+from tidemark.table.logfiles.file_names import parse_log_file_name
 from tidemark.table.metadata.actions import COMMIT, COMPACTION
 from tidemark.table.metadata.avro import write_single_record
 from tidemark.table.metadata.commit import COMPACT_OPERATION, CommitMetadata, WriteStat
 from tidemark.table.metadata.commit_avro import commit_metadata_to_avro
 from tidemark.table.metadata.compaction import COMPACTION_PLAN_SCHEMA
 from tidemark.table.metadata_table.deltacommit import FilesPartition
-from tidemark.table.metadata_table.files_records import FileList, encode_records
+from tidemark.table.metadata_table.files_records import encode_records
 from tidemark.table.metadata_table.partitions import FILES
+from tidemark.table.metadata_table.slices import (
+    BASE_SUFFIX,
+    FileSlice,
+    FilesSlices,
+    merged_records,
+)
 from tidemark.table.metadata_table.timeline import (
     FOLDER,
     completion_times,
@@ -54,7 +54,7 @@ from tidemark.table.metadata_table.timeline import (
 )
 from tidemark.table.timeline.instant import Instant, State, new_instant_time
 
-__all__ = ["MAX_DELTA_COMMITS", "FilesSlices", "compact_if_due"]
+__all__ = ["MAX_DELTA_COMMITS", "clean", "compact_if_due"]
 
 log = structlog.get_logger(__name__)
 
@@ -63,59 +63,6 @@ MAX_DELTA_COMMITS = 10
 RETAINED_SLICES = 2
 WRITE_TOKEN = "0-0-0"
 PLAN_VERSION = 2
-BASE_SUFFIX = ".hfile"
-MAX_TIME = "~"
-"""Sorts after every instant time: the end of the latest slice."""
-
-
-@dataclass(frozen=True)
-class FileSlice:
-    """One slice of the ``files`` file group: its base file (None before the first) and
-    the logs completed after the base's instant, in completion order (file names)."""
-
-    base_instant: str
-    base: str | None
-    logs: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class FilesSlices:
-    """The ``files`` partition's folder read against the metadata timeline: its slices,
-    oldest first (files of instants not completed on it take no part)."""
-
-    slices: tuple[FileSlice, ...]
-
-    @classmethod
-    def read(cls, storage: Storage, timeline: list[Instant]) -> FilesSlices:
-        completed = completion_times(timeline)
-        names = [info.path[len(FOLDER) :] for info in storage.list_dir(FOLDER).files]
-        bases = sorted(
-            (_base_instant(n), n)
-            for n in names
-            if n.endswith(BASE_SUFFIX) and _base_instant(n) in completed
-        )
-        logs = sorted(
-            (completed[instant], name)
-            for name in filter(is_log_file_name, names)
-            if (instant := parse_log_file_name(name).instant) in completed
-        )
-        starts: list[tuple[str, str | None]] = [("", None), *bases]
-        ends = [instant for instant, _ in starts[1:]] + [MAX_TIME]
-        slices = [
-            FileSlice(instant, base, tuple(n for done, n in logs if instant < done <= end))
-            for (instant, base), end in zip(starts, ends, strict=True)
-        ]
-        if bases and not slices[0].logs:
-            slices.pop(0)
-        return cls(tuple(slices))
-
-    @property
-    def latest(self) -> FileSlice:
-        return self.slices[-1]
-
-
-def _base_instant(name: str) -> str:
-    return name.rsplit("_", 1)[-1].removesuffix(BASE_SUFFIX)
 
 
 def compact_if_due(
@@ -146,7 +93,7 @@ def compact_if_due(
 
 def _compact(storage: Storage, piece: FileSlice, instant: str) -> None:
     partition = FilesPartition.read(storage)
-    files = _merged(storage, piece)
+    files = merged_records(storage, piece)
     name = f"{partition.file_id}_{WRITE_TOKEN}_{instant}{BASE_SUFFIX}"
     rows = [row for row, _, _ in files]
     hfile = write_hfile(
@@ -222,39 +169,6 @@ def _plan(storage: Storage, file_id: str, piece: FileSlice) -> bytes:
         "missingSchedulePartitions": [],
     }
     return write_single_record(COMPACTION_PLAN_SCHEMA, record)
-
-
-def _merged(storage: Storage, piece: FileSlice) -> list[FileList]:
-    """The slice's records merged as Hudi's ``HoodieMetadataPayload`` merges them: per
-    row, a newer tombstone removes a file (or partition), else the larger size wins."""
-    merged: dict[str, tuple[int, dict[str, tuple[int, bool]]]] = {}
-    for hfile in _hfiles(storage, piece):
-        reader = HFileReader(hfile)
-        schema = fastavro.parse_schema(json.loads(reader.file_info[b"schema"]))
-        for cell in reader.cells():
-            record = fastavro.schemaless_reader(io.BytesIO(cell.value), schema, schema)
-            assert isinstance(record, dict)
-            _, files = merged.setdefault(cell.row.decode(), (record["type"], {}))
-            for file_name, info in (record.get("filesystemMetadata") or {}).items():
-                if info["isDeleted"]:
-                    files.pop(file_name, None)
-                else:
-                    size = max(info["size"], files.get(file_name, (0, False))[0])
-                    files[file_name] = (size, False)
-    return sorted(
-        ((row, kind, files) for row, (kind, files) in merged.items()),
-        key=lambda record: record[0].encode(),
-    )
-
-
-def _hfiles(storage: Storage, piece: FileSlice) -> Iterator[bytes]:
-    """The slice's HFiles in merge order: the base file, then each log's data blocks."""
-    if piece.base:
-        yield storage.read(f"{FOLDER}{piece.base}")
-    for name in piece.logs:
-        for block in read_blocks(storage.read(f"{FOLDER}{name}")):
-            if block.block_type is BlockType.HFILE_DATA:
-                yield block.content
 
 
 def clean(storage: Storage) -> list[str]:
