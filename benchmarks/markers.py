@@ -431,7 +431,7 @@ class MarkerServerProcess:
 def table_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
     """A fresh table (its ``hoodie.properties`` only: the marker service serves tables
     only); for S3 the endpoint (and latency proxy) is exported to children."""
-    with _empty_root(storage_kind, latency_ms) as root:
+    with empty_root(storage_kind, latency_ms) as root:
         open_storage(root).write(
             PROPERTIES_PATH, format_properties({"hoodie.table.name": "bench_markers"})
         )
@@ -439,7 +439,7 @@ def table_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _empty_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
+def empty_root(storage_kind: str, latency_ms: float) -> Iterator[str]:
     if storage_kind == "local":
         with tempfile.TemporaryDirectory(prefix="tidemark-bench-") as root:
             yield root

@@ -35,6 +35,7 @@ BENCH_MODULES: tuple[str, ...] = (
     "benchmarks.stream_clustering",
     "benchmarks.small_writes",
     "benchmarks.compaction",
+    "benchmarks.listing",
 )
 
 
