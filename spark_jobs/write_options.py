@@ -22,6 +22,7 @@ from tidemark.jobs.job_options import JobOptions
 from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from tidemark.table.logfiles.data_blocks import DEFAULT_LOG_BLOCK_FORMAT, LOG_BLOCK_FORMATS
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
+from tidemark.table.metadata_table.bootstrap import check_new_metadata_table
 from tidemark.table.properties.config import TABLE_TYPES
 from tidemark.table.properties.support import COPY_ON_WRITE
 from tidemark.table.writes import pending_clustering
@@ -62,7 +63,11 @@ class WriteOptions(JobOptions):
     idempotency_key: str | None = None
     """Stored with the commit; a write whose key a completed instant carries does nothing."""
     disable_hudi_metadata_table: bool = False
-    """Remove Hudi's metadata table, which Tidemark does not update (refused otherwise)."""
+    """Remove Hudi's metadata table (a write to one Tidemark does not keep is refused
+    otherwise: table version 6, or no ``files`` partition)."""
+    hudi_metadata_table: bool = False
+    """A table this write creates gets Hudi's metadata table with its ``files`` partition
+    (table versions 8 and 9; ``--hudi-metadata-table``)."""
     allow_duplicates: bool = False
     """bulk_insert and insert keep every row of a key that comes several times."""
     set_null_for_missing_columns: bool = False
@@ -115,6 +120,9 @@ class WriteOptions(JobOptions):
             "small_file_limit_bytes", self.small_file_limit_bytes, "no small-file top-up"
         )
         check_compact_after(self.compact_after, self.table_type)
+        check_new_metadata_table(
+            self.hudi_metadata_table, self.table_version, disable=self.disable_hudi_metadata_table
+        )
         require_non_negative("shuffle_parallelism", self.shuffle_parallelism, "sized to the input")
         _check_idempotency_key(self.idempotency_key)
 
@@ -136,6 +144,7 @@ class WriteOptions(JobOptions):
             sort_mode=args.sort_mode,
             idempotency_key=args.idempotency_key,
             disable_hudi_metadata_table=args.disable_hudi_metadata_table,
+            hudi_metadata_table=args.hudi_metadata_table,
             allow_duplicates=args.allow_duplicates,
             set_null_for_missing_columns=args.set_null_for_missing_columns,
             index=args.index,

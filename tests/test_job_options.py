@@ -112,6 +112,7 @@ FLAGS: dict[type[Any], tuple[tuple[str, ...], dict[str, list[str]]]] = {
             "sort_mode": ["--sort-mode", "global_sort"],
             "idempotency_key": ["--idempotency-key", "batch-1"],
             "disable_hudi_metadata_table": ["--disable-hudi-metadata-table"],
+            "hudi_metadata_table": ["--hudi-metadata-table"],
             "allow_duplicates": ["--allow-duplicates"],
             "set_null_for_missing_columns": ["--set-null-for-missing-columns"],
             "index": ["--index", "simple"],

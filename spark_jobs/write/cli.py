@@ -26,6 +26,7 @@ from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
 from tidemark.table.logfiles.data_blocks import DEFAULT_LOG_BLOCK_FORMAT, LOG_BLOCK_FORMATS
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
+from tidemark.table.metadata_table.bootstrap import add_hudi_metadata_table_argument
 from tidemark.table.properties.config import add_table_type_argument
 from tidemark.table.records.schema import avro_to_arrow_schema
 from tidemark.table.timeline.versions import add_table_version_argument
@@ -69,9 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--disable-hudi-metadata-table",
         action="store_true",
-        help="remove Hudi's metadata table (.hoodie/metadata), which Tidemark does not "
-        "update; without it writes to such tables are refused",
+        help="remove Hudi's metadata table (.hoodie/metadata); without it a write to a table "
+        "whose metadata table Tidemark does not keep (table version 6, or no files "
+        "partition) is refused",
     )
+    add_hudi_metadata_table_argument(parser)
     parser.add_argument(
         "--allow-duplicates",
         action="store_true",

@@ -30,6 +30,10 @@ from tidemark.jobs.validation import check_layout, validate_input
 from tidemark.jobs.write_options import WriteOptions, check_compact_after
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
+from tidemark.table.metadata_table.bootstrap import (
+    check_new_metadata_table,
+    create_metadata_table,
+)
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.properties.support import COPY_ON_WRITE
 from tidemark.table.records.avro_names import check_column_names, table_name_from_uri
@@ -140,11 +144,15 @@ def create_or_join(asked: WriteRequest, prepared: Prepared) -> tuple[HoodieTable
     it concurrently, that one (the input checked again against its layout)."""
     if prepared.table is not None:
         return prepared.table, prepared
+    wanted = asked.options.hudi_metadata_table
+    check_new_metadata_table(wanted, prepared.config.table_version, disable=False)
     try:
         table = HoodieTable.create(asked.table_uri, prepared.config)
     except AlreadyExistsError:
         log.info("write.table_created_concurrently", table=asked.table_uri)
     else:
+        if wanted:
+            table.config = create_metadata_table(table.storage, table.config)
         if prepared.indexed:  # --index record on a new table: its index starts with it
             create_empty_index(table.storage, shard_count_for(prepared.row_count))
         return table, prepared

@@ -215,3 +215,31 @@ def test_a_compaction_is_listed_through_the_files_partition(
     after = hudi_rs_table(uri)
     assert after is not None
     assert comparable(after.to_pylist(), changed.columns) == expected
+
+
+def test_a_table_a_write_creates_gets_one(spark: SparkSession, tmp_path: Path) -> None:
+    """``WriteOptions(hudi_metadata_table=True)`` on a new merge-on-read table at version
+    9: the bulk insert and the upsert after it are read by hudi-rs through the ``files``
+    partition (without the upsert's metadata log it reads the old value)."""
+    uri = str(tmp_path / "created")
+    first = spark.createDataFrame([(1, "a", 1), (2, "b", 1)], "id long, name string, ts long")
+    options = WriteOptions(
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=9,
+        table_type="MERGE_ON_READ",
+        hudi_metadata_table=True,
+        markers="direct",
+    )
+    tidemark.spark.write(first, uri, "bulk_insert", options=options)
+    assert read_properties(HoodieTable.open(uri).storage)[PARTITIONS_KEY] == "files"
+    update = spark.createDataFrame([(2, "B", 2)], "id long, name string, ts long")
+    result = tidemark.spark.write(update, uri, "upsert", options=OPTIONS)
+    assert names_read(uri) == {1: "a", 2: "B"}
+    instant_log(Path(uri), result.instant).unlink()
+    assert names_read(uri) == {1: "a", 2: "b"}
+
+
+def names_read(uri: str) -> dict[int, str]:
+    read = hudi_rs_table(uri)
+    return dict(zip(read.column("id").to_pylist(), read.column("name").to_pylist(), strict=True))

@@ -29,6 +29,11 @@ from tidemark.table.files.reader import read_snapshot
 from tidemark.table.files.view import BaseFile
 from tidemark.table.filters.expression import Filter
 from tidemark.table.maintenance.upgrade import TARGETS, upgrade_table
+from tidemark.table.metadata_table.bootstrap import (
+    add_hudi_metadata_table_argument,
+    check_new_metadata_table,
+    create_metadata_table,
+)
 from tidemark.table.properties.config import TableConfig, add_table_type_argument
 from tidemark.table.properties.support import COPY_ON_WRITE
 from tidemark.table.records.avro_names import check_write_schema, table_name_from_uri
@@ -64,6 +69,7 @@ def register(subparsers: Any) -> None:
     create.add_argument("--name", help="table name (default: the last folder of --table)")
     add_table_version_argument(create, default=DEFAULT_TABLE_VERSION)
     add_table_type_argument(create, default=COPY_ON_WRITE)
+    add_hudi_metadata_table_argument(create)
     create.set_defaults(handler=run_create)
 
     read = subparsers.add_parser(
@@ -167,10 +173,14 @@ def run_create(args: argparse.Namespace) -> int:
         table_type=args.table_type,
     )
     check_write_schema(schema, config)
+    check_new_metadata_table(args.hudi_metadata_table, config.table_version, disable=False)
     table = HoodieTable.create(args.table, config)
+    if args.hudi_metadata_table:
+        table.config = create_metadata_table(table.storage, config)
+    with_metadata = " with Hudi's metadata table" if args.hudi_metadata_table else ""
     print(
-        f"created table {config.name} (version {config.table_version}, {config.table_type}) "
-        f"at {table.uri}"
+        f"created table {config.name} (version {config.table_version}, {config.table_type})"
+        f"{with_metadata} at {table.uri}"
     )
     return 0
 
