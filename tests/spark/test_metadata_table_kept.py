@@ -242,4 +242,5 @@ def test_a_table_a_write_creates_gets_one(spark: SparkSession, tmp_path: Path) -
 
 def names_read(uri: str) -> dict[int, str]:
     read = hudi_rs_table(uri)
+    assert read is not None
     return dict(zip(read.column("id").to_pylist(), read.column("name").to_pylist(), strict=True))
