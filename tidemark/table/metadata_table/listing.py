@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import structlog
 
 from tidemark.storage.base import FileInfo, Storage
-from tidemark.table.files.file_names import join_path
 from tidemark.table.metadata_table.files_records import ALL_PARTITIONS, NON_PARTITIONED
 from tidemark.table.metadata_table.slices import FilesSlices, merged_records
 from tidemark.table.metadata_table.timeline import metadata_timeline
@@ -46,7 +45,7 @@ class MetadataListing:
         wanted = sorted(by_partition if partitions is None else set(partitions))
         for partition in wanted:
             for name, size in sorted(by_partition.get(partition, {}).items()):
-                yield FileInfo(join_path(partition, name), size, 0.0)
+                yield FileInfo(f"{partition}/{name}" if partition else name, size, 0.0)
 
     @functools.cached_property
     def _partition_files(self) -> dict[str, dict[str, int]]:
