@@ -9,10 +9,11 @@ file-system view, and the packages below, by concept and from the bottom up:
 - ``logfiles``: merge-on-read log files: names, block framing, data, delete and command blocks;
 - ``filters``: filters bound once to a schema, as pyarrow expressions, statistics, partition
   and record-key pruning;
+- ``metadata_table``: Hudi's metadata table (its ``files`` partition) as Tidemark keeps it,
+  and the table's files listed through it;
 - ``files``: file names, the file-system view and file slices, base-file reads and slice
   merges, column statistics;
-- ``leases``, ``plans`` and ``metadata_table``: leases on the table's storage; clustering
-  plans; Hudi's metadata table (its ``files`` partition) as Tidemark keeps it;
+- ``leases`` and ``plans``: leases on the table's storage; clustering and compaction plans;
 - ``writes``: checks, markers, commit and rollback;
 - ``maintenance``: cleaning, orphans, archival, upgrade.
 
