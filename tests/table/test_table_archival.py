@@ -47,6 +47,7 @@ from tidemark.table.metadata.clean import CleanPlan
 from tidemark.table.metadata.commit_avro import commit_metadata_from_avro
 from tidemark.table.records.keys import META_COLUMNS
 from tidemark.table.timeline.archived import MAGIC, parse_archive_log
+from tidemark.table.timeline.layout1 import metadata_cache
 from tidemark.table.timeline.lsm import AVRO_SCHEMA, HistoryInstant, LsmTimeline, append_history
 from tidemark.testing.tables import data_columns, rewrite_file_groups
 
@@ -413,3 +414,25 @@ def test_a_history_append_cut_short_before_its_version_switch_is_invisible_and_r
     assert storage.read(f"{history.folder}/_version_") == b"2"
     assert [i.timestamp for i in reader.newest_file_instants(after=T3)] == [T3]
     assert reader.newest_file_instants(after="20300101000000000") == ()
+
+
+def test_archived_commits_leave_the_process_wide_metadata_cache(people: Writer) -> None:
+    """A long-running writer keeps the parsed metadata of the active timeline only: what
+    archival moved out is forgotten at the next listing (a 1,000-batch stream grew by one
+    commit's metadata a batch until the cache's 1,024 entries)."""
+    writes = upserts(people, 10)
+    table = HoodieTable.open(people.table.uri)
+    for instant in table.timeline.completed(WRITE_ACTIONS):
+        table.timeline.read_metadata(instant)
+    assert set(writes) <= cached_instants(table)
+    result = archive(table, SMALL)
+    assert result.archived
+    table.timeline.reload()
+    active = {i.timestamp for i in table.timeline.instants()}
+    assert cached_instants(table) <= active
+    assert not {name.split(".")[0] for name in result.archived} & cached_instants(table)
+
+
+def cached_instants(table: HoodieTable) -> set[str]:
+    """Requested times of ``table``'s commits in the process-wide metadata cache."""
+    return {path.rpartition("/")[2].split(".")[0] for path in metadata_cache.paths(table.uri)}

@@ -68,8 +68,22 @@ class _MetadataCache:
             if len(self._items) > self._entries:
                 self._items.popitem(last=False)
 
+    def paths(self, table: str) -> list[str]:
+        """The instant files of ``table`` held (what ``retain`` bounds)."""
+        with self._lock:
+            return [key[1] for key in self._items if key[0] == table]
 
-_metadata_cache = _MetadataCache(METADATA_CACHE_ENTRIES)
+    def retain(self, table: str, listed: Collection[str]) -> None:
+        """Forget ``table``'s instants no longer ``listed`` on its active timeline
+        (archived: never read from here again), so a long-running writer keeps the
+        metadata of the active timeline only, not of its last ``entries`` commits."""
+        with self._lock:
+            gone = [key for key in self._items if key[0] == table and key[1] not in listed]
+            for key in gone:
+                del self._items[key]
+
+
+metadata_cache = _MetadataCache(METADATA_CACHE_ENTRIES)
 
 
 class Fence(Protocol):
@@ -136,6 +150,7 @@ class Timeline:
                 latest[key] = instant
         self._instants = sorted(latest.values())
         self._sizes = sizes
+        metadata_cache.retain(self.storage.uri, sizes)
         self._requested_actions = {
             key[0]: action for key, action in requested.items() if latest[key].action != action
         }
@@ -282,10 +297,10 @@ class Timeline:
         if size is None:
             return read_parsed(self.storage, instant.path, CommitMetadata.from_json)
         key = (self.storage.uri, instant.path, size)
-        cached = _metadata_cache.get(key)
+        cached = metadata_cache.get(key)
         if cached is None:
             cached = read_parsed(self.storage, instant.path, CommitMetadata.from_json)
-            _metadata_cache.put(key, cached)
+            metadata_cache.put(key, cached)
         return cached
 
     def rollbacks(self, after: str | None = None) -> list[tuple[Instant, RollbackMetadata]]:
