@@ -7,19 +7,25 @@ killed before its commit is rolled back by the next write."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from table.metadata_testkit import FILES, FIXTURE, METADATA_COMPACTION, TIMELINE, rows, update
 from table.table_testkit import hudi_rs_table
 from table.v1x_testkit import unzip_fixture
+from tidemark.hfile.reader import HFileReader
+from tidemark.hfile.style import Style
 from tidemark.table import HoodieTable
 from tidemark.table.metadata.compaction import read_compaction_plan
 from tidemark.table.metadata_table import compaction
 from tidemark.table.metadata_table.compaction import MAX_DELTA_COMMITS
 from tidemark.table.metadata_table.slices import FilesSlices
 from tidemark.table.metadata_table.timeline import last_compaction, metadata_timeline
+from tidemark.table.writes.hudi_metadata_table import prepare_hudi_metadata_table
+from tidemark.testing.tables import data_columns, rewrite_file_groups
 
 LOGS_AFTER_HUDIS_COMPACTION = 6
 
@@ -140,3 +146,25 @@ def test_a_slice_with_a_pending_data_instant_waits(root: Path) -> None:
     assert last_compaction(storage) == METADATA_COMPACTION
     assert compaction.compact_if_due(storage, [], after=instant) is not None
     assert rows(root) == model
+
+
+def test_hudi_1_0s_merge_on_read_table_is_compacted_in_its_own_layout(
+    mor_tables: Path, tmp_path: Path
+) -> None:
+    """Hudi 1.0's v8 merge-on-read table (HBase-layout HFiles with checksums): the writes
+    compact its ``files`` partition in that layout, and hudi-rs reads the newest write
+    through the new base file and the log after it."""
+    root = Path(shutil.copytree(mor_tables / "v8_trips_8i3u1d", tmp_path / "v8"))
+    written = []
+    for _ in range(MAX_DELTA_COMMITS + 2):
+        table = HoodieTable.open(str(root))
+        prepare_hudi_metadata_table(table, disable=False)
+        [first, *_] = [piece.base for piece in table.view().latest_file_slices() if piece.base]
+        data = data_columns(pq.read_table(root / first.path))
+        written.append(rewrite_file_groups(table, [(first, data)]))
+    storage = HoodieTable.open(str(root)).storage
+    compacted = last_compaction(storage)
+    assert compacted is not None and compacted > written[0]
+    base = root / FILES / f"files-0000-0_0-0-0_{compacted}.hfile"
+    assert HFileReader(base.read_bytes()).options.style is Style.HBASE
+    assert written[-1] in commit_times(root)
