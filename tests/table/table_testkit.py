@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hudi import HudiReadOptions, HudiTableBuilder
 
+from tidemark.cli import main
 from tidemark.clients.marker import marker_writer_for
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
@@ -223,3 +224,13 @@ def people_config(
         key_generator_class=TableConfig.default_key_generator(key, partition),
         table_version=table_version,
     )
+
+
+def create_people_cli(tmp_path: Path, *extra: str) -> tuple[int, str]:
+    """``tidemark create`` of the people table (schema from a sample Parquet file,
+    partitioned hive-style by region) with ``extra`` flags: its exit code and URI."""
+    sample = tmp_path / "sample.parquet"
+    pq.write_table(rows((1, "a", "eu", 1.0)), sample)
+    uri = str(tmp_path / "people")
+    command = ["create", "--table", uri, "--schema-from", str(sample), "--key", "id"]
+    return main([*command, "--partition", "region", "--hive-style", *extra]), uri

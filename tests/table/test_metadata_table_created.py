@@ -9,12 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from table.metadata_testkit import FILES, METADATA, TIMELINE
-from table.table_testkit import hudi_rs_rows, hudi_rs_table, rows, sorted_rows
-from tidemark.cli import main
+from table.table_testkit import (
+    create_people_cli,
+    hudi_rs_rows,
+    hudi_rs_table,
+    rows,
+    sorted_rows,
+)
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
@@ -27,31 +31,9 @@ from tidemark.table.records.keys import META_COLUMNS
 from tidemark.testing.tables import commit_file_groups
 
 
-def create(tmp_path: Path, *extra: str) -> tuple[int, str]:
-    sample = tmp_path / "sample.parquet"
-    pq.write_table(rows((1, "a", "eu", 1.0)), sample)
-    uri = str(tmp_path / "people")
-    code = main(
-        [
-            "create",
-            "--table",
-            uri,
-            "--schema-from",
-            str(sample),
-            "--key",
-            "id",
-            "--partition",
-            "region",
-            "--hive-style",
-            *extra,
-        ]
-    )
-    return code, uri
-
-
 @pytest.mark.parametrize("version", ["8", "9"])
 def test_a_new_table_is_listed_through_its_metadata_table(tmp_path: Path, version: str) -> None:
-    code, uri = create(tmp_path, "--table-version", version, "--hudi-metadata-table")
+    code, uri = create_people_cli(tmp_path, "--table-version", version, "--hudi-metadata-table")
     assert code == 0
     root = Path(uri)
     table = HoodieTable.open(uri)
@@ -81,7 +63,7 @@ def test_a_new_table_is_listed_through_its_metadata_table(tmp_path: Path, versio
 def test_version_6_is_refused_before_anything_is_created(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, uri = create(tmp_path, "--table-version", "6", "--hudi-metadata-table")
+    code, uri = create_people_cli(tmp_path, "--table-version", "6", "--hudi-metadata-table")
     assert code != 0
     assert "hudi_metadata_table" in capsys.readouterr().err
     assert not Path(uri).exists()

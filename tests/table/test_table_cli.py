@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from table.table_testkit import Writer, copy_fixture, hudi_rs_rows, rows
+from table.table_testkit import Writer, copy_fixture, create_people_cli, hudi_rs_rows, rows
 from tidemark.cli import main
 from tidemark.table import HoodieTable
 
@@ -16,23 +16,7 @@ from tidemark.table import HoodieTable
 def test_create_from_parquet_schema_then_read_empty(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sample = tmp_path / "sample.parquet"
-    pq.write_table(rows((1, "a", "eu", 1.0)), sample)
-    uri = str(tmp_path / "people")
-    code = main(
-        [
-            "create",
-            "--table",
-            uri,
-            "--schema-from",
-            str(sample),
-            "--key",
-            "id",
-            "--partition",
-            "region",
-            "--hive-style",
-        ]
-    )
+    code, uri = create_people_cli(tmp_path)
     assert code == 0
     assert "created table people" in capsys.readouterr().out
     config = HoodieTable.open(uri).config

@@ -27,7 +27,6 @@ from tidemark.hfile.style import Style, WriteOptions
 from tidemark.hfile.writer import write_hfile
 from tidemark.storage.base import Storage
 from tidemark.table.metadata.actions import DELTA_COMMIT
-from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.metadata.commit_avro import commit_metadata_to_avro
 from tidemark.table.metadata_table.files_records import (
     ALL_PARTITIONS,
@@ -35,7 +34,7 @@ from tidemark.table.metadata_table.files_records import (
     encode_records,
 )
 from tidemark.table.metadata_table.partitions import FILES, METADATA_FOLDER, PARTITIONS_KEY
-from tidemark.table.metadata_table.slices import BASE_SUFFIX
+from tidemark.table.metadata_table.slices import BASE_SUFFIX, base_file_metadata
 from tidemark.table.metadata_table.timeline import FOLDER, instant_path
 from tidemark.table.properties.config import (
     CHECKSUM_KEY,
@@ -161,23 +160,7 @@ def create_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
     storage.write(instant_path(requested), b"")
     storage.write(instant_path(requested.with_state(State.INFLIGHT)), b"")
     storage.write(f"{FOLDER}{name}", hfile)
-    stat = WriteStat(
-        file_id=FILE_ID,
-        path=f"{FILES}/{name}",
-        prev_commit="null",
-        num_writes=1,
-        num_deletes=0,
-        num_update_writes=0,
-        num_inserts=1,
-        total_write_bytes=len(hfile),
-        file_size_in_bytes=len(hfile),
-        partition_path=FILES,
-    )
-    metadata = CommitMetadata(
-        partition_to_write_stats={FILES: [stat]},
-        operation_type=OPERATION,
-        extra_metadata={"schema": schema},
-    )
+    metadata = base_file_metadata(FILE_ID, name, len(hfile), 1, "null", OPERATION, schema)
     done = Instant(INIT_INSTANT, DELTA_COMMIT, State.COMPLETED, new_instant_time(), layout=2)
     storage.write(instant_path(done), commit_metadata_to_avro(metadata, DELTA_COMMIT))
     props = read_properties(storage) | {PARTITIONS_KEY: FILES}

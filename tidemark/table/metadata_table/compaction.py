@@ -33,7 +33,7 @@ from tidemark.storage.base import Storage
 from tidemark.table.logfiles.file_names import parse_log_file_name
 from tidemark.table.metadata.actions import COMMIT, COMPACTION
 from tidemark.table.metadata.avro import write_single_record
-from tidemark.table.metadata.commit import COMPACT_OPERATION, CommitMetadata, WriteStat
+from tidemark.table.metadata.commit import COMPACT_OPERATION
 from tidemark.table.metadata.commit_avro import commit_metadata_to_avro
 from tidemark.table.metadata.compaction import COMPACTION_PLAN_SCHEMA
 from tidemark.table.metadata_table.deltacommit import FilesPartition
@@ -43,6 +43,7 @@ from tidemark.table.metadata_table.slices import (
     BASE_SUFFIX,
     FileSlice,
     FilesSlices,
+    base_file_metadata,
     merged_records,
 )
 from tidemark.table.metadata_table.timeline import (
@@ -110,22 +111,14 @@ def _compact(storage: Storage, piece: FileSlice, instant: str) -> None:
     storage.create_if_absent(instant_path(requested), plan)
     storage.create_if_absent(instant_path(requested.with_state(State.INFLIGHT)), b"")
     storage.write(f"{FOLDER}{name}", hfile)
-    stat = WriteStat(
-        file_id=partition.file_id,
-        path=f"{FILES}/{name}",
-        prev_commit=piece.base_instant,
-        num_writes=len(files),
-        num_deletes=0,
-        num_update_writes=0,
-        num_inserts=len(files),
-        total_write_bytes=len(hfile),
-        file_size_in_bytes=len(hfile),
-        partition_path=FILES,
-    )
-    metadata = CommitMetadata(
-        partition_to_write_stats={FILES: [stat]},
-        operation_type=COMPACT_OPERATION,
-        extra_metadata={"schema": partition.schema},
+    metadata = base_file_metadata(
+        partition.file_id,
+        name,
+        len(hfile),
+        len(files),
+        piece.base_instant,
+        COMPACT_OPERATION,
+        partition.schema,
     )
     completion = new_instant_time(after=latest_time(metadata_timeline(storage)))
     done = Instant(instant, COMMIT, State.COMPLETED, completion, layout=2)

@@ -1,7 +1,8 @@
 """The ``files`` partition's file slices and their merged records: its one file group
 read against the metadata timeline, slices by completion time as Hudi 1.x reads them (a
 log belongs to the slice of the newest base file requested before the log completed), and
-a slice's base HFile and log blocks merged into the partition's listing."""
+a slice's base HFile and log blocks merged into the partition's listing; and the commit
+metadata of a new base file (its initialisation, a compaction)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,20 @@ from tidemark.hfile.reader import HFileReader
 from tidemark.storage.base import Storage
 from tidemark.table.logfiles.file_names import is_log_file_name, parse_log_file_name
 from tidemark.table.logfiles.framing import BlockType, read_blocks
+from tidemark.table.metadata.commit import CommitMetadata, WriteStat
 from tidemark.table.metadata_table.files_records import FileList
+from tidemark.table.metadata_table.partitions import FILES
 from tidemark.table.metadata_table.timeline import FOLDER, completion_times
 from tidemark.table.timeline.instant import Instant
 
-__all__ = ["BASE_SUFFIX", "FileSlice", "FilesSlices", "base_instant", "merged_records"]
+__all__ = [
+    "BASE_SUFFIX",
+    "FileSlice",
+    "FilesSlices",
+    "base_file_metadata",
+    "base_instant",
+    "merged_records",
+]
 
 BASE_SUFFIX = ".hfile"
 MAX_TIME = "~"
@@ -113,3 +123,27 @@ def _hfiles(storage: Storage, piece: FileSlice, visible: Callable[[str], bool]) 
         for block in read_blocks(storage.read(f"{FOLDER}{name}")):
             if block.block_type is BlockType.HFILE_DATA:
                 yield block.content
+
+
+def base_file_metadata(
+    file_id: str, name: str, size: int, records: int, prev_commit: str, operation: str, schema: str
+) -> CommitMetadata:
+    """The commit metadata of an instant that wrote base file ``name`` of ``size`` bytes
+    holding ``records`` records into the ``files`` partition."""
+    stat = WriteStat(
+        file_id=file_id,
+        path=f"{FILES}/{name}",
+        prev_commit=prev_commit,
+        num_writes=records,
+        num_deletes=0,
+        num_update_writes=0,
+        num_inserts=records,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+        partition_path=FILES,
+    )
+    return CommitMetadata(
+        partition_to_write_stats={FILES: [stat]},
+        operation_type=operation,
+        extra_metadata={"schema": schema},
+    )
