@@ -1,7 +1,9 @@
 """What a long stream must keep flat, sampled once per batch: the driver's and the JVM's
-resident memory and the longest command the driver sent to the JVM (every string handed
-to Spark goes through one: a DataFrame option, a job tag, a plan). Reported as the medians
-of the first and the last tenth of the batches, and their ratio."""
+resident memory, the JVM's heap in use after a full collection (what it holds on to: its
+resident memory also grows while the heap expands towards its maximum, which is no leak)
+and the longest command the driver sent to the JVM (every string handed to Spark goes
+through one: a DataFrame option, a job tag, a plan). Reported as the medians of the first
+and the last tenth of the batches, and their ratio."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-SAMPLES = ("driver_rss_mib", "jvm_rss_mib", "longest_command_chars", "batch_s")
+SAMPLES = ("driver_rss_mib", "jvm_rss_mib", "jvm_heap_mib", "longest_command_chars", "batch_s")
 
 
 def resident_mib(pid: int | str = "self") -> float:
@@ -29,7 +31,8 @@ class Drift:
     def __init__(self, spark: SparkSession) -> None:
         self.samples: dict[str, list[float]] = {name: [] for name in SAMPLES}
         self._longest = 0
-        self._jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+        self._jvm = spark._jvm
+        self._jvm_pid = int(self._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
         client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
         send: Callable[..., Any] = client.send_command
 
@@ -43,9 +46,17 @@ class Drift:
         """Sample after a batch: memory now, the longest command since the last sample."""
         self.samples["driver_rss_mib"].append(resident_mib())
         self.samples["jvm_rss_mib"].append(resident_mib(self._jvm_pid))
+        self.samples["jvm_heap_mib"].append(self._heap_after_gc_mib())
         self.samples["longest_command_chars"].append(self._longest)
         self.samples["batch_s"].append(seconds)
         self._longest = 0
+
+    def _heap_after_gc_mib(self) -> float:
+        """The JVM's heap in use right after ``System.gc()`` (outside the batch's timing)."""
+        jvm: Any = self._jvm
+        jvm.java.lang.System.gc()
+        memory = jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+        return int(memory.getHeapMemoryUsage().getUsed()) / (1024 * 1024)
 
     def last(self) -> str:
         """The last batch's samples, for a progress line."""

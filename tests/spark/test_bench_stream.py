@@ -28,6 +28,11 @@ def test_bench_stream_prints_a_table_and_a_json_line(
     assert 0 < result["one_at_a_time_p50_s"] <= result["one_at_a_time_p99_s"]
     assert [len(row) for row in readme_rows(result)] == [4, 4, 4]
     assert "--keys recent" in readme_rows(result)[0][0]
+    assert (
+        0
+        < result["drift"]["jvm_heap_mib"]["last_tenth"]
+        < result["drift"]["jvm_rss_mib"]["last_tenth"]
+    )
 
 
 @pytest.mark.parametrize("keys", ["recent", "spread"])
