@@ -46,7 +46,12 @@ def storage_for(uri: str) -> Storage:
     return open_storage(uri)
 
 
-@functools.cache
+MARKER_WRITERS_KEPT = 8
+"""Marker writers a reused Python worker keeps: one per instant it wrote for, so a
+stream's worker would otherwise keep one per batch for as long as it lives."""
+
+
+@functools.lru_cache(maxsize=MARKER_WRITERS_KEPT)
 def marker_writer(spec: MarkerSpec) -> MarkerWriter:
     return marker_writer_for(spec)
 
