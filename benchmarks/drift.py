@@ -1,20 +1,32 @@
 """What a long stream must keep flat, sampled once per batch: the driver's and the JVM's
-resident memory, the JVM's heap in use after a full collection (what it holds on to: its
-resident memory also grows while the heap expands towards its maximum, which is no leak)
-and the longest command the driver sent to the JVM (every string handed to Spark goes
-through one: a DataFrame option, a job tag, a plan). Reported as the medians of the first
-and the last tenth of the batches, and their ratio."""
+resident memory; what each holds on to, which resident memory alone does not tell apart
+from an allocator keeping freed memory: the driver's Python objects (memory blocks in
+use, ``sys.getallocatedblocks``) and Arrow buffers (``pyarrow.total_allocated_bytes``),
+the JVM's heap in use after a full collection (its resident memory also grows while the
+heap expands towards its maximum); and the longest command the driver sent to the JVM
+(every string handed to Spark goes through one: a DataFrame option, a job tag, a plan).
+Reported as the medians of the first and the last tenth of the batches, and their ratio."""
 
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
-SAMPLES = ("driver_rss_mib", "jvm_rss_mib", "jvm_heap_mib", "longest_command_chars", "batch_s")
+SAMPLES = (
+    "driver_rss_mib",
+    "python_blocks",
+    "arrow_mib",
+    "jvm_rss_mib",
+    "jvm_heap_mib",
+    "longest_command_chars",
+    "batch_s",
+)
 
 
 def resident_mib(pid: int | str = "self") -> float:
@@ -45,6 +57,8 @@ class Drift:
     def batch_done(self, seconds: float) -> None:
         """Sample after a batch: memory now, the longest command since the last sample."""
         self.samples["driver_rss_mib"].append(resident_mib())
+        self.samples["python_blocks"].append(sys.getallocatedblocks())
+        self.samples["arrow_mib"].append(pa.total_allocated_bytes() / (1024 * 1024))
         self.samples["jvm_rss_mib"].append(resident_mib(self._jvm_pid))
         self.samples["jvm_heap_mib"].append(self._heap_after_gc_mib())
         self.samples["longest_command_chars"].append(self._longest)
