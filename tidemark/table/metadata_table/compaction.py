@@ -77,8 +77,9 @@ def compact_if_due(
     left pending, then compact the ``files`` slice once it has ``max_delta_commits`` logs
     (none of a data instant in ``pending_data``) and clean the slices before the last
     two. The compaction's instant, or None."""
-    _roll_back_pending_compactions(storage)
     timeline = metadata_timeline(storage)
+    if _roll_back_pending_compactions(storage, timeline):
+        timeline = metadata_timeline(storage)
     latest = FilesSlices.read(storage, timeline).latest
     if len(latest.logs) < max_delta_commits:
         return None
@@ -198,10 +199,10 @@ def _states_first_completed(timeline: Iterable[Instant], timestamps: set[str]) -
     return sorted(chosen, key=lambda i: i.state, reverse=True)
 
 
-def _roll_back_pending_compactions(storage: Storage) -> None:
-    """Remove a compaction left pending by a killed run: its base file, then its
-    inflight and requested files (under the table lock nothing else runs one)."""
-    timeline = metadata_timeline(storage)
+def _roll_back_pending_compactions(storage: Storage, timeline: list[Instant]) -> bool:
+    """Remove a compaction ``timeline`` shows left pending by a killed run: its base file,
+    then its inflight and requested files (under the table lock nothing else runs one).
+    Whether there was one (the timeline listed is then out of date)."""
     done = {i.timestamp for i in timeline if i.is_completed}
     stuck = [i for i in timeline if i.action == COMPACTION and i.timestamp not in done]
     for instant in sorted({i.timestamp for i in stuck}):
@@ -213,3 +214,4 @@ def _roll_back_pending_compactions(storage: Storage) -> None:
         storage.delete_many(bases)
         storage.delete_many([instant_path(i) for i in _states_first_completed(stuck, {instant})])
         log.warning("metadata_table.compaction_rolled_back", table=storage.uri, instant=instant)
+    return bool(stuck)
