@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from tidemark.errors import FailedPreconditionError
 from tidemark.jobs.errors import run_spark_action
@@ -42,9 +42,7 @@ def tag_keys(
     as of the latest completed write, and count what goes where; runs without the table
     lock. Tagged by the record index, only the partitions the batch goes to or comes from
     are listed: the file view costs what the batch touches, not the table."""
-    table.timeline.refresh()
-    seen = frozenset(i.timestamp for i in table.timeline.completed(WRITE_ACTIONS))
-    view = table.view()
+    seen, view = _listed(table)
     looked_up = ("upsert", "delete", "insert") if job.index else ("upsert", "delete")
     latest: list[BaseFile] | None = None
     if operation not in looked_up:
@@ -65,6 +63,13 @@ def tag_keys(
     except BaseException:
         tagged.unpersist()
         raise
+
+
+def _listed(table: HoodieTable) -> tuple[frozenset[str], FileSystemView]:
+    """The writes completed now and the file-system view as of them."""
+    table.timeline.refresh()
+    seen = frozenset(i.timestamp for i in table.timeline.completed(WRITE_ACTIONS))
+    return seen, table.view()
 
 
 def release(tagged: Tagged | None) -> None:
@@ -91,19 +96,25 @@ def _profiled(
         partitions = {row[PARTITION_PATH] for row in profile if operation != "delete"}
         partitions |= {row[OLD_PARTITION] for row in profile if row[OLD_FILE_ID] is not None}
         latest = view.latest_base_files(partitions)
+        if _unknown_groups(profile, latest):
+            # The index may answer as of a write that completed after ``view`` was listed
+            # (a clustering's replacecommit moving keys to new groups): list again, once.
+            seen, view = _listed(table)
+            latest = view.latest_base_files(partitions)
     by_file = {f.file_id: f for f in latest}
+    unknown = _unknown_groups(profile, latest)
+    if unknown:
+        raise FailedPreconditionError(
+            f"the record index places keys in file group {unknown[0][OLD_FILE_ID]} "
+            f"(partition {unknown[0][OLD_PARTITION]!r}), which the table does not have "
+            "(rebuild the index with `tidemark index build --rebuild`)",
+            field="index",
+        )
     inserts: dict[str, int] = {}
     touched: list[BaseFile] = []
     for row in profile:
         old_file = row[OLD_FILE_ID]
         if old_file is not None:
-            if old_file not in by_file:
-                raise FailedPreconditionError(
-                    f"the record index places keys in file group {old_file} "
-                    f"(partition {row[OLD_PARTITION]!r}), which the table does not have "
-                    "(rebuild the index with `tidemark index build --rebuild`)",
-                    field="index",
-                )
             touched.append(by_file[old_file])
         moved = old_file is not None and row[OLD_PARTITION] != row[PARTITION_PATH]
         if moved and operation != "delete" and table.config.orders_by_event_time:
@@ -117,3 +128,9 @@ def _profiled(
             partition = row[PARTITION_PATH]
             inserts[partition] = inserts.get(partition, 0) + row["count"]
     return Tagged(tagged, seen, latest, touched, inserts)
+
+
+def _unknown_groups(profile: list[Row], latest: list[BaseFile]) -> list[Row]:
+    """The profile's rows whose keys the index places in a file group ``latest`` lacks."""
+    known = {f.file_id for f in latest}
+    return [row for row in profile if row[OLD_FILE_ID] not in (None, *known)]

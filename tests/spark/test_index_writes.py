@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -29,7 +30,7 @@ from tidemark.index.wire import CHANGES_DDL
 from tidemark.jobs.cluster import run_clustering
 from tidemark.jobs.index_writes import stage_changes
 from tidemark.jobs.read import read_dataframe
-from tidemark.jobs.write import write
+from tidemark.jobs.write import tag, write
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.services.index.embedded import start_embedded_index_service
 from tidemark.storage import open_storage
@@ -149,6 +150,41 @@ def test_clustering_moves_keys_to_their_new_file_groups(
     spark: SparkSession, table_uri: str
 ) -> None:
     before = indexed_table(spark, table_uri)
+    _cluster_every_group(spark, table_uri)
+    after = assert_index_agrees(table_uri)
+    assert set(after) == set(before)
+    assert {file_id for _, file_id in after.values()}.isdisjoint(f for _, f in before.values())
+    # every key moved: the run folded its deltas, as large as the bases, before it ended
+    assert RecordIndex.open(open_storage(table_uri)).max_deltas() == 0
+
+
+def test_keys_a_clustering_moved_after_the_writer_listed_the_table_are_written(
+    spark: SparkSession, table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clustering that commits between a writer's listing of the table and its index
+    lookup: the index already places the keys in the new groups, the writer lists again."""
+    indexed_table(spark, table_uri)
+    looked_up = tag.tag_with_index
+
+    def clustering_commits_first(*args: Any) -> Any:
+        _cluster_every_group(spark, table_uri)
+        return looked_up(*args)
+
+    monkeypatch.setattr(tag, "tag_with_index", clustering_commits_first)
+    result = write(spark, rows(spark, (1, "updated", "b", 2)), table_uri, "upsert")
+    monkeypatch.undo()
+    assert (result.rows_updated, result.tagging) == (1, "record")
+    timeline = HoodieTable.open(table_uri).timeline
+    assert [i.action for i in timeline.completed()][-2:] == ["replacecommit", "commit"]
+    located = assert_index_agrees(table_uri)
+    latest = HoodieTable.open(table_uri).view().latest_base_files()
+    assert located["1"][1] in {f.file_id for f in latest}
+    row = read_dataframe(spark, HoodieTable.open(table_uri), where={"id": [1]}).collect()
+    assert [(r["id"], r["name"]) for r in row] == [(1, "updated")]
+
+
+def _cluster_every_group(spark: SparkSession, table_uri: str) -> None:
+    """Plan one clustering group per partition over all its file groups, and run it."""
     table = HoodieTable.open(table_uri)
     groups = tuple(
         ClusteringGroup(
@@ -161,11 +197,6 @@ def test_clustering_moves_keys_to_their_new_file_groups(
         table.timeline.fence = lock
         save_plan(table, plan)
     run_clustering(spark, HoodieTable.open(table_uri))
-    after = assert_index_agrees(table_uri)
-    assert set(after) == set(before)
-    assert {file_id for _, file_id in after.values()}.isdisjoint(f for _, f in before.values())
-    # every key moved: the run folded its deltas, as large as the bases, before it ended
-    assert RecordIndex.open(open_storage(table_uri)).max_deltas() == 0
 
 
 def _staged_by_instant(uri: str, instant: str) -> tuple[list[str], list[str]]:
