@@ -59,7 +59,9 @@ class WriteRequest:
 @dataclass(frozen=True)
 class Prepared:
     """Validated input: ``rows`` are the data columns for bulk_insert (keyed while writing),
-    else keyed, deduplicated and persisted rows."""
+    else keyed and deduplicated rows computed from ``cached``, the input persisted by the
+    validation pass (None for bulk_insert, which reads its input once more instead of
+    holding all of it)."""
 
     config: TableConfig
     table: HoodieTable | None
@@ -69,6 +71,13 @@ class Prepared:
     avro_schema: str
     indexed: bool
     tagging: str
+    cached: DataFrame | None
+
+    def release(self) -> None:
+        """Unpersist what ``prepare`` persisted."""
+        self.rows.unpersist()
+        if self.cached is not None:
+            self.cached.unpersist()
 
 
 def prepare(asked: WriteRequest) -> Prepared:
@@ -107,9 +116,14 @@ def prepare(asked: WriteRequest) -> Prepared:
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
     storage = table.storage if table is not None else open_storage(asked.table_uri)
-    counts = validate_input(
-        data, config, operation, table, storage.max_path_bytes, asked.known_partitions
-    )
+    cached = None if operation == "bulk_insert" else data.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts = validate_input(
+            data, config, operation, table, storage.max_path_bytes, asked.known_partitions
+        )
+    except BaseException:
+        data.unpersist()
+        raise
     deduplicate = counts.has_duplicate_keys and not options.allow_duplicates
     row_count = counts.keys if deduplicate else counts.rows
     if row_count == 0:
@@ -122,12 +136,11 @@ def prepare(asked: WriteRequest) -> Prepared:
             config_of_rows = replace(config, precombine_field=None)
         else:
             rows, config_of_rows = with_keys(data, config), config
-        if deduplicate:
-            rows = dedupe(rows, config_of_rows)
+        if deduplicate:  # the winners persisted: numbered by arrival, chosen once
+            rows = dedupe(rows, config_of_rows).persist(StorageLevel.MEMORY_AND_DISK)
+            run_spark_action(rows.count)
         if operation == "insert_overwrite":
             rows = without_deleted(rows)
-        rows.persist(StorageLevel.MEMORY_AND_DISK)
-        run_spark_action(rows.count)
     if operation == "delete" and table is not None:
         file_schema = latest_file_schema(table) or arrow_schema(
             keyed_schema(data), data.sparkSession
@@ -136,7 +149,9 @@ def prepare(asked: WriteRequest) -> Prepared:
     else:
         file_schema = arrow_schema(keyed_schema(data), data.sparkSession)
         avro_schema = arrow_to_avro_schema(data_schema, config.name)
-    return Prepared(config, table, rows, row_count, file_schema, avro_schema, indexed, tagging)
+    return Prepared(
+        config, table, rows, row_count, file_schema, avro_schema, indexed, tagging, cached
+    )
 
 
 def create_or_join(asked: WriteRequest, prepared: Prepared) -> tuple[HoodieTable, Prepared]:
@@ -156,7 +171,7 @@ def create_or_join(asked: WriteRequest, prepared: Prepared) -> tuple[HoodieTable
         if prepared.indexed:  # --index record on a new table: its index starts with it
             create_empty_index(table.storage, shard_count_for(prepared.row_count))
         return table, prepared
-    prepared.rows.unpersist()
+    prepared.release()
     try:
         joined = prepare(asked)
     except InvalidArgumentError as error:

@@ -86,6 +86,7 @@ def write(
         with clock.stage("prepare"):
             prepared = prepare(asked)
         if prepared.row_count == 0:
+            prepared.release()
             log.info("write.empty_input", table=table_uri, operation=operation)
             return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
         with serving_markers(options.markers, options.marker_service_address) as address:
@@ -120,7 +121,7 @@ def _write(
             )
             result = _write_retrying(spark, table, prepared, operation, job, clock)
     finally:
-        prepared.rows.unpersist()
+        prepared.release()
     if retention is not None and not result.already_committed:
         with clock.stage("clean and archive"):
             result.retention = retain(table, retention, options.lock_wait_s)
