@@ -5,6 +5,7 @@ SparkSession) and the test tiers: marks ``spark``, ``s3`` and ``slow`` set at co
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 from jvm_archive import class_archive
 
+from tidemark.errors import FailedPreconditionError
 from tidemark.storage.s3 import s3_client
 from tidemark.testing.s3local import FaultProxy, LocalS3Server
 
@@ -109,7 +111,13 @@ def spark(s3_server: str, jvm_class_archive: str) -> Iterator[SparkSession]:
     pyspark is imported here, not at the top, so tests without Spark never load it."""
     from tidemark.jobs.session import build_session
 
-    session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
+    try:
+        session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
+    except FailedPreconditionError as error:
+        # Once in the whole suite's runs (2026-11-29) a worker's first JVM exited before
+        # handing its port, cause not found, and every Spark test of that worker errored.
+        print(f"starting the suite's Spark session again: {error}", file=sys.stderr)
+        session = build_session("local[2,4]", app_name="tidemark-tests", shuffle_partitions=4)
     master = session.sparkContext.master
     assert master == "local[2,4]", f"another test left a {master} session (no task retries)"
     yield session
