@@ -12,10 +12,11 @@ follows (Spark's ``noop`` sink, medians of ``--read-repeats`` taking turns).
 
 ``--long``: the merge-on-read table alone takes 200 batches (``--batches``) through a
 stream writer compacting inline every ``--compact-every`` deltacommits
-(``compact_after``), with the default inline clean; reported: the table's storage (every
-data file, base and log, that cleaning kept) against the snapshot's size as Parquet (the
-bulk_insert's base files), the write p50 of the first tenth of the batches against the
-last tenth, and the inline compactions' median.
+(``compact_after``), with the inline clean keeping ``--retain-commits`` commits (Hudi's
+default, 10); reported: the table's storage after each batch (every data file, base and
+log, that cleaning kept; the largest, the median and the last) against the snapshot's
+size as Parquet (the bulk_insert's base files), the write p50 of the first tenth of the
+batches against the last tenth, and the inline compactions' median.
 
 Reported with the ratios and issue 50's targets, and the load average before and after
 (the machine may be shared).
@@ -48,6 +49,7 @@ from benchmarks.write import DEFAULT_TARGET_FILE_BYTES, bulk_insert_generated
 from tidemark.commands.args import positive_int
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.table import HoodieTable
+from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 
 SPREAD = "spread"
 DEFAULT_BATCHES = 20
@@ -88,6 +90,12 @@ def register(bench_subparsers: Any) -> None:
         help="with --long: deltacommits between inline compactions",
     )
     parser.add_argument(
+        "--retain-commits",
+        type=positive_int,
+        default=DEFAULT_RETAIN_COMMITS,
+        help="with --long: commits the inline clean keeps readable (Hudi's default)",
+    )
+    parser.add_argument(
         "--target-file-kb",
         type=positive_int,
         default=DEFAULT_TARGET_FILE_BYTES // 1024,
@@ -125,8 +133,12 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     sized = dataclasses.replace(tidemark.spark.STREAM_OPTIONS, target_file_bytes=target_file_bytes)
     options = dict.fromkeys(kinds, sized)
     if args.long:
-        options[MOR] = dataclasses.replace(sized, compact_after=args.compact_every)
+        options[MOR] = dataclasses.replace(
+            sized, compact_after=args.compact_every, retain_commits=args.retain_commits
+        )
     seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
+    inline: list[Any] = []
+    storage: list[int] = []
     with ExitStack() as stack:
         writers = {
             kind: stack.enter_context(
@@ -142,9 +154,11 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 writers[kind](rows, number)
                 seconds[kind].append(time.perf_counter() - began)
             rows.unpersist()
+            if args.long:  # a writer keeps its last results only
+                inline += writers[MOR].results[-1].compactions
+                storage.append(data_bytes(tables[MOR]))
             if (number + 1) % PROGRESS_EVERY == 0:
                 print(f"batch {number + 1}/{batches}", file=sys.stderr, flush=True)
-        inline = [c for result in writers[MOR].results for c in result.compactions]
     report: dict[str, Any] = {
         "rows": args.rows,
         "batches": batches,
@@ -160,7 +174,8 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     for kind in kinds:
         report[f"{kind}_p50_s"] = round(statistics.median(seconds[kind]), 3)
     if args.long:
-        report |= _long_figures(args.compact_every, seconds[MOR], inline, tables[MOR])
+        report |= _long_figures(args.compact_every, seconds[MOR], inline, storage)
+        report["retain_commits"] = args.retain_commits
     else:
         report |= _compact_every_group(spark, tables[MOR])
     baseline_s, baseline_bytes = _bulk_insert(spark, args.rows, root / BASELINE, target_file_bytes)
@@ -168,8 +183,11 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     report["snapshot_parquet_bytes"] = baseline_bytes
     if "compaction_s" in report:
         report["compaction_over_bulk_insert"] = round(report["compaction_s"] / baseline_s, 2)
-    if "storage_bytes" in report:
-        report["storage_over_snapshot"] = round(report["storage_bytes"] / baseline_bytes, 2)
+    if "storage_max_bytes" in report:
+        report["storage_over_snapshot"] = round(report["storage_max_bytes"] / baseline_bytes, 2)
+        report["storage_median_over_snapshot"] = round(
+            report["storage_median_bytes"] / baseline_bytes, 2
+        )
     reads = read_seconds(spark, tables, args.rows, args.read_repeats)
     for kind in kinds:
         report[f"{kind}_scan_s"] = reads[kind]["scan_s"]
@@ -195,8 +213,11 @@ def _compact_every_group(spark: Any, uri: str) -> dict[str, Any]:
     }
 
 
-def _long_figures(every: int, seconds: list[float], inline: list[Any], uri: str) -> dict[str, Any]:
-    """Storage after the batches, write p50 of the first and last tenth, inline runs."""
+def _long_figures(
+    every: int, seconds: list[float], inline: list[Any], storage: list[int]
+) -> dict[str, Any]:
+    """Storage after each batch (the largest, the median, the last), write p50 of the first
+    and last tenth, inline runs."""
     tenth = max(1, len(seconds) // 10)
     first, last = statistics.median(seconds[:tenth]), statistics.median(seconds[-tenth:])
     return {
@@ -205,7 +226,9 @@ def _long_figures(every: int, seconds: list[float], inline: list[Any], uri: str)
         "compaction_median_s": round(statistics.median(c.seconds for c in inline), 3)
         if inline
         else None,
-        "storage_bytes": data_bytes(uri),
+        "storage_max_bytes": max(storage),
+        "storage_median_bytes": int(statistics.median(storage)),
+        "storage_bytes": storage[-1],
         "p50_first_tenth_s": round(first, 3),
         "p50_last_tenth_s": round(last, 3),
         "p50_last_over_first_tenth": round(last / first, 2),
@@ -235,10 +258,16 @@ def format_report(report: dict[str, Any]) -> str:
     if report["long"]:
         rows += [
             (
-                "storage after the batches (bytes)",
-                f"{report['storage_bytes']:,}",
+                "storage after a batch, largest (bytes)",
+                f"{report['storage_max_bytes']:,}",
                 f"snapshot as Parquet {report['snapshot_parquet_bytes']:,}",
                 report["storage_over_snapshot"],
+            ),
+            (
+                "storage after a batch, median (bytes)",
+                f"{report['storage_median_bytes']:,}",
+                f"snapshot as Parquet {report['snapshot_parquet_bytes']:,}",
+                report["storage_median_over_snapshot"],
             ),
             (
                 "write p50, last vs first tenth",
@@ -274,7 +303,9 @@ def format_report(report: dict[str, Any]) -> str:
     if report["long"]:
         lines.append(
             f"inline compactions: {report['compactions_inline']} "
-            f"(median {report['compaction_median_s']} s)"
+            f"(median {report['compaction_median_s']} s); inline clean keeping "
+            f"{report['retain_commits']} commits; storage after the last batch "
+            f"{report['storage_bytes']:,} bytes"
         )
     lines += [
         f"{name} = {report[name]} (target {goal['target']}: {'met' if goal['met'] else 'NOT met'})"

@@ -4,14 +4,15 @@ from an allocator keeping freed memory: the driver's Python objects (memory bloc
 use, ``sys.getallocatedblocks``) and Arrow buffers (``pyarrow.total_allocated_bytes``),
 the JVM's heap in use after a full collection (its resident memory also grows while the
 heap expands towards its maximum); and the longest command the driver sent to the JVM
-(every string handed to Spark goes through one: a DataFrame option, a job tag, a plan).
+(every string handed to Spark goes through one: a DataFrame option, a job tag, a plan);
+and the seconds of each stage of the batch, to say which one a slower batch spends.
 Reported as the medians of the first and the last tenth of the batches, and their ratio."""
 
 from __future__ import annotations
 
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ SAMPLES = (
     "longest_command_chars",
     "batch_s",
 )
+STAGE_PREFIX = "stage: "
 
 
 def resident_mib(pid: int | str = "self") -> float:
@@ -54,8 +56,17 @@ class Drift:
 
         client.send_command = measured
 
-    def batch_done(self, seconds: float) -> None:
-        """Sample after a batch: memory now, the longest command since the last sample."""
+    def batch_done(self, seconds: float, stages: Mapping[str, float] | None = None) -> None:
+        """Sample after a batch: memory now, the longest command since the last sample, and
+        the batch's ``stages`` (a write's ``stage_seconds``; a stage it did not run counts 0
+        s), which tell which part of a batch's time grows."""
+        stages = stages or {}
+        done = len(self.samples["batch_s"])
+        for stage in stages:
+            self.samples.setdefault(f"{STAGE_PREFIX}{stage}", [0.0] * done)
+        for name, values in self.samples.items():
+            if name.startswith(STAGE_PREFIX):
+                values.append(stages.get(name.removeprefix(STAGE_PREFIX), 0.0))
         self.samples["driver_rss_mib"].append(resident_mib())
         self.samples["python_blocks"].append(sys.getallocatedblocks())
         self.samples["arrow_mib"].append(pa.total_allocated_bytes() / (1024 * 1024))
@@ -74,7 +85,7 @@ class Drift:
 
     def last(self) -> str:
         """The last batch's samples, for a progress line."""
-        return ", ".join(f"{name} {values[-1]:,.2f}" for name, values in self.samples.items())
+        return ", ".join(f"{name} {self.samples[name][-1]:,.2f}" for name in SAMPLES)
 
     def report(self) -> dict[str, Any]:
         """Each sample's first- and last-tenth medians and last/first ratio."""

@@ -217,7 +217,7 @@ def measure_sides(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     )
                     tidemark.spark.write(rows, table, "upsert", options=options)
                 seconds[side].append(time.perf_counter() - began)
-            drift.batch_done(seconds["stream"][-1])
+            drift.batch_done(seconds["stream"][-1], writer.results[-1].stage_seconds)
             if (number + 1) % PROGRESS_EVERY == 0:
                 print(
                     f"batch {number + 1}/{args.batches}: {drift.last()}",

@@ -49,8 +49,11 @@ def test_bench_compaction_long_compacts_inline(
     assert (result["batches"], result["compact_every"]) == (4, 2)
     assert result["compactions_inline"] == 2  # after the 2nd and the 4th batch
     assert result["storage_over_snapshot"] == round(
-        result["storage_bytes"] / result["snapshot_parquet_bytes"], 2
+        result["storage_max_bytes"] / result["snapshot_parquet_bytes"], 2
     )
+    assert result["storage_max_bytes"] >= result["storage_median_bytes"] > 0
+    assert result["storage_max_bytes"] >= result["storage_bytes"] > 0
+    assert result["retain_commits"] == 10
     assert result["p50_last_over_first_tenth"] == round(
         result["p50_last_tenth_s"] / result["p50_first_tenth_s"], 2
     )

@@ -33,6 +33,7 @@ def test_bench_stream_prints_a_table_and_a_json_line(
         < result["drift"]["jvm_heap_mib"]["last_tenth"]
         < result["drift"]["jvm_rss_mib"]["last_tenth"]
     )
+    assert 0 < result["drift"]["stage: write files"]["last_tenth"] < result["stream_p99_s"]
 
 
 @pytest.mark.parametrize("keys", ["recent", "spread"])
