@@ -157,6 +157,25 @@ releases, fuzzing, load and scale runs, benchmarks, replicas and compactions kil
 restarted, CLI runs by the dozen; by file, or by ``file::test`` (relative to tests/)."""
 
 
+LONGEST_FIRST = (
+    "test_packaging.py",
+    "spark/test_stream_mor_compaction.py",
+    "spark/test_cluster_run.py",
+    "test_demo.py",
+    "spark/test_stream_writer.py",
+    "faults/test_fencing.py",
+    "spark/test_concurrency.py",
+)
+"""Files that take the longest (``--durations``, 2026-11-29: 340, 154, 457, 242, 314 s...),
+collected first: ``--dist loadfile`` hands whole files to workers in collection order, and
+one of these met last kept a single worker busy for minutes after the others were done."""
+
+
+def _longest_first(item: pytest.Item) -> int:
+    file = item.path.relative_to(TESTS).as_posix()
+    return LONGEST_FIRST.index(file) if file in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def _tiers(item: pytest.Item) -> set[str]:
     """The tier marks of one test: ``spark`` when it is in a Spark folder or needs the
     session (also through another fixture), ``s3`` when it needs the moto server (Spark tests
@@ -179,8 +198,9 @@ def _slow_names(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with its tiers; a SLOW name that matches no test of a collected file
-    is an error, so a renamed test cannot drop out of the slow tier unnoticed."""
+    """Mark every test with its tiers (a SLOW name that matches no test of a collected file
+    is an error, so a renamed test cannot drop out of the slow tier unnoticed) and put the
+    ``LONGEST_FIRST`` files first, each file's tests in their order."""
     collected: set[str] = set()
     for item in items:
         names = _slow_names(item)
@@ -191,3 +211,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     stale = {name for name in SLOW if name.partition("::")[0] in files} - collected
     if stale:
         raise pytest.UsageError(f"SLOW in tests/conftest.py names no test: {sorted(stale)}")
+    items.sort(key=_longest_first)

@@ -88,3 +88,24 @@ def test_a_run_time_s3_bucket_without_the_s3_mark_fails_naming_the_fix(
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_either?s3? asks for s3_bucket at run time: mark it s3*"])
+
+
+def test_the_longest_files_are_collected_first_and_exist(pytester: pytest.Pytester) -> None:
+    from conftest import LONGEST_FIRST
+
+    assert all((CONFTEST.parent / name).is_file() for name in LONGEST_FIRST)
+    two_tests = "def test_b():\n    pass\n\ndef test_c():\n    pass\n"
+    pytester.makepyfile(
+        **{
+            "a/test_first.py": "def test_a():\n    pass\n",
+            # a suite file's name, in a folder of no package: no module of the suite's
+            "spark/test_stream_mor_compaction.py": two_tests,
+        }
+    )
+    pytester.makeconftest(CONFTEST.read_text())
+    collected = pytester.runpytest("--collect-only", "-q").outlines
+    assert collected[:3] == [
+        "spark/test_stream_mor_compaction.py::test_b",
+        "spark/test_stream_mor_compaction.py::test_c",
+        "a/test_first.py::test_a",
+    ]
