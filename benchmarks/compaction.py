@@ -12,8 +12,9 @@ follows (Spark's ``noop`` sink, medians of ``--read-repeats`` taking turns).
 
 ``--long``: the merge-on-read table alone takes 200 batches (``--batches``) through a
 stream writer compacting inline every ``--compact-every`` deltacommits
-(``compact_after``), with the inline clean keeping ``--retain-commits`` commits (Hudi's
-default, 10); reported: the table's storage after each batch (every data file, base and
+(``compact_after``), each compaction bounded by ``--compaction-target-io-mb`` (Hudi's
+default takes every file group), with the inline clean keeping ``--retain-commits``
+commits (Hudi's default, 10); reported: the table's storage after each batch (every data file, base and
 log, that cleaning kept; the largest, the median and the last) against the snapshot's
 size as Parquet (the bulk_insert's base files), the write p50 of the first tenth of the
 batches against the last tenth, and the inline compactions' median.
@@ -50,6 +51,7 @@ from tidemark.commands.args import positive_int
 from tidemark.jobs.session import DEFAULT_MASTER, build_session
 from tidemark.table import HoodieTable
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
+from tidemark.table.plans.compaction import DEFAULT_TARGET_IO_MB
 
 SPREAD = "spread"
 DEFAULT_BATCHES = 20
@@ -96,6 +98,13 @@ def register(bench_subparsers: Any) -> None:
         help="with --long: commits the inline clean keeps readable (Hudi's default)",
     )
     parser.add_argument(
+        "--compaction-target-io-mb",
+        type=float,
+        default=DEFAULT_TARGET_IO_MB,
+        help="with --long: the IO one inline compaction may reach, largest logs first "
+        "(Hudi's hoodie.compaction.target.io; the default takes the whole table)",
+    )
+    parser.add_argument(
         "--target-file-kb",
         type=positive_int,
         default=DEFAULT_TARGET_FILE_BYTES // 1024,
@@ -134,7 +143,10 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     options = dict.fromkeys(kinds, sized)
     if args.long:
         options[MOR] = dataclasses.replace(
-            sized, compact_after=args.compact_every, retain_commits=args.retain_commits
+            sized,
+            compact_after=args.compact_every,
+            retain_commits=args.retain_commits,
+            compaction_target_io_mb=args.compaction_target_io_mb,
         )
     seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
     inline: list[Any] = []
@@ -176,6 +188,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     if args.long:
         report |= _long_figures(args.compact_every, seconds[MOR], inline, storage)
         report["retain_commits"] = args.retain_commits
+        report["compaction_target_io_mb"] = args.compaction_target_io_mb
     else:
         report |= _compact_every_group(spark, tables[MOR])
     baseline_s, baseline_bytes = _bulk_insert(spark, args.rows, root / BASELINE, target_file_bytes)
@@ -226,6 +239,9 @@ def _long_figures(
         "compact_every": every,
         "compactions_inline": len(inline),
         "compaction_median_s": round(statistics.median(c.seconds for c in inline), 3)
+        if inline
+        else None,
+        "compacted_file_groups_median": statistics.median(c.file_groups for c in inline)
         if inline
         else None,
         "storage_max_bytes": max(storage),
@@ -305,7 +321,9 @@ def format_report(report: dict[str, Any]) -> str:
     if report["long"]:
         lines.append(
             f"inline compactions: {report['compactions_inline']} "
-            f"(median {report['compaction_median_s']} s); inline clean keeping "
+            f"(median {report['compaction_median_s']} s, "
+            f"{report['compacted_file_groups_median']} file groups, at most "
+            f"{report['compaction_target_io_mb']:g} MB of IO each); inline clean keeping "
             f"{report['retain_commits']} commits; storage after the last batch "
             f"{report['storage_bytes']:,} bytes"
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as sf
 
 from tidemark.errors import InvalidArgumentError
@@ -129,20 +129,65 @@ class InputCounts:
         return self.keys < self.rows
 
 
-def validate_input(
+@dataclass(frozen=True)
+class InputChecks:
+    """The validation pass of one input, its aggregation built but not run: ``frame``'s
+    rows are what ``counted`` checks, so the aggregation can ride in another job
+    (``collect_together``: a write tagged by a served record index)."""
+
+    df: DataFrame
+    config: TableConfig
+    table: HoodieTable | None
+    frame: DataFrame
+    ordering: str | None
+    max_path_bytes: int | None
+    known_partitions: Collection[str]
+
+    def counted(self, groups: list[Row]) -> InputCounts:
+        """The input's counts from ``frame``'s rows, after checking its values; raises
+        InvalidArgumentError naming the column and an offending value."""
+        config, fields = self.config, self.config.partition_fields
+        totals = _combine([group.asDict() for group in groups], fields)
+        _raise_key_problems(config, totals)
+        if self.ordering and totals[_ORDERING_NULLS]:
+            raise InvalidArgumentError(
+                f"precombine value is null in {totals[_ORDERING_NULLS]} rows (Hudi refuses a "
+                "null ordering value)",
+                field=self.ordering,
+            )
+        paths: frozenset[str] = frozenset()
+        if fields:
+            if totals[_SPREAD_KEYS]:
+                partitions = self.df.groupBy(*[column(name) for name in fields]).count()
+                groups = run_spark_action(partitions.collect)
+            schema = arrow_schema(self.df.schema, self.df.sparkSession)
+            distinct = pa.Table.from_pylist(
+                [{name: group[name] for name in fields} for group in groups],
+                schema=pa.schema([schema.field(name) for name in fields]),
+            )
+            paths = _check_partitions(
+                config, distinct, self.table, self.max_path_bytes, self.known_partitions
+            )
+        return InputCounts(rows=int(totals[_ROWS]), keys=int(totals[_KEYS]), partitions=paths)
+
+    def run(self) -> InputCounts:
+        """The validation pass as its own Spark job."""
+        return self.counted(run_spark_action(self.frame.collect))
+
+
+def input_checks(
     df: DataFrame,
     config: TableConfig,
     operation: str,
     table: HoodieTable | None,
     max_path_bytes: int | None = None,
     known_partitions: Collection[str] = (),
-) -> InputCounts:
-    """The input's row and distinct key counts, after checking its schema and, in one
-    aggregation, its values; raises InvalidArgumentError naming the column and an offending
-    value. A delete needs only the key columns (``spark_jobs.deletes``). With
-    ``max_path_bytes`` (the storage's), every path the write creates must fit in it.
-    ``known_partitions``: partitions the caller saw exist (a stream's earlier batches),
-    whose nesting is not asked of storage again."""
+) -> InputChecks:
+    """The input's schema checked now, its values by the returned aggregation (one
+    Spark aggregation, not run yet). A delete needs only the key columns
+    (``spark_jobs.deletes``). With ``max_path_bytes`` (the storage's), every path the
+    write creates must fit in it. ``known_partitions``: partitions the caller saw exist (a
+    stream's earlier batches), whose nesting is not asked of storage again."""
     if operation == "delete":
         config = replace(config, partition_fields=(), precombine_field=None)
     check_fields(df, config)
@@ -155,27 +200,21 @@ def validate_input(
     ordering = config.precombine_field if operation in ORDERED_OPERATIONS else None
     if ordering:
         aggregates.append(sf.count_if(sf.col(ordering).isNull()).alias(_ORDERING_NULLS))
-    fields = config.partition_fields
-    paths: frozenset[str] = frozenset()
-    groups = run_spark_action(_per_partition(_per_key(df, config, aggregates), fields).collect)
-    totals = _combine([group.asDict() for group in groups], fields)
-    _raise_key_problems(config, totals)
-    if ordering and totals[_ORDERING_NULLS]:
-        raise InvalidArgumentError(
-            f"precombine value is null in {totals[_ORDERING_NULLS]} rows (Hudi refuses a null "
-            "ordering value)",
-            field=ordering,
-        )
-    if fields:
-        if totals[_SPREAD_KEYS]:
-            partitions = df.groupBy(*[column(name) for name in fields]).count()
-            groups = run_spark_action(partitions.collect)
-        distinct = pa.Table.from_pylist(
-            [{name: group[name] for name in fields} for group in groups],
-            schema=pa.schema([schema.field(name) for name in fields]),
-        )
-        paths = _check_partitions(config, distinct, table, max_path_bytes, known_partitions)
-    return InputCounts(rows=int(totals[_ROWS]), keys=int(totals[_KEYS]), partitions=paths)
+    frame = _per_partition(_per_key(df, config, aggregates), config.partition_fields)
+    return InputChecks(df, config, table, frame, ordering, max_path_bytes, known_partitions)
+
+
+def validate_input(
+    df: DataFrame,
+    config: TableConfig,
+    operation: str,
+    table: HoodieTable | None,
+    max_path_bytes: int | None = None,
+    known_partitions: Collection[str] = (),
+) -> InputCounts:
+    """The input's row and distinct key counts, after checking its schema and, in one
+    aggregation, its values (``input_checks``, run at once)."""
+    return input_checks(df, config, operation, table, max_path_bytes, known_partitions).run()
 
 
 def _check_delete_flag(schema: pa.Schema) -> None:

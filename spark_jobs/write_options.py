@@ -23,6 +23,7 @@ from tidemark.jobs.sizing import DEFAULT_SMALL_FILE_LIMIT_BYTES, DEFAULT_TARGET_
 from tidemark.table.logfiles.data_blocks import DEFAULT_LOG_BLOCK_FORMAT, LOG_BLOCK_FORMATS
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 from tidemark.table.metadata_table.bootstrap import check_new_metadata_table
+from tidemark.table.plans.compaction import DEFAULT_TARGET_IO_MB
 from tidemark.table.properties.config import TABLE_TYPES
 from tidemark.table.properties.support import COPY_ON_WRITE
 from tidemark.table.writes import pending_clustering
@@ -92,6 +93,11 @@ class WriteOptions(JobOptions):
     (``hoodie.compact.inline.max.delta.commits``): after the commit, once this many
     deltacommits completed since the last compaction, a compaction is scheduled and run in
     the same Spark session (``--compact-after``); None: never inline."""
+    compaction_target_io_mb: float = DEFAULT_TARGET_IO_MB
+    """The IO (MB read and written) one inline compaction plan may reach, its file groups
+    taken largest logs first (Hudi's ``hoodie.compaction.target.io``, default 500 GB: the
+    whole table); a smaller bound compacts part of the table each time
+    (``--compaction-target-io-mb``)."""
     shuffle_parallelism: int = 0
     """Partitions of the write's shuffles, as Hudi's ``hoodie.upsert.shuffle.parallelism``;
     0 sizes them to the input (``tidemark.jobs.shuffles``), at most the session's
@@ -120,6 +126,7 @@ class WriteOptions(JobOptions):
             "small_file_limit_bytes", self.small_file_limit_bytes, "no small-file top-up"
         )
         check_compact_after(self.compact_after, self.table_type)
+        require_positive("compaction_target_io_mb", self.compaction_target_io_mb)
         check_new_metadata_table(
             self.hudi_metadata_table, self.table_version, disable=self.disable_hudi_metadata_table
         )
@@ -152,6 +159,7 @@ class WriteOptions(JobOptions):
             auto_clean=not args.no_auto_clean,
             retain_commits=args.retain_commits,
             compact_after=args.compact_after,
+            compaction_target_io_mb=args.compaction_target_io_mb,
         )
 
 

@@ -100,6 +100,7 @@ def begin(
     if tagged is None:
         seen = frozenset(i.timestamp for i in table.timeline.completed(WRITE_ACTIONS))
         context = _new_context(table, prepared, job, action)
+        assert prepared.row_count is not None  # bulk_insert's validation ran in prepare
         expected_bytes = prepared.row_count * average_record_size(_recent_commits(table))
         stats_df = bulk_insert(
             prepared.rows,

@@ -27,6 +27,7 @@ from tidemark.table import HoodieTable
 from tidemark.table.logfiles.data_blocks import DEFAULT_LOG_BLOCK_FORMAT, LOG_BLOCK_FORMATS
 from tidemark.table.maintenance.clean_plan import DEFAULT_RETAIN_COMMITS
 from tidemark.table.metadata_table.bootstrap import add_hudi_metadata_table_argument
+from tidemark.table.plans.compaction import DEFAULT_TARGET_IO_MB
 from tidemark.table.properties.config import add_table_type_argument
 from tidemark.table.records.schema import avro_to_arrow_schema
 from tidemark.table.timeline.versions import add_table_version_argument
@@ -117,6 +118,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="merge-on-read tables: after the commit, once N deltacommits completed since "
         "the last compaction, schedule a compaction and run it in the same Spark session "
         "(Hudi's inline compaction, hoodie.compact.inline.max.delta.commits); default: never",
+    )
+    parser.add_argument(
+        "--compaction-target-io-mb",
+        type=float,
+        default=DEFAULT_TARGET_IO_MB,
+        metavar="MB",
+        help="with --compact-after: the IO (MB read and written) one inline compaction may "
+        "reach, file groups with the largest logs first (Hudi's hoodie.compaction.target.io; "
+        f"default {DEFAULT_TARGET_IO_MB:.0f}, the whole table)",
     )
     parser.add_argument(
         "--retain-commits",

@@ -21,17 +21,19 @@ def compact_inline(
 ) -> tuple[list[CompactionResult], str | None]:
     """In Hudi's order (``runAnyPendingCompactions``, then ``inlineCompaction``): the
     pending compactions no other runner holds, then a plan scheduled once
-    ``options.compact_after`` deltacommits completed since the last compaction, run at
-    once. Returns the runs and the failure, if any. The write committed ``instant``
-    before, so a failure does not fail it (Hudi's
-    ``hoodie.fail.writes.on.inline.table.service.exception`` would): it is logged and
-    returned, and the failed run is back to its plan for the next run."""
+    ``options.compact_after`` deltacommits completed since the last compaction (at most
+    ``options.compaction_target_io_mb`` of IO), run at once. Returns the runs and the
+    failure, if any. The write committed ``instant`` before, so a failure does not fail it
+    (Hudi's ``hoodie.fail.writes.on.inline.table.service.exception`` would): it is logged
+    and returned, and the failed run is back to its plan for the next run."""
     assert options.compact_after is not None
     results: list[CompactionResult] = []
     try:
         results += run_compaction(spark, table, None, options)
         planned = schedule_compaction(
-            table, ScheduleOptions(options.compact_after), lock_wait_s=options.lock_wait_s
+            table,
+            ScheduleOptions(options.compact_after, options.compaction_target_io_mb),
+            lock_wait_s=options.lock_wait_s,
         )
         if planned is not None:
             results += run_compaction(spark, table, planned.timestamp, options)

@@ -26,7 +26,7 @@ from tidemark.jobs.keying import (
     keyed_schema,
     with_keys,
 )
-from tidemark.jobs.validation import check_layout, validate_input
+from tidemark.jobs.validation import InputChecks, InputCounts, check_layout, input_checks
 from tidemark.jobs.write_options import WriteOptions, check_compact_after
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
@@ -56,25 +56,53 @@ class WriteRequest:
     known_partitions: frozenset[str] = frozenset()
 
 
+TAGGED_WITH_VALIDATION = frozenset({"upsert", "delete", "insert"})
+"""Operations whose validation pass rides in the record-index tagging's job when the
+index service is already serving (an address given: a stream writer's, or deployed)."""
+
+
 @dataclass(frozen=True)
 class Prepared:
     """Validated input: ``rows`` are the data columns for bulk_insert (keyed while writing),
-    else keyed and deduplicated rows computed from ``cached``, the input persisted by the
-    validation pass (None for bulk_insert, which reads its input once more instead of
-    holding all of it)."""
+    else keyed (and, with duplicate keys, deduplicated) rows computed from ``cached``, the
+    input persisted by the validation pass (None for bulk_insert, which reads its input
+    once more instead of holding all of it). ``checks``: the validation pass left to the
+    tagging's job (``row_count`` None until ``counted``)."""
 
     config: TableConfig
     table: HoodieTable | None
     rows: DataFrame
-    row_count: int
+    row_count: int | None
     file_schema: pa.Schema
     avro_schema: str
     indexed: bool
     tagging: str
     cached: DataFrame | None
+    checks: InputChecks | None
+    operation: str
+    allow_duplicates: bool
+
+    def counted(self, counts: InputCounts) -> Prepared:
+        """The input with its validation pass's counts: rows with duplicate keys reduced
+        to one per key (``keying.dedupe``) unless ``allow_duplicates``; the winners of a
+        keyed input persisted, numbered by arrival and chosen once."""
+        deduplicate = counts.has_duplicate_keys and not self.allow_duplicates
+        row_count = counts.keys if deduplicate else counts.rows
+        rows = self.rows
+        if deduplicate and row_count:
+            config = self.config
+            if self.operation == "delete":
+                config = replace(config, precombine_field=None)
+            rows = dedupe(rows, config)
+            if self.operation != "bulk_insert":
+                rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+                run_spark_action(rows.count)
+        if self.operation in ("bulk_insert", "insert_overwrite"):
+            rows = without_deleted(rows)
+        return replace(self, rows=rows, row_count=row_count, checks=None)
 
     def release(self) -> None:
-        """Unpersist what ``prepare`` persisted."""
+        """Unpersist what ``prepare`` and ``counted`` persisted."""
         self.rows.unpersist()
         if self.cached is not None:
             self.cached.unpersist()
@@ -82,9 +110,10 @@ class Prepared:
 
 def prepare(asked: WriteRequest) -> Prepared:
     """Validate everything that can be validated without the lock; nothing is written.
-    Rows with duplicate keys are reduced to one per key (``keying.dedupe``) unless
-    ``allow_duplicates``; a batch without duplicates is not shuffled. An empty input
-    (``row_count`` 0) is returned as given, nothing persisted."""
+    Rows with duplicate keys are reduced to one per key unless ``allow_duplicates``; a
+    batch without duplicates is not shuffled. An empty input (``row_count`` 0) is returned
+    as given, nothing persisted. On a table the record index tags, with the index service
+    at an address, the validation pass is left to the tagging's job (``checks``)."""
     options, operation = asked.options, asked.operation
     data = data_columns(asked.df)
     check_column_names(arrow_schema(data.schema, data.sparkSession))
@@ -116,31 +145,15 @@ def prepare(asked: WriteRequest) -> Prepared:
         )
     data_schema = arrow_schema(data.schema, data.sparkSession)
     storage = table.storage if table is not None else open_storage(asked.table_uri)
-    cached = None if operation == "bulk_insert" else data.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        counts = validate_input(
-            data, config, operation, table, storage.max_path_bytes, asked.known_partitions
-        )
-    except BaseException:
-        data.unpersist()
-        raise
-    deduplicate = counts.has_duplicate_keys and not options.allow_duplicates
-    row_count = counts.keys if deduplicate else counts.rows
-    if row_count == 0:
+    checks = input_checks(
+        data, config, operation, table, storage.max_path_bytes, asked.known_partitions
+    )
+    if operation == "bulk_insert":
         rows = data
-    elif operation == "bulk_insert":
-        rows = without_deleted(dedupe(data, config) if deduplicate else data)
+    elif operation == "delete":
+        rows = delete_keys(data, config)
     else:
-        if operation == "delete":
-            rows = delete_keys(data, config)
-            config_of_rows = replace(config, precombine_field=None)
-        else:
-            rows, config_of_rows = with_keys(data, config), config
-        if deduplicate:  # the winners persisted: numbered by arrival, chosen once
-            rows = dedupe(rows, config_of_rows).persist(StorageLevel.MEMORY_AND_DISK)
-            run_spark_action(rows.count)
-        if operation == "insert_overwrite":
-            rows = without_deleted(rows)
+        rows = with_keys(data, config)
     if operation == "delete" and table is not None:
         file_schema = latest_file_schema(table) or arrow_schema(
             keyed_schema(data), data.sparkSession
@@ -149,9 +162,30 @@ def prepare(asked: WriteRequest) -> Prepared:
     else:
         file_schema = arrow_schema(keyed_schema(data), data.sparkSession)
         avro_schema = arrow_to_avro_schema(data_schema, config.name)
-    return Prepared(
-        config, table, rows, row_count, file_schema, avro_schema, indexed, tagging, cached
+    # persisted before any job runs: the validation pass fills the cache the rows read
+    cached = None if operation == "bulk_insert" else data.persist(StorageLevel.MEMORY_AND_DISK)
+    prepared = Prepared(
+        config,
+        table,
+        rows,
+        None,
+        file_schema,
+        avro_schema,
+        indexed,
+        tagging,
+        cached,
+        checks,
+        operation,
+        options.allow_duplicates,
     )
+    served = tagging == "record" and options.index_service_address is not None
+    if table is not None and served and operation in TAGGED_WITH_VALIDATION:
+        return prepared
+    try:
+        return prepared.counted(checks.run())
+    except BaseException:
+        data.unpersist()
+        raise
 
 
 def create_or_join(asked: WriteRequest, prepared: Prepared) -> tuple[HoodieTable, Prepared]:
@@ -169,6 +203,7 @@ def create_or_join(asked: WriteRequest, prepared: Prepared) -> tuple[HoodieTable
         if wanted:
             table.config = create_metadata_table(table.storage, table.config)
         if prepared.indexed:  # --index record on a new table: its index starts with it
+            assert prepared.row_count is not None  # validated in prepare: no table to tag
             create_empty_index(table.storage, shard_count_for(prepared.row_count))
         return table, prepared
     prepared.release()

@@ -33,7 +33,7 @@ from tidemark.jobs.write.result import (
     check_operation,
 )
 from tidemark.jobs.write.retention import retain, retention_of
-from tidemark.jobs.write.tag import release, tag_keys
+from tidemark.jobs.write.tag import Tagged, release, tag_keys
 from tidemark.jobs.write_options import DEFAULT_OPTIONS, WriteOptions
 from tidemark.storage.uri import canonical_uri
 from tidemark.table import HoodieTable
@@ -87,8 +87,7 @@ def write(
             prepared = prepare(asked)
         if prepared.row_count == 0:
             prepared.release()
-            log.info("write.empty_input", table=table_uri, operation=operation)
-            return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
+            return _empty_input(table_uri, operation)
         with serving_markers(options.markers, options.marker_service_address) as address:
             served = replace(asked, options=options.with_marker_service(address))
             return _write(spark, served, prepared, clock, memo)
@@ -119,7 +118,14 @@ def _write(
                 memo,
                 options.locking(cancel),
             )
-            result = _write_retrying(spark, table, prepared, operation, job, clock)
+            tagged = None
+            if prepared.checks is not None:
+                with clock.stage("index lookup and sizing"):
+                    tagged, prepared = _tagged_and_counted(spark, table, prepared, job)
+                if prepared.row_count == 0:
+                    release(tagged)
+                    return _empty_input(table.uri, operation)
+            result = _write_retrying(spark, table, prepared, operation, job, clock, tagged)
     finally:
         prepared.release()
     if retention is not None and not result.already_committed:
@@ -133,6 +139,26 @@ def _write(
     return result
 
 
+def _empty_input(table_uri: str, operation: str) -> WriteResult:
+    log.info("write.empty_input", table=table_uri, operation=operation)
+    return WriteResult("", operation, 0, 0, 0, 0, 0, empty_input=True)
+
+
+def _tagged_and_counted(
+    spark: SparkSession, table: HoodieTable, prepared: Prepared, job: WriteJob
+) -> tuple[Tagged | None, Prepared]:
+    """The first tagging, the input's validation pass in its job (``prepare`` left it
+    there). Duplicate keys: the tagging is dropped, the rows deduplicated are tagged by
+    ``_write_retrying``."""
+    tagged = tag_keys(spark, table, prepared.rows, prepared.operation, job, prepared.checks)
+    assert tagged.counts is not None
+    counted = prepared.counted(tagged.counts)
+    if tagged.counts.has_duplicate_keys or counted.row_count == 0:
+        release(tagged)
+        return None, counted
+    return tagged, counted
+
+
 def _write_retrying(
     spark: SparkSession,
     table: HoodieTable,
@@ -140,16 +166,17 @@ def _write_retrying(
     operation: str,
     job: WriteJob,
     clock: StageClock,
+    tagged: Tagged | None,
 ) -> WriteResult:
-    """Tag without the table lock, begin under it, write without it, commit under it. A
-    write rolled back for a conflict at its commit, or one whose file groups a running
-    clustering plan holds (``replan``: it waits for the run to end), is tagged and begun
-    again against the table as it now is, until ``lock_wait_s`` has passed."""
+    """Tag without the table lock (unless ``tagged`` already), begin under it, write
+    without it, commit under it. A write rolled back for a conflict at its commit, or one
+    whose file groups a running clustering plan holds (``replan``: it waits for the run to
+    end), is tagged and begun again against the table as it now is, until ``lock_wait_s``
+    has passed."""
     ends = time.monotonic() + job.locking.wait_s
     abandoned: set[str] = set()
     while True:
-        tagged = None
-        if operation != "bulk_insert":
+        if tagged is None and operation != "bulk_insert":
             with clock.stage("index lookup and sizing"):
                 tagged = tag_keys(spark, table, prepared.rows, operation, job)
         try:
@@ -163,6 +190,7 @@ def _write_retrying(
                 )
         except pending_clustering.PlanRunningError as waiting:
             release(tagged)
+            tagged = None
             if not _await_plan(table, waiting, ends):
                 abandoned.add(waiting.instant)
             continue
@@ -172,6 +200,7 @@ def _write_retrying(
         if isinstance(begun, WriteResult):
             release(tagged)
             return begun
+        tagged = None
         try:
             return finish(spark, table, prepared, operation, job, begun, clock)
         except RolledBackError as rolled_back:

@@ -1,6 +1,8 @@
 """The write's keys tagged with their file groups, without the table lock (``tag_keys``):
 the record index or a join with the latest base files says where each key is, and the
-tagged batch is profiled into the file groups it touches and its inserts per partition."""
+tagged batch is profiled into the file groups it touches and its inserts per partition.
+Given the input's validation pass (``InputChecks``), the profile and the pass are
+collected by one Spark job."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from dataclasses import dataclass
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from tidemark.errors import FailedPreconditionError
+from tidemark.errors import FailedPreconditionError, TidemarkError
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_writes import tag_with_index
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
+from tidemark.jobs.together import collect_together
+from tidemark.jobs.validation import InputChecks, InputCounts
 from tidemark.jobs.write.job import WriteJob
 from tidemark.table import HoodieTable
 from tidemark.table.files.view import BaseFile, FileSystemView
@@ -26,22 +30,29 @@ class Tagged:
     are the writes completed when it was tagged (a write completed later may conflict),
     ``touched`` the latest base files of the groups its keys are in, ``inserts`` the new
     rows per partition, ``latest`` the base files of the partitions it goes to or comes
-    from."""
+    from, ``counts`` the input's counts when its validation pass came along."""
 
     rows: DataFrame
     seen: frozenset[str]
     latest: list[BaseFile]
     touched: list[BaseFile]
     inserts: dict[str, int]
+    counts: InputCounts | None = None
 
 
 def tag_keys(
-    spark: SparkSession, table: HoodieTable, keyed: DataFrame, operation: str, job: WriteJob
+    spark: SparkSession,
+    table: HoodieTable,
+    keyed: DataFrame,
+    operation: str,
+    job: WriteJob,
+    checks: InputChecks | None = None,
 ) -> Tagged:
     """Tag keys with their file groups (upsert, delete; insert too with a record index),
     as of the latest completed write, and count what goes where; runs without the table
     lock. Tagged by the record index, only the partitions the batch goes to or comes from
-    are listed: the file view costs what the batch touches, not the table."""
+    are listed: the file view costs what the batch touches, not the table. ``checks``:
+    the input's validation pass, run in the profile's job (``Tagged.counts``)."""
     seen, view = _listed(table)
     looked_up = ("upsert", "delete", "insert") if job.index else ("upsert", "delete")
     latest: list[BaseFile] | None = None
@@ -59,7 +70,7 @@ def tag_keys(
         )
     tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _profiled(table, tagged, seen, view, latest, operation)
+        return _profiled(table, tagged, seen, view, latest, operation, checks)
     except BaseException:
         tagged.unpersist()
         raise
@@ -85,12 +96,13 @@ def _profiled(
     view: FileSystemView,
     latest: list[BaseFile] | None,
     operation: str,
+    checks: InputChecks | None,
 ) -> Tagged:
     """``tag_keys`` once keys are tagged: the file groups the write touches and its inserts
     per partition. ``latest``: the table's latest base files when tagging listed them
     already, else the partitions the batch's rows go to and come from are listed here."""
-    profile = run_spark_action(
-        tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count().collect
+    profile, counts = _collected(
+        tagged.groupBy(PARTITION_PATH, OLD_PARTITION, OLD_FILE_ID).count(), checks
     )
     if latest is None:  # a delete's rows carry no partition path: only where keys are
         partitions = {row[PARTITION_PATH] for row in profile if operation != "delete"}
@@ -127,7 +139,23 @@ def _profiled(
         if operation != "delete" and (old_file is None or moved):
             partition = row[PARTITION_PATH]
             inserts[partition] = inserts.get(partition, 0) + row["count"]
-    return Tagged(tagged, seen, latest, touched, inserts)
+    return Tagged(tagged, seen, latest, touched, inserts, counts)
+
+
+def _collected(
+    profile: DataFrame, checks: InputChecks | None
+) -> tuple[list[Row], InputCounts | None]:
+    """The profile's rows and, with ``checks``, the input's counts, from one job. Keying
+    refuses a null key before the validation pass can name it: on a domain error the pass
+    runs alone, raising what it finds."""
+    if checks is None:
+        return run_spark_action(profile.collect), None
+    try:
+        rows, groups = collect_together(profile, checks.frame)
+    except TidemarkError:
+        checks.run()
+        raise
+    return rows, checks.counted(groups)
 
 
 def _unknown_groups(profile: list[Row], latest: list[BaseFile]) -> list[Row]:

@@ -44,6 +44,7 @@ def test_bench_compaction_long_compacts_inline(
     spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["compaction", *TINY, "--long", "--batches", "4", "--compact-every", "2"]
+    argv += ["--compaction-target-io-mb", "0.001"]  # one file group each
     report, result = run_bench(spark, capsys, *argv)
     assert "--long, compacting every 2" in report[0]
     assert (result["batches"], result["compact_every"]) == (4, 2)
@@ -54,6 +55,7 @@ def test_bench_compaction_long_compacts_inline(
     assert result["storage_max_bytes"] >= result["storage_median_bytes"] > 0
     assert result["storage_max_bytes"] >= result["storage_bytes"] > 0
     assert result["retain_commits"] == 10
+    assert (result["compaction_target_io_mb"], result["compacted_file_groups_median"]) == (0.001, 1)
     assert result["p50_last_over_first_tenth"] == round(
         result["p50_last_tenth_s"] / result["p50_first_tenth_s"], 2
     )

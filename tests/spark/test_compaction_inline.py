@@ -8,6 +8,7 @@ refused naming the field; a stream writer compacts the same way."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from tidemark.table.timeline.instant import State
 Model = dict[str, tuple]
 
 
-def _rows(batch: int, keys: range) -> list[tuple]:
+def _rows(batch: int, keys: Iterable[int]) -> list[tuple]:
     return [(f"k{i:03}", f"b{batch}", float(i), batch, "eu" if i % 2 else "us") for i in keys]
 
 
@@ -82,6 +83,27 @@ def test_the_write_that_reaches_n_deltacommits_compacts_them(
     )
     assert [c.instant for c in result.compactions] == _compaction_commits(uri)[1:]
     assert _slices_with_logs(uri) == 0
+    _assert_read(spark, uri, model)
+
+
+def test_a_bounded_inline_compaction_takes_the_largest_logs_first(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``compaction_target_io_mb`` (Hudi's ``hoodie.compaction.target.io``) bounds each
+    inline plan: with room for one operation, the group with the larger logs is compacted
+    and the other keeps its logs for the next plan."""
+    uri = str(tmp_path / "t")
+    options = mor_options(8, compact_after=2, compaction_target_io_mb=1e-6)
+    model: Model = {}
+    for batch, keys in ((1, range(30)), (2, [*range(1, 30, 2), 0])):  # eu: 15 keys, us: 1
+        rows = _rows(batch, keys)
+        result = tidemark.spark.write(mor_frame(spark, rows), uri, "upsert", options=options)
+        model.update({row[0]: row for row in rows})
+
+    [compacted] = result.compactions
+    assert compacted.file_groups == 1
+    [left] = [s for s in HoodieTable.open(uri).view().latest_file_slices() if s.logs]
+    assert left.partition_path == "us"
     _assert_read(spark, uri, model)
 
 
