@@ -14,10 +14,10 @@ follows (Spark's ``noop`` sink, medians of ``--read-repeats`` taking turns).
 stream writer compacting inline every ``--compact-every`` deltacommits
 (``compact_after``), each compaction bounded by ``--compaction-target-io-mb`` (Hudi's
 default takes every file group), with the inline clean keeping ``--retain-commits``
-commits (Hudi's default, 10); reported: the table's storage after each batch (every data file, base and
-log, that cleaning kept; the largest, the median and the last) against the snapshot's
-size as Parquet (the bulk_insert's base files), the write p50 of the first tenth of the
-batches against the last tenth, and the inline compactions' median.
+commits (Hudi's default, 10); reported: the table's storage after each batch (every data
+file, base and log, that cleaning kept; the largest, the median and the last) against the
+snapshot's size as Parquet (the bulk_insert's base files), the write p50 of the first
+tenth of the batches against the last tenth, and the inline compactions' median.
 
 Reported with the ratios and issue 50's targets, and the load average before and after
 (the machine may be shared).

@@ -204,19 +204,6 @@ def input_checks(
     return InputChecks(df, config, table, frame, ordering, max_path_bytes, known_partitions)
 
 
-def validate_input(
-    df: DataFrame,
-    config: TableConfig,
-    operation: str,
-    table: HoodieTable | None,
-    max_path_bytes: int | None = None,
-    known_partitions: Collection[str] = (),
-) -> InputCounts:
-    """The input's row and distinct key counts, after checking its schema and, in one
-    aggregation, its values (``input_checks``, run at once)."""
-    return input_checks(df, config, operation, table, max_path_bytes, known_partitions).run()
-
-
 def _check_delete_flag(schema: pa.Schema) -> None:
     if IS_DELETED in schema.names and not pa.types.is_boolean(schema.field(IS_DELETED).type):
         raise InvalidArgumentError(

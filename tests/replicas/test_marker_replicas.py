@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -207,13 +208,18 @@ def test_a_replica_restarted_at_its_address_waits_out_its_former_lease(
     """A StatefulSet pod comes back with its name: the lease of its killed process names
     the very address the client asked, so the client waits the lease out instead of
     following the answer to itself, then the restarted process takes the dir over. (The
-    client's retries outlast gRPC's reconnect backoff, about a second, after the kill.)"""
+    client's retries outlast gRPC's reconnect backoff, about a second, after the kill.) The
+    lease outlives the restart on a loaded machine too: it is four times as long as a
+    replica took to start just before, at least 5 s."""
     table = as_table(local_root)
+    began = time.monotonic()
+    start_replica("marker", env=SERVE_ENV).process.kill()
+    lease_s = max(5.0, 4 * (time.monotonic() - began))
     port = free_port()
     args = ["--port", str(port)]
-    env = {**SERVE_ENV, "TIDEMARK_MARKER_LEASE_S": "5"}  # outlives the restart
+    env = {**SERVE_ENV, "TIDEMARK_MARKER_LEASE_S": f"{lease_s:.1f}"}
     first = start_replica("marker", env=env, args=args)
-    patient = ClientConfig(timeout_s=10.0, initial_backoff_s=0.5, max_backoff_s=2.0)
+    patient = ClientConfig(timeout_s=2 * lease_s, initial_backoff_s=0.5, max_backoff_s=2.0)
     writer = ServiceMarkerWriter(MarkerSpec("service", table, INSTANT, first.address), patient)
     assert writer.create("p=1", "a.parquet", IOType.CREATE)
     first.process.kill()

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from spark.clikit import Cli, Row, refused_in_one_line, table_state
 from spark.sparkkit import hudi_rs_table, local_frame
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.validation import InputCounts, validate_input
+from tidemark.jobs.validation import InputCounts, input_checks
 from tidemark.table.properties.config import TableConfig
 from tidemark.table.records.keys import RECORD_KEY
 
@@ -130,12 +130,12 @@ def test_validation_counts_distinct_keys_across_partitions(spark: SparkSession) 
     )
     schema = "id int, p string, ts long"
     unique = local_frame(spark, [(1, "a", 1), (2, "a", 1), (3, "b", 1)], schema)
-    assert validate_input(unique, config, "upsert", None) == InputCounts(3, 3, frozenset("ab"))
+    assert input_checks(unique, config, "upsert", None).run() == InputCounts(3, 3, frozenset("ab"))
     spread = local_frame(spark, [(1, "a", 1), (1, "b", 2), (2, "b", 1)], schema)
-    assert validate_input(spread, config, "upsert", None) == InputCounts(3, 2, frozenset("ab"))
+    assert input_checks(spread, config, "upsert", None).run() == InputCounts(3, 2, frozenset("ab"))
     bad = local_frame(spark, [(1, "a", 1), (1, "a/", 0)], schema)
     with pytest.raises(InvalidArgumentError) as refused:
-        validate_input(bad, config, "upsert", None)
+        input_checks(bad, config, "upsert", None).run()
     assert refused.value.field == "p"
 
 
