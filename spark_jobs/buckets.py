@@ -26,6 +26,7 @@ from tidemark import faults
 from tidemark.jobs.base_file import BaseFileWriter
 from tidemark.jobs.context import WriteContext
 from tidemark.jobs.log_file import SliceAppend, append_to_slices
+from tidemark.jobs.shuffles import SHUFFLE_PARTITIONS
 from tidemark.jobs.sizing import Bucket, WritePlan
 from tidemark.jobs.stats import STAT_DDL, stats_batch
 from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION
@@ -153,7 +154,11 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
     Each task gets whole buckets, one after the other (shuffled and sorted by bucket). A
     base file is written as soon as its bucket's rows are all there; log files are
     appended a batch at a time (``LOG_BUFFER_BYTES``, or the task's end), so that one
-    marker call covers the batch's log files."""
+    marker call covers the batch's log files. The tasks are the write's shuffle
+    partitions, at most one a bucket, a number adaptive execution keeps: it coalesces a
+    shuffle by its bytes, which put a small batch's 40 file groups in one task on one
+    core, where a task's cost is its files (a base file rewritten, a log block and its
+    marker), not the rows shuffled to it."""
 
     def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = current_task()
@@ -178,7 +183,9 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
         if appends:
             yield _appended(storage, task, context, appends)
 
-    ordered = routed.repartition(BUCKET).sortWithinPartitions(BUCKET)
+    shuffle_partitions = int(routed.sparkSession.conf.get(SHUFFLE_PARTITIONS) or 1)
+    tasks = max(1, min(shuffle_partitions, len(plan.buckets)))
+    ordered = routed.repartition(tasks, BUCKET).sortWithinPartitions(BUCKET)
     return ordered.mapInArrow(write_task, STAT_DDL)
 
 
