@@ -1,6 +1,8 @@
 """A small write's shuffles are sized to its input, not to the session's
 ``spark.sql.shuffle.partitions``, which is set back afterwards; ``shuffle_parallelism``
-fixes them (Hudi's ``hoodie.upsert.shuffle.parallelism``)."""
+fixes them (Hudi's ``hoodie.upsert.shuffle.parallelism``). The files are written by as many
+tasks, at most one a file group, though adaptive execution would coalesce so small a
+shuffle into one task."""
 
 from __future__ import annotations
 
@@ -52,6 +54,8 @@ def test_a_small_upserts_shuffles_are_sized_to_its_input(
     cores = spark.sparkContext.defaultParallelism
     sized = upsert_stages(spark, table_uri, 0, 0)
     assert sized and max(sized) <= cores  # no stage of 200 tasks
+    ran = [tasks for tasks in sized if tasks]  # skipped stages have none
+    assert ran[-1] == min(cores, 3)  # the write's: the three days' files side by side
     assert spark.conf.get(SHUFFLE_PARTITIONS) == "200"  # the session's setting is back
     fixed = upsert_stages(spark, table_uri, 300, 24)
     assert max(fixed) == 24
