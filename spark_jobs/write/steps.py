@@ -1,5 +1,6 @@
 """The write, step by step (``write``): prepare the input (``prepare``), then tag its keys
-(``tag``), begin under the table lock (``begin``), write the files and commit
+(``tag``; through a served record index, the input's validation pass in the same Spark
+job), begin under the table lock (``begin``), write the files and commit
 (``files``, ``commit``), again after a conflict or a running clustering plan; then clean
 and archive (``retention``) and, on a merge-on-read table with ``compact_after``, compact
 (``compaction``), Hudi's order."""
