@@ -155,10 +155,11 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
     base file is written as soon as its bucket's rows are all there; log files are
     appended a batch at a time (``LOG_BUFFER_BYTES``, or the task's end), so that one
     marker call covers the batch's log files. The tasks are the write's shuffle
-    partitions, at most one a bucket, a number adaptive execution keeps: it coalesces a
-    shuffle by its bytes, which put a small batch's 40 file groups in one task on one
-    core, where a task's cost is its files (a base file rewritten, a log block and its
-    marker), not the rows shuffled to it."""
+    partitions, at most one a bucket that writes a base file, a number adaptive execution
+    keeps: it coalesces a shuffle by its bytes, which put a small batch's 40 rewritten file
+    groups in one task on one core, where such a task's cost is the base files it
+    rewrites, not the rows shuffled to it. Log appends cost their few rows: one task
+    appends them all, with one marker call."""
 
     def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = current_task()
@@ -184,7 +185,9 @@ def write_buckets(routed: DataFrame, plan: WritePlan, context: WriteContext) -> 
             yield _appended(storage, task, context, appends)
 
     shuffle_partitions = int(routed.sparkSession.conf.get(SHUFFLE_PARTITIONS) or 1)
-    tasks = max(1, min(shuffle_partitions, len(plan.buckets)))
+    appends = context.config.merge_on_read
+    base_files = sum(1 for b in plan.buckets if not (appends and b.base is not None))
+    tasks = max(1, min(shuffle_partitions, base_files))
     ordered = routed.repartition(tasks, BUCKET).sortWithinPartitions(BUCKET)
     return ordered.mapInArrow(write_task, STAT_DDL)
 

@@ -64,6 +64,26 @@ def test_a_small_upserts_shuffles_are_sized_to_its_input(
     assert snapshot.count() == 210  # 200, 10 updated, 10 new
 
 
+def test_a_small_merge_on_read_upsert_appends_its_logs_in_one_task(
+    users_session: SparkSession, table_uri: str
+) -> None:
+    """Log appends cost their few rows: one task appends the three days' logs (one
+    marker call), where copy-on-write rewrites the three files side by side (above)."""
+    spark = users_session
+    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
+    options = WriteOptions(
+        record_key_fields=["id"],
+        partition_fields=["day"],
+        precombine_field="ts",
+        table_type="MERGE_ON_READ",
+    )
+    tidemark.spark.write(
+        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
+    )
+    ran = [tasks for tasks in upsert_stages(spark, table_uri, 0, 0) if tasks]
+    assert ran[-1] == 1
+
+
 def test_overlapping_writes_put_the_sessions_setting_back_once_the_last_ends(
     users_session: SparkSession,
 ) -> None:
