@@ -26,6 +26,7 @@ from tidemark.jobs.keying import (
     keyed_schema,
     with_keys,
 )
+from tidemark.jobs.shuffles import estimated_bytes
 from tidemark.jobs.validation import InputChecks, InputCounts, check_layout, input_checks
 from tidemark.jobs.write_options import WriteOptions, check_compact_after
 from tidemark.storage import open_storage
@@ -100,6 +101,12 @@ class Prepared:
         if self.operation in ("bulk_insert", "insert_overwrite"):
             rows = without_deleted(rows)
         return replace(self, rows=rows, row_count=row_count, checks=None)
+
+    def input_bytes(self) -> int | None:
+        """The input's size as Spark measured it caching it (None before it was read, and
+        for bulk_insert, which caches nothing). A new projection of the cached frame sees
+        the cache: the frame's own plan may have been optimized before it was cached."""
+        return None if self.cached is None else estimated_bytes(self.cached.select("*"))
 
     def release(self) -> None:
         """Unpersist what ``prepare`` and ``counted`` persisted."""

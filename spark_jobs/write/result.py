@@ -73,9 +73,12 @@ class TableMemo:
     """What a writer that writes one table again and again (a streaming query) keeps from
     one write to the next: the partitions its commits wrote, which exist from then on (a
     partition folder is never removed), so a batch's partition checks do not ask storage
-    about them again."""
+    about them again; and the size of the last input it read (Spark's own measure of the
+    cached input), which sizes the next one's tasks when Spark cannot (``coalesced_input``:
+    a micro-batch of Kafka or ``rate`` has no size until it is read)."""
 
     partitions: set[str] = field(default_factory=set)
+    input_bytes: int | None = None
 
 
 def result_of(

@@ -18,7 +18,7 @@ from tidemark.clients.index import IndexClient
 from tidemark.errors import InvalidArgumentError, with_note
 from tidemark.jobs.job_options import serving_index, serving_markers
 from tidemark.jobs.session import cancellable_jobs, check_executors_import
-from tidemark.jobs.shuffles import sized_shuffles
+from tidemark.jobs.shuffles import coalesced_input, sized_shuffles
 from tidemark.jobs.stages import StageClock, StageListener
 from tidemark.jobs.write.begin import begin
 from tidemark.jobs.write.commit import RolledBackError
@@ -82,6 +82,7 @@ def write(
         IndexClient(options.index_service_address, table_uri).check_reachable()
     memo = memo or TableMemo()
     clock = StageClock(listener)
+    df = coalesced_input(df, options.shuffle_parallelism, memo.input_bytes)
     asked = WriteRequest(df, table_uri, operation, options, frozenset(memo.partitions))
     with sized_shuffles(df, options.shuffle_parallelism):
         with clock.stage("prepare"):
@@ -127,6 +128,7 @@ def _write(
                     release(tagged)
                     return _empty_input(table.uri, operation)
             result = _write_retrying(spark, table, prepared, operation, job, clock, tagged)
+        memo.input_bytes = prepared.input_bytes()
     finally:
         prepared.release()
     if retention is not None and not result.already_committed:

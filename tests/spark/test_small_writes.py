@@ -2,7 +2,7 @@
 ``spark.sql.shuffle.partitions``, which is set back afterwards; ``shuffle_parallelism``
 fixes them (Hudi's ``hoodie.upsert.shuffle.parallelism``). The files are written by as many
 tasks, at most one a file group, though adaptive execution would coalesce so small a
-shuffle into one task."""
+shuffle into one task. An input Spark sizes small is read by one task a few megabytes."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as sf
 
 import tidemark.spark
 from benchmarks.small_writes import stage_tasks
 from spark.sparkkit import local_frame
 from tidemark.errors import InvalidArgumentError
-from tidemark.jobs.shuffles import SHUFFLE_PARTITIONS, sized_shuffles
+from tidemark.jobs.shuffles import SHUFFLE_PARTITIONS, coalesced_input, sized_shuffles
 from tidemark.spark import WriteOptions
 
 SCHEMA = "id long, user string, day string, ts long"
@@ -82,6 +83,65 @@ def test_a_small_merge_on_read_upsert_appends_its_logs_in_one_task(
     )
     ran = [tasks for tasks in upsert_stages(spark, table_uri, 0, 0) if tasks]
     assert ran[-1] == 1
+
+
+def test_a_small_input_spark_sizes_is_keyed_and_looked_up_by_one_task(
+    users_session: SparkSession, table_uri: str
+) -> None:
+    """Each task of the write's first stages starts its Python runners (keying, the index
+    lookup) before its first row: 20 rows in four partitions, which Spark sizes, are read
+    by one task; ``shuffle_parallelism`` keeps the input's partitions, as does an input
+    Spark cannot size (``local_frame``: Python rows)."""
+    spark = users_session
+    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
+    options = WriteOptions(
+        record_key_fields=["id"], partition_fields=["day"], precombine_field="ts"
+    )
+    tidemark.spark.write(
+        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
+    )
+    sized = spark.range(0, 20, numPartitions=4).select(
+        "id",
+        sf.lit("u").alias("user"),
+        sf.concat(sf.lit("2026-11-0"), (sf.col("id") % 3 + 1).cast("string")).alias("day"),
+        sf.lit(500).cast("long").alias("ts"),
+    )
+    assert coalesced_input(sized).rdd.getNumPartitions() == 1
+    assert coalesced_input(sized, 24).rdd.getNumPartitions() == 4
+    unsized = local_frame(spark, [(k, "u", "2026-11-01", 1) for k in range(8)], SCHEMA)
+    assert coalesced_input(unsized.repartition(4)).rdd.getNumPartitions() == 4
+    jobs_before = set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+    tidemark.spark.write(sized, table_uri, "upsert")
+    assert stage_tasks(spark, jobs_before)[0] == 1
+    snapshot = tidemark.spark.read(spark, table_uri, reader="scan")
+    assert snapshot.where("ts = 500").count() == 20
+
+
+def test_a_stream_sizes_a_batch_spark_cannot_by_the_batch_before(
+    users_session: SparkSession, table_uri: str
+) -> None:
+    """A micro-batch of Kafka or ``rate`` has no size until it is read: the stream writer
+    reads each batch in as many tasks as the batch before it needed (one, for 20 rows)."""
+    spark = users_session
+    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
+    options = WriteOptions(
+        record_key_fields=["id"], partition_fields=["day"], precombine_field="ts"
+    )
+    tidemark.spark.write(
+        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
+    )
+    first_stages = []
+    with tidemark.spark.stream_writer(table_uri, query_id="sized") as writer:
+        for batch_id in range(2):
+            batch = [(k, "u", "2026-11-01", 600 + batch_id) for k in range(20)]
+            frame = local_frame(spark, batch, SCHEMA)
+            assert frame.rdd.getNumPartitions() == 4
+            jobs_before = set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+            writer(frame, batch_id)
+            first_stages.append(stage_tasks(spark, jobs_before)[0])
+    assert first_stages == [4, 1]
+    snapshot = tidemark.spark.read(spark, table_uri, reader="scan")
+    assert snapshot.where("ts = 601").count() == 20
 
 
 def test_overlapping_writes_put_the_sessions_setting_back_once_the_last_ends(
