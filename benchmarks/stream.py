@@ -32,8 +32,10 @@ the Tidemark tables through a stream writer each, the Delta table through delta-
 ``merge``. Reported per side: batch latency p50 and p90; per Tidemark table, the bytes a
 batch's commit wrote (its write stats' ``totalWriteBytes``) beside the batch's own size
 as one snappy Parquet file; after the batches (nothing compacted), a full snapshot scan
-of every column (Spark's ``noop`` sink) and a lookup of ``LOOKUP_KEYS`` keys, each the
-median of ``--read-repeats`` taking turns; ratios to copy-on-write and to Tidemark MOR.
+of every column (Spark's ``noop`` sink), the median of ``--read-repeats`` taking turns, and
+a lookup of ``LOOKUP_KEYS`` keys, ``LOOKUPS_PER_SCAN`` after each scan (a lookup takes a
+few tenths of a second, whose median of three swung 2x from run to run); ratios to
+copy-on-write and to Tidemark MOR.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ DELTA = "delta"
 DEFAULTS = {False: {"keys": "recent", "batches": 100}, True: {"keys": "spread", "batches": 20}}
 """``--keys`` and ``--batches`` when not given, without and with ``--table-type``."""
 LOOKUP_KEYS = 100
+LOOKUPS_PER_SCAN = 5
 TARGETS: dict[str, tuple[str, float]] = {
     f"{MOR}_p50_s": ("<=", 1.5),
     "cow_over_mor_p50": (">=", 4.0),
@@ -338,6 +341,7 @@ def measure_table_types(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         ),
         "lookup_keys": LOOKUP_KEYS,
         "read_repeats": args.read_repeats,
+        "lookups": args.read_repeats * LOOKUPS_PER_SCAN,
     }
     for side in sides:
         runs = sorted(seconds[side])
@@ -409,8 +413,9 @@ def read_seconds(
     spark: SparkSession, tables: dict[str, str], rows: int, repeats: int
 ) -> dict[str, dict[str, float | int]]:
     """Per table: the median seconds of a full snapshot scan of every column (into Spark's
-    ``noop`` sink) and of a lookup of ``LOOKUP_KEYS`` keys spread over the table (read
-    whole, ``toArrow``), ``repeats`` times, the tables taking turns, after one untimed scan
+    ``noop`` sink), ``repeats`` times, and of a lookup of ``LOOKUP_KEYS`` keys spread over
+    the table (read whole, ``toArrow``), ``LOOKUPS_PER_SCAN`` times after each scan, the
+    tables taking turns, after one untimed scan
     of each (the JVM's warm-up, class loading and JIT, would otherwise fall on whichever
     table goes first); and the rows the lookup found."""
     keys = list(range(0, rows, max(1, rows // LOOKUP_KEYS)))[:LOOKUP_KEYS]
@@ -424,9 +429,10 @@ def read_seconds(
             began = time.perf_counter()
             tidemark.spark.read(spark, uri).write.format("noop").mode("overwrite").save()
             scans[kind].append(time.perf_counter() - began)
-            began = time.perf_counter()
-            found[kind] = tidemark.spark.lookup(spark, uri, keys).toArrow().num_rows
-            lookups[kind].append(time.perf_counter() - began)
+            for _ in range(LOOKUPS_PER_SCAN):
+                began = time.perf_counter()
+                found[kind] = tidemark.spark.lookup(spark, uri, keys).toArrow().num_rows
+                lookups[kind].append(time.perf_counter() - began)
     return {
         kind: {
             "scan_s": round(statistics.median(scans[kind]), 3),
@@ -505,7 +511,8 @@ def table_type_rows(result: dict[str, Any]) -> list[ReadmeRow]:
         ),
         (
             f"same, after the {result['batches']} batches (not compacted): full scan; "
-            f"{result['lookup_keys']}-key lookup (medians of {result['read_repeats']})",
+            f"{result['lookup_keys']}-key lookup (medians of {result['read_repeats']} and "
+            f"{result['lookups']})",
             f"{result[mor + 'scan_s']:.2f} s; {result[mor + 'lookup_s']:.3f} s",
             f"copy-on-write {result[cow + 'scan_s']:.2f} s; {result[cow + 'lookup_s']:.3f} s",
             f"{result['mor_over_cow_scan']:.2f}x; {result['mor_over_cow_lookup']:.2f}x its time",

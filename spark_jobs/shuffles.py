@@ -39,14 +39,16 @@ def shuffle_partitions(df: DataFrame, configured: int, parallelism: int = 0) -> 
 
 
 def coalesced_input(df: DataFrame, parallelism: int = 0, expected: int | None = None) -> DataFrame:
-    """``df`` in at most one partition per ``INPUT_TASK_BYTES`` of its estimated size (no
-    shuffle: neighbouring partitions merged, never split), or of ``expected`` bytes (a
-    stream's last batch) when Spark cannot size it; as it is when neither is known or
+    """``df`` in one partition per ``INPUT_TASK_BYTES`` of its estimated size (no shuffle:
+    neighbouring partitions merged), or of ``expected`` bytes (a stream's last batch) when
+    Spark cannot size it, when that is fewer tasks than the cluster's default parallelism
+    (one a core); as it is when neither is known, when it fills every core, or when
     ``parallelism`` (the write's ``shuffle_parallelism``) is given."""
     size = None if parallelism else estimated_bytes(df) or expected
     if size is None:
         return df
-    return df.coalesce(max(1, math.ceil(size / INPUT_TASK_BYTES)))
+    tasks = max(1, math.ceil(size / INPUT_TASK_BYTES))
+    return df.coalesce(tasks) if tasks < df.sparkSession.sparkContext.defaultParallelism else df
 
 
 def estimated_bytes(df: DataFrame) -> int | None:

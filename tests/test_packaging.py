@@ -48,28 +48,24 @@ import tidemark.spark
 from tidemark.cli import main
 from tidemark.jobs.session import build_session
 
-events, table, how = sys.argv[1:]
-if how == "write":
-    write = ["write", "--table", table, "--input", events, "--op", "bulk_insert", "--key", "id"]
-    assert main([*write, "--master", "local[1]"]) == 0
+events, table = sys.argv[1:]
+write = ["write", "--table", table, "--input", events, "--op", "bulk_insert", "--key", "id"]
+assert main([*write, "--master", "local[1]"]) == 0
 spark = build_session("local[1]")  # the write's
 tidemark.spark.register(spark)
-if how == "write":
-    frame = tidemark.spark.read(spark, table)
-else:
-    frame = spark.read.format("tidemark").load(table)
-frame = frame.select("id", unix_micros("at").alias("at"))
-found = sorted([row.id, row.at] for row in frame.collect())
+for frame in (tidemark.spark.read(spark, table), spark.read.format("tidemark").load(table)):
+    frame = frame.select("id", unix_micros("at").alias("at"))
+    print(json.dumps(sorted([row.id, row.at] for row in frame.collect())))
 spark.stop()
-print(json.dumps(found))
 atexit._run_exitfuncs()  # and no interpreter teardown, as tidemark.cli.run ends
 sys.stdout.flush()
 os._exit(0)
 """
-"""Run in the virtualenv: ``write``: ``tidemark write`` of ``events`` into a new table, in
-the process that then reads it back with ``tidemark.spark.read`` (one JVM, not two);
-``datasource``: a read through the data source. Ids and timestamps in microseconds since
-the epoch, so no time zone comes between."""
+"""Run in the virtualenv: ``tidemark write`` of ``events`` into a new table, then, in the
+same process (one JVM), the table read back with ``tidemark.spark.read`` and through the
+data source (the driver's first data source lookup, which starts PySpark's planner
+worker). Ids and timestamps in microseconds since the epoch, so no time zone comes
+between."""
 
 
 def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -240,14 +236,12 @@ def test_the_spark_extra_writes_and_reads_timestamps_at_both_ends_of_the_bounds(
     )
     table = tmp_path / "table"
     micros = [["a", _micros(TIMES[0])], ["b", _micros(TIMES[1])]]
-    for how in ("write", "datasource"):
-        job = _run(
-            bin_dir / "python", "-c", WRITE_AND_READ, events, table, how, cwd=tmp_path, timeout=600
-        )
-        assert job.returncode == 0, job.stderr[-4000:]
-        assert "pandas >= 3" not in job.stderr, job.stderr
-        assert "Traceback" not in _tracebacks_of_ours(job.stderr), job.stderr
-        assert json.loads(job.stdout.splitlines()[-1]) == micros, how
+    job = _run(bin_dir / "python", "-c", WRITE_AND_READ, events, table, cwd=tmp_path, timeout=600)
+    assert job.returncode == 0, job.stderr[-4000:]
+    assert "pandas >= 3" not in job.stderr, job.stderr
+    assert "Traceback" not in _tracebacks_of_ours(job.stderr), job.stderr
+    read, through_the_source = (json.loads(line) for line in job.stdout.splitlines()[-2:])
+    assert read == through_the_source == micros
     rows = hudi_rs_table(str(table))
     assert rows is not None
     assert rows.sort_by("id").select(["id", "at"]).to_pylist() == [

@@ -82,7 +82,8 @@ def write(
         IndexClient(options.index_service_address, table_uri).check_reachable()
     memo = memo or TableMemo()
     clock = StageClock(listener)
-    df = coalesced_input(df, options.shuffle_parallelism, memo.input_bytes)
+    if operation != "bulk_insert":  # its files are written by the input's partitions
+        df = coalesced_input(df, options.shuffle_parallelism, memo.input_bytes)
     asked = WriteRequest(df, table_uri, operation, options, frozenset(memo.partitions))
     with sized_shuffles(df, options.shuffle_parallelism):
         with clock.stage("prepare"):

@@ -70,6 +70,7 @@ def test_bench_stream_table_types_measures_mor_beside_cow_and_delta_rs(
         assert result[f"{kind}_lookup_rows"] == result["lookup_keys"] == 100
         assert result[f"{kind}_scan_s"] > 0
         assert result[f"{kind}_tagging"] == "record"  # each table has the record index
+    assert result["lookups"] == 5  # lookups a scan: their median steadier than of one
     # copy-on-write rewrites every file group a batch touches; MOR appends the batch's rows
     assert result[f"{COW}_bytes_per_batch_median"] > result[f"{MOR}_bytes_per_batch_median"]
     assert result[f"{MOR}_stage_median_s"]

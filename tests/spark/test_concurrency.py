@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
@@ -30,7 +31,6 @@ from faults.faultkit import (
     SCHEMA,
     StageHook,
     Writer,
-    error_line,
     model_rows,
     wait_for,
     write_input,
@@ -56,7 +56,7 @@ from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import new_file_id
 from tidemark.table.leases.plan_run import RUNS_DIR, run_lock
-from tidemark.table.leases.storage_lease import DEFAULT_LOCK_LEASE_S, FIRST_POLL_S, StorageLease
+from tidemark.table.leases.storage_lease import FIRST_POLL_S, StorageLease
 from tidemark.table.leases.table_lock import changing
 from tidemark.table.leases.write_lease import WRITES_DIR
 from tidemark.table.metadata.actions import COMMIT
@@ -317,15 +317,27 @@ def test_a_plan_being_run_cannot_be_run_twice_or_cancelled(
     assert list(open_storage(table).list(f"{RUNS_DIR}/")) == []
 
 
-def test_two_writers_started_together_both_commit(table: str, tmp_path: Path) -> None:
-    first = write_input(tmp_path / "a.parquet", range(500, 520), "a")
-    second = write_input(tmp_path / "b.parquet", range(520, 540), "b")
-    # both write their files at once on a busy machine: nothing here waits for a lease to
-    # run out, so the writers keep the default lease, not the faults' short one
-    lease = ("--lock-lease-s", str(DEFAULT_LOCK_LEASE_S))
-    writers = [Writer.start(table, path, "insert", *lease) for path in (first, second)]
-    outcomes = [writer.finish() for writer in writers]
-    assert [code for code, _, _ in outcomes] == [0, 0], [error_line(e) for _, _, e in outcomes]
+def test_two_writers_started_together_both_commit(
+    spark: SparkSession, table: str, tmp_path: Path
+) -> None:
+    """Two inserts released together from two threads of this process (neither is paused
+    nor killed, so no process boundary is needed): each holds its own lease on the table
+    lock, told apart by its token, and waits its turn; both commit."""
+    inputs = {"a": range(500, 520), "b": range(520, 540)}
+    frames = {
+        name: spark.read.parquet(str(write_input(tmp_path / f"{name}.parquet", ids, name)))
+        for name, ids in inputs.items()
+    }
+    together = threading.Barrier(len(frames))
+    options = WriteOptions(markers="direct")
+
+    def insert(name: str) -> WriteResult:
+        together.wait()
+        return write(spark, frames[name], table, "insert", options)
+
+    with ThreadPoolExecutor(len(frames)) as pool:
+        results = list(pool.map(insert, frames))
+    assert len({result.instant for result in results}) == 2
     model = model_rows(range(400), "v1") | model_rows(range(500, 520), "a")
     assert_exact(table, model | model_rows(range(520, 540), "b"))
     assert HoodieTable.open(table).timeline.pending() == []
