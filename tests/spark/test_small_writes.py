@@ -33,6 +33,20 @@ def users_session(spark: SparkSession) -> Iterator[SparkSession]:
         spark.conf.set(SHUFFLE_PARTITIONS, str(before))
 
 
+def create_table(spark: SparkSession, table_uri: str, table_type: str = "COPY_ON_WRITE") -> None:
+    """200 rows over three days, bulk inserted."""
+    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
+    options = WriteOptions(
+        record_key_fields=["id"],
+        partition_fields=["day"],
+        precombine_field="ts",
+        table_type=table_type,
+    )
+    tidemark.spark.write(
+        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
+    )
+
+
 def upsert_stages(spark: SparkSession, table: str, first_id: int, parallelism: int) -> list[int]:
     rows = [(first_id + k, "u", f"2026-11-0{1 + k % 3}", 100) for k in range(10)]
     jobs_before = set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
@@ -45,13 +59,7 @@ def test_a_small_upserts_shuffles_are_sized_to_its_input(
     users_session: SparkSession, table_uri: str
 ) -> None:
     spark = users_session
-    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
-    options = WriteOptions(
-        record_key_fields=["id"], partition_fields=["day"], precombine_field="ts"
-    )
-    tidemark.spark.write(
-        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
-    )
+    create_table(spark, table_uri)
     cores = spark.sparkContext.defaultParallelism
     sized = upsert_stages(spark, table_uri, 0, 0)
     assert sized and max(sized) <= cores  # no stage of 200 tasks
@@ -71,16 +79,7 @@ def test_a_small_merge_on_read_upsert_appends_its_logs_in_one_task(
     """Log appends cost their few rows: one task appends the three days' logs (one
     marker call), where copy-on-write rewrites the three files side by side (above)."""
     spark = users_session
-    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
-    options = WriteOptions(
-        record_key_fields=["id"],
-        partition_fields=["day"],
-        precombine_field="ts",
-        table_type="MERGE_ON_READ",
-    )
-    tidemark.spark.write(
-        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
-    )
+    create_table(spark, table_uri, "MERGE_ON_READ")
     ran = [tasks for tasks in upsert_stages(spark, table_uri, 0, 0) if tasks]
     assert ran[-1] == 1
 
@@ -93,13 +92,7 @@ def test_a_small_input_spark_sizes_is_keyed_and_looked_up_by_one_task(
     by one task; ``shuffle_parallelism`` keeps the input's partitions, as does an input
     Spark cannot size (``local_frame``: Python rows)."""
     spark = users_session
-    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
-    options = WriteOptions(
-        record_key_fields=["id"], partition_fields=["day"], precombine_field="ts"
-    )
-    tidemark.spark.write(
-        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
-    )
+    create_table(spark, table_uri)
     sized = spark.range(0, 20, numPartitions=4).select(
         "id",
         sf.lit("u").alias("user"),
@@ -123,13 +116,7 @@ def test_a_stream_sizes_a_batch_spark_cannot_by_the_batch_before(
     """A micro-batch of Kafka or ``rate`` has no size until it is read: the stream writer
     reads each batch in as many tasks as the batch before it needed (one, for 20 rows)."""
     spark = users_session
-    rows = [(i, f"user-{i % 7}", f"2026-11-0{1 + i % 3}", i) for i in range(200)]
-    options = WriteOptions(
-        record_key_fields=["id"], partition_fields=["day"], precombine_field="ts"
-    )
-    tidemark.spark.write(
-        local_frame(spark, rows, SCHEMA), table_uri, "bulk_insert", options=options
-    )
+    create_table(spark, table_uri)
     first_stages = []
     with tidemark.spark.stream_writer(table_uri, query_id="sized") as writer:
         for batch_id in range(2):
