@@ -82,10 +82,11 @@ def write(
         IndexClient(options.index_service_address, table_uri).check_reachable()
     memo = memo or TableMemo()
     clock = StageClock(listener)
-    if operation != "bulk_insert":  # its files are written by the input's partitions
-        df = coalesced_input(df, options.shuffle_parallelism, memo.input_bytes)
-    asked = WriteRequest(df, table_uri, operation, options, frozenset(memo.partitions))
-    with sized_shuffles(df, options.shuffle_parallelism):
+    read = df  # bulk_insert's files are written by the input's partitions
+    if operation != "bulk_insert":
+        read = coalesced_input(df, options.shuffle_parallelism, memo.input_bytes)
+    asked = WriteRequest(read, table_uri, operation, options, frozenset(memo.partitions))
+    with sized_shuffles(df, options.shuffle_parallelism):  # df's plan sized once, above
         with clock.stage("prepare"):
             prepared = prepare(asked)
         if prepared.row_count == 0:
