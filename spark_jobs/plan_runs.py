@@ -97,9 +97,10 @@ def merged_slice_rows(
 ) -> pa.Table:
     """A merge-on-read slice's rows as a snapshot reads them (its base file merged with
     the blocks of ``deltacommits``, requested -> completion time), conformed to the file
-    schema with the file name left null for the writer: what a plan's run rewrites."""
+    schema with the file name left null for the writer: what a plan's run rewrites, ordered
+    by record key as a bulk insert's files are."""
     schema = pa.schema([field for field in context.file_schema if field.name != FILE_NAME])
-    rows = read_slice(storage, piece, deltacommits, context.config, schema)
+    rows = read_slice(storage, piece, deltacommits, context.config, schema, by_key=True)
     return conform(rows, context.file_schema)
 
 

@@ -209,6 +209,16 @@ def test_v6_parquet_blocks_hold_the_upsert(mor_tables: Path, name: str, key: str
     ]
 
 
+def test_a_parquet_block_is_decoded_for_a_lookup_only_if_it_holds_one_of_its_keys(
+    mor_tables: Path,
+) -> None:
+    """A lookup decodes a Parquet block's key column first (Hudi's block here)."""
+    [(_, found)] = blocks_by_type(mor_tables / "v6_nonpartitioned")
+    assert data_block_table(found, {"2", "3"}).num_rows == 0
+    assert data_block_table(found, {"2", "3"}).schema == data_block_table(found).schema
+    assert data_block_table(found, {"3", "1"}).column("name").to_pylist() == ["Alice"]
+
+
 def test_v6_rollback_command_block_targets_the_rolled_back_append(mor_tables: Path) -> None:
     """INSERT (id 1 upserted), rollback_to_instant, INSERT (id 2): three log versions."""
     table = mor_tables / "v6_nonpartitioned_rollback"

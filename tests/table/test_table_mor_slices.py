@@ -126,17 +126,26 @@ def test_an_update_after_a_delete_brings_the_key_back() -> None:
     assert _merged([gone, back], "ts") == {"a": "a2", "b": "b0", "c": "c0"}
 
 
+def test_a_lookup_keeps_the_order_of_a_delete_and_updates_past_blocks_without_its_key() -> None:
+    gone = delete_block("20240101000000001", [DeleteRecord("a", "", DELETE_REGARDLESS)])
+    other = _upsert("20240101000000002", _rows_of(["b"], [6], ["b1"]))
+    back = _upsert("20240101000000003", _rows_of(["a"], [7], ["a2"]))
+    assert merge_slice(BASE, [gone, other, back], "ts", keys={"a"})["v"].to_pylist() == ["a2"]
+    assert merge_slice(BASE, [back, other, gone], "ts", keys={"a"}).num_rows == 0
+
+
 def test_a_merge_for_some_keys_keeps_only_their_merged_rows() -> None:
     late = _upsert("20240101000000001", _rows_of(["a", "b", "d"], [6, 4, 1], ["a1", "b1", "d1"]))
     gone = delete_block("20240101000000002", [DeleteRecord("c", "", DELETE_REGARDLESS)])
-    rows = merge_slice(BASE, [late, gone], "ts", keys={"a", "b", "c", "e"})
+    rows = merge_slice(BASE, [late, gone], "ts", keys={"a", "b", "c", "e"}, by_key=True)
     assert rows[RECORD_KEY].to_pylist() == ["a", "b"]
     assert rows["v"].to_pylist() == ["a1", "b0"]
 
 
 def test_a_key_the_base_file_holds_twice_is_merged_to_one_row() -> None:
     base = _rows_of(["b", "a", "b", "c"], [5, 5, 7, 5], ["b0", "a0", "b1", "c0"])
-    assert merge_slice(base, [], "ts")["v"].to_pylist() == ["a0", "b1", "c0"]
+    assert merge_slice(base, [], "ts", by_key=True)["v"].to_pylist() == ["a0", "b1", "c0"]
+    assert merge_slice(base, [], "ts")["v"].to_pylist() == ["a0", "c0", "b1"]
     later = _upsert("20240101000000001", _rows_of(["c"], [6], ["c1"]))
     assert merge_slice(base, [later], None)["v"].to_pylist() == ["a0", "b1", "c1"]
 

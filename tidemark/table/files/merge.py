@@ -45,21 +45,24 @@ def read_slice(
     config: TableConfig,
     schema: pa.Schema,
     keys: Collection[str] | None = None,
+    *,
+    by_key: bool = False,
 ) -> pa.Table:
     """A file slice's rows as a snapshot reads them: its base file (``schema``'s columns;
     none for a slice of logs only) merged with the blocks of its log files that
     deltacommits in ``completed`` wrote. With ``keys`` (record keys), only their rows (all
-    rows on a table of virtual keys, whose record key column is not written)."""
+    rows on a table of virtual keys, whose record key column is not written). ``by_key``:
+    ordered by record key (``merge_slice``)."""
     if not config.populate_meta_fields:
         keys = None
     base_rows = _base_rows(storage, file_slice, schema, _key_array(keys))
     if not file_slice.logs:
-        return base_rows
+        return _ordered(base_rows) if by_key else base_rows
     blocks = committed_blocks(
         (read_log_file(storage, log.path) for log in file_slice.logs), completed
     )
     ordering = config.precombine_field if config.orders_by_event_time else None
-    return merge_slice(base_rows, blocks, ordering, keys)
+    return merge_slice(base_rows, blocks, ordering, keys, by_key=by_key)
 
 
 def _base_rows(
@@ -80,10 +83,15 @@ def merge_slice(
     blocks: Sequence[LogBlock],
     ordering_field: str | None,
     keys: Collection[str] | None = None,
+    *,
+    by_key: bool = False,
 ) -> pa.Table:
     """``base_rows`` (the slice's base file, meta columns included; empty for a slice of
     logs only) merged with ``blocks`` (``slices.committed_blocks``), in ``base_rows``'s
-    schema, ordered by record key. With ``keys`` (record keys), only their rows."""
+    schema: the base rows no block names in their order, then the winners of the keys the
+    blocks name; with ``by_key``, ordered by record key instead (a rewritten base file's
+    key statistics then bound its row groups, as a bulk insert's do; a scan pays no sort).
+    With ``keys`` (record keys), only their rows."""
     schema = base_rows.schema
     wanted = _key_array(keys)
     versions: list[pa.Table] = [_of_keys(base_rows, wanted)]
@@ -99,8 +107,10 @@ def merge_slice(
             versions.append(schema.empty_table())
         else:
             records = data_block_table(block, keys)
-            versions.append(_of_keys(conform(records, schema), wanted))
-    return _latest(versions, deletes, ordering_field)
+            if records.num_rows:  # a lookup's keys are in few blocks
+                versions.append(_of_keys(conform(records, schema), wanted))
+    merged = _latest(versions, deletes, ordering_field)
+    return _ordered(merged) if by_key else merged
 
 
 def _key_array(keys: Collection[str] | None) -> pa.Array | None:
@@ -119,16 +129,23 @@ def _latest(
 ) -> pa.Table:
     """The winning row of each key over ``versions`` (position = index in the list): the
     base rows of keys no other version names, and no other base row, pass through whole;
-    the versions of the other keys are compared one by one (``_winners``)."""
+    the versions of the other keys are compared one by one (``_winners``) and follow."""
     base = versions[0]
     contested = _contested_keys(versions, deletes)
+    if len(contested) == 0:
+        return base
     named = pc.is_in(base.column(RECORD_KEY), value_set=contested)
     untouched = base.filter(pc.invert(named))
     candidates = [base.filter(named), *(_of_keys(rows, contested) for rows in versions[1:])]
-    merged = pa.concat_tables([untouched, _winners(candidates, deletes, ordering_field)])
-    if merged.num_rows == 0:
-        return base.schema.empty_table()
-    return merged.take(pc.sort_indices(merged, [(RECORD_KEY, "ascending")]))
+    return pa.concat_tables([untouched, _winners(candidates, deletes, ordering_field)])
+
+
+def _ordered(rows: pa.Table) -> pa.Table:
+    """``rows`` ordered by record key, in one chunk."""
+    if rows.num_rows == 0:
+        return rows.schema.empty_table()
+    rows = rows.combine_chunks()  # a take across chunks costs several times one chunk's
+    return rows.take(pc.sort_indices(rows, [(RECORD_KEY, "ascending")]))
 
 
 def _contested_keys(versions: list[pa.Table], deletes: list[tuple[int, str, Any]]) -> pa.Array:
@@ -166,11 +183,13 @@ def _winners(
             continue
         if ordering is None or not _older(ordering, held[2], ordering_field):
             del winners[key]
+    taken: dict[int, list[int]] = {}
+    for position, row, _ in winners.values():
+        taken.setdefault(position, []).append(row)
     pieces = [versions[0].schema.empty_table()]
     for position, rows in enumerate(versions):
-        taken = sorted(row for held_at, row, _ in winners.values() if held_at == position)
-        if taken:
-            pieces.append(rows.take(pa.array(taken, pa.int64())))
+        if position in taken:
+            pieces.append(rows.take(pa.array(sorted(taken[position]), pa.int64())))
     return pa.concat_tables(pieces)
 
 
