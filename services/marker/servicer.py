@@ -9,7 +9,6 @@ waiting writer, no thread), storage work runs in threads so the loop never block
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,7 +45,6 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
         self.config = config
         self._table_uri = TableResolver(config)
         """Every create names its table, and resolving a table is a storage call."""
-        self._instant = functools.lru_cache(maxsize=1024)(requests.instant_time)
 
     async def CreateMarker(  # noqa: N802 (gRPC method name)
         self, request: pb.CreateMarkerRequest, context: Context
@@ -101,7 +99,7 @@ class MarkerServicer(pb_grpc.MarkerServiceServicer):
     def _marker_dir(self, request: DirRequest, role: Role | None = None) -> tuple[str, str]:
         """The (canonical table URI, instant) a request names, validated; ``role``
         raises the one the method needs."""
-        return self._table_uri(request.table.base_path, role=role), self._instant(
+        return self._table_uri(request.table.base_path, role=role), requests.instant_time(
             request.instant_time
         )
 

@@ -142,7 +142,13 @@ def parse_layout2_file_name(name: str) -> Instant | None:
     return Instant(timestamp, action, states[suffix], completed, layout=2)
 
 
-@functools.lru_cache(maxsize=4096)
+INSTANT_TIMES_KEPT = 256
+"""Instant times ``validate_instant_time`` keeps checked: the few a service or writer is
+working on. A stream adds about five a batch (its instant, the clean's, the services'
+checks), so a cache of 4,096 kept growing for 800 batches (issue 47's driver memory)."""
+
+
+@functools.lru_cache(maxsize=INSTANT_TIMES_KEPT)
 def validate_instant_time(value: str, field: str = "instant") -> str:
     """Return ``value`` if it is a valid 17-digit instant time, else InvalidArgumentError.
     Cached: services check the same few instants on every call (errors are not cached)."""
