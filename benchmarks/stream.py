@@ -46,6 +46,7 @@ import os
 import statistics
 import sys
 import time
+from array import array
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -197,9 +198,8 @@ def measure_sides(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     tidemark.spark.index_build(spark, table)
     setup_s = time.perf_counter() - started
     sides = SIDES if args.sides == "both" else SIDES[:1]
-    seconds: dict[str, list[float]] = {side: [] for side in sides}
-    stages: list[dict[str, float]] = []
-    files_written: list[int] = []
+    seconds: dict[str, array[float]] = {side: array("d") for side in sides}
+    files_written = array("q")  # arrays, as the drift's samples: no objects a batch
     drift = Drift(spark)
     files_at_start = len(plan_snapshot(HoodieTable.open(table)).files)
     sized = dataclasses.replace(
@@ -227,7 +227,6 @@ def measure_sides(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     file=sys.stderr,
                     flush=True,
                 )
-            stages.append(writer.results[-1].stage_seconds)
             files_written.append(writer.results[-1].files_written)
             rows.unpersist()
     report: dict[str, Any] = {
@@ -243,10 +242,7 @@ def measure_sides(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "setup_s": round(setup_s, 1),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "stream_stage_median_s": {
-            stage: round(statistics.median(run.get(stage, 0.0) for run in stages), 3)
-            for stage in stages[-1]
-        },
+        "stream_stage_median_s": drift.stage_medians(),
     }
     for side in sides:
         runs = sorted(seconds[side])
