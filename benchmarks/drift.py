@@ -116,10 +116,8 @@ class Drift:
 
 def _python_blocks_after_gc() -> int:
     """The driver's Python memory blocks in use right after a full collection, as the JVM's
-    heap is sampled: without it the count also holds cyclic garbage, which Python collects
-    in full only once the objects surviving into the oldest generation since its last full
-    collection reach a quarter of those it holds (hundreds of thousands here), so it rose
-    about 16 blocks a batch over 1,000 batches while the objects in use did not (issue 47)."""
+    heap is sampled: objects held, not cyclic garbage waiting for Python's rare collections
+    of its oldest generation."""
     gc.collect()
     return sys.getallocatedblocks()
 
