@@ -44,6 +44,7 @@ from fastavro.types import Schema
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import FileInfo, Storage
 from tidemark.table.metadata.actions import DELTA_COMMIT, WRITE_ACTIONS
+from tidemark.table.timeline.parsed_files import ParsedFiles
 
 META_FOLDER = ".hoodie"
 ARCHIVE_FOLDER_PROPERTY = "hoodie.archivelog.folder"
@@ -56,7 +57,10 @@ SCHEMA_HEADER = 2
 COMPLETED = "COMPLETED"
 MERGE_RELISTS = 3
 """Listings tried when archive files vanish while being read (merges meanwhile)."""
-"""Actions whose completion publishes base files in a copy-on-write table."""
+ARCHIVE_CACHE_FILES = 4096
+"""Archive log files whose instants are kept per process: a writer that opens its table
+each micro-batch parses only the archive's new files (a file appended to is read again:
+its size changed), not the whole archive, whose size grows with the table's history."""
 
 ENTRY_FIELDS: Schema = fastavro.parse_schema(
     {
@@ -82,6 +86,9 @@ class ArchivedInstant:
     state: str
 
 
+archive_cache: ParsedFiles[tuple[ArchivedInstant, ...]] = ParsedFiles(ARCHIVE_CACHE_FILES)
+
+
 def archive_folder(properties: dict[str, str]) -> str:
     """Where Hudi archives: ``.hoodie/<hoodie.archivelog.folder>`` (an empty value is
     ``.hoodie`` itself, where the oldest Hudi versions archived)."""
@@ -91,7 +98,8 @@ def archive_folder(properties: dict[str, str]) -> str:
 
 class ArchivedTimeline:
     """The completed writes in a table's archived timeline, read once per table load and
-    again only when the archive's files changed (one listing per ``completed_writes``)."""
+    again only when the archive's files changed (one listing per ``completed_writes``),
+    each file parsed once per process (``archive_cache``)."""
 
     def __init__(self, storage: Storage, folder: str = f"{META_FOLDER}/{DEFAULT_ARCHIVE_FOLDER}"):
         self.storage = storage
@@ -136,15 +144,18 @@ class ArchivedTimeline:
         """The entries of ``files``, listed again when a merge deleted one meanwhile (its
         entries are in the merged file, which that listing shows)."""
         for _ in range(MERGE_RELISTS):
+            archive_cache.retain(self.storage.uri, [info.path for info in files])
             try:
-                return files, [
-                    instant
-                    for info in files
-                    for instant in parse_archive_log(self.storage.read(info.path), info.path)
-                ]
+                return files, [instant for info in files for instant in self._parsed(info)]
             except NotFoundError:
                 files = self.files()
         raise _unreadable(self.folder, "its files kept disappearing while being read")
+
+    def _parsed(self, info: FileInfo) -> tuple[ArchivedInstant, ...]:
+        return archive_cache.read(
+            (self.storage.uri, info.path, info.size),
+            lambda: tuple(parse_archive_log(self.storage.read(info.path), info.path)),
+        )
 
     def files(self) -> tuple[FileInfo, ...]:
         """The archive's log files (one listing)."""

@@ -6,8 +6,6 @@ overwritten and two writers cannot both start the same instant.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Collection
 from typing import Protocol
 
@@ -36,6 +34,7 @@ from tidemark.table.timeline.instant import (
     validate_action,
     validate_instant_time,
 )
+from tidemark.table.timeline.parsed_files import ParsedFiles
 
 log = structlog.get_logger(__name__)
 
@@ -45,45 +44,7 @@ METADATA_CACHE_ENTRIES = 1024
 rewritten (create-if-absent), so a writer that reads the timeline again each micro-batch
 (idempotency keys, recent record sizes, replaced file groups) parses only new commits."""
 
-
-class _MetadataCache:
-    """Parsed metadata by (table storage, instant file, size listed): a file listed with
-    another size (a damaged or replaced object) is read again."""
-
-    def __init__(self, entries: int) -> None:
-        self._entries = entries
-        self._items: OrderedDict[tuple[str, str, int], CommitMetadata] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str, int]) -> CommitMetadata | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str, int], metadata: CommitMetadata) -> None:
-        with self._lock:
-            self._items[key] = metadata
-            if len(self._items) > self._entries:
-                self._items.popitem(last=False)
-
-    def paths(self, table: str) -> list[str]:
-        """The instant files of ``table`` held (what ``retain`` bounds)."""
-        with self._lock:
-            return [key[1] for key in self._items if key[0] == table]
-
-    def retain(self, table: str, listed: Collection[str]) -> None:
-        """Forget ``table``'s instants no longer ``listed`` on its active timeline
-        (archived: never read from here again), so a long-running writer keeps the
-        metadata of the active timeline only, not of its last ``entries`` commits."""
-        with self._lock:
-            gone = [key for key in self._items if key[0] == table and key[1] not in listed]
-            for key in gone:
-                del self._items[key]
-
-
-metadata_cache = _MetadataCache(METADATA_CACHE_ENTRIES)
+metadata_cache: ParsedFiles[CommitMetadata] = ParsedFiles(METADATA_CACHE_ENTRIES)
 
 
 class Fence(Protocol):
@@ -296,12 +257,10 @@ class Timeline:
         size = self._sizes.get(instant.path)
         if size is None:
             return read_parsed(self.storage, instant.path, CommitMetadata.from_json)
-        key = (self.storage.uri, instant.path, size)
-        cached = metadata_cache.get(key)
-        if cached is None:
-            cached = read_parsed(self.storage, instant.path, CommitMetadata.from_json)
-            metadata_cache.put(key, cached)
-        return cached
+        return metadata_cache.read(
+            (self.storage.uri, instant.path, size),
+            lambda: read_parsed(self.storage, instant.path, CommitMetadata.from_json),
+        )
 
     def rollbacks(self, after: str | None = None) -> list[tuple[Instant, RollbackMetadata]]:
         """Every completed rollback on the active timeline later than ``after`` (all when

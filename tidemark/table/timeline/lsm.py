@@ -49,6 +49,7 @@ from tidemark import faults
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import Storage
 from tidemark.table.metadata.actions import DELTA_COMMIT, WRITE_ACTIONS
+from tidemark.table.timeline.parsed_files import ParsedFiles
 
 VERSION_FILE = "_version_"
 MANIFEST = re.compile(r"manifest_(\d+)")
@@ -95,6 +96,11 @@ RETAINED_MANIFESTS = 3
 COMPACTED_POINT = "lsm_compaction_before_switch"
 """Fault point: a compaction killed after writing its file, before its manifest."""
 
+HISTORY_CACHE_FILES = 4096
+"""History files whose instants (without metadata) are kept per process: a writer that
+opens its table each micro-batch parses only the files new since its last batch, not the
+whole history (files are immutable; a compaction writes a new one under a new name)."""
+
 
 @dataclass(frozen=True)
 class HistoryInstant:
@@ -106,6 +112,9 @@ class HistoryInstant:
     action: str
     metadata: bytes | None = field(default=None, compare=False, repr=False)
     plan: bytes | None = field(default=None, compare=False, repr=False)
+
+
+history_cache: ParsedFiles[tuple[HistoryInstant, ...]] = ParsedFiles(HISTORY_CACHE_FILES)
 
 
 def history_folder(properties: dict[str, str]) -> str:
@@ -139,9 +148,9 @@ class LsmTimeline:
         if version is None:
             return ()
         if version != self._read_version:
-            found: list[HistoryInstant] = []
-            for name in self.manifest_files(version):
-                found += self._read_file(f"{self.folder}/{name}")
+            entries = self.manifest_entries(version)
+            history_cache.retain(self.storage.uri, [self._path(entry) for entry in entries])
+            found = [instant for entry in entries for instant in self._listed_file(entry)]
             self._instants = tuple(sorted(found, key=lambda i: (i.timestamp, i.action)))
             self._read_version = version
         return self._instants
@@ -189,6 +198,19 @@ class LsmTimeline:
 
     def manifest_files(self, version: int) -> list[str]:
         return [entry["fileName"] for entry in self.manifest_entries(version)]
+
+    def _path(self, entry: dict[str, Any]) -> str:
+        return f"{self.folder}/{entry['fileName']}"
+
+    def _listed_file(self, entry: dict[str, Any]) -> tuple[HistoryInstant, ...]:
+        """The instants of a manifest's file, parsed once per process (``history_cache``)
+        when the manifest gives its length."""
+        path, length = self._path(entry), entry.get("fileLen")
+        if not isinstance(length, int):
+            return tuple(self._read_file(path))
+        return history_cache.read(
+            (self.storage.uri, path, length), lambda: tuple(self._read_file(path))
+        )
 
     def _read_file(self, path: str) -> list[HistoryInstant]:
         return self._read_rows(path, COLUMNS)
