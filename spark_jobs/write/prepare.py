@@ -26,7 +26,7 @@ from tidemark.jobs.keying import (
     keyed_schema,
     with_keys,
 )
-from tidemark.jobs.shuffles import estimated_bytes
+from tidemark.jobs.shuffles import coalesced_input, estimated_bytes
 from tidemark.jobs.validation import InputChecks, InputCounts, check_layout, input_checks
 from tidemark.jobs.write_options import WriteOptions, check_compact_after
 from tidemark.storage import open_storage
@@ -68,7 +68,8 @@ class Prepared:
     else keyed (and, with duplicate keys, deduplicated) rows computed from ``cached``, the
     input persisted by the validation pass (None for bulk_insert, which reads its input
     once more instead of holding all of it). ``checks``: the validation pass left to the
-    tagging's job (``row_count`` None until ``counted``)."""
+    tagging's job (``row_count`` None until ``counted``). ``parallelism``: the write's
+    ``shuffle_parallelism`` (0: sized by the input)."""
 
     config: TableConfig
     table: HoodieTable | None
@@ -82,11 +83,16 @@ class Prepared:
     checks: InputChecks | None
     operation: str
     allow_duplicates: bool
+    parallelism: int
 
     def counted(self, counts: InputCounts) -> Prepared:
         """The input with its validation pass's counts: rows with duplicate keys reduced
         to one per key (``keying.dedupe``) unless ``allow_duplicates``; the winners of a
-        keyed input persisted, numbered by arrival and chosen once."""
+        keyed input persisted, numbered by arrival and chosen once. Its size is known now
+        (Spark measured the input caching it): an input Spark could not size before (a
+        checkpointed or driver-built frame, a JDBC read) is read by the rest of the write
+        in one task per ``INPUT_TASK_BYTES`` (``coalesced_input``), not in one a partition
+        it came in, each starting its Python runners (most of them empty for a few rows)."""
         deduplicate = counts.has_duplicate_keys and not self.allow_duplicates
         row_count = counts.keys if deduplicate else counts.rows
         rows = self.rows
@@ -100,6 +106,8 @@ class Prepared:
                 run_spark_action(rows.count)
         if self.operation in ("bulk_insert", "insert_overwrite"):
             rows = without_deleted(rows)
+        if self.cached is not None:
+            rows = coalesced_input(rows, self.parallelism, self.input_bytes())
         return replace(self, rows=rows, row_count=row_count, checks=None)
 
     def input_bytes(self) -> int | None:
@@ -184,6 +192,7 @@ def prepare(asked: WriteRequest) -> Prepared:
         checks,
         operation,
         options.allow_duplicates,
+        options.shuffle_parallelism,
     )
     served = tagging == "record" and options.index_service_address is not None
     if table is not None and served and operation in TAGGED_WITH_VALIDATION:

@@ -2,7 +2,8 @@
 ``spark.sql.shuffle.partitions``, which is set back afterwards; ``shuffle_parallelism``
 fixes them (Hudi's ``hoodie.upsert.shuffle.parallelism``). The files are written by as many
 tasks, at most one a file group, though adaptive execution would coalesce so small a
-shuffle into one task. An input Spark sizes small is read by one task a few megabytes."""
+shuffle into one task. An input Spark sizes small is read by one task a few megabytes, and
+one it cannot size too once its validation pass measured it."""
 
 from __future__ import annotations
 
@@ -108,6 +109,36 @@ def test_a_small_input_spark_sizes_is_keyed_and_looked_up_by_one_task(
     assert stage_tasks(spark, jobs_before)[0] == 1
     snapshot = tidemark.spark.read(spark, table_uri, reader="scan")
     assert snapshot.where("ts = 500").count() == 20
+
+
+def test_an_input_spark_cannot_size_is_read_by_one_task_once_its_validation_measured_it(
+    users_session: SparkSession, table_uri: str
+) -> None:
+    """Python rows in four partitions (``local_frame``: no size before a job reads them):
+    the validation pass reads the four partitions and caches them, which measures them;
+    the rest of the write (keying, the lookup, the rows to write) reads them in one task.
+    With ``shuffle_parallelism`` the input keeps its partitions throughout."""
+    spark = users_session
+    create_table(spark, table_uri)
+    tidemark.spark.index_build(spark, table_uri)  # tagged by lookups: no join's shuffle
+    rows = [(k, "u", f"2026-11-0{1 + k % 3}", 700) for k in range(8)]
+
+    def input_stages(parallelism: int) -> list[int]:
+        """Tasks of the stages that read the four-partition input (4) or it coalesced (1)."""
+        unsized = local_frame(spark, rows, SCHEMA).repartition(4).localCheckpoint()
+        jobs_before = set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+        options = WriteOptions(shuffle_parallelism=parallelism)
+        tidemark.spark.write(unsized, table_uri, "upsert", options=options)
+        return [tasks for tasks in stage_tasks(spark, jobs_before) if tasks in (1, 4)]
+
+    measured = input_stages(0)
+    validation = measured.index(1)
+    assert validation and set(measured[:validation]) == {4}, measured
+    assert 4 not in measured[validation:], measured
+    kept = input_stages(24)
+    assert 4 in kept[kept.index(1) :], kept
+    snapshot = tidemark.spark.read(spark, table_uri, reader="scan")
+    assert snapshot.where("ts = 700").count() == 8
 
 
 def test_a_stream_sizes_a_batch_spark_cannot_by_the_batch_before(
