@@ -51,12 +51,16 @@ from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_build_options import DEFAULT_BUILD_OPTIONS, IndexBuildOptions
 from tidemark.jobs.session import cancellable_jobs, check_executors_import
 from tidemark.jobs.stages import StageClock, StageListener
-from tidemark.jobs.tagging import FILE_INSTANT, OLD_FILE_ID, OLD_PARTITION, existing_keys
+from tidemark.jobs.tagging import (
+    FILE_INSTANT,
+    OLD_FILE_ID,
+    OLD_PARTITION,
+    LatestSlices,
+    latest_slices,
+    slice_keys,
+)
 from tidemark.jobs.task import storage_for
 from tidemark.table import HoodieTable
-from tidemark.table.files.merge import read_slice
-from tidemark.table.files.reader import snapshot_schema
-from tidemark.table.files.view import BaseFile, FileSlice
 from tidemark.table.leases.storage_lease import StorageLease
 from tidemark.table.leases.table_lock import changing, holding, owner_name
 from tidemark.table.metadata.actions import WRITE_ACTIONS
@@ -71,49 +75,6 @@ ROLE = "index-build"
 _SHARD = "shard"
 _ENTRIES_DDL = ", ".join([*(f"{name} string" for name in LOOKUP_COLUMNS), f"{_SHARD} int"])
 _WRITTEN_DDL = "shard int, entries long, bytes long"
-_KEY_COLUMNS = [RECORD_KEY, OLD_PARTITION, OLD_FILE_ID, FILE_INSTANT]
-"""``tagging.existing_keys``' columns, all strings."""
-
-
-@dataclass(frozen=True)
-class _Slices:
-    """The latest slices a build reads keys from: ``files``, base files read as they are
-    (every slice of a copy-on-write table), and ``merged``, merge-on-read slices with
-    log files, read merged with the blocks of ``deltacommits`` in ``schema`` (the record
-    key and the ordering field, what merging needs)."""
-
-    files: list[BaseFile]
-    merged: list[FileSlice] = field(default_factory=list)
-    deltacommits: dict[str, str] = field(default_factory=dict)
-    schema: pa.Schema | None = None
-
-    def __len__(self) -> int:
-        return len(self.files) + len(self.merged)
-
-    def of(self, groups: set[tuple[str, str]]) -> _Slices:
-        """Only the slices of ``groups`` (partition path, file id)."""
-        return _Slices(
-            [f for f in self.files if (f.partition_path, f.file_id) in groups],
-            [s for s in self.merged if (s.partition_path, s.file_id) in groups],
-            self.deltacommits,
-            self.schema,
-        )
-
-
-def _latest_slices(table: HoodieTable) -> _Slices:
-    view = table.view()
-    if not table.config.merge_on_read:
-        return _Slices(view.latest_base_files())
-    slices = view.latest_file_slices()
-    full = snapshot_schema(table)
-    config = table.config
-    wanted = {RECORD_KEY, config.precombine_field if config.orders_by_event_time else None}
-    return _Slices(
-        files=[s.base for s in slices if s.base is not None and not s.logs],
-        merged=[s for s in slices if s.logs],
-        deltacommits=view.completed_deltacommits(),
-        schema=pa.schema([f for f in full if f.name in wanted]),
-    )
 
 
 @dataclass
@@ -157,7 +118,7 @@ def build_index(
                 table.timeline.reload()
                 last = table.timeline.last_completed(WRITE_ACTIONS)
                 with clock.stage("list base files"):
-                    files = _latest_slices(table)
+                    files = latest_slices(table)
                 _delete_index_files(table)  # writes stop staging into an index being rebuilt
             as_of = last.timestamp if last else NO_COMMIT
             publish = _Publish(build, wait_s, clock)
@@ -199,7 +160,7 @@ def check_build(table: HoodieTable, rebuild: bool) -> None:
 def _build(
     spark: SparkSession,
     table: HoodieTable,
-    files: _Slices,
+    files: LatestSlices,
     as_of: str,
     shards: int | None,
     publish: _Publish,
@@ -265,7 +226,7 @@ class _Publish:
 
 
 def _catch_up(
-    spark: SparkSession, table: HoodieTable, files: _Slices, as_of: str, shards: int
+    spark: SparkSession, table: HoodieTable, files: LatestSlices, as_of: str, shards: int
 ) -> int:
     """Stage what the writes completed after ``as_of`` changed, read from the file
     groups their write stats name (and the groups they replaced): every key of those
@@ -283,7 +244,7 @@ def _catch_up(
             for partition, file_ids in metadata.partition_to_replace_file_ids.items()
             for file_id in file_ids
         }
-    now = _latest_slices(table).of(touched)
+    now = latest_slices(table).of(touched)
     then = files.of(touched)
     placed = _entries(spark, table.uri, table.config, now).select(*CHANGE_COLUMNS)
     gone = (
@@ -302,46 +263,18 @@ def _catch_up(
     return len(later)
 
 
-def _entries(spark: SparkSession, table_uri: str, config: TableConfig, files: _Slices) -> DataFrame:
+def _entries(
+    spark: SparkSession, table_uri: str, config: TableConfig, files: LatestSlices
+) -> DataFrame:
     """(key, partition, file id, instant of the file) of every record in ``files``; the
     shard column is left null (filled once the shard count is known)."""
-    keys = existing_keys(spark, table_uri, config, files.files)
-    if files.merged:
-        keys = keys.unionByName(_merged_keys(spark, table_uri, config, files))
-    return keys.select(
+    return slice_keys(spark, table_uri, config, files).select(
         sf.col(RECORD_KEY).alias(KEY),
         sf.col(OLD_PARTITION).alias(PARTITION),
         sf.col(OLD_FILE_ID).alias(FILE_ID),
         sf.col(FILE_INSTANT).alias(INSTANT),
         sf.lit(None).cast("int").alias(_SHARD),
     )
-
-
-def _merged_keys(
-    spark: SparkSession, table_uri: str, config: TableConfig, files: _Slices
-) -> DataFrame:
-    """``existing_keys``' columns for the keys of each merged slice (a task per slice, up
-    to a task per core); a slice of logs only stands at its first log's instant."""
-    merged, deltacommits, schema = files.merged, files.deltacommits, files.schema
-    assert schema is not None  # set with merged slices
-    count = len(merged)
-    indices = spark.sparkContext.parallelize(
-        [(i,) for i in range(count)], max(1, min(count, spark.sparkContext.defaultParallelism))
-    )
-
-    def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = storage_for(table_uri)
-        for batch in batches:
-            for index in batch.column(0).to_pylist():
-                piece = merged[index]
-                keys = read_slice(storage, piece, deltacommits, config, schema).column(RECORD_KEY)
-                instant = piece.base.instant if piece.base else piece.logs[0].name.instant
-                location = [piece.partition_path, piece.file_id, instant]
-                columns = [keys.combine_chunks(), *(pa.repeat(v, len(keys)) for v in location)]
-                yield pa.RecordBatch.from_arrays(columns, names=_KEY_COLUMNS)
-
-    ddl = ", ".join(f"{name} string" for name in _KEY_COLUMNS)
-    return spark.createDataFrame(indices, "slice int").mapInArrow(read_keys, ddl)
 
 
 def _with_shard(num_shards: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -14,7 +14,14 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from tidemark.errors import FailedPreconditionError, TidemarkError
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_writes import tag_with_index
-from tidemark.jobs.tagging import OLD_FILE_ID, OLD_PARTITION, existing_keys, tag
+from tidemark.jobs.tagging import (
+    OLD_FILE_ID,
+    OLD_PARTITION,
+    LatestSlices,
+    latest_slices,
+    slice_keys,
+    tag,
+)
 from tidemark.jobs.together import collect_together
 from tidemark.jobs.validation import InputChecks, InputCounts
 from tidemark.jobs.write.job import WriteJob
@@ -65,8 +72,9 @@ def tag_keys(
         tagged = tag(keyed, None) if last is None else tag_with_index(keyed, job.index, as_of)
     else:
         latest = view.latest_base_files()
+        slices = latest_slices(table, view) if table.config.merge_on_read else LatestSlices(latest)
         tagged = tag(
-            keyed, existing_keys(spark, table.uri, table.config, latest) if latest else None
+            keyed, slice_keys(spark, table.uri, table.config, slices) if len(slices) else None
         )
     tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     try:

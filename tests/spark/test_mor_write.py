@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 import tidemark.spark
 from spark.morkit import MOR, hudi_rs_rows, mor_frame, mor_options, our_rows
+from spark.sparkkit import assert_readers_agree, local_frame, snapshot
 from tidemark.errors import InvalidArgumentError
 from tidemark.jobs.write_options import WriteOptions
 from tidemark.table import HoodieTable
@@ -117,3 +118,37 @@ def test_a_merge_on_read_table_on_s3_with_service_markers(
     assert stats and all(stat.is_delta for stat in stats)
     assert hudi_rs_rows(s3_bucket) == model
     assert our_rows(spark, s3_bucket) == model
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_key_moved_away_and_back_without_an_index_is_written_once(
+    spark: SparkSession, table_uri: str, version: int
+) -> None:
+    """Without a record index, upserts are tagged by the keys the latest slices hold: a key
+    moved to another partition is deleted by a log block of its old group, whose base file
+    still holds it, so tagging must read that slice merged. Reading base files only (as
+    the model test found) tagged key 10 in both partitions when it moved back, and both
+    readers then saw it twice."""
+    options = WriteOptions(
+        record_key_fields=["id"],
+        partition_fields=["part"],
+        precombine_field="ts",
+        table_version=version,
+        table_type="MERGE_ON_READ",
+    )
+    schema = "id long, name string, part string, ts long"
+    batches = [
+        [(10, "a", "x", 0)],
+        [(10, "b", "z", 0)],
+        [(0, "c", "x", 0), (0, "c", "x", 0), (11, "c", "x", 0), (10, "c", "x", 0)],
+    ]
+    for batch in batches:
+        frame = local_frame(spark, batch, schema)
+        tidemark.spark.write(frame, table_uri, "upsert", options=options)
+    rows = assert_readers_agree(table_uri, ["id", "name", "part", "ts"])
+    assert snapshot(table_uri).num_rows == 3
+    assert {key: (row["part"], row["name"]) for key, row in rows.items()} == {
+        "0": ("x", "c"),
+        "10": ("x", "c"),
+        "11": ("x", "c"),
+    }

@@ -7,6 +7,7 @@ row; an empty input writes nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -44,9 +45,11 @@ def _upsert(df: DataFrame, uri: str, options: WriteOptions) -> tuple[WriteResult
 def test_a_served_index_tags_and_validates_in_one_job(
     spark: SparkSession, table_uri: str, served: WriteOptions
 ) -> None:
-    _, embedded = _upsert(
-        rows(spark, (1, "x", "b", 2), (20, "new", "a", 2)), table_uri, WriteOptions()
-    )
+    """Both writes keep their input's partitions (``shuffle_parallelism``), so that the
+    jobs differ by the validation pass alone, not by how the input was read after it."""
+    kept = WriteOptions(shuffle_parallelism=4)
+    _, embedded = _upsert(rows(spark, (1, "x", "b", 2), (20, "new", "a", 2)), table_uri, kept)
+    served = replace(served, shuffle_parallelism=4)
     result, jobs = _upsert(rows(spark, (2, "y", "c", 2), (21, "new", "b", 2)), table_uri, served)
     assert jobs == embedded - 1
     assert result.rows_written > 0
