@@ -75,6 +75,12 @@ class LatestSlices:
     def __len__(self) -> int:
         return len(self.files) + len(self.merged)
 
+    def base_files(self) -> list[BaseFile]:
+        """The slices' base files, sorted by partition then file id (as the view lists
+        them; a group written only to logs has none)."""
+        bases = [*self.files, *(s.base for s in self.merged if s.base is not None)]
+        return sorted(bases, key=lambda f: (f.partition_path, f.file_id))
+
     def of(self, groups: set[tuple[str, str]]) -> LatestSlices:
         """Only the slices of ``groups`` (partition path, file id)."""
         return LatestSlices(

@@ -69,7 +69,9 @@ class Prepared:
     input persisted by the validation pass (None for bulk_insert, which reads its input
     once more instead of holding all of it). ``checks``: the validation pass left to the
     tagging's job (``row_count`` None until ``counted``). ``parallelism``: the write's
-    ``shuffle_parallelism`` (0: sized by the input)."""
+    ``shuffle_parallelism`` (0: sized by the input). ``input_bytes``: the input's size as
+    Spark measured it caching it (None until ``counted``, and for bulk_insert, which caches
+    nothing)."""
 
     config: TableConfig
     table: HoodieTable | None
@@ -84,6 +86,7 @@ class Prepared:
     operation: str
     allow_duplicates: bool
     parallelism: int
+    input_bytes: int | None = None
 
     def counted(self, counts: InputCounts) -> Prepared:
         """The input with its validation pass's counts: rows with duplicate keys reduced
@@ -106,15 +109,12 @@ class Prepared:
                 run_spark_action(rows.count)
         if self.operation in ("bulk_insert", "insert_overwrite"):
             rows = without_deleted(rows)
+        size = None
         if self.cached is not None:
-            rows = coalesced_input(rows, self.parallelism, self.input_bytes())
-        return replace(self, rows=rows, row_count=row_count, checks=None)
-
-    def input_bytes(self) -> int | None:
-        """The input's size as Spark measured it caching it (None before it was read, and
-        for bulk_insert, which caches nothing). A new projection of the cached frame sees
-        the cache: the frame's own plan may have been optimized before it was cached."""
-        return None if self.cached is None else estimated_bytes(self.cached.select("*"))
+            # a new projection sees the cache: the frame's own plan was optimized before
+            size = estimated_bytes(self.cached.select("*"))
+            rows = coalesced_input(rows, self.parallelism, size)
+        return replace(self, rows=rows, row_count=row_count, checks=None, input_bytes=size)
 
     def release(self) -> None:
         """Unpersist what ``prepare`` and ``counted`` persisted."""

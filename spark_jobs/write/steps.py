@@ -130,7 +130,7 @@ def _write(
                     release(tagged)
                     return _empty_input(table.uri, operation)
             result = _write_retrying(spark, table, prepared, operation, job, clock, tagged)
-        memo.input_bytes = prepared.input_bytes()
+        memo.input_bytes = prepared.input_bytes
     finally:
         prepared.release()
     if retention is not None and not result.already_committed:

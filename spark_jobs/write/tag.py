@@ -17,7 +17,6 @@ from tidemark.jobs.index_writes import tag_with_index
 from tidemark.jobs.tagging import (
     OLD_FILE_ID,
     OLD_PARTITION,
-    LatestSlices,
     latest_slices,
     slice_keys,
     tag,
@@ -71,8 +70,8 @@ def tag_keys(
         as_of = last.timestamp if last else None
         tagged = tag(keyed, None) if last is None else tag_with_index(keyed, job.index, as_of)
     else:
-        latest = view.latest_base_files()
-        slices = latest_slices(table, view) if table.config.merge_on_read else LatestSlices(latest)
+        slices = latest_slices(table, view)
+        latest = slices.base_files()
         tagged = tag(
             keyed, slice_keys(spark, table.uri, table.config, slices) if len(slices) else None
         )
