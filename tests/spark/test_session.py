@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 
@@ -43,3 +44,22 @@ def test_local_workers_are_the_quiet_worker_module(spark: SparkSession) -> None:
     assert spark.conf.get("spark.python.worker.module") == "pyspark_tidemark_worker"
     [module] = spark.sparkContext.parallelize([0], 1).mapPartitions(worker_module).collect()
     assert "pyspark_tidemark_worker" in module
+
+
+def test_reused_workers_run_tasks_with_their_modules_frozen(spark: SparkSession) -> None:
+    """A worker's later tasks find its long-lived objects frozen (``gc.freeze``), so the
+    daemon's collection after each task walks only what the task left. (Workers run the
+    jobs' Arrow tasks again; an RDD's Python task here got a new worker each time.)"""
+
+    def frozen(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import gc
+        import os
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "n": [gc.get_freeze_count()]})
+
+    one_task = spark.range(1, numPartitions=1)
+    runs = [tuple(one_task.mapInArrow(frozen, "pid long, n long").collect()[0]) for _ in range(6)]
+    later = [count for n, (pid, count) in enumerate(runs) if pid in dict(runs[:n])]
+    assert later, f"no worker ran two of the tasks: {runs}"
+    assert all(count > 0 for count in later), runs
