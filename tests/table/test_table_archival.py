@@ -473,3 +473,20 @@ def parsed_archive_files(table: HoodieTable) -> dict[tuple[str, str, int], objec
     """The process-wide parsed content of ``table``'s archive files, by cache key."""
     cache = history_cache if table.config.table_version > 6 else archive_cache
     return {key: cache.get(key) for key in cache.keys(table.uri)}
+
+
+def test_the_archived_instants_a_writer_holds_are_one_small_object_each(
+    versioned: Writer,
+) -> None:
+    """A long-running writer holds its table's every archived instant for its life: each
+    is one object without a dict, its action and state shared with the others', at v6
+    (the archive's entries) and v8/v9 (the history's)."""
+    upserts(versioned, 8)
+    archive(HoodieTable.open(versioned.table.uri), SMALL)
+    table = HoodieTable.open(versioned.table.uri)
+    assert table.archive.completed_writes()
+    held = parsed_archive_files(table)
+    instants = [instant for parsed in held.values() for instant in parsed]  # type: ignore[attr-defined]
+    assert len(instants) >= 2
+    assert not any(hasattr(instant, "__dict__") for instant in instants)
+    assert len({id(instant.action) for instant in instants if instant.action == "commit"}) == 1

@@ -35,6 +35,7 @@ import io
 import json
 import re
 import struct
+import sys
 from dataclasses import dataclass
 
 import fastavro
@@ -79,8 +80,12 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArchivedInstant:
+    """One archive entry. A long-running writer holds every archived instant of its table
+    (``archive_cache``), more with each archival: slots and shared action and state
+    strings keep each to one object and its time."""
+
     timestamp: str
     action: str
     state: str
@@ -253,7 +258,9 @@ def _read_entries(content: bytes, schema_json: str, path: str) -> list[ArchivedI
             raise _unreadable(path, "a record lacks commitTime or actionType")
         instants.append(
             ArchivedInstant(
-                entry["commitTime"], entry["actionType"], entry["actionState"] or COMPLETED
+                entry["commitTime"],
+                sys.intern(entry["actionType"]),
+                sys.intern(entry["actionState"] or COMPLETED),
             )
         )
     return instants

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,10 +103,12 @@ opens its table each micro-batch parses only the files new since its last batch,
 whole history (files are immutable; a compaction writes a new one under a new name)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HistoryInstant:
     """One archived instant; ``metadata`` is its completed file's content and ``plan``
-    its requested plan (a clean's, a clustering's), as Hudi's archiver keeps them."""
+    its requested plan (a clean's, a clustering's), as Hudi's archiver keeps them. A
+    long-running writer holds every one of its table's (``history_cache``, without
+    metadata): slots and a shared action string keep each small."""
 
     timestamp: str
     completion_time: str
@@ -233,7 +236,7 @@ class LsmTimeline:
                 HistoryInstant(
                     row["instantTime"],
                     row["completionTime"],
-                    row["action"],
+                    sys.intern(row["action"]),
                     metadata=row.get("metadata"),
                     plan=row.get("plan"),
                 )
