@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["pytester"]  # tests/test_tiers.py runs the collection hook on its own files
 
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+TEST_JVM_OPTIONS = (
+    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+)
 """JVM flags of every Spark driver the suite starts, its shared sessions and the
 ``tidemark`` processes tests start (they inherit the environment; spark-submit reads
 ``SPARK_SUBMIT_OPTS``): on tiny data the optimising compiler and the parallel GC threads
@@ -32,7 +35,12 @@ Measured on an idle machine, in-process Spark files (CPU seconds from /proc/stat
 test_native_read + test_schema_promotion 123 s / 84 s with the flags against 154 s / 91 s
 without; test_write_validation + test_input_formats 97 s / 80 s against 138-150 s /
 87-96 s; a ``tidemark`` child: tests/spark/test_concurrency.py 295 s instead of 518 s.
-Jobs outside the suite keep the JVM's defaults."""
+The ``spark.sql.codegen`` properties (every driver reads ``spark.*`` system properties
+into its conf) evaluate expressions interpreted, the mode Spark's own tests run beside
+codegen: generating and compiling Java for each query (Janino, then C1, its classes swept
+later) costs more than a few rows gain. test_write_operations + test_write_validation,
+the session's JVM: 62.9 -> 57.6 CPU-s (2026-11-30, JFR: Janino and class lookups were a
+tenth of its sampled time). Jobs outside the suite keep the JVM's and Spark's defaults."""
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 
