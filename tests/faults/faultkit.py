@@ -35,7 +35,7 @@ from tidemark.storage.local import TEMP_MARKER
 from tidemark.table import HoodieTable
 from tidemark.table.files.file_names import is_base_file_name, parse_base_file_name
 from tidemark.table.leases.storage_lease import LOCK_DIR
-from tidemark.table.leases.write_lease import WRITES_DIR
+from tidemark.table.leases.write_lease import WRITES_DIR, live_writer
 from tidemark.table.records.keys import RECORD_KEY
 from tidemark.table.writes.markers import MARKER_LEASE_ROOT, TEMP_DIR
 
@@ -323,6 +323,13 @@ def wait_for(condition: Callable[[], bool], what: str, writer: Writer | None = N
 def has_markers(uri: str) -> bool:
     """A task of a running write created a marker, i.e. the writer is writing files."""
     return any(True for _ in open_storage(uri).list(f"{TEMP_DIR}/"))
+
+
+def wait_for_write_lease_expiry(uri: str, instant: str) -> None:
+    """Until the lease of write ``instant`` ran out (its writer stopped renewing): from
+    then on the next write rolls it back."""
+    storage = open_storage(uri)
+    wait_for(lambda: live_writer(storage, instant) is None, f"write {instant}'s lease to expire")
 
 
 @dataclass(frozen=True)

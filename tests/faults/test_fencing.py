@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
-from spark.sparkkit import rows_by_key, snapshot, wait_for_write_lease_expiry
+from spark.sparkkit import rows_by_key, snapshot
 
 from faults.faultkit import (
     DATA,
@@ -32,6 +32,7 @@ from faults.faultkit import (
     newest_pending,
     temporary_data_files,
     wait_for,
+    wait_for_write_lease_expiry,
     write_input,
 )
 from tidemark.jobs.write import write

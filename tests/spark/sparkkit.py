@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,9 @@ from tidemark.faults import EXIT_AT_ENV, EXIT_CODE
 from tidemark.storage import open_storage
 from tidemark.table import HoodieTable
 from tidemark.table.files.reader import read_snapshot
-from tidemark.table.leases.write_lease import live_writer
+from tidemark.table.leases.write_lease import WRITES_DIR
 from tidemark.table.records.keys import META_COLUMNS, RECORD_KEY
+from tidemark.testing.leases import outlive_lease
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hudi-v6"
 SCHEMA = "id int, name string, part string, ts long"
@@ -134,8 +134,8 @@ def kill_writer_before_commit(
 ) -> None:
     """Run ``killed_writer.py`` (an upsert of ``keys``, comma-separated) in a child process
     that exits just before its commit, leaving its instant pending and its files written;
-    returns once the pending write's lease ran out, so the next write rolls it back (one
-    started sooner leaves it: a live lease is a running writer's)."""
+    its write's lease outlived (``outlive_lease``), as time frees it, so the next write
+    rolls it back (one started while the lease is live leaves it: a running writer's)."""
     script = Path(__file__).with_name("killed_writer.py")
     killed = subprocess.run(
         [sys.executable, str(script), table_uri, keys, *args],
@@ -145,19 +145,6 @@ def kill_writer_before_commit(
         check=False,
     )
     assert killed.returncode == EXIT_CODE, killed.stderr.decode()[-2000:]
+    storage = open_storage(table_uri)
     for instant in HoodieTable.open(table_uri).timeline.pending():
-        wait_for_write_lease_expiry(table_uri, instant.timestamp)
-
-
-LEASE_WAIT_S = 60.0
-
-
-def wait_for_write_lease_expiry(uri: str, instant: str) -> None:
-    """Until the lease of write ``instant`` ran out (its writer stopped renewing): from
-    then on the next write rolls it back."""
-    storage = open_storage(uri)
-    deadline = time.monotonic() + LEASE_WAIT_S
-    while live_writer(storage, instant) is not None:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"write {instant}'s lease did not run out in {LEASE_WAIT_S} s")
-        time.sleep(0.05)
+        outlive_lease(storage, lock_dir=f"{WRITES_DIR}/{instant.timestamp}")
