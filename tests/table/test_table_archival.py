@@ -46,7 +46,12 @@ from tidemark.table.metadata.actions import CLEAN, REPLACE_COMMIT, WRITE_ACTIONS
 from tidemark.table.metadata.clean import CleanPlan
 from tidemark.table.metadata.commit_avro import commit_metadata_from_avro
 from tidemark.table.records.keys import META_COLUMNS
-from tidemark.table.timeline.archived import MAGIC, archive_cache, parse_archive_log
+from tidemark.table.timeline.archived import (
+    MAGIC,
+    archive_cache,
+    parse_archive_log,
+)
+from tidemark.table.timeline.archived_writes import ArchivedWrites
 from tidemark.table.timeline.layout1 import metadata_cache
 from tidemark.table.timeline.lsm import (
     AVRO_SCHEMA,
@@ -469,24 +474,25 @@ def test_a_table_opened_again_parses_only_the_archive_files_new_since(
     assert all(held_now[key] is held_then[key] for key in kept), "parsed again"
 
 
-def parsed_archive_files(table: HoodieTable) -> dict[tuple[str, str, int], object]:
+def parsed_archive_files(table: HoodieTable) -> dict[tuple[str, str, int], ArchivedWrites | None]:
     """The process-wide parsed content of ``table``'s archive files, by cache key."""
     cache = history_cache if table.config.table_version > 6 else archive_cache
     return {key: cache.get(key) for key in cache.keys(table.uri)}
 
 
-def test_the_archived_instants_a_writer_holds_are_one_small_object_each(
-    versioned: Writer,
-) -> None:
-    """A long-running writer holds its table's every archived instant for its life: each
-    is one object without a dict, its action and state shared with the others', at v6
-    (the archive's entries) and v8/v9 (the history's)."""
-    upserts(versioned, 8)
-    archive(HoodieTable.open(versioned.table.uri), SMALL)
-    table = HoodieTable.open(versioned.table.uri)
-    assert table.archive.completed_writes()
-    held = parsed_archive_files(table)
-    instants = [instant for parsed in held.values() for instant in parsed]  # type: ignore[attr-defined]
-    assert len(instants) >= 2
-    assert not any(hasattr(instant, "__dict__") for instant in instants)
-    assert len({id(instant.action) for instant in instants if instant.action == "commit"}) == 1
+def test_a_writer_keeps_of_its_archive_the_writes_only(versioned: Writer) -> None:
+    """A long-running writer keeps what it read of its table's archive for its life, more
+    with each archival: of each archive or history file, the times of its completed
+    writes, not its every entry (cleans, rollbacks, the instants' actions)."""
+    uri = versioned.table.uri
+    for _ in range(2):  # the first clean is archived, the last stays active
+        upserts(versioned, 5)
+        clean(HoodieTable.open(uri), CleanSettings(retain_commits=2))
+    archive(HoodieTable.open(uri), SMALL)
+    table = HoodieTable.open(uri)
+    writes = table.archive.completed_writes()
+    held = [parsed for parsed in parsed_archive_files(table).values() if parsed is not None]
+    assert ArchivedWrites.union(held).writes == writes
+    listed = archived_completed(table)
+    assert CLEAN in {action for _, action in listed}
+    assert writes == {timestamp for timestamp, action in listed if action in WRITE_ACTIONS}

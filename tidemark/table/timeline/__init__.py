@@ -7,6 +7,7 @@ only (and the table face for types)."""
 __all__ = [
     "archive_writer",
     "archived",
+    "archived_writes",
     "history",
     "instant",
     "layout1",

@@ -35,8 +35,9 @@ import io
 import json
 import re
 import struct
-import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -45,6 +46,7 @@ from fastavro.types import Schema
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import FileInfo, Storage
 from tidemark.table.metadata.actions import DELTA_COMMIT, WRITE_ACTIONS
+from tidemark.table.timeline.archived_writes import NO_WRITES, ArchivedWrites
 from tidemark.table.timeline.parsed_files import ParsedFiles
 
 META_FOLDER = ".hoodie"
@@ -59,9 +61,10 @@ COMPLETED = "COMPLETED"
 MERGE_RELISTS = 3
 """Listings tried when archive files vanish while being read (merges meanwhile)."""
 ARCHIVE_CACHE_FILES = 4096
-"""Archive log files whose instants are kept per process: a writer that opens its table
-each micro-batch parses only the archive's new files (a file appended to is read again:
-its size changed), not the whole archive, whose size grows with the table's history."""
+"""Archive log files whose completed writes are kept per process (``ArchivedWrites``): a
+writer that opens its table each micro-batch parses only the archive's new files (a file
+appended to is read again: its size changed), not the whole archive, whose size grows with
+the table's history."""
 
 ENTRY_FIELDS: Schema = fastavro.parse_schema(
     {
@@ -76,22 +79,22 @@ ENTRY_FIELDS: Schema = fastavro.parse_schema(
 )
 """The reader schema: only the fields that say which instant completed."""
 
+Parsed = TypeVar("Parsed")
+
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
 class ArchivedInstant:
-    """One archive entry. A long-running writer holds every archived instant of its table
-    (``archive_cache``), more with each archival: slots and shared action and state
-    strings keep each to one object and its time."""
+    """One archive entry."""
 
     timestamp: str
     action: str
     state: str
 
 
-archive_cache: ParsedFiles[tuple[ArchivedInstant, ...]] = ParsedFiles(ARCHIVE_CACHE_FILES)
+archive_cache: ParsedFiles[ArchivedWrites] = ParsedFiles(ARCHIVE_CACHE_FILES)
 
 
 def archive_folder(properties: dict[str, str]) -> str:
@@ -104,62 +107,59 @@ def archive_folder(properties: dict[str, str]) -> str:
 class ArchivedTimeline:
     """The completed writes in a table's archived timeline, read once per table load and
     again only when the archive's files changed (one listing per ``completed_writes``),
-    each file parsed once per process (``archive_cache``)."""
+    each file's writes parsed once per process (``archive_cache``); ``instants`` reads
+    every entry again (the history listing's)."""
 
     def __init__(self, storage: Storage, folder: str = f"{META_FOLDER}/{DEFAULT_ARCHIVE_FOLDER}"):
         self.storage = storage
         self.folder = folder
         self._read_from: tuple[FileInfo, ...] | None = None
-        self._instants: tuple[ArchivedInstant, ...] = ()
-        self._completed_writes: frozenset[str] = frozenset()
+        self._writes = NO_WRITES
 
     def completed_writes(self) -> frozenset[str]:
         """Instant times the archive lists as a COMPLETED commit, deltacommit or
         replacecommit."""
-        self.instants()
-        return self._completed_writes
+        return self._archived_writes().writes
 
     def completed_deltacommits(self) -> dict[str, str]:
         """Requested time -> completion time (the same time: version 6 records no other)
         of the COMPLETED deltacommits the archive lists."""
-        return {
-            i.timestamp: i.timestamp
-            for i in self.instants()
-            if i.state == COMPLETED and i.action == DELTA_COMMIT
-        }
+        return dict(self._archived_writes().deltacommits)
+
+    def _archived_writes(self) -> ArchivedWrites:
+        files = self.files()
+        if files != self._read_from:
+            files, found = self._read(files, self._writes_of)
+            self._writes = ArchivedWrites.union(found)
+            self._read_from = files
+        return self._writes
 
     def instants(self) -> tuple[ArchivedInstant, ...]:
         """Every entry of the archive files, files in name order, each entry once (a
         merge lists its entries twice until it deletes the small files)."""
-        files = self.files()
-        if files != self._read_from:
-            files, found = self._read(files)
-            self._instants = tuple(dict.fromkeys(found))
-            self._completed_writes = frozenset(
-                instant.timestamp
-                for instant in self._instants
-                if instant.state == COMPLETED and instant.action in WRITE_ACTIONS
-            )
-            self._read_from = files
-        return self._instants
+        _, found = self._read(self.files(), self._entries_of)
+        return tuple(dict.fromkeys(entry for entries in found for entry in entries))
 
     def _read(
-        self, files: tuple[FileInfo, ...]
-    ) -> tuple[tuple[FileInfo, ...], list[ArchivedInstant]]:
-        """The entries of ``files``, listed again when a merge deleted one meanwhile (its
-        entries are in the merged file, which that listing shows)."""
+        self, files: tuple[FileInfo, ...], parse: Callable[[FileInfo], Parsed]
+    ) -> tuple[tuple[FileInfo, ...], list[Parsed]]:
+        """What ``parse`` finds in each of ``files``, listed again when a merge deleted one
+        meanwhile (its entries are in the merged file, which that listing shows)."""
         for _ in range(MERGE_RELISTS):
             archive_cache.retain(self.storage.uri, [info.path for info in files])
             try:
-                return files, [instant for info in files for instant in self._parsed(info)]
+                return files, [parse(info) for info in files]
             except NotFoundError:
                 files = self.files()
         raise _unreadable(self.folder, "its files kept disappearing while being read")
 
-    def _parsed(self, info: FileInfo) -> tuple[ArchivedInstant, ...]:
+    def _entries_of(self, info: FileInfo) -> list[ArchivedInstant]:
+        return parse_archive_log(self.storage.read(info.path), info.path)
+
+    def _writes_of(self, info: FileInfo) -> ArchivedWrites:
         return archive_cache.read(
             (self.storage.uri, info.path, info.size),
-            lambda: tuple(parse_archive_log(self.storage.read(info.path), info.path)),
+            lambda: _completed_writes(self._entries_of(info)),
         )
 
     def files(self) -> tuple[FileInfo, ...]:
@@ -169,6 +169,16 @@ class ArchivedTimeline:
             for info in self.storage.list_dir(self.folder).files
             if ARCHIVE_FILE.fullmatch(info.path.rpartition("/")[2])
         )
+
+
+def _completed_writes(entries: Iterable[ArchivedInstant]) -> ArchivedWrites:
+    """The writes ``entries`` list as completed (version 6 records no completion time:
+    a deltacommit's is its requested time)."""
+    completed = [entry for entry in entries if entry.state == COMPLETED]
+    return ArchivedWrites(
+        frozenset(entry.timestamp for entry in completed if entry.action in WRITE_ACTIONS),
+        {entry.timestamp: entry.timestamp for entry in completed if entry.action == DELTA_COMMIT},
+    )
 
 
 def parse_archive_log(data: bytes, path: str) -> list[ArchivedInstant]:
@@ -259,8 +269,8 @@ def _read_entries(content: bytes, schema_json: str, path: str) -> list[ArchivedI
         instants.append(
             ArchivedInstant(
                 entry["commitTime"],
-                sys.intern(entry["actionType"]),
-                sys.intern(entry["actionState"] or COMPLETED),
+                entry["actionType"],
+                entry["actionState"] or COMPLETED,
             )
         )
     return instants

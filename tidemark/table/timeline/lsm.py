@@ -38,8 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +49,7 @@ from tidemark import faults
 from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import Storage
 from tidemark.table.metadata.actions import DELTA_COMMIT, WRITE_ACTIONS
+from tidemark.table.timeline.archived_writes import NO_WRITES, ArchivedWrites
 from tidemark.table.timeline.parsed_files import ParsedFiles
 
 VERSION_FILE = "_version_"
@@ -98,17 +98,15 @@ COMPACTED_POINT = "lsm_compaction_before_switch"
 """Fault point: a compaction killed after writing its file, before its manifest."""
 
 HISTORY_CACHE_FILES = 4096
-"""History files whose instants (without metadata) are kept per process: a writer that
-opens its table each micro-batch parses only the files new since its last batch, not the
-whole history (files are immutable; a compaction writes a new one under a new name)."""
+"""History files whose completed writes are kept per process (``ArchivedWrites``): a writer
+that opens its table each micro-batch parses only the files new since its last batch, not
+the whole history (files are immutable; a compaction writes a new one under a new name)."""
 
 
 @dataclass(frozen=True, slots=True)
 class HistoryInstant:
     """One archived instant; ``metadata`` is its completed file's content and ``plan``
-    its requested plan (a clean's, a clustering's), as Hudi's archiver keeps them. A
-    long-running writer holds every one of its table's (``history_cache``, without
-    metadata): slots and a shared action string keep each small."""
+    its requested plan (a clean's, a clustering's), as Hudi's archiver keeps them."""
 
     timestamp: str
     completion_time: str
@@ -117,13 +115,21 @@ class HistoryInstant:
     plan: bytes | None = field(default=None, compare=False, repr=False)
 
 
-history_cache: ParsedFiles[tuple[HistoryInstant, ...]] = ParsedFiles(HISTORY_CACHE_FILES)
+history_cache: ParsedFiles[ArchivedWrites] = ParsedFiles(HISTORY_CACHE_FILES)
 
 
 def history_folder(properties: dict[str, str]) -> str:
     timeline = properties.get("hoodie.timeline.path", "timeline").strip("/ ") or "timeline"
     history = properties.get("hoodie.timeline.history.path", "history").strip("/ ") or "history"
     return f".hoodie/{timeline}/{history}"
+
+
+def _completed_writes(instants: Iterable[HistoryInstant]) -> ArchivedWrites:
+    """The writes among ``instants`` (a history lists completed instants only)."""
+    return ArchivedWrites(
+        frozenset(i.timestamp for i in instants if i.action in WRITE_ACTIONS),
+        {i.timestamp: i.completion_time for i in instants if i.action == DELTA_COMMIT},
+    )
 
 
 class LsmTimeline:
@@ -134,29 +140,37 @@ class LsmTimeline:
         self.storage = storage
         self.folder = folder
         self._read_version: int | None = None
-        self._instants: tuple[HistoryInstant, ...] = ()
+        self._writes = NO_WRITES
 
     def completed_writes(self) -> frozenset[str]:
         """Requested times of the commits, deltacommits and replacecommits the history
         lists."""
-        return frozenset(i.timestamp for i in self.instants() if i.action in WRITE_ACTIONS)
+        return self._history_writes().writes
 
     def completed_deltacommits(self) -> dict[str, str]:
         """Requested time -> completion time of the deltacommits the history lists."""
-        return {i.timestamp: i.completion_time for i in self.instants() if i.action == DELTA_COMMIT}
+        return dict(self._history_writes().deltacommits)
 
-    def instants(self) -> tuple[HistoryInstant, ...]:
-        """Every archived instant (all of them completed), oldest requested time first."""
+    def _history_writes(self) -> ArchivedWrites:
         version = self.current_version()
         if version is None:
-            return ()
+            return NO_WRITES
         if version != self._read_version:
             entries = self.manifest_entries(version)
             history_cache.retain(self.storage.uri, [self._path(entry) for entry in entries])
-            found = [instant for entry in entries for instant in self._listed_file(entry)]
-            self._instants = tuple(sorted(found, key=lambda i: (i.timestamp, i.action)))
+            self._writes = ArchivedWrites.union(self._listed_file(entry) for entry in entries)
             self._read_version = version
-        return self._instants
+        return self._writes
+
+    def instants(self) -> tuple[HistoryInstant, ...]:
+        """Every archived instant (all of them completed), oldest requested time first,
+        read from the files each call (the history listing's)."""
+        version = self.current_version()
+        if version is None:
+            return ()
+        paths = [self._path(entry) for entry in self.manifest_entries(version)]
+        found = [instant for path in paths for instant in self._read_file(path)]
+        return tuple(sorted(found, key=lambda i: (i.timestamp, i.action)))
 
     def newest_file_instants(self, after: str) -> tuple[HistoryInstant, ...]:
         """The instants of the current file whose last instant is the newest, when that
@@ -205,14 +219,14 @@ class LsmTimeline:
     def _path(self, entry: dict[str, Any]) -> str:
         return f"{self.folder}/{entry['fileName']}"
 
-    def _listed_file(self, entry: dict[str, Any]) -> tuple[HistoryInstant, ...]:
-        """The instants of a manifest's file, parsed once per process (``history_cache``)
+    def _listed_file(self, entry: dict[str, Any]) -> ArchivedWrites:
+        """The writes of a manifest's file, parsed once per process (``history_cache``)
         when the manifest gives its length."""
         path, length = self._path(entry), entry.get("fileLen")
         if not isinstance(length, int):
-            return tuple(self._read_file(path))
+            return _completed_writes(self._read_file(path))
         return history_cache.read(
-            (self.storage.uri, path, length), lambda: tuple(self._read_file(path))
+            (self.storage.uri, path, length), lambda: _completed_writes(self._read_file(path))
         )
 
     def _read_file(self, path: str) -> list[HistoryInstant]:
@@ -236,7 +250,7 @@ class LsmTimeline:
                 HistoryInstant(
                     row["instantTime"],
                     row["completionTime"],
-                    sys.intern(row["action"]),
+                    row["action"],
                     metadata=row.get("metadata"),
                     plan=row.get("plan"),
                 )
