@@ -21,6 +21,8 @@ from tidemark.table.properties.support import (
     COPY_ON_WRITE,
     DEFAULT_RECORD_PAYLOAD,
     MERGE_ON_READ,
+    OVERWRITE_WITH_LATEST_PAYLOAD,
+    PAYLOAD_CLASS_KEY,
     TABLE_TYPE_KEY,
     check_properties,
 )
@@ -109,7 +111,7 @@ class TableConfig:
         mode = props.get("hoodie.record.merge.mode", "").strip().upper()
         if mode:
             return mode == EVENT_TIME_ORDERING
-        return props.get("hoodie.compaction.payload.class", "").strip() == DEFAULT_RECORD_PAYLOAD
+        return props.get(PAYLOAD_CLASS_KEY, "").strip() == DEFAULT_RECORD_PAYLOAD
 
     @staticmethod
     def default_key_generator(
@@ -143,7 +145,12 @@ class TableConfig:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.precombine_field:
             props["hoodie.table.precombine.field"] = self.precombine_field
-        if self.table_version != 6:
+        if self.table_version == 6:
+            # how Tidemark merges, stated: without it hudi-rs orders a merge-on-read
+            # table's records by the precombine field, where Hudi 0.x's default payload
+            # and Tidemark let the later write win
+            props[PAYLOAD_CLASS_KEY] = OVERWRITE_WITH_LATEST_PAYLOAD
+        else:
             props |= hudi_1x_properties(self, self.table_version, COMMIT_TIME_ORDERING)
             props["hoodie.table.initial.version"] = str(self.table_version)
         props[CHECKSUM_KEY] = str(table_checksum(DATABASE_NAME, self.name))

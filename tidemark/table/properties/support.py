@@ -21,6 +21,7 @@ log = structlog.get_logger(__name__)
 Treatment = Literal["honoured", "refused", "ignored"]
 Scope = Literal["table", "write"]
 
+PAYLOAD_CLASS_KEY = "hoodie.compaction.payload.class"
 OVERWRITE_WITH_LATEST_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 DEFAULT_RECORD_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 """Event-time ordering: a stored record with a greater ordering value than the incoming
@@ -152,7 +153,7 @@ RULES: tuple[PropertyRule, ...] = (
         "writes are refused while it names a partition (Hudi is building it)",
     ),
     PropertyRule(
-        "hoodie.compaction.payload.class",
+        PAYLOAD_CLASS_KEY,
         "refused",
         "OverwriteWithLatestAvroPayload (the incoming record wins) and "
         "DefaultHoodieRecordPayload (the greater ordering value wins) are how Tidemark "
