@@ -120,6 +120,17 @@ def test_a_merge_on_read_table_on_s3_with_service_markers(
     assert our_rows(spark, s3_bucket) == model
 
 
+def _keyed_by_id(version: int) -> WriteOptions:
+    """A merge-on-read table keyed by ``id``, partitioned by ``part``, ordered by ``ts``."""
+    return WriteOptions(
+        record_key_fields=["id"],
+        partition_fields=["part"],
+        precombine_field="ts",
+        table_version=version,
+        table_type="MERGE_ON_READ",
+    )
+
+
 @pytest.mark.parametrize("version", [6, 8])
 def test_a_key_moved_away_and_back_without_an_index_is_written_once(
     spark: SparkSession, table_uri: str, version: int
@@ -129,13 +140,7 @@ def test_a_key_moved_away_and_back_without_an_index_is_written_once(
     still holds it, so tagging must read that slice merged. Reading base files only (as
     the model test found) tagged key 10 in both partitions when it moved back, and both
     readers then saw it twice."""
-    options = WriteOptions(
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="ts",
-        table_version=version,
-        table_type="MERGE_ON_READ",
-    )
+    options = _keyed_by_id(version)
     schema = "id long, name string, part string, ts long"
     batches = [
         [(10, "a", "x", 0)],
@@ -162,13 +167,7 @@ def test_a_later_write_with_a_smaller_ordering_value_wins_for_every_reader(
     version 6 in ``hoodie.compaction.payload.class`` (Hudi 0.x's default payload), without
     which hudi-rs ordered a log's record against its base file's by the precombine field
     (the model test found key 5 read as its first write by hudi-rs, its second by us)."""
-    options = WriteOptions(
-        record_key_fields=["id"],
-        partition_fields=["part"],
-        precombine_field="ts",
-        table_version=version,
-        table_type="MERGE_ON_READ",
-    )
+    options = _keyed_by_id(version)
     schema = "id long, name string, part string, ts long"
     for batch in ([(5, "a", "z", 1), (0, "a", "x", 0)], [(5, "c", "z", 0)]):
         tidemark.spark.write(
