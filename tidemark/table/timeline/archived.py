@@ -37,7 +37,6 @@ import re
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -47,7 +46,7 @@ from tidemark.errors import FailedPreconditionError, NotFoundError
 from tidemark.storage.base import FileInfo, Storage
 from tidemark.table.metadata.actions import DELTA_COMMIT, WRITE_ACTIONS
 from tidemark.table.timeline.archived_writes import NO_WRITES, ArchivedWrites
-from tidemark.table.timeline.parsed_files import ParsedFiles
+from tidemark.table.timeline.parsed_files import Parsed, ParsedFiles
 
 META_FOLDER = ".hoodie"
 ARCHIVE_FOLDER_PROPERTY = "hoodie.archivelog.folder"
@@ -78,8 +77,6 @@ ENTRY_FIELDS: Schema = fastavro.parse_schema(
     }
 )
 """The reader schema: only the fields that say which instant completed."""
-
-Parsed = TypeVar("Parsed")
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")

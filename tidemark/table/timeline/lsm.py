@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +124,7 @@ def history_folder(properties: dict[str, str]) -> str:
     return f".hoodie/{timeline}/{history}"
 
 
-def _completed_writes(instants: Iterable[HistoryInstant]) -> ArchivedWrites:
+def _completed_writes(instants: Sequence[HistoryInstant]) -> ArchivedWrites:
     """The writes among ``instants`` (a history lists completed instants only)."""
     return ArchivedWrites(
         frozenset(i.timestamp for i in instants if i.action in WRITE_ACTIONS),
