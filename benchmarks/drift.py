@@ -65,21 +65,29 @@ class Drift:
         """Sample after a batch: memory now, the longest command since the last sample, and
         the batch's ``stages`` (a write's ``stage_seconds``; a stage it did not run counts 0
         s), which tell which part of a batch's time grows."""
-        stages = stages or {}
+        measured = {
+            "driver_rss_mib": resident_mib(),
+            "python_blocks": _python_blocks_after_gc(),
+            "arrow_mib": pa.total_allocated_bytes() / (1024 * 1024),
+            "jvm_rss_mib": resident_mib(self._jvm_pid),
+            "jvm_heap_mib": self._heap_after_gc_mib(),
+            "longest_command_chars": self._longest,
+            "batch_s": seconds,
+        }
+        self._longest = 0
+        self.keep(measured, stages or {})
+
+    def keep(self, measured: Mapping[str, float], stages: Mapping[str, float]) -> None:
+        """Append one batch's ``measured`` values (one for each of ``SAMPLES``) and its
+        ``stages`` to the arrays, which hold no Python object a value."""
         done = len(self.samples["batch_s"])
         for stage in stages:
             self.samples.setdefault(f"{STAGE_PREFIX}{stage}", array("d", [0.0] * done))
         for name, values in self.samples.items():
             if name.startswith(STAGE_PREFIX):
                 values.append(stages.get(name.removeprefix(STAGE_PREFIX), 0.0))
-        self.samples["driver_rss_mib"].append(resident_mib())
-        self.samples["python_blocks"].append(_python_blocks_after_gc())
-        self.samples["arrow_mib"].append(pa.total_allocated_bytes() / (1024 * 1024))
-        self.samples["jvm_rss_mib"].append(resident_mib(self._jvm_pid))
-        self.samples["jvm_heap_mib"].append(self._heap_after_gc_mib())
-        self.samples["longest_command_chars"].append(self._longest)
-        self.samples["batch_s"].append(seconds)
-        self._longest = 0
+            else:
+                values.append(measured[name])
 
     def _heap_after_gc_mib(self) -> float:
         """The JVM's heap in use right after ``System.gc()`` (outside the batch's timing)."""

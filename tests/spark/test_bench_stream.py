@@ -7,10 +7,13 @@ figures they come from."""
 
 from __future__ import annotations
 
+import gc
+import sys
+
 import pytest
 from pyspark.sql import SparkSession
 
-from benchmarks.drift import Drift
+from benchmarks.drift import SAMPLES, Drift
 from benchmarks.stream import COW, DELTA, MOR, TARGETS, batch, readme_rows, table_rows
 from benchmarks.write import PARTITIONS
 from spark.sparkkit import run_bench
@@ -41,17 +44,30 @@ def test_the_drift_samples_add_no_python_objects_to_the_blocks_they_count(
     spark: SparkSession,
 ) -> None:
     """A long stream's Python blocks are counted by the process that keeps the samples: kept
-    as Python floats in lists, they added about three blocks a batch to the count here
-    (324 over these 100), and about 15 in the stream bench with each batch's stages."""
+    as Python floats in lists, a batch's nine values here would add nine blocks (900 over
+    these 100; about 15 a batch in the stream bench). Each batch's values are new floats, as
+    measured ones are; the arrays are checked once with a full collection around them, not
+    with a full collection of the driver and of the JVM a batch, as ``batch_done`` samples."""
     drift = Drift(spark)
-    stages = {"write files": 0.5, "commit": 0.1}
-    for _ in range(20):  # the arrays' first growth
-        drift.batch_done(1.0, stages)
-    before = drift.samples["python_blocks"][-1]
-    for _ in range(100):
-        drift.batch_done(1.0, stages)
-    assert drift.samples["python_blocks"][-1] - before < 100
-    assert drift.stage_medians() == {"write files": 0.5, "commit": 0.1}
+
+    def keep_a_batch(number: int) -> None:
+        measured = {name: number + 0.5 + index for index, name in enumerate(SAMPLES)}
+        drift.keep(measured, {"write files": number / 7, "commit": number / 11})
+
+    for number in range(20):  # the arrays' first growth
+        keep_a_batch(number)
+    gc.collect()
+    before = sys.getallocatedblocks()
+    for number in range(20, 120):
+        keep_a_batch(number)
+    gc.collect()
+    assert sys.getallocatedblocks() - before < 100
+    assert len(drift.samples["batch_s"]) == len(drift.samples["stage: commit"]) == 120
+    assert drift.samples["python_blocks"][-1] == 119 + 0.5 + SAMPLES.index("python_blocks")
+    drift.batch_done(1.0, {"write files": 0.5})
+    assert drift.samples["python_blocks"][-1] > 0 and drift.samples["stage: commit"][-1] == 0.0
+    assert drift.samples["jvm_heap_mib"][-1] < drift.samples["jvm_rss_mib"][-1]
+    assert set(drift.stage_medians()) == {"write files", "commit"}
 
 
 @pytest.mark.parametrize("keys", ["recent", "spread"])
