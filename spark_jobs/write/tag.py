@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 
+from tidemark.clients.index import IndexClient
 from tidemark.errors import FailedPreconditionError, TidemarkError
 from tidemark.jobs.errors import run_spark_action
 from tidemark.jobs.index_writes import tag_with_index
@@ -28,6 +30,8 @@ from tidemark.table import HoodieTable
 from tidemark.table.files.view import BaseFile, FileSystemView
 from tidemark.table.metadata.actions import WRITE_ACTIONS
 from tidemark.table.records.keys import PARTITION_PATH
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,14 +71,73 @@ def tag_keys(
     elif job.tagging == "record":
         assert job.index is not None
         last = table.timeline.last_completed()
-        as_of = last.timestamp if last else None
-        tagged = tag(keyed, None) if last is None else tag_with_index(keyed, job.index, as_of)
+        if last is not None:
+            looked_up_keys = _LookedUp(table, keyed, job.index, seen, view, operation, checks)
+            return looked_up_keys.tagged(last.timestamp)
+        tagged = tag(keyed, None)
     else:
         slices = latest_slices(table, view)
         latest = slices.base_files()
         tagged = tag(
             keyed, slice_keys(spark, table.uri, table.config, slices) if len(slices) else None
         )
+    return _persisted_profile(table, tagged, seen, view, latest, operation, checks)
+
+
+@dataclass(frozen=True)
+class _LookedUp:
+    """Keys tagged by the record index as of the latest completed write. Instants complete
+    out of their order: a clustering planned before that write may have committed after
+    it, and an index view holding the write completed may still hold the plan pending, so
+    the index places the keys the clustering moved in the groups it replaced. Those keys
+    are looked up once more, as of the replacing commit, which makes the index read the
+    timeline again."""
+
+    table: HoodieTable
+    keyed: DataFrame
+    index: IndexClient
+    seen: frozenset[str]
+    view: FileSystemView
+    operation: str
+    checks: InputChecks | None
+
+    def tagged(self, as_of: str) -> Tagged:
+        try:
+            return self._profiled(as_of)
+        except _IndexBehindViewError as behind:
+            log.info(
+                "write.index_behind_view",
+                table=self.table.uri,
+                as_of=as_of,
+                replaced_by=behind.replaced_by,
+            )
+            return self._profiled(behind.replaced_by)
+
+    def _profiled(self, as_of: str) -> Tagged:
+        rows = tag_with_index(self.keyed, self.index, as_of)
+        return _persisted_profile(
+            self.table, rows, self.seen, self.view, None, self.operation, self.checks
+        )
+
+
+class _IndexBehindViewError(FailedPreconditionError):
+    """The index placed keys in file groups the view lists as replaced by ``replaced_by``."""
+
+    def __init__(self, message: str, replaced_by: str) -> None:
+        super().__init__(message, field="index")
+        self.replaced_by = replaced_by
+
+
+def _persisted_profile(
+    table: HoodieTable,
+    tagged: DataFrame,
+    seen: frozenset[str],
+    view: FileSystemView,
+    latest: list[BaseFile] | None,
+    operation: str,
+    checks: InputChecks | None,
+) -> Tagged:
+    """``_profiled`` of the tagged rows, persisted for the write; unpersisted on failure."""
     tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         return _profiled(table, tagged, seen, view, latest, operation, checks)
@@ -123,12 +186,16 @@ def _profiled(
     by_file = {f.file_id: f for f in latest}
     unknown = _unknown_groups(profile, latest)
     if unknown:
-        raise FailedPreconditionError(
+        message = (
             f"the record index places keys in file group {unknown[0][OLD_FILE_ID]} "
             f"(partition {unknown[0][OLD_PARTITION]!r}), which the table does not have "
-            "(rebuild the index with `tidemark index build --rebuild`)",
-            field="index",
+            "(rebuild the index with `tidemark index build --rebuild`)"
         )
+        replaced = view.replaced_file_groups()
+        replacing = [replaced.get((row[OLD_PARTITION], row[OLD_FILE_ID])) for row in unknown]
+        if all(replacing):
+            raise _IndexBehindViewError(message, replaced_by=max(filter(None, replacing)))
+        raise FailedPreconditionError(message, field="index")
     inserts: dict[str, int] = {}
     touched: list[BaseFile] = []
     for row in profile:

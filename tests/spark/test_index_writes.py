@@ -28,6 +28,8 @@ from tidemark.index.pruning import index_locator
 from tidemark.index.record_index import RecordIndex
 from tidemark.index.wire import CHANGES_DDL
 from tidemark.jobs.cluster import run_clustering
+from tidemark.jobs.index_build import build_index
+from tidemark.jobs.index_build_options import IndexBuildOptions
 from tidemark.jobs.index_writes import stage_changes
 from tidemark.jobs.read import read_dataframe
 from tidemark.jobs.write import tag, write
@@ -183,20 +185,60 @@ def test_keys_a_clustering_moved_after_the_writer_listed_the_table_are_written(
     assert [(r["id"], r["name"]) for r in row] == [(1, "updated")]
 
 
+def test_keys_a_clustering_planned_before_the_last_write_moved_after_it_are_written(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """Instants complete out of their order: a clustering planned before a write commits
+    after it. An index service that read the timeline in between holds the write completed
+    and the plan pending, and the next write asks it as of the latest write by instant
+    time (version 6 records no completion times): it was told the moved keys' replaced
+    groups and refused ("places keys in file group ..., which the table does not have"; a
+    stream beside a clustering runner met it under load). It now looks those keys up
+    again as of the replacing commit."""
+    many_in_b = [(k, f"b{k}", "b", 1) for k in range(100, 300)]  # the moves a few deltas
+    first = [(k, f"v{k}", "abc"[k % 3], 1) for k in range(12)] + many_in_b  # (no index fold)
+    created = WriteOptions(record_key_fields=["id"], partition_fields=["part"])
+    write(spark, rows(spark, *first), table_uri, "bulk_insert", created)
+    build_index(spark, HoodieTable.open(table_uri), IndexBuildOptions(shards=3))
+    plan = _save_plan(table_uri, partitions={"a"})
+    with start_embedded_index_service() as service:
+        served = WriteOptions(index_service_address=service.address)
+        before = write(spark, rows(spark, (1, "b1", "b", 2)), table_uri, "upsert", served)
+        assert before.instant > plan  # the plan's groups untouched: it stays pending
+        IndexClient(service.address, table_uri).lookup(["1"], before.instant)
+        run_clustering(spark, HoodieTable.open(table_uri))
+        with capture_logs() as logs:
+            after = write(spark, rows(spark, (0, "a0", "a", 3)), table_uri, "upsert", served)
+    assert (after.rows_updated, after.tagging) == (1, "record")
+    behind = [e for e in logs if e["event"] == "write.index_behind_view"]
+    assert [(e["as_of"], e["replaced_by"]) for e in behind] == [(before.instant, plan)]
+    located = assert_index_agrees(table_uri)
+    latest = HoodieTable.open(table_uri).view().latest_base_files()
+    assert located["0"][1] in {f.file_id for f in latest if f.partition_path == "a"}
+    row = read_dataframe(spark, HoodieTable.open(table_uri), where={"id": [0, 1]}).collect()
+    assert sorted((r["id"], r["name"]) for r in row) == [(0, "a0"), (1, "b1")]
+
+
 def _cluster_every_group(spark: SparkSession, table_uri: str) -> None:
     """Plan one clustering group per partition over all its file groups, and run it."""
+    _save_plan(table_uri)
+    run_clustering(spark, HoodieTable.open(table_uri))
+
+
+def _save_plan(table_uri: str, partitions: set[str] | None = None) -> str:
+    """Plan one clustering group per partition (of ``partitions``, else every one) over all
+    its file groups; the plan's instant."""
     table = HoodieTable.open(table_uri)
     groups = tuple(
         ClusteringGroup(
             tuple(SliceInfo(f.partition_path, f.file_id, f.path, f.size) for f in files), 1
         )
-        for files in table.view().file_groups_by_partition().values()
+        for files in table.view().file_groups_by_partition(partitions).values()
     )
     plan = ClusteringPlan(groups=groups, strategy=ClusteringStrategy(("id",), "linear", 1 << 30))
     with StorageLease(table.storage, "test-scheduler") as lock:
         table.timeline.fence = lock
-        save_plan(table, plan)
-    run_clustering(spark, HoodieTable.open(table_uri))
+        return save_plan(table, plan).timestamp
 
 
 def _staged_by_instant(uri: str, instant: str) -> tuple[list[str], list[str]]:
