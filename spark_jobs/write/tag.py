@@ -6,6 +6,8 @@ collected by one Spark job."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import structlog
@@ -81,7 +83,8 @@ def tag_keys(
         tagged = tag(
             keyed, slice_keys(spark, table.uri, table.config, slices) if len(slices) else None
         )
-    return _persisted_profile(table, tagged, seen, view, latest, operation, checks)
+    with _persisted(tagged) as persisted:
+        return _profiled(table, persisted, seen, view, latest, operation, checks)
 
 
 @dataclass(frozen=True)
@@ -114,10 +117,10 @@ class _LookedUp:
             return self._profiled(behind.replaced_by)
 
     def _profiled(self, as_of: str) -> Tagged:
-        rows = tag_with_index(self.keyed, self.index, as_of)
-        return _persisted_profile(
-            self.table, rows, self.seen, self.view, None, self.operation, self.checks
-        )
+        with _persisted(tag_with_index(self.keyed, self.index, as_of)) as rows:
+            return _profiled(
+                self.table, rows, self.seen, self.view, None, self.operation, self.checks
+            )
 
 
 class _IndexBehindViewError(FailedPreconditionError):
@@ -128,21 +131,14 @@ class _IndexBehindViewError(FailedPreconditionError):
         self.replaced_by = replaced_by
 
 
-def _persisted_profile(
-    table: HoodieTable,
-    tagged: DataFrame,
-    seen: frozenset[str],
-    view: FileSystemView,
-    latest: list[BaseFile] | None,
-    operation: str,
-    checks: InputChecks | None,
-) -> Tagged:
-    """``_profiled`` of the tagged rows, persisted for the write; unpersisted on failure."""
-    tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+@contextmanager
+def _persisted(tagged: DataFrame) -> Iterator[DataFrame]:
+    """The tagged rows persisted for the write; unpersisted when profiling them fails."""
+    persisted = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _profiled(table, tagged, seen, view, latest, operation, checks)
+        yield persisted
     except BaseException:
-        tagged.unpersist()
+        persisted.unpersist()
         raise
 
 
